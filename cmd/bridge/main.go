@@ -1,0 +1,81 @@
+// Command bridge runs fnbridge: a Restate service deployment whose handlers
+// are Python and Bash functions executed through FunctionRuntime.
+//
+// Subcommands live one per file; this file holds the root command and the
+// flags every subcommand shares.
+package main
+
+import (
+	"fmt"
+	"os"
+
+	"github.com/rs/zerolog"
+	"github.com/spf13/cobra"
+
+	"github.com/fnbridge/fnbridge/internal/version"
+)
+
+// globalFlags are the flags accepted by every subcommand.
+type globalFlags struct {
+	logLevel  string
+	logFormat string
+}
+
+func main() {
+	if err := newRootCmd().Execute(); err != nil {
+		fmt.Fprintln(os.Stderr, "bridge:", err)
+		os.Exit(1)
+	}
+}
+
+func newRootCmd() *cobra.Command {
+	g := &globalFlags{}
+	root := &cobra.Command{
+		Use:           "bridge",
+		Short:         "Run Python and Bash functions as durable Restate services",
+		SilenceUsage:  true,
+		SilenceErrors: true,
+	}
+	root.PersistentFlags().StringVar(&g.logLevel, "log-level", "info", "log level: trace, debug, info, warn, error")
+	root.PersistentFlags().StringVar(&g.logFormat, "log-format", "json", "log format: json or console")
+	root.AddCommand(newVersionCmd())
+	for _, add := range subcommands {
+		root.AddCommand(add(g))
+	}
+	return root
+}
+
+// subcommands is filled by init functions of the files that define them, so
+// each subcommand stays in its own file.
+var subcommands []func(*globalFlags) *cobra.Command
+
+func newVersionCmd() *cobra.Command {
+	return &cobra.Command{
+		Use:   "version",
+		Short: "Print the fnbridge version",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			_, err := fmt.Fprintln(cmd.OutOrStdout(), "fnbridge", version.Version)
+			return err
+		},
+	}
+}
+
+// logger builds the process logger from the global flags; a bad value is an
+// error naming the flag rather than a silent default.
+func (g *globalFlags) logger() (zerolog.Logger, error) {
+	level, err := zerolog.ParseLevel(g.logLevel)
+	if err != nil || g.logLevel == "" {
+		return zerolog.Nop(), fmt.Errorf("--log-level %q: want trace, debug, info, warn or error", g.logLevel)
+	}
+	var l zerolog.Logger
+	switch g.logFormat {
+	case "json":
+		l = zerolog.New(os.Stderr)
+	case "console":
+		l = zerolog.New(zerolog.ConsoleWriter{Out: os.Stderr})
+	default:
+		return zerolog.Nop(), fmt.Errorf("--log-format %q: want json or console", g.logFormat)
+	}
+	return l.Level(level).With().Timestamp().Logger(), nil
+}
