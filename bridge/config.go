@@ -1,0 +1,347 @@
+package bridge
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"path/filepath"
+	"regexp"
+	"sort"
+	"strings"
+	"time"
+
+	"go.yaml.in/yaml/v3"
+)
+
+// Config is the bridge configuration file (see DESIGN.md and the README's
+// configuration reference). Relative paths are resolved against the
+// directory of the file.
+type Config struct {
+	// Listen is the Restate endpoint address, host:port.
+	Listen string `yaml:"listen"`
+	// ProtocolMode is "bidi" (BIDI_STREAM) or "request_response".
+	ProtocolMode string `yaml:"protocol_mode"`
+	// IdentityKeys are Restate request-identity public keys
+	// (publickeyv1_...); empty accepts unsigned requests.
+	IdentityKeys []string `yaml:"identity_keys"`
+	// Runtimes maps a runtime kind to a remote FunctionRuntime address
+	// (host:port or unix:///path); a kind absent or empty runs embedded.
+	Runtimes map[string]string `yaml:"runtimes"`
+	// ShutdownTimeout bounds graceful shutdown on SIGTERM.
+	ShutdownTimeout Duration `yaml:"shutdown_timeout"`
+	// Services are the Restate services this deployment serves.
+	Services []ServiceConfig `yaml:"services"`
+
+	// Path is the absolute path of the loaded file ("" when built in code).
+	Path string `yaml:"-"`
+}
+
+// ServiceConfig is one Restate service.
+type ServiceConfig struct {
+	Name          string            `yaml:"name"`
+	Documentation string            `yaml:"documentation"`
+	Metadata      map[string]string `yaml:"metadata"`
+	Handlers      []HandlerConfig   `yaml:"handlers"`
+}
+
+// HandlerConfig is one Restate handler backed by a Python or Bash function.
+type HandlerConfig struct {
+	Name          string            `yaml:"name"`
+	Documentation string            `yaml:"documentation"`
+	Metadata      map[string]string `yaml:"metadata"`
+	// Runtime is "python" or "bash".
+	Runtime string `yaml:"runtime"`
+	// Dir is the registration working directory, relative to the config file.
+	Dir string `yaml:"dir"`
+	// Handler is module.function (python) or file.function (bash).
+	Handler string            `yaml:"handler"`
+	Env     map[string]string `yaml:"env"`
+	// Timeout bounds one invocation (InvokeFunction timeout_millis).
+	Timeout Duration `yaml:"timeout"`
+	// IdleTimeout unregisters a warm registration unused this long.
+	IdleTimeout Duration `yaml:"idle_timeout"`
+	// Concurrency is the number of warm registrations, each serving one
+	// invocation at a time.
+	Concurrency int `yaml:"concurrency"`
+	// MinWarm registrations are created at start and kept registered.
+	MinWarm int `yaml:"min_warm"`
+	// LeaseTimeout bounds how long an invocation waits for a free
+	// registration before failing retryably with 429.
+	LeaseTimeout Duration `yaml:"lease_timeout"`
+	// InputContentType and OutputContentType flow into the manifest.
+	InputContentType  string `yaml:"input_content_type"`
+	OutputContentType string `yaml:"output_content_type"`
+	// InactivityTimeout and AbortTimeout are Restate's per-handler
+	// timeouts, advertised in the manifest where its version allows.
+	InactivityTimeout Duration `yaml:"inactivity_timeout"`
+	AbortTimeout      Duration `yaml:"abort_timeout"`
+	// RetryPolicy is Restate's per-handler retry policy (manifest v3+).
+	RetryPolicy *RetryPolicyConfig `yaml:"retry_policy"`
+}
+
+// RetryPolicyConfig is Restate's retry policy for one handler.
+type RetryPolicyConfig struct {
+	InitialInterval      Duration `yaml:"initial_interval"`
+	MaxInterval          Duration `yaml:"max_interval"`
+	ExponentiationFactor float64  `yaml:"exponentiation_factor"`
+	MaxAttempts          int      `yaml:"max_attempts"`
+	// OnMaxAttempts is "pause" or "kill".
+	OnMaxAttempts string `yaml:"on_max_attempts"`
+}
+
+// Duration is a time.Duration written as a Go duration string ("30s").
+type Duration time.Duration
+
+// UnmarshalYAML parses "1m30s"-style durations.
+func (d *Duration) UnmarshalYAML(n *yaml.Node) error {
+	var s string
+	if err := n.Decode(&s); err != nil {
+		return fmt.Errorf("line %d: want a duration like 30s or 5m", n.Line)
+	}
+	v, err := time.ParseDuration(s)
+	if err != nil {
+		return fmt.Errorf("line %d: %q is not a duration (want e.g. 30s, 5m)", n.Line, s)
+	}
+	*d = Duration(v)
+	return nil
+}
+
+// Std returns the value as a time.Duration.
+func (d Duration) Std() time.Duration { return time.Duration(d) }
+
+// Defaults applied when a field is left out.
+const (
+	DefaultListen          = "127.0.0.1:9080"
+	DefaultTimeout         = 30 * time.Second
+	DefaultIdleTimeout     = 5 * time.Minute
+	DefaultConcurrency     = 1
+	DefaultLeaseTimeout    = 5 * time.Second
+	DefaultShutdownTimeout = 30 * time.Second
+	// MaxTimeout caps a handler's timeout; longer work belongs in
+	// several invocations.
+	MaxTimeout = 15 * time.Minute
+	// MaxConcurrency caps warm registrations per handler.
+	MaxConcurrency = 256
+)
+
+// Protocol modes accepted in protocol_mode.
+const (
+	ModeBidi            = "bidi"
+	ModeRequestResponse = "request_response"
+)
+
+var (
+	serviceNameRE = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
+	envNameRE     = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
+	pyHandlerRE   = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)+$`)
+	bashHandlerRE = regexp.MustCompile(`^[A-Za-z0-9_][A-Za-z0-9_-]*\.[A-Za-z_][A-Za-z0-9_]*$`)
+)
+
+// LoadConfig reads, decodes (unknown fields are errors), resolves and
+// validates a configuration file. Every error names the field path.
+func LoadConfig(path string) (*Config, error) {
+	abs, err := filepath.Abs(path)
+	if err != nil {
+		return nil, fmt.Errorf("config %s: %w", path, err)
+	}
+	data, err := os.ReadFile(abs)
+	if err != nil {
+		return nil, fmt.Errorf("config: %w", err)
+	}
+	cfg, err := ParseConfig(data, filepath.Dir(abs))
+	if err != nil {
+		return nil, fmt.Errorf("config %s: %w", path, err)
+	}
+	cfg.Path = abs
+	return cfg, nil
+}
+
+// ParseConfig decodes and validates configuration bytes; relative handler
+// directories resolve against baseDir.
+func ParseConfig(data []byte, baseDir string) (*Config, error) {
+	dec := yaml.NewDecoder(bytes.NewReader(data))
+	dec.KnownFields(true)
+	cfg := &Config{}
+	if err := dec.Decode(cfg); err != nil {
+		if errors.Is(err, io.EOF) {
+			return nil, errors.New("file is empty: want at least one service under services")
+		}
+		return nil, fmt.Errorf("yaml: %w", err)
+	}
+	if err := cfg.resolve(baseDir); err != nil {
+		return nil, err
+	}
+	return cfg, nil
+}
+
+// resolve applies defaults, makes paths absolute and validates everything,
+// collecting every problem so a user fixes the file in one pass.
+func (c *Config) resolve(baseDir string) error {
+	var errs []error
+	bad := func(path, format string, args ...any) {
+		errs = append(errs, fmt.Errorf("%s: %s", path, fmt.Sprintf(format, args...)))
+	}
+	if c.Listen == "" {
+		c.Listen = DefaultListen
+	} else if _, _, err := net.SplitHostPort(c.Listen); err != nil {
+		bad("listen", "%q is not host:port", c.Listen)
+	}
+	switch c.ProtocolMode {
+	case "":
+		c.ProtocolMode = ModeBidi
+	case ModeBidi, ModeRequestResponse:
+	default:
+		bad("protocol_mode", "%q is not allowed (bidi | request_response)", c.ProtocolMode)
+	}
+	for i, k := range c.IdentityKeys {
+		if !strings.HasPrefix(k, "publickeyv1_") {
+			bad(fmt.Sprintf("identity_keys[%d]", i), "want a Restate public key starting with publickeyv1_")
+		}
+	}
+	for kind, addr := range c.Runtimes {
+		if kind != "python" && kind != "bash" {
+			bad("runtimes."+kind, "unknown runtime kind (python | bash)")
+			continue
+		}
+		if addr != "" && !strings.HasPrefix(addr, "unix://") {
+			if _, _, err := net.SplitHostPort(addr); err != nil {
+				bad("runtimes."+kind, "%q is neither host:port nor unix:///path", addr)
+			}
+		}
+	}
+	if c.ShutdownTimeout == 0 {
+		c.ShutdownTimeout = Duration(DefaultShutdownTimeout)
+	} else if c.ShutdownTimeout < 0 {
+		bad("shutdown_timeout", "must be positive")
+	}
+	if len(c.Services) == 0 {
+		bad("services", "want at least one service")
+	}
+	seenSvc := map[string]bool{}
+	for si := range c.Services {
+		s := &c.Services[si]
+		sp := fmt.Sprintf("services[%d]", si)
+		if !serviceNameRE.MatchString(s.Name) {
+			bad(sp+".name", "%q is not a valid service name (letters, digits, _; not starting with a digit)", s.Name)
+		} else if seenSvc[s.Name] {
+			bad(sp+".name", "duplicate service %q", s.Name)
+		}
+		seenSvc[s.Name] = true
+		if len(s.Handlers) == 0 {
+			bad(sp+".handlers", "want at least one handler")
+		}
+		seenH := map[string]bool{}
+		for hi := range s.Handlers {
+			h := &s.Handlers[hi]
+			hp := fmt.Sprintf("%s.handlers[%d]", sp, hi)
+			if !serviceNameRE.MatchString(h.Name) {
+				bad(hp+".name", "%q is not a valid handler name (letters, digits, _; not starting with a digit)", h.Name)
+			} else if seenH[h.Name] {
+				bad(hp+".name", "duplicate handler %q in service %q", h.Name, s.Name)
+			}
+			seenH[h.Name] = true
+			h.resolve(hp, baseDir, bad)
+		}
+	}
+	return errors.Join(errs...)
+}
+
+func (h *HandlerConfig) resolve(hp, baseDir string, bad func(path, format string, args ...any)) {
+	switch h.Runtime {
+	case "python":
+		if !pyHandlerRE.MatchString(h.Handler) {
+			bad(hp+".handler", "%q is not module.function (python identifiers, module may be dotted)", h.Handler)
+		}
+	case "bash":
+		if !bashHandlerRE.MatchString(h.Handler) {
+			bad(hp+".handler", "%q is not file.function (file.sh in dir; no paths, no shell characters)", h.Handler)
+		}
+	case "":
+		bad(hp+".runtime", "missing (python | bash)")
+	default:
+		bad(hp+".runtime", "%q is not allowed (python | bash)", h.Runtime)
+	}
+	if h.Dir == "" {
+		bad(hp+".dir", "missing: the directory holding the handler's code")
+	} else {
+		if !filepath.IsAbs(h.Dir) {
+			h.Dir = filepath.Join(baseDir, h.Dir)
+		}
+		h.Dir = filepath.Clean(h.Dir)
+		if st, err := os.Stat(h.Dir); err != nil {
+			bad(hp+".dir", "%s does not exist", h.Dir)
+		} else if !st.IsDir() {
+			bad(hp+".dir", "%s is not a directory", h.Dir)
+		}
+	}
+	names := make([]string, 0, len(h.Env))
+	for k := range h.Env {
+		names = append(names, k)
+	}
+	sort.Strings(names)
+	for _, k := range names {
+		if !envNameRE.MatchString(k) {
+			bad(hp+".env."+k, "not a valid environment variable name")
+		} else if strings.HasPrefix(k, "FNBRIDGE_") {
+			bad(hp+".env."+k, "the FNBRIDGE_ prefix is reserved for the runtime")
+		}
+	}
+	switch {
+	case h.Timeout == 0:
+		h.Timeout = Duration(DefaultTimeout)
+	case h.Timeout < 0 || h.Timeout.Std() > MaxTimeout:
+		bad(hp+".timeout", "%s is out of range (0 < timeout <= %s)", h.Timeout.Std(), MaxTimeout)
+	}
+	switch {
+	case h.IdleTimeout == 0:
+		h.IdleTimeout = Duration(DefaultIdleTimeout)
+	case h.IdleTimeout < Duration(time.Second):
+		bad(hp+".idle_timeout", "%s is too short (at least 1s)", h.IdleTimeout.Std())
+	}
+	switch {
+	case h.Concurrency == 0:
+		h.Concurrency = DefaultConcurrency
+	case h.Concurrency < 0 || h.Concurrency > MaxConcurrency:
+		bad(hp+".concurrency", "%d is out of range (1..%d)", h.Concurrency, MaxConcurrency)
+	}
+	if h.MinWarm < 0 || (h.Concurrency > 0 && h.MinWarm > h.Concurrency) {
+		bad(hp+".min_warm", "%d is out of range (0..concurrency)", h.MinWarm)
+	}
+	switch {
+	case h.LeaseTimeout == 0:
+		h.LeaseTimeout = Duration(DefaultLeaseTimeout)
+	case h.LeaseTimeout < 0:
+		bad(hp+".lease_timeout", "must be positive")
+	}
+	if h.InputContentType == "" {
+		h.InputContentType = "application/json"
+	}
+	if h.OutputContentType == "" {
+		h.OutputContentType = "application/json"
+	}
+	if h.InactivityTimeout < 0 {
+		bad(hp+".inactivity_timeout", "must be positive")
+	}
+	if h.AbortTimeout < 0 {
+		bad(hp+".abort_timeout", "must be positive")
+	}
+	if rp := h.RetryPolicy; rp != nil {
+		if rp.InitialInterval < 0 || rp.MaxInterval < 0 {
+			bad(hp+".retry_policy", "intervals must be positive")
+		}
+		if rp.ExponentiationFactor != 0 && rp.ExponentiationFactor < 1 {
+			bad(hp+".retry_policy.exponentiation_factor", "%v is below 1", rp.ExponentiationFactor)
+		}
+		if rp.MaxAttempts < 0 {
+			bad(hp+".retry_policy.max_attempts", "must be positive")
+		}
+		switch rp.OnMaxAttempts {
+		case "", "pause", "kill":
+		default:
+			bad(hp+".retry_policy.on_max_attempts", "%q is not allowed (pause | kill)", rp.OnMaxAttempts)
+		}
+	}
+}

@@ -1,0 +1,126 @@
+package bridge_test
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/fnbridge/fnbridge/bridge"
+)
+
+func writeConfig(t *testing.T, body string) string {
+	t.Helper()
+	dir := t.TempDir()
+	if err := os.MkdirAll(filepath.Join(dir, "functions"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "functions", "greeter.py"), []byte("def greet(x):\n    return x\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "functions", "notafile"), nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(dir, "bridge.yaml")
+	if err := os.WriteFile(path, []byte(body), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
+
+const validConfig = `
+listen: 127.0.0.1:9080
+protocol_mode: bidi
+services:
+  - name: Greeter
+    handlers:
+      - name: greet
+        runtime: python
+        dir: functions
+        handler: greeter.greet
+        env: {GREETING: Hello}
+        timeout: 10s
+        idle_timeout: 5m
+        concurrency: 4
+`
+
+// "Paths are relative to the config file": dir resolves against the file's
+// directory, and omitted fields take their documented defaults.
+func TestLoadConfigResolvesPathsAndDefaults(t *testing.T) {
+	path := writeConfig(t, validConfig)
+	cfg, err := bridge.LoadConfig(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := cfg.Services[0].Handlers[0]
+	if want := filepath.Join(filepath.Dir(path), "functions"); h.Dir != want {
+		t.Errorf("dir = %q, want %q", h.Dir, want)
+	}
+	if h.Timeout.Std() != 10*time.Second || h.Concurrency != 4 {
+		t.Errorf("timeout/concurrency = %s/%d", h.Timeout.Std(), h.Concurrency)
+	}
+	if h.LeaseTimeout.Std() != bridge.DefaultLeaseTimeout {
+		t.Errorf("lease_timeout default = %s", h.LeaseTimeout.Std())
+	}
+	if cfg.ShutdownTimeout.Std() != bridge.DefaultShutdownTimeout {
+		t.Errorf("shutdown_timeout default = %s", cfg.ShutdownTimeout.Std())
+	}
+}
+
+// "Invalid config fails at start with an error naming the field path and
+// what is allowed."
+func TestLoadConfigRejectsInvalidNamingFieldPath(t *testing.T) {
+	cases := []struct {
+		name, from, to string
+		want           []string
+	}{
+		{"unknown runtime", "runtime: python", "runtime: ruby", []string{"services[0].handlers[0].runtime", `"ruby" is not allowed (python | bash)`}},
+		{"bad protocol mode", "protocol_mode: bidi", "protocol_mode: grpc", []string{"protocol_mode", "bidi | request_response"}},
+		{"missing dir", "dir: functions", "dir: nowhere", []string{"services[0].handlers[0].dir", "does not exist"}},
+		{"dir is a file", "dir: functions", "dir: functions/notafile", []string{"services[0].handlers[0].dir", "is not a directory"}},
+		{"bad python handler", "handler: greeter.greet", "handler: greet", []string{"services[0].handlers[0].handler", "module.function"}},
+		{"path in handler", "handler: greeter.greet", "handler: ../x.greet", []string{"services[0].handlers[0].handler"}},
+		{"bad env name", "env: {GREETING: Hello}", "env: {1BAD: x}", []string{"services[0].handlers[0].env.1BAD", "not a valid environment variable name"}},
+		{"reserved env name", "env: {GREETING: Hello}", "env: {FNBRIDGE_OUTPUTS: x}", []string{"services[0].handlers[0].env.FNBRIDGE_OUTPUTS", "reserved"}},
+		{"concurrency range", "concurrency: 4", "concurrency: 100000", []string{"services[0].handlers[0].concurrency", "out of range"}},
+		{"timeout over cap", "timeout: 10s", "timeout: 20h", []string{"services[0].handlers[0].timeout", "out of range"}},
+		{"bad duration", "timeout: 10s", "timeout: soon", []string{"not a duration"}},
+		{"unknown field", "concurrency: 4", "concurrency: 4\n        colour: red", []string{"colour", "not found"}},
+		{"bad service name", "name: Greeter", "name: Greeter-Service", []string{"services[0].name", "not a valid service name"}},
+		{"bad listen", "listen: 127.0.0.1:9080", "listen: nine", []string{"listen", "host:port"}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			body := strings.Replace(validConfig, tc.from, tc.to, 1)
+			if body == validConfig {
+				t.Fatalf("case did not change the config")
+			}
+			_, err := bridge.LoadConfig(writeConfig(t, body))
+			if err == nil {
+				t.Fatal("invalid config accepted")
+			}
+			for _, w := range tc.want {
+				if !strings.Contains(err.Error(), w) {
+					t.Errorf("error %q does not mention %q", err, w)
+				}
+			}
+		})
+	}
+}
+
+func TestLoadConfigEmptyFile(t *testing.T) {
+	_, err := bridge.LoadConfig(writeConfig(t, ""))
+	if err == nil || !strings.Contains(err.Error(), "empty") {
+		t.Fatalf("err = %v, want a clear 'empty' error", err)
+	}
+}
+
+// Every problem is reported at once, so a user fixes the file in one pass.
+func TestLoadConfigReportsAllProblems(t *testing.T) {
+	body := strings.NewReplacer("runtime: python", "runtime: ruby", "concurrency: 4", "concurrency: -1").Replace(validConfig)
+	_, err := bridge.LoadConfig(writeConfig(t, body))
+	if err == nil || !strings.Contains(err.Error(), ".runtime") || !strings.Contains(err.Error(), ".concurrency") {
+		t.Fatalf("err = %v, want both runtime and concurrency named", err)
+	}
+}

@@ -1,0 +1,84 @@
+package bridge
+
+import (
+	"fmt"
+	"time"
+)
+
+// Class is what kind of failure an invocation met, which decides what
+// Restate sees (DESIGN.md, error classification).
+type Class int
+
+const (
+	// ClassTerminal: the handler signalled a terminal failure. The run
+	// completes with a failure; the invocation ends with it, no retry.
+	ClassTerminal Class = iota + 1
+	// ClassHandler: the handler failed otherwise (exception, non-zero
+	// status, bad outputs). Retried by Restate (500).
+	ClassHandler
+	// ClassCrashed: the worker died during the invocation. Retried (500).
+	ClassCrashed
+	// ClassTimeout: the invocation exceeded its timeout. Retried (504).
+	ClassTimeout
+	// ClassBusy: no registration was free in time. Retried (429).
+	ClassBusy
+	// ClassUnavailable: stale, draining or unready registration that
+	// re-leasing did not cure, or the runtime is unreachable. Retried (503).
+	ClassUnavailable
+	// ClassPermanent: the runtime lacks FunctionRuntime, the registration
+	// is invalid, or initialization failed permanently. The invocation
+	// pauses (v7) or retries slowly (v5/v6) until an operator fixes it.
+	ClassPermanent
+	// ClassCancelled: Restate cancelled the invocation; the worker was
+	// killed and the invocation ends with a terminal 409.
+	ClassCancelled
+)
+
+var classNames = map[Class]string{
+	ClassTerminal: "terminal", ClassHandler: "handler_error", ClassCrashed: "crashed",
+	ClassTimeout: "timeout", ClassBusy: "busy", ClassUnavailable: "unavailable",
+	ClassPermanent: "permanent", ClassCancelled: "cancelled",
+}
+
+func (c Class) String() string {
+	if n, ok := classNames[c]; ok {
+		return n
+	}
+	return fmt.Sprintf("class(%d)", int(c))
+}
+
+// Code is the HTTP-style code Restate records for the class.
+func (c Class) Code() uint16 {
+	switch c {
+	case ClassTimeout:
+		return 504
+	case ClassBusy:
+		return 429
+	case ClassUnavailable:
+		return 503
+	case ClassCancelled:
+		return 409
+	}
+	return 500
+}
+
+// Error is a classified invocation failure.
+type Error struct {
+	Class   Class
+	Message string
+	Cause   error
+}
+
+func (e *Error) Error() string {
+	if e.Cause != nil && e.Message == "" {
+		return e.Cause.Error()
+	}
+	return e.Message
+}
+
+// Unwrap exposes the underlying gRPC or context error.
+func (e *Error) Unwrap() error { return e.Cause }
+
+// PermanentRetryDelay is the delay asked of Restate for a permanent failure
+// on protocol versions that cannot pause an invocation.
+const PermanentRetryDelay = 5 * time.Minute

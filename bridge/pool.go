@@ -1,0 +1,328 @@
+package bridge
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/rs/zerolog"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	executorv1 "github.com/fnbridge/fnbridge/proto/executor/v1"
+)
+
+// pool keeps up to Concurrency registrations of one handler, each leased
+// by one invocation at a time. It plays the contract's runtimed: it chooses
+// run_uid and registration_attempt, resolves run_uid to the current
+// registration_id itself, polls FunctionStatus, unregisters idle
+// registrations and re-registers failed ones with backoff.
+type pool struct {
+	service string
+	h       *HandlerConfig
+	client  executorv1.FunctionRuntimeClient
+	log     zerolog.Logger
+	now     func() time.Time
+
+	free  chan *slot
+	slots []*slot
+
+	pollEvery time.Duration
+	stop      chan struct{}
+	done      chan struct{}
+	closeOnce sync.Once
+	started   bool
+
+	// reportUnimplemented makes a runtime without FunctionRuntime a single
+	// clear log line rather than one per invocation.
+	reportUnimplemented *sync.Once
+}
+
+// slot is one registration position. Only the holder of the slot (a lease
+// or the janitor, having taken it from free) touches its fields.
+type slot struct {
+	index   int
+	runUID  string
+	attempt int32
+	regID   string // "" while not registered
+	// fatal is the last permanent initialization failure; while set and
+	// retryAt is in the future, leases fail fast instead of re-registering.
+	fatal   string
+	retryAt time.Time
+	backoff time.Duration
+}
+
+const (
+	minRegisterBackoff = time.Second
+	maxRegisterBackoff = 5 * time.Minute
+	registerTimeout    = 60 * time.Second
+	unregisterDrain    = 2 * time.Second
+)
+
+func newPool(service string, h *HandlerConfig, client executorv1.FunctionRuntimeClient, log zerolog.Logger, unimpl *sync.Once) *pool {
+	p := &pool{
+		service:             service,
+		h:                   h,
+		client:              client,
+		log:                 log.With().Str("service", service).Str("handler", h.Name).Logger(),
+		now:                 time.Now,
+		free:                make(chan *slot, h.Concurrency),
+		pollEvery:           min(max(h.IdleTimeout.Std()/4, time.Second), 30*time.Second),
+		stop:                make(chan struct{}),
+		done:                make(chan struct{}),
+		reportUnimplemented: unimpl,
+	}
+	for i := range h.Concurrency {
+		s := &slot{index: i, runUID: runUID(service, h.Name, i), attempt: 1}
+		p.slots = append(p.slots, s)
+		p.free <- s
+	}
+	return p
+}
+
+// runUID is deterministic so a restarted bridge resumes (same run_uid,
+// attempt and digest) the registrations a remote runtime still holds.
+func runUID(service, handler string, i int) string {
+	return strings.ToLower(fmt.Sprintf("%s-%s-%d", service, handler, i))
+}
+
+// start registers the min_warm registrations and starts the janitor.
+func (p *pool) start(ctx context.Context) error {
+	for i := 0; i < p.h.MinWarm; i++ {
+		s := <-p.free
+		err := p.ensureRegistered(ctx, s)
+		p.free <- s
+		if err != nil {
+			return fmt.Errorf("%s/%s: warming registration %d: %w", p.service, p.h.Name, i, err)
+		}
+	}
+	p.started = true
+	go p.janitor()
+	return nil
+}
+
+// lease takes a free registration, waiting at most LeaseTimeout, and makes
+// sure it is registered and READY.
+func (p *pool) lease(ctx context.Context) (*slot, error) {
+	var s *slot
+	select {
+	case s = <-p.free:
+	default:
+		t := time.NewTimer(p.h.LeaseTimeout.Std())
+		defer t.Stop()
+		select {
+		case s = <-p.free:
+		case <-t.C:
+			return nil, &Error{Class: ClassBusy, Message: fmt.Sprintf("all %d registrations of %s/%s are busy (waited %s)", p.h.Concurrency, p.service, p.h.Name, p.h.LeaseTimeout.Std())}
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
+	}
+	if err := p.ensureRegistered(ctx, s); err != nil {
+		p.free <- s
+		return nil, err
+	}
+	return s, nil
+}
+
+func (p *pool) release(s *slot) { p.free <- s }
+
+// ensureRegistered registers s when it has no current registration.
+func (p *pool) ensureRegistered(ctx context.Context, s *slot) error {
+	if s.regID != "" {
+		return nil
+	}
+	if s.fatal != "" && p.now().Before(s.retryAt) {
+		return &Error{Class: ClassPermanent, Message: fmt.Sprintf("registration %s failed: %s (next retry in %s)", s.runUID, s.fatal, s.retryAt.Sub(p.now()).Round(time.Second))}
+	}
+	digest, err := registrationDigest(p.h)
+	if err != nil {
+		return &Error{Class: ClassPermanent, Message: err.Error()}
+	}
+	ctx, cancel := context.WithTimeout(ctx, registerTimeout)
+	defer cancel()
+	// A digest or attempt conflict with what the runtime holds (an edited
+	// source, a registration left by an earlier bridge process) is resolved
+	// by moving to a newer attempt; bounded so a misbehaving server cannot
+	// spin us.
+	for tries := 0; ; tries++ {
+		resp, err := p.client.RegisterFunction(ctx, &executorv1.RegisterFunctionRequest{
+			RunUid:              s.runUID,
+			RegistrationAttempt: s.attempt,
+			WorkingDir:          p.h.Dir,
+			Handler:             p.h.Handler,
+			Env:                 p.h.Env,
+			IdleTimeoutSeconds:  int64(p.h.IdleTimeout.Std().Seconds()),
+			RegistrationDigest:  digest,
+		})
+		if err != nil {
+			code := status.Code(err)
+			if (code == codes.AlreadyExists || code == codes.FailedPrecondition) && tries < 8 {
+				s.attempt++
+				continue
+			}
+			return p.registerError(s, err)
+		}
+		regID := resp.GetRegistration().GetRegistrationId()
+		st := resp.GetState()
+		for st == executorv1.FunctionRegistrationState_FUNCTION_REGISTRATION_STATE_REGISTERING {
+			select {
+			case <-ctx.Done():
+				return &Error{Class: ClassUnavailable, Message: "registration did not become ready in time", Cause: ctx.Err()}
+			case <-time.After(20 * time.Millisecond):
+			}
+			sr, err := p.client.FunctionStatus(ctx, &executorv1.FunctionStatusRequest{Registration: resp.GetRegistration()})
+			if err != nil {
+				return p.registerError(s, err)
+			}
+			st = sr.GetState()
+		}
+		switch st {
+		case executorv1.FunctionRegistrationState_FUNCTION_REGISTRATION_STATE_READY:
+			s.regID, s.fatal, s.backoff = regID, "", 0
+			p.log.Debug().Str("run_uid", s.runUID).Int32("attempt", s.attempt).Msg("registration ready")
+			return nil
+		case executorv1.FunctionRegistrationState_FUNCTION_REGISTRATION_STATE_FAILED:
+			fatal := "initialization failed"
+			if sr, err := p.client.FunctionStatus(ctx, &executorv1.FunctionStatusRequest{Registration: resp.GetRegistration()}); err == nil && sr.GetFatalError() != "" {
+				fatal = sr.GetFatalError()
+			}
+			p.unregister(ctx, s.runUID, regID, true)
+			p.markFailed(s, fatal)
+			return &Error{Class: ClassPermanent, Message: fmt.Sprintf("registration %s failed: %s", s.runUID, fatal)}
+		default:
+			return &Error{Class: ClassUnavailable, Message: fmt.Sprintf("registration %s is %s", s.runUID, st)}
+		}
+	}
+}
+
+// markFailed records a permanent failure: the next registration uses a new
+// attempt, after an exponential backoff.
+func (p *pool) markFailed(s *slot, fatal string) {
+	s.regID = ""
+	s.attempt++
+	s.fatal = fatal
+	if s.backoff == 0 {
+		s.backoff = minRegisterBackoff
+	} else {
+		s.backoff = min(2*s.backoff, maxRegisterBackoff)
+	}
+	s.retryAt = p.now().Add(s.backoff)
+	p.log.Error().Str("run_uid", s.runUID).Int32("next_attempt", s.attempt).Dur("retry_in", s.backoff).Str("fatal_error", fatal).Msg("registration failed")
+}
+
+func (p *pool) registerError(s *slot, err error) error {
+	code := status.Code(err)
+	switch code {
+	case codes.Unimplemented:
+		p.reportUnimplemented.Do(func() {
+			p.log.Error().Err(err).Msgf("the %s runtime server does not implement executor.v1.FunctionRuntime: this is a configuration error, invocations pause until it is fixed", p.h.Runtime)
+		})
+		return &Error{Class: ClassPermanent, Message: "runtime server does not implement executor.v1.FunctionRuntime", Cause: err}
+	case codes.InvalidArgument:
+		p.markFailed(s, status.Convert(err).Message())
+		return &Error{Class: ClassPermanent, Message: "invalid registration: " + status.Convert(err).Message(), Cause: err}
+	case codes.Canceled, codes.DeadlineExceeded:
+		return &Error{Class: ClassUnavailable, Message: "registration interrupted", Cause: err}
+	}
+	return &Error{Class: ClassUnavailable, Message: "registering " + s.runUID + ": " + status.Convert(err).Message(), Cause: err}
+}
+
+func (p *pool) unregister(ctx context.Context, runUID, regID string, cancelInFlight bool) {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), unregisterDrain+5*time.Second)
+	defer cancel()
+	_, err := p.client.UnregisterFunction(ctx, &executorv1.UnregisterFunctionRequest{
+		Registration:       &executorv1.FunctionRegistration{RunUid: runUID, RegistrationId: regID},
+		CancelInFlight:     cancelInFlight,
+		DrainTimeoutMillis: unregisterDrain.Milliseconds(),
+	})
+	if err != nil && status.Code(err) != codes.FailedPrecondition {
+		p.log.Warn().Err(err).Str("run_uid", runUID).Msg("unregister failed")
+	}
+}
+
+// janitor is the bounded-cadence poll: idle registrations are unregistered,
+// failed ones cleared for re-registration, vanished ones forgotten, and
+// min_warm ones kept registered.
+func (p *pool) janitor() {
+	defer close(p.done)
+	t := time.NewTicker(p.pollEvery)
+	defer t.Stop()
+	for {
+		select {
+		case <-p.stop:
+			return
+		case <-t.C:
+		}
+		for range len(p.slots) {
+			var s *slot
+			select {
+			case s = <-p.free:
+			default:
+			}
+			if s == nil {
+				break
+			}
+			p.check(s)
+			p.free <- s
+		}
+	}
+}
+
+func (p *pool) check(s *slot) {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if s.regID == "" {
+		if s.index < p.h.MinWarm && !p.now().Before(s.retryAt) {
+			_ = p.ensureRegistered(ctx, s)
+		}
+		return
+	}
+	ref := &executorv1.FunctionRegistration{RunUid: s.runUID, RegistrationId: s.regID}
+	st, err := p.client.FunctionStatus(ctx, &executorv1.FunctionStatusRequest{Registration: ref})
+	switch {
+	case status.Code(err) == codes.NotFound:
+		s.regID = "" // the runtime lost it (restart); register afresh on next use
+	case status.Code(err) == codes.FailedPrecondition:
+		s.regID = "" // superseded or draining: never use this ID again
+	case err != nil:
+		p.log.Warn().Err(err).Str("run_uid", s.runUID).Msg("status poll failed")
+	case st.GetState() == executorv1.FunctionRegistrationState_FUNCTION_REGISTRATION_STATE_FAILED:
+		p.unregister(ctx, s.runUID, s.regID, true)
+		p.markFailed(s, st.GetFatalError())
+	case s.index >= p.h.MinWarm && st.GetInFlight() == 0 &&
+		p.now().Sub(time.Unix(0, st.GetLastActivityUnixNano())) >= p.h.IdleTimeout.Std():
+		p.log.Debug().Str("run_uid", s.runUID).Msg("unregistering idle registration")
+		p.unregister(ctx, s.runUID, s.regID, false)
+		s.regID = ""
+	}
+}
+
+// close stops the janitor, waits (bounded by ctx) for leased registrations
+// to come back, and unregisters everything.
+func (p *pool) close(ctx context.Context) error {
+	p.closeOnce.Do(func() { close(p.stop) })
+	if p.started {
+		select {
+		case <-p.done:
+		case <-ctx.Done():
+		}
+	}
+	var errs []error
+	for range len(p.slots) {
+		select {
+		case s := <-p.free:
+			if s.regID != "" {
+				p.unregister(ctx, s.runUID, s.regID, true)
+				s.regID = ""
+			}
+		case <-ctx.Done():
+			errs = append(errs, fmt.Errorf("%s/%s: registrations still leased at shutdown deadline", p.service, p.h.Name))
+			return errors.Join(errs...)
+		}
+	}
+	return nil
+}
