@@ -1,0 +1,311 @@
+package restateserver
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+)
+
+// Timeouts of the server's life cycle. Readiness covers a cold start on a
+// loaded 2-core CI machine (about 2 s when idle); the stop grace covers the
+// server's own orderly shutdown (about 1.5 s).
+const (
+	readyTimeout = 60 * time.Second
+	stopGrace    = 15 * time.Second
+	bindAttempts = 3
+)
+
+// Options configure a server. The zero value starts a plain server that
+// negotiates service protocol v6 and sends unsigned requests.
+type Options struct {
+	// EnableProtocolV7 lets the server choose service protocol v7
+	// (RESTATE_EXPERIMENTAL_ENABLE_PROTOCOL_V7); without it 1.7.12 uses v6.
+	EnableProtocolV7 bool
+	// IdentityPrivateKeyPEM is the path of an ed25519 PKCS#8 PEM private key;
+	// when set the server signs every discovery and invocation request
+	// (request identity v1).
+	IdentityPrivateKeyPEM string
+	// ExtraEnv entries ("KEY=value") are added last and so override the
+	// defaults, e.g. RESTATE_LOG_FILTER=info or
+	// RESTATE_DEFAULT_NUM_PARTITIONS=4.
+	ExtraEnv []string
+	// LogWriter also receives the server's stdout and stderr. The log is
+	// always kept in the base directory and its tail is printed when the
+	// test fails.
+	LogWriter io.Writer
+}
+
+// Server is a running restate-server owned by a test.
+type Server struct {
+	t       testing.TB
+	bin     string
+	opts    Options
+	baseDir string
+	logPath string
+	ingress int
+	admin   int
+	fabric  int
+	client  *http.Client
+
+	mu   sync.Mutex
+	proc *process // nil when stopped
+}
+
+// Start launches restate-server on free loopback ports with a fresh base
+// directory, waits until it is ready (admin /health, ingress
+// /restate/health and the SQL query endpoint all answer 200) and registers a
+// cleanup that stops it. It skips or fails the test as [Binary] does when the
+// binary is missing, and fails the test when the server cannot start.
+func Start(t testing.TB, opts Options) *Server {
+	t.Helper()
+	bin := Binary(t)
+	root := shortTempDir(t)
+	s := &Server{t: t, bin: bin, opts: opts, client: &http.Client{Timeout: 30 * time.Second}}
+	t.Cleanup(func() {
+		start := time.Now()
+		// Being killed after the grace period is not a test failure: the
+		// process group is gone and reaped either way.
+		if err := s.Stop(); err != nil {
+			t.Logf("restateserver: stop: %v", err)
+		} else if d := time.Since(start); d > 5*time.Second {
+			t.Logf("restateserver: graceful stop took %s", d.Round(time.Millisecond))
+		}
+		if t.Failed() {
+			s.dumpLog()
+		}
+	})
+	var lastErr error
+	for attempt := 1; attempt <= bindAttempts; attempt++ {
+		ports, err := freePorts(3)
+		if err != nil {
+			t.Fatalf("restateserver: %v", err)
+		}
+		s.ingress, s.admin, s.fabric = ports[0], ports[1], ports[2]
+		// A fresh directory per attempt: a node that once started records
+		// its advertised address in its metadata.
+		s.baseDir = filepath.Join(root, "attempt-"+strconv.Itoa(attempt))
+		s.logPath = filepath.Join(root, "restate-server-"+strconv.Itoa(attempt)+".log")
+		if err := os.MkdirAll(s.baseDir, 0o755); err != nil {
+			t.Fatalf("restateserver: %v", err)
+		}
+		lastErr = s.launch()
+		if lastErr == nil {
+			return s
+		}
+		if !errors.Is(lastErr, errAddrInUse) {
+			break
+		}
+		t.Logf("restateserver: attempt %d lost a port race, retrying: %v", attempt, lastErr)
+	}
+	t.Fatalf("restateserver: start: %v", lastErr)
+	return nil
+}
+
+// shortTempDir makes the server's root directory. Not t.TempDir: the server
+// binds unix sockets under its base directory (e.g. vm/ingress.sock), and a
+// path derived from a long test name exceeds the 108-byte socket path limit.
+func shortTempDir(t testing.TB) string {
+	t.Helper()
+	parent := os.TempDir()
+	if len(parent) > 40 {
+		parent = "/tmp"
+	}
+	dir, err := os.MkdirTemp(parent, "rs-")
+	if err != nil {
+		t.Fatalf("restateserver: %v", err)
+	}
+	t.Cleanup(func() {
+		if err := os.RemoveAll(dir); err != nil {
+			t.Errorf("restateserver: remove %s: %v", dir, err)
+		}
+	})
+	return dir
+}
+
+// IngressURL is the base URL of the HTTP ingress, e.g. http://127.0.0.1:PORT.
+func (s *Server) IngressURL() string { return "http://127.0.0.1:" + strconv.Itoa(s.ingress) }
+
+// AdminURL is the base URL of the admin API.
+func (s *Server) AdminURL() string { return "http://127.0.0.1:" + strconv.Itoa(s.admin) }
+
+// BaseDir is the server's data directory (kept across [Server.Restart]).
+func (s *Server) BaseDir() string { return s.baseDir }
+
+// Restart stops the server and starts it again on the same ports and base
+// directory, so registered deployments and journals survive; it waits until
+// the server is ready and fails t otherwise.
+func (s *Server) Restart(t testing.TB) {
+	t.Helper()
+	if err := s.Stop(); err != nil {
+		t.Logf("restateserver: restart: stop: %v", err)
+	}
+	if err := s.launch(); err != nil {
+		t.Fatalf("restateserver: restart: %v", err)
+	}
+}
+
+// Stop terminates the server's process group (TERM, then KILL after a
+// grace period) and reaps it. It is idempotent; the error reports a server
+// that had to be killed or whose group could not be signalled.
+func (s *Server) Stop() error {
+	s.mu.Lock()
+	p := s.proc
+	s.proc = nil
+	s.mu.Unlock()
+	if p == nil {
+		return nil
+	}
+	return p.stop(stopGrace)
+}
+
+// Pgid is the process group of the running server (0 when stopped); tests
+// use it to check that nothing of the server is left.
+func (s *Server) Pgid() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.proc == nil {
+		return 0
+	}
+	return s.proc.pgid
+}
+
+func (s *Server) env() []string {
+	var env []string
+	for _, kv := range os.Environ() {
+		// Inherited RESTATE_* variables (RESTATE_SERVER_BIN, a developer's
+		// own settings) would be read as server configuration.
+		if !strings.HasPrefix(kv, "RESTATE_") {
+			env = append(env, kv)
+		}
+	}
+	fabric := "127.0.0.1:" + strconv.Itoa(s.fabric)
+	env = append(env,
+		"RESTATE_DISABLE_TELEMETRY=true",
+		"RESTATE_LOG_FILTER=warn",
+		"RESTATE_LOG_DISABLE_ANSI_CODES=true",
+		"RESTATE_INGRESS__BIND_ADDRESS=127.0.0.1:"+strconv.Itoa(s.ingress),
+		"RESTATE_ADMIN__BIND_ADDRESS=127.0.0.1:"+strconv.Itoa(s.admin),
+		"RESTATE_BIND_ADDRESS="+fabric,
+		"RESTATE_ADVERTISED_ADDRESS=http://"+fabric,
+	)
+	if s.opts.EnableProtocolV7 {
+		env = append(env, "RESTATE_EXPERIMENTAL_ENABLE_PROTOCOL_V7=true")
+	}
+	if s.opts.IdentityPrivateKeyPEM != "" {
+		env = append(env, "RESTATE_WORKER__INVOKER__REQUEST_IDENTITY_PRIVATE_KEY_PEM_FILE="+s.opts.IdentityPrivateKeyPEM)
+	}
+	return append(env, s.opts.ExtraEnv...)
+}
+
+// launch starts one server process and waits for readiness.
+func (s *Server) launch() error {
+	logFile, err := os.OpenFile(s.logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	if err != nil {
+		return err
+	}
+	var out io.Writer = logFile
+	if s.opts.LogWriter != nil {
+		out = io.MultiWriter(logFile, s.opts.LogWriter)
+	}
+	p, err := startProcess(s.bin, []string{"--no-logo", "--base-dir", s.baseDir}, s.env(), out, logFile)
+	if err != nil {
+		return err
+	}
+	s.mu.Lock()
+	s.proc = p
+	s.mu.Unlock()
+
+	ctx, cancel := context.WithTimeout(context.Background(), readyTimeout)
+	defer cancel()
+	if err := s.waitReady(ctx, p); err != nil {
+		_ = s.Stop()
+		log := s.logTail(40)
+		if strings.Contains(strings.ToLower(log), "address already in use") || strings.Contains(log, "os error 98") {
+			return fmt.Errorf("%w: %v", errAddrInUse, err)
+		}
+		return fmt.Errorf("%v\n--- restate-server log tail ---\n%s", err, log)
+	}
+	return nil
+}
+
+var errAddrInUse = errors.New("a port was taken")
+
+func (s *Server) waitReady(ctx context.Context, p *process) error {
+	probes := []func(context.Context) error{
+		func(ctx context.Context) error { return s.expect200(ctx, http.MethodGet, s.AdminURL()+"/health") },
+		func(ctx context.Context) error {
+			return s.expect200(ctx, http.MethodGet, s.IngressURL()+"/restate/health")
+		},
+		// The SQL endpoint answers only once the partitions have leaders,
+		// which is also when invocations can be processed.
+		func(ctx context.Context) error {
+			_, err := s.Query(ctx, "SELECT id FROM sys_invocation LIMIT 1")
+			return err
+		},
+	}
+	tick := time.NewTicker(50 * time.Millisecond)
+	defer tick.Stop()
+	var last error
+	for _, probe := range probes {
+		for {
+			pctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+			last = probe(pctx)
+			cancel()
+			if last == nil {
+				break
+			}
+			select {
+			case <-p.done:
+				return fmt.Errorf("restate-server exited before it was ready: %v (last probe: %v)", p.exitErr(), last)
+			case <-ctx.Done():
+				return fmt.Errorf("restate-server not ready within %s: %v", readyTimeout, last)
+			case <-tick.C:
+			}
+		}
+	}
+	return nil
+}
+
+func (s *Server) expect200(ctx context.Context, method, url string) error {
+	req, err := http.NewRequestWithContext(ctx, method, url, nil)
+	if err != nil {
+		return err
+	}
+	resp, err := s.client.Do(req)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	_, _ = io.Copy(io.Discard, resp.Body)
+	if resp.StatusCode != http.StatusOK {
+		return fmt.Errorf("%s %s: status %d", method, url, resp.StatusCode)
+	}
+	return nil
+}
+
+func (s *Server) logTail(lines int) string {
+	b, err := os.ReadFile(s.logPath)
+	if err != nil {
+		return "(no log: " + err.Error() + ")"
+	}
+	all := strings.Split(strings.TrimRight(string(b), "\n"), "\n")
+	if len(all) > lines {
+		all = all[len(all)-lines:]
+	}
+	return strings.Join(all, "\n")
+}
+
+func (s *Server) dumpLog() {
+	if s.logPath != "" {
+		s.t.Logf("restate-server log tail (%s):\n%s", s.logPath, s.logTail(100))
+	}
+}
