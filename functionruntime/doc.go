@@ -3,4 +3,96 @@
 // fencing, digests, bounds), its in-process client, and the Adapter
 // interface that the built-in python and bash adapters implement. It knows
 // nothing about Restate.
+//
+// # Server
+//
+// NewServer builds a Server for one Adapter: one server serves one runtime
+// kind, because RegisterFunctionRequest names no runtime. NewGRPCServer
+// wraps it with gRPC health and reflection, Listen opens "host:port" or
+// "unix:///path" listeners, and NewLocalClient calls a Server in-process
+// with the same status errors a remote client gets.
+//
+// # Registration
+//
+// A registration is identified by Run UID and registration attempt, and is
+// named afterwards by an opaque ID ("reg_" followed by a ULID) that is bound
+// to both. States: REGISTERING → READY or FAILED; DRAINING while it is
+// unregistered, superseded or shut down. RegisterFunction waits for
+// initialization (at most Limits.RegistrationTimeout) and returns READY or
+// FAILED; a FAILED registration stays in the table, readable through
+// FunctionStatus with its fatal_error (at most 1 KiB of valid UTF-8, cut at
+// a rune boundary and ending in "…"), until it is unregistered or superseded.
+// Only READY and FAILED registrations answer FunctionStatus; REGISTERING and
+// DRAINING ones, and stale IDs, get FailedPrecondition.
+//
+// Request validation (InvalidArgument, the message and ErrorInfo metadata
+// "field" name the field):
+//   - run_uid: 1 to 128 bytes of [A-Za-z0-9._-], starting with a letter or
+//     digit.
+//   - registration_attempt: 1 or more.
+//   - working_dir: absolute, existing directory.
+//   - handler: non-empty, at most 256 bytes, then Adapter.ValidateHandler.
+//   - env: names match [A-Za-z_][A-Za-z0-9_]* (at most 256 bytes) and do not
+//     start with FNBRIDGE_ (reserved for the adapters, case-insensitively);
+//     values have no NUL; at most 1024 variables and 128 KiB in total,
+//     counted as len(name)+len(value)+2 each.
+//   - idle_timeout_seconds: 0 to 7 days. The server only stores it;
+//     runtimed enforces idle timeouts from last_activity_unix_nano.
+//   - registration_digest: "sha256:" and 64 lowercase hex digits.
+//
+// # Invocation
+//
+// One invocation runs at a time per registration and nothing is queued
+// (ResourceExhausted). invocation_id is at most 128 bytes of UTF-8 without
+// control characters; an empty one is replaced by a ULID. timeout_millis 0
+// means Limits.DefaultTimeout (60 s); larger values are capped at
+// Limits.MaxTimeout (15 min); negative is InvalidArgument. An empty
+// content_type means application/json. input larger than
+// Limits.MaxInputBytes (6 MiB) is InvalidArgument with reason
+// INPUT_TOO_LARGE, not ResourceExhausted, because ResourceExhausted means
+// "retry later" and the same payload will never fit.
+//
+// Results are bounded too: output at most Limits.MaxOutputBytes (6 MiB), and
+// outputs — whose bounds the contract ties to Run.status.outputs without
+// stating them — follow Kubernetes-like bounds: at most 32 entries; keys of
+// 1 to 63 bytes matching [A-Za-z_][A-Za-z0-9_.-]*; values of valid UTF-8 of
+// at most 4 KiB; at most 16 KiB for all keys and values together. A result
+// that breaks them fails with codes.Unknown, reason OUTPUTS_INVALID, which
+// Classify treats as terminal.
+//
+// # Errors
+//
+// Every error is a gRPC status; those this package decides on carry a
+// google.rpc.ErrorInfo with Domain ErrorDomain and one of the Reason*
+// constants. Classify turns any error into an ErrorClass:
+//
+//	handler error            Unknown           HANDLER_ERROR           retryable
+//	terminal handler error   Unknown           HANDLER_TERMINAL_ERROR  terminal
+//	invalid result           Unknown           OUTPUTS_INVALID         terminal
+//	worker crashed           Internal          WORKER_CRASHED          retryable
+//	invocation timeout       DeadlineExceeded  INVOCATION_TIMEOUT      retryable
+//	registration torn down   Aborted           INVOCATION_ABORTED      retryable
+//	busy                     ResourceExhausted REGISTRATION_BUSY       retryable
+//	stale/draining/unready   FailedPrecondition REGISTRATION_STALE/_DRAINING/_NOT_READY
+//	worker restart failed    FailedPrecondition REGISTRATION_FAILED    (registration is FAILED)
+//	unknown Run UID          NotFound          REGISTRATION_NOT_FOUND
+//	lower attempt            FailedPrecondition ATTEMPT_SUPERSEDED
+//	same attempt, new digest AlreadyExists     DIGEST_MISMATCH
+//
+// Handler errors carry metadata error_type, exit_code and terminal.
+//
+// # Unregistration and shutdown
+//
+// UnregisterFunction drains for at most drain_timeout_millis (0 means
+// Limits.DefaultDrainTimeout, 30 s; capped at 15 min) unless
+// cancel_in_flight is set, then cancels the in-flight invocation (its caller
+// gets Aborted), closes the worker and removes the registration.
+// Server.Shutdown does the same for every registration and refuses new
+// ones.
+//
+// # Logs
+//
+// Every log line about a registration carries run_uid (and
+// registration_id); lines about one invocation also carry invocation_id.
+// Inputs and outputs are never logged.
 package functionruntime

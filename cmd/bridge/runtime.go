@@ -1,0 +1,139 @@
+package main
+
+import (
+	"fmt"
+	"os/signal"
+	"path/filepath"
+	"sort"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/fnbridge/fnbridge/functionruntime"
+	"github.com/fnbridge/fnbridge/functionruntime/bash"
+	"github.com/fnbridge/fnbridge/functionruntime/python"
+)
+
+func init() { subcommands = append(subcommands, newRuntimeCmd) }
+
+// runtimeAdapters builds the adapter of each runtime kind `bridge runtime
+// serve` can run.
+var runtimeAdapters = map[string]func() functionruntime.Adapter{
+	"python": func() functionruntime.Adapter { return python.New(python.Options{}) },
+	"bash":   func() functionruntime.Adapter { return bash.New(bash.Options{}) },
+}
+
+func runtimeKinds() string {
+	kinds := make([]string, 0, len(runtimeAdapters))
+	for k := range runtimeAdapters {
+		kinds = append(kinds, k)
+	}
+	sort.Strings(kinds)
+	return strings.Join(kinds, " or ")
+}
+
+func newRuntimeCmd(g *globalFlags) *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "runtime",
+		Short: "Run a standalone FunctionRuntime server",
+		Args:  cobra.NoArgs,
+	}
+	cmd.AddCommand(newRuntimeServeCmd(g))
+	return cmd
+}
+
+// runtimeServeFlags are the flags of `bridge runtime serve`.
+type runtimeServeFlags struct {
+	kind                string
+	listen              string
+	drainTimeout        time.Duration
+	maxInputBytes       int
+	defaultTimeout      time.Duration
+	maxTimeout          time.Duration
+	registrationTimeout time.Duration
+}
+
+func newRuntimeServeCmd(g *globalFlags) *cobra.Command {
+	f := &runtimeServeFlags{}
+	cmd := &cobra.Command{
+		Use:   "serve",
+		Short: "Serve executor.v1.FunctionRuntime for one runtime kind, with gRPC health and reflection",
+		Long: `Serve executor.v1.FunctionRuntime for one runtime kind (python or bash),
+like the Function Runtime Server of a Runtime Pod. gRPC health and server
+reflection are registered, so grpcurl works without proto files.
+
+On SIGTERM or SIGINT the server stops accepting connections, drains every
+registration for at most --drain-timeout (then cancels in-flight
+invocations), closes every worker and exits 0.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error { return runRuntimeServe(cmd, g, f) },
+	}
+	fl := cmd.Flags()
+	fl.StringVar(&f.kind, "runtime", "python", "runtime kind: "+runtimeKinds())
+	fl.StringVar(&f.listen, "listen", "127.0.0.1:9090", "listen address: host:port or unix:///path")
+	fl.DurationVar(&f.drainTimeout, "drain-timeout", functionruntime.DefaultDrainTimeout, "on shutdown, how long in-flight invocations may finish before they are cancelled")
+	fl.IntVar(&f.maxInputBytes, "max-input-bytes", functionruntime.DefaultMaxInputBytes, "largest invocation input accepted")
+	fl.DurationVar(&f.defaultTimeout, "default-timeout", functionruntime.DefaultInvokeTimeout, "invocation timeout when a request sets timeout_millis 0")
+	fl.DurationVar(&f.maxTimeout, "max-timeout", functionruntime.DefaultMaxInvokeTimeout, "cap on a requested invocation timeout")
+	fl.DurationVar(&f.registrationTimeout, "registration-timeout", functionruntime.DefaultRegistrationTimeout, "how long a registration may take to import or source its handler")
+	return cmd
+}
+
+func runRuntimeServe(cmd *cobra.Command, g *globalFlags, f *runtimeServeFlags) error {
+	log, err := g.logger()
+	if err != nil {
+		return err
+	}
+	newAdapter, ok := runtimeAdapters[f.kind]
+	if !ok {
+		return fmt.Errorf("--runtime %q: want %s", f.kind, runtimeKinds())
+	}
+	for name, v := range map[string]time.Duration{
+		"--drain-timeout": f.drainTimeout, "--default-timeout": f.defaultTimeout,
+		"--max-timeout": f.maxTimeout, "--registration-timeout": f.registrationTimeout,
+	} {
+		if v <= 0 {
+			return fmt.Errorf("%s %s: must be positive", name, v)
+		}
+	}
+	if f.maxInputBytes <= 0 {
+		return fmt.Errorf("--max-input-bytes %d: must be positive", f.maxInputBytes)
+	}
+	if f.defaultTimeout > f.maxTimeout {
+		return fmt.Errorf("--default-timeout %s: must not exceed --max-timeout %s", f.defaultTimeout, f.maxTimeout)
+	}
+
+	log = log.With().Str("runtime", f.kind).Logger()
+	srv := functionruntime.NewServer(functionruntime.Options{
+		Adapter: newAdapter(),
+		Logger:  log,
+		Limits: functionruntime.Limits{
+			MaxInputBytes:       f.maxInputBytes,
+			DefaultTimeout:      f.defaultTimeout,
+			MaxTimeout:          f.maxTimeout,
+			RegistrationTimeout: f.registrationTimeout,
+		},
+	})
+	lis, err := functionruntime.Listen(f.listen)
+	if err != nil {
+		return fmt.Errorf("--listen: %w", err)
+	}
+	ctx, stop := signal.NotifyContext(cmd.Context(), syscall.SIGTERM, syscall.SIGINT)
+	defer stop()
+
+	addr := lis.Addr().String()
+	if lis.Addr().Network() == "unix" {
+		addr = "unix:" + addr
+		if filepath.IsAbs(lis.Addr().String()) {
+			addr = "unix://" + lis.Addr().String()
+		}
+	}
+	log.Info().Str("listen", addr).Msg("serving FunctionRuntime")
+	if err := functionruntime.NewGRPCServer(srv).Serve(ctx, lis, f.drainTimeout); err != nil {
+		return fmt.Errorf("serve: %w", err)
+	}
+	log.Info().Msg("FunctionRuntime server stopped")
+	return nil
+}

@@ -1,0 +1,125 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials/insecure"
+	healthpb "google.golang.org/grpc/health/grpc_health_v1"
+	"google.golang.org/grpc/status"
+
+	executorv1 "github.com/fnbridge/fnbridge/proto/executor/v1"
+)
+
+func TestRuntimeServeRejectsBadFlags(t *testing.T) {
+	tests := []struct {
+		name string
+		args []string
+		want string
+	}{
+		{"invalid --runtime is a clear error", []string{"--runtime", "ruby"}, `--runtime "ruby": want bash or python`},
+		{"bad listen address", []string{"--listen", "unix://"}, "--listen"},
+		{"default above max timeout", []string{"--default-timeout", "2h", "--max-timeout", "1h"}, "--default-timeout 2h0m0s: must not exceed --max-timeout"},
+		{"non-positive drain timeout", []string{"--drain-timeout", "0s"}, "--drain-timeout 0s: must be positive"},
+		{"bad log format", []string{"--log-format", "xml"}, `--log-format "xml"`},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			root := newRootCmd()
+			root.SetArgs(append([]string{"runtime", "serve"}, tt.args...))
+			root.SetOut(&bytes.Buffer{})
+			err := root.ExecuteContext(context.Background())
+			if err == nil || !strings.Contains(err.Error(), tt.want) {
+				t.Fatalf("error = %v, want it to contain %q", err, tt.want)
+			}
+		})
+	}
+}
+
+// `bridge runtime serve --runtime bash --listen unix:///path` serves the
+// contract with health, and stops cleanly when its context ends (what
+// SIGTERM does through signal.NotifyContext).
+func TestRuntimeServeBashOverUnixSocket(t *testing.T) {
+	if _, err := exec.LookPath("bash"); err != nil {
+		if os.Getenv("CI") == "true" {
+			t.Fatal("bash not found in PATH")
+		}
+		t.Skip("bash not found in PATH")
+	}
+	dir := t.TempDir()
+	if err := os.WriteFile(filepath.Join(dir, "fn.sh"), []byte("shout() { printf '{\"said\":%s}' \"$1\"; }\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	sock := filepath.Join(t.TempDir(), "rt.sock")
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	root := newRootCmd()
+	root.SetArgs([]string{"runtime", "serve", "--runtime", "bash", "--listen", "unix://" + sock, "--log-level", "error"})
+	done := make(chan error, 1)
+	go func() { done <- root.ExecuteContext(ctx) }()
+
+	conn, err := grpc.NewClient("unix://"+sock, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		cctx, ccancel := context.WithTimeout(ctx, time.Second)
+		resp, err := healthpb.NewHealthClient(conn).Check(cctx, &healthpb.HealthCheckRequest{})
+		ccancel()
+		if err == nil && resp.GetStatus() == healthpb.HealthCheckResponse_SERVING {
+			break
+		}
+		select {
+		case err := <-done:
+			t.Fatalf("serve exited early: %v", err)
+		default:
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("not healthy: %v", err)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+
+	cli := executorv1.NewFunctionRuntimeClient(conn)
+	sum := sha256.Sum256([]byte("fn.shout"))
+	reg, err := cli.RegisterFunction(ctx, &executorv1.RegisterFunctionRequest{
+		RunUid: "run-cli", RegistrationAttempt: 1, WorkingDir: dir, Handler: "fn.shout",
+		RegistrationDigest: "sha256:" + hex.EncodeToString(sum[:]),
+	})
+	if err != nil || reg.GetState() != executorv1.FunctionRegistrationState_FUNCTION_REGISTRATION_STATE_READY {
+		t.Fatalf("RegisterFunction: %v, %v", reg, err)
+	}
+	out, err := cli.InvokeFunction(ctx, &executorv1.InvokeFunctionRequest{Registration: reg.GetRegistration(), Input: []byte(`"hi"`), ContentType: "application/json"})
+	if err != nil || string(out.GetOutput()) != `{"said":"hi"}` {
+		t.Fatalf("InvokeFunction: %q, %v", out.GetOutput(), err)
+	}
+
+	cancel()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatalf("serve after shutdown: %v, want nil (exit 0)", err)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("serve did not stop after its context ended")
+	}
+	if _, err := os.Stat(sock); !os.IsNotExist(err) {
+		t.Errorf("socket left behind: %v", err)
+	}
+	_, err = cli.FunctionStatus(context.Background(), &executorv1.FunctionStatusRequest{Registration: reg.GetRegistration()})
+	if status.Code(err) != codes.Unavailable {
+		t.Errorf("call after shutdown: %v, want Unavailable", err)
+	}
+}

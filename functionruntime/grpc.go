@@ -1,0 +1,105 @@
+package functionruntime
+
+import (
+	"context"
+	"errors"
+	"net"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/health"
+	healthpb "google.golang.org/grpc/health/grpc_health_v1"
+	"google.golang.org/grpc/reflection"
+
+	executorv1 "github.com/fnbridge/fnbridge/proto/executor/v1"
+)
+
+// messageHeadroom is added to the payload bounds to size gRPC's own message
+// limits, so that an oversized input reaches the server's own check (a
+// clear INPUT_TOO_LARGE) instead of gRPC's generic ResourceExhausted, and a
+// maximal output fits in a response.
+const messageHeadroom = 1 << 20
+
+// GRPCServer is a *grpc.Server serving one FunctionRuntime Server, gRPC
+// health (grpc.health.v1) and server reflection, so grpcurl works without
+// proto files.
+type GRPCServer struct {
+	*grpc.Server
+	// Health is the health service; Serve sets it NOT_SERVING on shutdown.
+	Health *health.Server
+	fn     *Server
+}
+
+// NewGRPCServer builds the gRPC server for s. Health reports SERVING for the
+// empty service name and for executor.v1.FunctionRuntime. opts are appended
+// after the defaults, so they can override the message size limits.
+func NewGRPCServer(s *Server, opts ...grpc.ServerOption) *GRPCServer {
+	lim := s.Limits()
+	base := []grpc.ServerOption{
+		grpc.MaxRecvMsgSize(lim.MaxInputBytes + messageHeadroom),
+		grpc.MaxSendMsgSize(lim.MaxOutputBytes + messageHeadroom),
+	}
+	gs := grpc.NewServer(append(base, opts...)...)
+	executorv1.RegisterFunctionRuntimeServer(gs, s)
+	hs := health.NewServer()
+	hs.SetServingStatus("", healthpb.HealthCheckResponse_SERVING)
+	hs.SetServingStatus(executorv1.FunctionRuntime_ServiceDesc.ServiceName, healthpb.HealthCheckResponse_SERVING)
+	healthpb.RegisterHealthServer(gs, hs)
+	reflection.Register(gs)
+	return &GRPCServer{Server: gs, Health: hs, fn: s}
+}
+
+// ClientCallOptions are the call options a remote client of this server
+// should use: gRPC's default 4 MiB receive limit is below the default
+// output bound.
+func ClientCallOptions() []grpc.CallOption {
+	return []grpc.CallOption{
+		grpc.MaxCallRecvMsgSize(DefaultMaxOutputBytes + messageHeadroom),
+		grpc.MaxCallSendMsgSize(DefaultMaxInputBytes + messageHeadroom),
+	}
+}
+
+// Serve serves lis until ctx ends, then shuts down gracefully: health turns
+// NOT_SERVING, the listener stops accepting, every registration drains for
+// at most drainTimeout (then in-flight invocations are cancelled), every
+// worker is closed, and the remaining RPCs finish. It returns nil after a
+// shutdown caused by ctx, or the error that stopped serving.
+func (g *GRPCServer) Serve(ctx context.Context, lis net.Listener, drainTimeout time.Duration) error {
+	serveErr := make(chan error, 1)
+	go func() { serveErr <- g.Server.Serve(lis) }()
+
+	select {
+	case err := <-serveErr:
+		// Serving stopped on its own: still release every worker.
+		_ = g.fn.Shutdown(context.Background())
+		return err
+	case <-ctx.Done():
+	}
+
+	g.Health.Shutdown()
+	// GracefulStop stops accepting at once and waits for running RPCs;
+	// the drain below is what makes running invocations end.
+	stopped := make(chan struct{})
+	go func() {
+		g.GracefulStop()
+		close(stopped)
+	}()
+	drainCtx, cancel := context.WithTimeout(context.Background(), drainTimeout)
+	defer cancel()
+	shutdownErr := g.fn.Shutdown(drainCtx)
+
+	// Every registration is gone, so running RPCs end promptly; an RPC
+	// that still hangs (a caller slow to read) gets a short grace.
+	grace := time.NewTimer(5 * time.Second)
+	defer grace.Stop()
+	select {
+	case <-stopped:
+	case <-grace.C:
+		g.Stop()
+		<-stopped
+	}
+	if err := <-serveErr; err != nil && !errors.Is(err, grpc.ErrServerStopped) {
+		return err
+	}
+	return shutdownErr
+}

@@ -1,0 +1,242 @@
+package functionruntime_test
+
+import (
+	"context"
+	"net"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials/insecure"
+	healthpb "google.golang.org/grpc/health/grpc_health_v1"
+	reflectionpb "google.golang.org/grpc/reflection/grpc_reflection_v1"
+
+	"github.com/fnbridge/fnbridge/functionruntime"
+	executorv1 "github.com/fnbridge/fnbridge/proto/executor/v1"
+)
+
+// served runs a harness's server over gRPC on a Unix socket and returns a
+// network client, the socket address, and a stop function that triggers the
+// graceful shutdown and returns Serve's result.
+func served(t *testing.T, h *harness, drain time.Duration) (*grpc.ClientConn, string, func() error) {
+	t.Helper()
+	addr := "unix://" + filepath.Join(t.TempDir(), "fr.sock")
+	lis, err := functionruntime.Listen(addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	gs := functionruntime.NewGRPCServer(h.srv)
+	ctx, cancel := context.WithCancel(context.Background())
+	serveErr := make(chan error, 1)
+	go func() { serveErr <- gs.Serve(ctx, lis, drain) }()
+	conn, err := grpc.NewClient(addr,
+		grpc.WithTransportCredentials(insecure.NewCredentials()),
+		grpc.WithDefaultCallOptions(functionruntime.ClientCallOptions()...))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var stopped bool
+	var result error
+	stop := func() error {
+		if !stopped {
+			stopped = true
+			cancel()
+			result = <-serveErr
+		}
+		return result
+	}
+	t.Cleanup(func() {
+		conn.Close()
+		if err := stop(); err != nil {
+			t.Errorf("Serve: %v", err)
+		}
+	})
+	return conn, addr, stop
+}
+
+// The network path carries the same contract: the seed's example calls,
+// status codes with their ErrorInfo details, health and reflection.
+func TestGRPCServerOverNetwork(t *testing.T) {
+	ad := &fakeAdapter{}
+	h := newHarness(t, ad, functionruntime.Limits{}, nil)
+	conn, _, _ := served(t, h, time.Second)
+	cli := executorv1.NewFunctionRuntimeClient(conn)
+	ctx := context.Background()
+
+	hc, err := healthpb.NewHealthClient(conn).Check(ctx, &healthpb.HealthCheckRequest{Service: "executor.v1.FunctionRuntime"})
+	if err != nil || hc.GetStatus() != healthpb.HealthCheckResponse_SERVING {
+		t.Fatalf("health = %v, %v", hc.GetStatus(), err)
+	}
+
+	reg, err := cli.RegisterFunction(ctx, h.registerReq("2b5d...", 1, digest("x")))
+	if err != nil || reg.GetState() != stateReady {
+		t.Fatalf("RegisterFunction: %v, %v", reg, err)
+	}
+	resp, err := cli.InvokeFunction(ctx, &executorv1.InvokeFunctionRequest{
+		Registration: reg.GetRegistration(), InvocationId: "01J", ContentType: "application/json",
+		Input: []byte(`{"command":"status"}`),
+	})
+	if err != nil || string(resp.GetOutput()) != `echo:{"command":"status"}` || resp.GetInvocationId() != "01J" {
+		t.Fatalf("InvokeFunction: %v, %v", resp, err)
+	}
+
+	// Error details survive the network hop.
+	_, err = cli.RegisterFunction(ctx, h.registerReq("2b5d...", 1, digest("other")))
+	wantCode(t, err, codes.AlreadyExists, functionruntime.ReasonDigestMismatch)
+	_, err = cli.InvokeFunction(ctx, &executorv1.InvokeFunctionRequest{Registration: &executorv1.FunctionRegistration{RunUid: "2b5d...", RegistrationId: "reg_stale"}})
+	wantCode(t, err, codes.FailedPrecondition, functionruntime.ReasonRegistrationStale)
+
+	// An input above gRPC's default 4 MiB but within the 6 MiB bound passes;
+	// one above the bound gets the server's own clear error.
+	big := make([]byte, 5<<20)
+	for i := range big {
+		big[i] = 'a'
+	}
+	resp, err = cli.InvokeFunction(ctx, &executorv1.InvokeFunctionRequest{Registration: reg.GetRegistration(), Input: big})
+	if err != nil || len(resp.GetOutput()) != len(big)+5 {
+		t.Fatalf("5 MiB input: %v", err)
+	}
+	_, err = cli.InvokeFunction(ctx, &executorv1.InvokeFunctionRequest{Registration: reg.GetRegistration(), Input: make([]byte, functionruntime.DefaultMaxInputBytes+1)})
+	wantCode(t, err, codes.InvalidArgument, functionruntime.ReasonInputTooLarge)
+
+	// Reflection lists the service, so grpcurl needs no proto files.
+	stream, err := reflectionpb.NewServerReflectionClient(conn).ServerReflectionInfo(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := stream.Send(&reflectionpb.ServerReflectionRequest{MessageRequest: &reflectionpb.ServerReflectionRequest_ListServices{}}); err != nil {
+		t.Fatal(err)
+	}
+	rr, err := stream.Recv()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for _, s := range rr.GetListServicesResponse().GetService() {
+		names = append(names, s.GetName())
+	}
+	if !strings.Contains(strings.Join(names, " "), "executor.v1.FunctionRuntime") {
+		t.Errorf("reflection services = %v", names)
+	}
+	if err := stream.CloseSend(); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// Graceful shutdown: stop accepting, drain in-flight invocations for at most
+// the drain timeout, then cancel them, close every worker, return nil.
+func TestGRPCServeGracefulShutdown(t *testing.T) {
+	g := newGate()
+	defer g.open()
+	ad := &fakeAdapter{invoke: g.invoke}
+	h := newHarness(t, ad, functionruntime.Limits{}, nil)
+	conn, addr, stop := served(t, h, 100*time.Millisecond)
+	cli := executorv1.NewFunctionRuntimeClient(conn)
+	reg, err := cli.RegisterFunction(context.Background(), h.registerReq("run-1", 1, digest("x")))
+	if err != nil {
+		t.Fatal(err)
+	}
+	invErr := make(chan error, 1)
+	go func() {
+		_, err := cli.InvokeFunction(context.Background(), &executorv1.InvokeFunctionRequest{Registration: reg.GetRegistration(), InvocationId: "held"})
+		invErr <- err
+	}()
+	g.waitEntered(t)
+	start := time.Now()
+	if err := stop(); err != nil {
+		t.Fatalf("Serve returned %v, want nil after a graceful shutdown", err)
+	}
+	if d := time.Since(start); d > 5*time.Second {
+		t.Errorf("shutdown took %v with a 100ms drain", d)
+	}
+	wantCode(t, <-invErr, codes.Aborted, functionruntime.ReasonInvocationAborted)
+	if !ad.allWorkers()[0].closed.Load() {
+		t.Error("worker not closed by shutdown")
+	}
+	// The socket is gone and nothing accepts any more.
+	path := strings.TrimPrefix(addr, "unix://")
+	if _, err := net.DialTimeout("unix", path, time.Second); err == nil {
+		t.Error("socket still accepts after shutdown")
+	}
+}
+
+func TestListen(t *testing.T) {
+	dir := t.TempDir()
+	t.Run("tcp host:port", func(t *testing.T) {
+		lis, err := functionruntime.Listen("127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer lis.Close()
+		if lis.Addr().Network() != "tcp" {
+			t.Errorf("network = %s", lis.Addr().Network())
+		}
+	})
+	t.Run("unix socket is owner-only", func(t *testing.T) {
+		path := filepath.Join(dir, "a.sock")
+		lis, err := functionruntime.Listen("unix://" + path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer lis.Close()
+		fi, err := os.Stat(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if fi.Mode().Perm() != functionruntime.UnixSocketMode {
+			t.Errorf("mode = %v, want %v", fi.Mode().Perm(), functionruntime.UnixSocketMode)
+		}
+	})
+	t.Run("a stale socket is replaced", func(t *testing.T) {
+		path := filepath.Join(dir, "stale.sock")
+		old, err := net.Listen("unix", path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		old.(*net.UnixListener).SetUnlinkOnClose(false)
+		old.Close() // leaves the file behind, like a crashed server
+		if _, err := os.Stat(path); err != nil {
+			t.Fatalf("stale socket file missing: %v", err)
+		}
+		lis, err := functionruntime.Listen("unix:" + path)
+		if err != nil {
+			t.Fatalf("Listen over a stale socket: %v", err)
+		}
+		lis.Close()
+	})
+	t.Run("a live socket is refused", func(t *testing.T) {
+		path := filepath.Join(dir, "live.sock")
+		live, err := net.Listen("unix", path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer live.Close()
+		if _, err := functionruntime.Listen("unix://" + path); err == nil || !strings.Contains(err.Error(), "another server") {
+			t.Fatalf("Listen over a live socket: %v", err)
+		}
+	})
+	t.Run("a regular file is never replaced", func(t *testing.T) {
+		path := filepath.Join(dir, "file")
+		if err := os.WriteFile(path, []byte("keep"), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := functionruntime.Listen("unix://" + path); err == nil || !strings.Contains(err.Error(), "not a socket") {
+			t.Fatalf("Listen over a file: %v", err)
+		}
+		if b, _ := os.ReadFile(path); string(b) != "keep" {
+			t.Fatal("file was touched")
+		}
+	})
+	t.Run("bad addresses", func(t *testing.T) {
+		for _, a := range []string{"", "unix://", "not-an-address"} {
+			if lis, err := functionruntime.Listen(a); err == nil {
+				lis.Close()
+				t.Errorf("Listen(%q) succeeded", a)
+			}
+		}
+	})
+}

@@ -1,0 +1,174 @@
+package functionruntime
+
+import "time"
+
+// Limits bounds what one Server accepts. The zero value of any field means
+// its Default* constant; DefaultLimits documents every value. Bounds exist so
+// that one misbehaving caller or handler cannot exhaust the Runtime Pod or
+// produce responses the caller cannot record.
+type Limits struct {
+	// MaxInputBytes bounds InvokeFunctionRequest.input. A larger input is
+	// rejected with InvalidArgument (reason INPUT_TOO_LARGE): retrying the
+	// same payload can never succeed, so it must not look like the
+	// retryable ResourceExhausted.
+	MaxInputBytes int
+	// MaxOutputBytes bounds the handler's output bytes. A larger output fails
+	// the invocation with reason OUTPUTS_INVALID.
+	MaxOutputBytes int
+	// DefaultTimeout is used when timeout_millis is 0: "Zero means the
+	// bounded gateway default, never unlimited runtime work."
+	DefaultTimeout time.Duration
+	// MaxTimeout caps timeout_millis; larger values are lowered to it.
+	MaxTimeout time.Duration
+	// RegistrationTimeout bounds Adapter.Start (import or source of the
+	// handler). A Start that takes longer makes the registration FAILED.
+	RegistrationTimeout time.Duration
+	// DefaultDrainTimeout is used by UnregisterFunction when
+	// drain_timeout_millis is 0 and cancel_in_flight is false.
+	DefaultDrainTimeout time.Duration
+	// MaxDrainTimeout caps drain_timeout_millis.
+	MaxDrainTimeout time.Duration
+	// MaxIdleTimeout bounds idle_timeout_seconds. The server only stores and
+	// reports activity; runtimed enforces the idle timeout.
+	MaxIdleTimeout time.Duration
+	// MaxEnvVars bounds the number of registration environment variables.
+	MaxEnvVars int
+	// MaxEnvBytes bounds the registration environment, counted as the sum
+	// of len(name)+len(value)+2 over all variables (the "NAME=value\0" form
+	// a process receives).
+	MaxEnvBytes int
+	// Outputs bounds InvokeFunctionResponse.outputs.
+	Outputs OutputLimits
+}
+
+// OutputLimits bounds the outputs map of one invocation. The contract says
+// outputs "follow the key, count, and value bounds used by Run.status.outputs";
+// those are not published, so these follow Kubernetes conventions (a key is
+// at most a DNS label long; values are small strings kept in an object's
+// status).
+type OutputLimits struct {
+	// MaxCount bounds the number of outputs.
+	MaxCount int
+	// MaxKeyBytes bounds one key. Keys match [A-Za-z_][A-Za-z0-9_.-]*.
+	MaxKeyBytes int
+	// MaxValueBytes bounds one value; values must be valid UTF-8.
+	MaxValueBytes int
+	// MaxTotalBytes bounds the sum of all key and value lengths.
+	MaxTotalBytes int
+}
+
+// Default limits. They are exported so callers (the bridge, the CLI) can
+// show or derive from them.
+const (
+	DefaultMaxInputBytes       = 6 << 20 // 6 MiB, the AWS Lambda synchronous payload bound
+	DefaultMaxOutputBytes      = 6 << 20
+	DefaultInvokeTimeout       = 60 * time.Second
+	DefaultMaxInvokeTimeout    = 15 * time.Minute
+	DefaultRegistrationTimeout = 60 * time.Second
+	DefaultDrainTimeout        = 30 * time.Second
+	DefaultMaxDrainTimeout     = 15 * time.Minute
+	DefaultMaxIdleTimeout      = 7 * 24 * time.Hour
+	DefaultMaxEnvVars          = 1024
+	DefaultMaxEnvBytes         = 128 << 10 // 128 KiB; Linux caps one string at 128 KiB
+	DefaultMaxOutputs          = 32
+	DefaultMaxOutputKeyBytes   = 63
+	DefaultMaxOutputValueBytes = 4 << 10  // 4 KiB
+	DefaultMaxOutputsBytes     = 16 << 10 // 16 KiB
+
+	// MaxFatalErrorBytes bounds FunctionStatusResponse.fatal_error: it is
+	// "bounded diagnostic text, not logs".
+	MaxFatalErrorBytes = 1 << 10
+	// MaxInvocationIDBytes is the contract's bound on invocation_id.
+	MaxInvocationIDBytes = 128
+	// MaxRunUIDBytes bounds run_uid; a Kubernetes UID is 36 bytes.
+	MaxRunUIDBytes = 128
+	// MaxHandlerBytes bounds the handler string before the adapter sees it.
+	MaxHandlerBytes = 256
+	// MaxWorkingDirBytes bounds working_dir (Linux PATH_MAX).
+	MaxWorkingDirBytes = 4096
+	// MaxContentTypeBytes bounds content_type.
+	MaxContentTypeBytes = 256
+	// MaxEnvNameBytes bounds one environment variable name.
+	MaxEnvNameBytes = 256
+)
+
+// DefaultLimits returns the limits a Server uses for every zero field.
+func DefaultLimits() Limits {
+	return Limits{
+		MaxInputBytes:       DefaultMaxInputBytes,
+		MaxOutputBytes:      DefaultMaxOutputBytes,
+		DefaultTimeout:      DefaultInvokeTimeout,
+		MaxTimeout:          DefaultMaxInvokeTimeout,
+		RegistrationTimeout: DefaultRegistrationTimeout,
+		DefaultDrainTimeout: DefaultDrainTimeout,
+		MaxDrainTimeout:     DefaultMaxDrainTimeout,
+		MaxIdleTimeout:      DefaultMaxIdleTimeout,
+		MaxEnvVars:          DefaultMaxEnvVars,
+		MaxEnvBytes:         DefaultMaxEnvBytes,
+		Outputs: OutputLimits{
+			MaxCount:      DefaultMaxOutputs,
+			MaxKeyBytes:   DefaultMaxOutputKeyBytes,
+			MaxValueBytes: DefaultMaxOutputValueBytes,
+			MaxTotalBytes: DefaultMaxOutputsBytes,
+		},
+	}
+}
+
+// withDefaults fills every zero (or negative) field from DefaultLimits and
+// keeps each default no larger than its cap.
+func (l Limits) withDefaults() Limits {
+	d := DefaultLimits()
+	pickInt := func(v *int, def int) {
+		if *v <= 0 {
+			*v = def
+		}
+	}
+	pickDur := func(v *time.Duration, def time.Duration) {
+		if *v <= 0 {
+			*v = def
+		}
+	}
+	pickInt(&l.MaxInputBytes, d.MaxInputBytes)
+	pickInt(&l.MaxOutputBytes, d.MaxOutputBytes)
+	pickDur(&l.DefaultTimeout, d.DefaultTimeout)
+	pickDur(&l.MaxTimeout, d.MaxTimeout)
+	pickDur(&l.RegistrationTimeout, d.RegistrationTimeout)
+	pickDur(&l.DefaultDrainTimeout, d.DefaultDrainTimeout)
+	pickDur(&l.MaxDrainTimeout, d.MaxDrainTimeout)
+	pickDur(&l.MaxIdleTimeout, d.MaxIdleTimeout)
+	pickInt(&l.MaxEnvVars, d.MaxEnvVars)
+	pickInt(&l.MaxEnvBytes, d.MaxEnvBytes)
+	pickInt(&l.Outputs.MaxCount, d.Outputs.MaxCount)
+	pickInt(&l.Outputs.MaxKeyBytes, d.Outputs.MaxKeyBytes)
+	pickInt(&l.Outputs.MaxValueBytes, d.Outputs.MaxValueBytes)
+	pickInt(&l.Outputs.MaxTotalBytes, d.Outputs.MaxTotalBytes)
+	if l.DefaultTimeout > l.MaxTimeout {
+		l.DefaultTimeout = l.MaxTimeout
+	}
+	if l.DefaultDrainTimeout > l.MaxDrainTimeout {
+		l.DefaultDrainTimeout = l.MaxDrainTimeout
+	}
+	return l
+}
+
+// invokeTimeout turns timeout_millis into the bound of one invocation.
+func (l Limits) invokeTimeout(millis int64) time.Duration {
+	if millis == 0 {
+		return l.DefaultTimeout
+	}
+	if millis > l.MaxTimeout.Milliseconds() {
+		return l.MaxTimeout
+	}
+	return time.Duration(millis) * time.Millisecond
+}
+
+// drainTimeout turns drain_timeout_millis into the bound of a graceful drain.
+func (l Limits) drainTimeout(millis int64) time.Duration {
+	if millis == 0 {
+		return l.DefaultDrainTimeout
+	}
+	if millis > l.MaxDrainTimeout.Milliseconds() {
+		return l.MaxDrainTimeout
+	}
+	return time.Duration(millis) * time.Millisecond
+}

@@ -1,0 +1,201 @@
+package functionruntime
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"google.golang.org/grpc/codes"
+
+	executorv1 "github.com/fnbridge/fnbridge/proto/executor/v1"
+)
+
+// RegisterFunction creates or resumes the registration of one Run UID and
+// registration attempt.
+//
+// It waits until initialization has finished (bounded by
+// Limits.RegistrationTimeout) and returns the resulting state: READY, or
+// FAILED, whose fatal_error FunctionStatus then reads. Initialization does
+// not depend on the RPC's context: when the caller gives up first it gets
+// Canceled or DeadlineExceeded, initialization goes on, and retrying the
+// same request picks up the same registration ("Retrying an uncertain
+// Pod-local RegisterFunction RPC for the same registration attempt is
+// idempotent").
+//
+// A repeat that finds the registration DRAINING (being unregistered or
+// superseded) returns it with state DRAINING; the caller registers again
+// once it is gone, or with a higher attempt.
+func (s *Server) RegisterFunction(ctx context.Context, req *executorv1.RegisterFunctionRequest) (*executorv1.RegisterFunctionResponse, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, contextStatus(err)
+	}
+	p, err := validateRegister(req, s.limits)
+	if err != nil {
+		return nil, err
+	}
+	if err := checkWorkingDir(p.dir); err != nil {
+		return nil, err
+	}
+	if err := s.adapter.ValidateHandler(p.handler); err != nil {
+		return nil, invalidArgument("handler", "%v", err)
+	}
+
+	reg, err := s.admit(p)
+	if err != nil {
+		return nil, err
+	}
+	select {
+	case <-reg.initDone:
+	case <-ctx.Done():
+		return nil, contextStatus(ctx.Err())
+	}
+	s.mu.Lock()
+	state := reg.state
+	s.mu.Unlock()
+	return &executorv1.RegisterFunctionResponse{Registration: reg.ref(), State: state}, nil
+}
+
+// admit applies the registration fence under the lock and returns the
+// registration the request resolves to, starting initialization when it is
+// new. Only one caller can create a given attempt's registration, so
+// concurrent duplicate calls never start two workers.
+func (s *Server) admit(p registerParams) (*registration, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closing {
+		return nil, statusError(codes.Unavailable, ReasonShuttingDown, map[string]string{"run_uid": p.runUID},
+			"the Runtime Server is shutting down and accepts no registrations")
+	}
+	prev := s.regs[p.runUID]
+	if prev != nil {
+		switch {
+		case p.attempt == prev.attempt && p.digest == prev.digest:
+			// "Repeating the same Run UID, registration attempt, and digest
+			// returns the current registration reference without
+			// reinitializing the function."
+			return prev, nil
+		case p.attempt == prev.attempt:
+			return nil, statusError(codes.AlreadyExists, ReasonDigestMismatch,
+				map[string]string{"run_uid": p.runUID, "registration_attempt": fmt.Sprint(p.attempt)},
+				"run_uid %s attempt %d is already registered with a different registration_digest; the registration was not replaced",
+				p.runUID, p.attempt)
+		case p.attempt < prev.attempt:
+			return nil, statusError(codes.FailedPrecondition, ReasonAttemptSuperseded,
+				map[string]string{"run_uid": p.runUID, "registration_attempt": fmt.Sprint(p.attempt), "current_attempt": fmt.Sprint(prev.attempt)},
+				"run_uid %s attempt %d is older than the current registration attempt %d",
+				p.runUID, p.attempt, prev.attempt)
+		}
+	}
+
+	id := newRegistrationID()
+	log := s.log.With().Str("run_uid", p.runUID).Str("registration_id", id).Int32("registration_attempt", p.attempt).Logger()
+	lifeCtx, cancel := context.WithCancelCause(context.Background())
+	reg := &registration{
+		id:          id,
+		runUID:      p.runUID,
+		attempt:     p.attempt,
+		digest:      p.digest,
+		idleTimeout: p.idleTimeout,
+		log:         log,
+		spec: WorkerSpec{
+			RunUID:  p.runUID,
+			Dir:     p.dir,
+			Handler: p.handler,
+			Env:     copyEnv(p.env),
+			Logger:  log,
+		},
+		lifeCtx:    lifeCtx,
+		cancelLife: cancel,
+		initDone:   make(chan struct{}),
+		removed:    make(chan struct{}),
+		state:      stateRegistering,
+	}
+	s.regs[p.runUID] = reg
+	// "A higher registration attempt supersedes an older local registration
+	// and creates a new opaque registration ID": the older one is torn down
+	// (in-flight invocation cancelled, worker closed) before the new worker
+	// starts, so a Run never has two live workers here.
+	ownsPrev := prev != nil && prev.beginTeardownLocked()
+	log.Info().Str("handler", p.handler).Str("working_dir", p.dir).Dur("idle_timeout", p.idleTimeout).Msg("registering function")
+	go s.initialize(reg, prev, ownsPrev)
+	return reg, nil
+}
+
+// initialize tears down the superseded registration, if any, then starts
+// the worker and settles the registration on READY or FAILED.
+func (s *Server) initialize(reg, prev *registration, ownsPrev bool) {
+	defer close(reg.initDone)
+	if prev != nil {
+		if ownsPrev {
+			_ = s.teardown(prev, goneCause(fmt.Sprintf("superseded by registration attempt %d", reg.attempt)), 0, context.Background())
+		} else {
+			<-prev.removed
+		}
+	}
+	if reg.lifeCtx.Err() != nil {
+		// Unregistered or superseded before Start: nothing to start.
+		s.settle(reg, nil, context.Cause(reg.lifeCtx))
+		return
+	}
+	timedOut := make(chan struct{})
+	t := time.AfterFunc(s.limits.RegistrationTimeout, func() {
+		close(timedOut)
+		reg.cancelLife(errRegistrationTimeout)
+	})
+	w, err := s.adapter.Start(reg.lifeCtx, reg.spec)
+	if !t.Stop() {
+		<-timedOut
+		err = fmt.Errorf("initialization did not finish within %s", s.limits.RegistrationTimeout)
+	} else if err == nil && reg.lifeCtx.Err() != nil {
+		err = context.Cause(reg.lifeCtx)
+	}
+	if late := s.settle(reg, w, err); late != nil {
+		_ = closeWorker(reg, late)
+	}
+}
+
+// errRegistrationTimeout ends a Start that exceeded RegistrationTimeout.
+var errRegistrationTimeout = errors.New("registration timeout")
+
+// closeWorker closes w, logging and returning a failure.
+func closeWorker(reg *registration, w Worker) error {
+	err := w.Close()
+	if err != nil {
+		reg.log.Warn().Err(err).Msg("closing worker")
+		err = fmt.Errorf("run_uid %s: close worker: %w", reg.runUID, err)
+	}
+	return err
+}
+
+// settle records the outcome of Start. A worker of a draining registration is
+// kept for teardown to close; one that arrives too late is closed at once.
+func (s *Server) settle(reg *registration, w Worker, err error) (toClose Worker) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if reg.state != stateRegistering {
+		reg.worker = w // draining: teardown closes it
+		return nil
+	}
+	if err != nil {
+		reg.state = stateFailed
+		reg.fatalError = fatalText(err)
+		reg.log.Error().Str("fatal_error", reg.fatalError).Msg("registration failed")
+		// A worker Start returned after its deadline must not live on
+		// behind a FAILED registration: the caller closes it.
+		return w
+	}
+	reg.worker = w
+	reg.state = stateReady
+	reg.lastActivity = s.now()
+	reg.log.Info().Msg("registration ready")
+	return nil
+}
+
+func copyEnv(env map[string]string) map[string]string {
+	out := make(map[string]string, len(env))
+	for k, v := range env {
+		out[k] = v
+	}
+	return out
+}

@@ -1,0 +1,277 @@
+package functionruntime
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+	"time"
+	"unicode"
+	"unicode/utf8"
+
+	executorv1 "github.com/fnbridge/fnbridge/proto/executor/v1"
+)
+
+// ReservedEnvPrefix marks environment names the adapters keep for their own
+// worker protocol; a registration may not set them.
+const ReservedEnvPrefix = "FNBRIDGE_"
+
+// DefaultContentType is used for an invocation whose content_type is empty:
+// JSON is the first and only gateway encoding in v0.x.
+const DefaultContentType = "application/json"
+
+// registerParams is a validated RegisterFunctionRequest.
+type registerParams struct {
+	runUID      string
+	attempt     int32
+	dir         string
+	handler     string
+	env         map[string]string
+	idleTimeout time.Duration
+	digest      string
+}
+
+// validateRegister checks every field of a RegisterFunctionRequest that does
+// not depend on the adapter or the file system: it is pure, so the fuzz
+// test can drive it. The returned error is an InvalidArgument status naming
+// the field.
+func validateRegister(req *executorv1.RegisterFunctionRequest, lim Limits) (registerParams, error) {
+	var p registerParams
+	if err := checkRunUID("run_uid", req.GetRunUid()); err != nil {
+		return p, err
+	}
+	if req.GetRegistrationAttempt() < 1 {
+		return p, invalidArgument("registration_attempt", "must be 1 or more (the initial registration is 1), got %d", req.GetRegistrationAttempt())
+	}
+	if err := checkDigest(req.GetRegistrationDigest()); err != nil {
+		return p, err
+	}
+	dir := req.GetWorkingDir()
+	switch {
+	case dir == "":
+		return p, invalidArgument("working_dir", "must not be empty")
+	case len(dir) > MaxWorkingDirBytes:
+		return p, invalidArgument("working_dir", "is %d bytes, at most %d allowed", len(dir), MaxWorkingDirBytes)
+	case !utf8.ValidString(dir) || strings.ContainsRune(dir, 0):
+		return p, invalidArgument("working_dir", "must be valid UTF-8 without NUL bytes")
+	case !filepath.IsAbs(dir):
+		return p, invalidArgument("working_dir", "must be an absolute path, got %q", dir)
+	}
+	h := req.GetHandler()
+	switch {
+	case h == "":
+		return p, invalidArgument("handler", "must not be empty")
+	case len(h) > MaxHandlerBytes:
+		return p, invalidArgument("handler", "is %d bytes, at most %d allowed", len(h), MaxHandlerBytes)
+	case !utf8.ValidString(h):
+		return p, invalidArgument("handler", "must be valid UTF-8")
+	}
+	if err := checkEnv(req.GetEnv(), lim); err != nil {
+		return p, err
+	}
+	idle := req.GetIdleTimeoutSeconds()
+	maxIdle := int64(lim.MaxIdleTimeout / time.Second)
+	if idle < 0 || idle > maxIdle {
+		return p, invalidArgument("idle_timeout_seconds", "must be between 0 and %d, got %d", maxIdle, idle)
+	}
+	return registerParams{
+		runUID:      req.GetRunUid(),
+		attempt:     req.GetRegistrationAttempt(),
+		dir:         filepath.Clean(dir),
+		handler:     h,
+		env:         req.GetEnv(),
+		idleTimeout: time.Duration(idle) * time.Second,
+		digest:      req.GetRegistrationDigest(),
+	}, nil
+}
+
+// checkWorkingDir verifies that the validated working directory exists and
+// is a directory. It is separate from validateRegister because it touches
+// the file system.
+func checkWorkingDir(dir string) error {
+	fi, err := os.Stat(dir)
+	if err != nil {
+		if os.IsNotExist(err) {
+			return invalidArgument("working_dir", "%q does not exist", dir)
+		}
+		return invalidArgument("working_dir", "%q cannot be read: %v", dir, err)
+	}
+	if !fi.IsDir() {
+		return invalidArgument("working_dir", "%q is not a directory", dir)
+	}
+	return nil
+}
+
+// checkRunUID accepts 1..MaxRunUIDBytes of [A-Za-z0-9._-] starting with a
+// letter or digit: a Kubernetes UID fits, and so does anything a log line or
+// file name can carry safely.
+func checkRunUID(field, uid string) error {
+	if uid == "" {
+		return invalidArgument(field, "must not be empty")
+	}
+	if len(uid) > MaxRunUIDBytes {
+		return invalidArgument(field, "is %d bytes, at most %d allowed", len(uid), MaxRunUIDBytes)
+	}
+	for i := 0; i < len(uid); i++ {
+		c := uid[i]
+		ok := isASCIIAlnum(c) || (i > 0 && (c == '.' || c == '_' || c == '-'))
+		if !ok {
+			return invalidArgument(field, "must be letters, digits, '.', '_' or '-' and start with a letter or digit, got %q", uid)
+		}
+	}
+	return nil
+}
+
+// checkDigest accepts "sha256:" followed by exactly 64 lowercase hex digits.
+func checkDigest(d string) error {
+	const prefix = "sha256:"
+	bad := func() error {
+		return invalidArgument("registration_digest", "must be %q followed by 64 lowercase hex digits, got %q", prefix, truncateUTF8(d, 100))
+	}
+	if !strings.HasPrefix(d, prefix) || len(d) != len(prefix)+64 {
+		return bad()
+	}
+	for i := len(prefix); i < len(d); i++ {
+		c := d[i]
+		if !(c >= '0' && c <= '9' || c >= 'a' && c <= 'f') {
+			return bad()
+		}
+	}
+	return nil
+}
+
+// checkEnv enforces POSIX names ([A-Za-z_][A-Za-z0-9_]*), the reserved
+// prefix, values without NUL, and the count and size bounds. Names are
+// checked in sorted order so the error is deterministic.
+func checkEnv(env map[string]string, lim Limits) error {
+	if len(env) > lim.MaxEnvVars {
+		return invalidArgument("env", "has %d variables, at most %d allowed", len(env), lim.MaxEnvVars)
+	}
+	names := make([]string, 0, len(env))
+	for k := range env {
+		names = append(names, k)
+	}
+	sort.Strings(names)
+	total := 0
+	for _, k := range names {
+		v := env[k]
+		field := "env[" + strconvQuote(k) + "]"
+		if err := checkEnvName(field, k); err != nil {
+			return err
+		}
+		if !utf8.ValidString(v) || strings.ContainsRune(v, 0) {
+			return invalidArgument(field, "value must be valid UTF-8 without NUL bytes")
+		}
+		total += len(k) + len(v) + 2
+	}
+	if total > lim.MaxEnvBytes {
+		return invalidArgument("env", "totals %d bytes (name=value plus terminator each), at most %d allowed", total, lim.MaxEnvBytes)
+	}
+	return nil
+}
+
+func checkEnvName(field, k string) error {
+	if k == "" {
+		return invalidArgument(field, "name must not be empty")
+	}
+	if len(k) > MaxEnvNameBytes {
+		return invalidArgument(field, "name is %d bytes, at most %d allowed", len(k), MaxEnvNameBytes)
+	}
+	for i := 0; i < len(k); i++ {
+		c := k[i]
+		if !(isASCIIAlnum(c) || c == '_') || (i == 0 && c >= '0' && c <= '9') {
+			return invalidArgument(field, "name must match [A-Za-z_][A-Za-z0-9_]*")
+		}
+	}
+	if strings.HasPrefix(strings.ToUpper(k), ReservedEnvPrefix) {
+		return invalidArgument(field, "names starting with %s are reserved for the runtime", ReservedEnvPrefix)
+	}
+	return nil
+}
+
+// checkRegistrationRef validates the reference every call after
+// RegisterFunction carries. A Runtime Server "always requires a non-empty
+// registration ID".
+func checkRegistrationRef(ref *executorv1.FunctionRegistration) error {
+	if ref == nil {
+		return invalidArgument("registration", "must be set")
+	}
+	if err := checkRunUID("registration.run_uid", ref.GetRunUid()); err != nil {
+		return err
+	}
+	id := ref.GetRegistrationId()
+	if id == "" {
+		return invalidArgument("registration.registration_id", "must not be empty: a Runtime Server always requires the ID RegisterFunction returned")
+	}
+	if len(id) > MaxRunUIDBytes || !utf8.ValidString(id) {
+		return invalidArgument("registration.registration_id", "is not an ID this server issues")
+	}
+	return nil
+}
+
+// checkInvocationID enforces the contract's 128-byte bound, plus valid UTF-8
+// without control characters, because the ID is written into every log
+// line of the invocation.
+func checkInvocationID(id string) error {
+	if len(id) > MaxInvocationIDBytes {
+		return invalidArgument("invocation_id", "is %d bytes, at most %d allowed", len(id), MaxInvocationIDBytes)
+	}
+	if !utf8.ValidString(id) {
+		return invalidArgument("invocation_id", "must be valid UTF-8")
+	}
+	for _, r := range id {
+		if unicode.IsControl(r) {
+			return invalidArgument("invocation_id", "must not contain control characters")
+		}
+	}
+	return nil
+}
+
+// checkOutputs enforces OutputLimits on a handler's outputs. The error text
+// says which bound was broken; the caller wraps it as OUTPUTS_INVALID.
+func checkOutputs(out map[string]string, lim OutputLimits) error {
+	if len(out) > lim.MaxCount {
+		return fmt.Errorf("%d outputs, at most %d allowed", len(out), lim.MaxCount)
+	}
+	keys := make([]string, 0, len(out))
+	for k := range out {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	total := 0
+	for _, k := range keys {
+		v := out[k]
+		if k == "" || len(k) > lim.MaxKeyBytes {
+			return fmt.Errorf("output key %s must be 1 to %d bytes", strconvQuote(k), lim.MaxKeyBytes)
+		}
+		for i := 0; i < len(k); i++ {
+			c := k[i]
+			ok := isASCIIAlnum(c) || c == '_' || (i > 0 && (c == '.' || c == '-'))
+			if !ok || (i == 0 && c >= '0' && c <= '9') {
+				return fmt.Errorf("output key %s must match [A-Za-z_][A-Za-z0-9_.-]*", strconvQuote(k))
+			}
+		}
+		if len(v) > lim.MaxValueBytes {
+			return fmt.Errorf("output %s value is %d bytes, at most %d allowed", k, len(v), lim.MaxValueBytes)
+		}
+		if !utf8.ValidString(v) {
+			return fmt.Errorf("output %s value must be valid UTF-8", k)
+		}
+		total += len(k) + len(v)
+	}
+	if total > lim.MaxTotalBytes {
+		return fmt.Errorf("outputs total %d bytes, at most %d allowed", total, lim.MaxTotalBytes)
+	}
+	return nil
+}
+
+func isASCIIAlnum(c byte) bool {
+	return c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9'
+}
+
+// strconvQuote quotes s for an error message, shortening it first so an
+// attacker-sized key cannot blow up the message.
+func strconvQuote(s string) string {
+	return fmt.Sprintf("%q", truncateUTF8(s, 64))
+}
