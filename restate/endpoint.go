@@ -1,0 +1,230 @@
+package restate
+
+import (
+	"fmt"
+	"net/http"
+	"strings"
+	"sync"
+
+	"github.com/fnbridge/fnbridge/internal/version"
+	"github.com/fnbridge/fnbridge/journal"
+	"github.com/fnbridge/fnbridge/restate/discovery"
+	"github.com/fnbridge/fnbridge/restate/identity"
+	"github.com/fnbridge/fnbridge/restate/wire"
+)
+
+// Endpoint serves bound services to restate-server. It is an
+// http.Handler; serve it with NewHTTPServer (h2c and HTTP/1.1).
+type Endpoint struct {
+	cfg      Config
+	prefix   string
+	verifier *identity.Verifier
+	server   string // x-restate-server value
+
+	mu       sync.RWMutex
+	services []Service
+	handlers map[string]map[string]*boundHandler
+	// manifests caches the encoded manifest per manifest version.
+	manifests map[int][]byte
+	// pool recycles per-invocation state (frame reader, buffers).
+	pool sync.Pool
+	// err is the configuration error NewEndpoint found, if any.
+	err error
+}
+
+type boundHandler struct {
+	service, name string
+	fn            HandlerFunc
+}
+
+// NewEndpoint returns an endpoint for cfg with no services bound.
+//
+// An invalid Config (unknown protocol mode, negative MaxMessageSize, a path
+// prefix without a leading slash, an unparsable identity key) does not
+// panic: the endpoint records the error, naming the field, and then Err
+// and every Bind return it, and ServeHTTP answers every request with 500
+// and the error. In particular a bad identity key never degrades into
+// accepting unsigned requests.
+func NewEndpoint(cfg Config) *Endpoint {
+	e := &Endpoint{
+		server:    version.ServerHeader(),
+		handlers:  map[string]map[string]*boundHandler{},
+		manifests: map[int][]byte{},
+	}
+	e.pool.New = newInvocation
+	e.err = e.configure(cfg)
+	return e
+}
+
+// Err is the configuration error NewEndpoint found, or nil.
+func (e *Endpoint) Err() error { return e.err }
+
+func (e *Endpoint) configure(cfg Config) error {
+	switch cfg.ProtocolMode {
+	case "":
+		cfg.ProtocolMode = BidiStream
+	case BidiStream, RequestResponse:
+	default:
+		return fmt.Errorf("restate: Config.ProtocolMode %q is neither %q nor %q", cfg.ProtocolMode, BidiStream, RequestResponse)
+	}
+	if cfg.MaxMessageSize < 0 {
+		return fmt.Errorf("restate: Config.MaxMessageSize %d is negative", cfg.MaxMessageSize)
+	}
+	if cfg.MaxMessageSize == 0 {
+		cfg.MaxMessageSize = wire.DefaultMaxMessageSize
+	}
+	prefix := strings.TrimRight(cfg.PathPrefix, "/")
+	if prefix != "" && !strings.HasPrefix(prefix, "/") {
+		return fmt.Errorf("restate: Config.PathPrefix %q must start with /", cfg.PathPrefix)
+	}
+	v, err := identity.NewVerifier(cfg.IdentityKeys)
+	if err != nil {
+		return fmt.Errorf("restate: Config.IdentityKeys: %w", err)
+	}
+	e.cfg, e.prefix, e.verifier = cfg, prefix, v
+	return nil
+}
+
+// Bind adds a service. Names are checked against the manifest rules; a
+// service name bound twice, a duplicate handler or a handler without Fn
+// is an error and leaves the endpoint unchanged.
+func (e *Endpoint) Bind(svc Service) error {
+	if e.err != nil {
+		return e.err
+	}
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if _, dup := e.handlers[svc.Name]; dup {
+		return fmt.Errorf("restate: service %q is already bound", svc.Name)
+	}
+	for i, h := range svc.Handlers {
+		if h.Fn == nil {
+			return fmt.Errorf("restate: service %q handler %d (%q) has no Fn", svc.Name, i, h.Name)
+		}
+	}
+	m := e.manifestLocked()
+	m.Services = append(m.Services, manifestService(svc))
+	if err := discovery.Validate(m); err != nil {
+		return fmt.Errorf("restate: binding service %q: %w", svc.Name, err)
+	}
+	hs := make(map[string]*boundHandler, len(svc.Handlers))
+	for _, h := range svc.Handlers {
+		hs[h.Name] = &boundHandler{service: svc.Name, name: h.Name, fn: h.Fn}
+	}
+	e.services = append(e.services, svc)
+	e.handlers[svc.Name] = hs
+	clear(e.manifests)
+	return nil
+}
+
+// Manifest describes the bound services as the discovery manifest
+// (protocol versions 5 to 7, the configured protocol mode).
+func (e *Endpoint) Manifest() discovery.Manifest {
+	e.mu.RLock()
+	defer e.mu.RUnlock()
+	return e.manifestLocked()
+}
+
+func (e *Endpoint) manifestLocked() discovery.Manifest {
+	m := discovery.Manifest{
+		ProtocolMode:       e.cfg.ProtocolMode,
+		MinProtocolVersion: journal.MinVersion,
+		MaxProtocolVersion: journal.MaxVersion,
+		Services:           make([]discovery.Service, 0, len(e.services)+1),
+	}
+	for _, s := range e.services {
+		m.Services = append(m.Services, manifestService(s))
+	}
+	return m
+}
+
+func (e *Endpoint) lookup(service, handler string) *boundHandler {
+	e.mu.RLock()
+	defer e.mu.RUnlock()
+	return e.handlers[service][handler]
+}
+
+// ServeHTTP routes {prefix}/health, {prefix}/discover (and /discovery) and
+// {prefix}/invoke/{service}/{handler}.
+func (e *Endpoint) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	w.Header()["X-Restate-Server"] = []string{e.server}
+	if e.err != nil {
+		httpError(w, http.StatusInternalServerError, "endpoint misconfigured: %v", e.err)
+		return
+	}
+	path := r.URL.Path
+	if e.prefix != "" {
+		if !strings.HasPrefix(path, e.prefix) {
+			httpError(w, http.StatusNotFound, "not found: path %q is outside the endpoint prefix %q", path, e.prefix)
+			return
+		}
+		path = path[len(e.prefix):]
+	}
+	if path == "/health" {
+		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+		_, _ = w.Write([]byte("ok\n"))
+		return
+	}
+	if err := e.verifier.Verify(r.URL.EscapedPath(), r.Header); err != nil {
+		e.cfg.Logger.Warn().Err(err).Str("path", r.URL.Path).Msg("rejected request: request identity")
+		httpError(w, http.StatusUnauthorized, "unauthorized: %v", err)
+		return
+	}
+	switch {
+	case path == "/discover" || path == "/discovery":
+		if r.Method != http.MethodGet && r.Method != http.MethodHead {
+			httpError(w, http.StatusMethodNotAllowed, "discovery needs GET, got %s", r.Method)
+			return
+		}
+		e.serveDiscovery(w, r)
+	case strings.HasPrefix(path, "/invoke/"):
+		service, handler, ok := strings.Cut(path[len("/invoke/"):], "/")
+		if !ok || service == "" || handler == "" || strings.Contains(handler, "/") {
+			httpError(w, http.StatusNotFound, "not found: malformed invoke path %q, want /invoke/{service}/{handler}", path)
+			return
+		}
+		h := e.lookup(service, handler)
+		if h == nil {
+			httpError(w, http.StatusNotFound, "not found: no handler %s/%s is bound", service, handler)
+			return
+		}
+		if r.Method != http.MethodPost {
+			httpError(w, http.StatusMethodNotAllowed, "invoke needs POST, got %s", r.Method)
+			return
+		}
+		e.serveInvoke(w, r, h)
+	default:
+		httpError(w, http.StatusNotFound, "not found: %q", path)
+	}
+}
+
+func (e *Endpoint) serveDiscovery(w http.ResponseWriter, r *http.Request) {
+	v, err := discovery.Negotiate(r.Header.Get("Accept"))
+	if err != nil {
+		httpError(w, http.StatusUnsupportedMediaType, "%v (this endpoint serves %s to %s)", err, discovery.ContentType(discovery.MinVersion), discovery.ContentType(discovery.MaxVersion))
+		return
+	}
+	e.mu.Lock()
+	body, ok := e.manifests[v]
+	if !ok {
+		body, err = discovery.Encode(e.manifestLocked(), v)
+		if err == nil {
+			e.manifests[v] = body
+		}
+	}
+	e.mu.Unlock()
+	if err != nil {
+		httpError(w, http.StatusInternalServerError, "encoding the manifest: %v", err)
+		return
+	}
+	w.Header().Set("Content-Type", discovery.ContentType(v))
+	_, _ = w.Write(body)
+}
+
+func httpError(w http.ResponseWriter, code int, format string, args ...any) {
+	h := w.Header()
+	h.Set("Content-Type", "text/plain; charset=utf-8")
+	h.Set("X-Content-Type-Options", "nosniff")
+	w.WriteHeader(code)
+	_, _ = fmt.Fprintf(w, format+"\n", args...)
+}

@@ -1,0 +1,331 @@
+package restate
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"runtime/debug"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/fnbridge/fnbridge/journal"
+	"github.com/fnbridge/fnbridge/restate/wire"
+)
+
+const invocationContentTypePrefix = "application/vnd.restate.invocation.v"
+
+// invocationContentTypes are the echoed content types, per version.
+var invocationContentTypes = map[int][]string{}
+
+func init() {
+	for v := journal.MinVersion; v <= journal.MaxVersion; v++ {
+		invocationContentTypes[v] = []string{invocationContentTypePrefix + strconv.Itoa(v)}
+	}
+}
+
+// negotiateVersion reads the protocol version from the request content type.
+func negotiateVersion(ct string) (int, bool) {
+	ct = strings.TrimSpace(ct)
+	if i := strings.IndexByte(ct, ';'); i >= 0 {
+		ct = strings.TrimSpace(ct[:i])
+	}
+	if len(ct) <= len(invocationContentTypePrefix) || !strings.EqualFold(ct[:len(invocationContentTypePrefix)], invocationContentTypePrefix) {
+		return 0, false
+	}
+	v, err := strconv.Atoi(ct[len(invocationContentTypePrefix):])
+	if err != nil || v < journal.MinVersion || v > journal.MaxVersion {
+		return 0, false
+	}
+	return v, true
+}
+
+// invocation is one attempt: one HTTP request/response stream.
+type invocation struct {
+	ep *Endpoint
+	h  *boundHandler
+	w  http.ResponseWriter
+	r  *http.Request
+	fl http.Flusher
+
+	// mu guards m, which the body reader goroutine feeds concurrently
+	// with the handler goroutine's operations (BIDI_STREAM only).
+	mu sync.Mutex
+	m  *journal.Machine
+	// wake is signalled (without blocking) after every frame the reader
+	// goroutine delivers, so the handler goroutine re-checks its await.
+	wake chan struct{}
+
+	ctx    context.Context
+	cancel context.CancelCauseFunc
+
+	frames   *wire.Reader
+	spare    []byte // the idle half of the output double buffer
+	writeErr error
+
+	input   []byte
+	headers map[string]string
+}
+
+func newInvocation() any { return &invocation{wake: make(chan struct{}, 1)} }
+
+func (e *Endpoint) serveInvoke(w http.ResponseWriter, r *http.Request, h *boundHandler) {
+	version, ok := negotiateVersion(r.Header.Get("Content-Type"))
+	if !ok {
+		httpError(w, http.StatusUnsupportedMediaType, "unsupported content-type %q: this endpoint speaks %s%d to %s%d", r.Header.Get("Content-Type"), invocationContentTypePrefix, journal.MinVersion, invocationContentTypePrefix, journal.MaxVersion)
+		return
+	}
+	bidi := e.cfg.ProtocolMode == BidiStream
+	if bidi && r.ProtoMajor == 1 {
+		// restate-server streams full duplex over HTTP/1.1 too: our
+		// response starts before its request body ends.
+		if err := http.NewResponseController(w).EnableFullDuplex(); err != nil {
+			httpError(w, http.StatusInternalServerError, "BIDI_STREAM over HTTP/1.1 needs full duplex, which this server cannot do: %v", err)
+			return
+		}
+	}
+	m, err := journal.New(version)
+	if err != nil { // unreachable: negotiateVersion only admits supported versions
+		httpError(w, http.StatusUnsupportedMediaType, "%v", err)
+		return
+	}
+	inv := e.pool.Get().(*invocation)
+	inv.ep, inv.h, inv.w, inv.r, inv.m = e, h, w, r, m
+	inv.fl, _ = w.(http.Flusher)
+	if inv.frames == nil {
+		inv.frames = wire.NewReader(r.Body, e.cfg.MaxMessageSize)
+	} else {
+		inv.frames.Reset(r.Body)
+	}
+	inv.serve(version, bidi)
+	inv.release(&e.pool)
+}
+
+// release returns inv to the endpoint's pool; pooled invocations keep
+// their frame reader (sized for this endpoint's limit) and buffers.
+func (inv *invocation) release(pool *sync.Pool) {
+	inv.ep, inv.h, inv.w, inv.r, inv.m, inv.fl = nil, nil, nil, nil, nil, nil
+	inv.ctx, inv.cancel, inv.writeErr, inv.input, inv.headers = nil, nil, nil, nil, nil
+	inv.frames.Reset(nil)
+	select {
+	case <-inv.wake:
+	default:
+	}
+	pool.Put(inv)
+}
+
+func (inv *invocation) serve(version int, bidi bool) {
+	log := inv.ep.cfg.Logger
+	// Bootstrapping and replay: read until the machine holds StartMessage
+	// and all known entries (or failed). In REQUEST_RESPONSE the runtime
+	// sends everything first, so read to the end of the body.
+	for !inv.m.Done() && (!bidi || !inv.m.Ready()) {
+		if !inv.readOne() {
+			break
+		}
+	}
+	w := inv.w
+	w.Header()["Content-Type"] = invocationContentTypes[version]
+	w.WriteHeader(http.StatusOK)
+
+	var readerDone chan struct{}
+	base, cancel := context.WithCancelCause(inv.r.Context())
+	inv.ctx, inv.cancel = base, cancel
+	defer cancel(nil)
+	if !inv.m.Done() {
+		in, err := inv.m.Input()
+		if err == nil {
+			inv.input = in.GetValue().GetContent()
+			if hs := in.GetHeaders(); len(hs) > 0 {
+				inv.headers = make(map[string]string, len(hs))
+				for _, h := range hs {
+					inv.headers[h.GetKey()] = h.GetValue()
+				}
+			}
+			if inv.m.Cancelled() {
+				cancel(ErrCancelled)
+			}
+			if bidi && !inv.m.IsInputClosed() {
+				readerDone = make(chan struct{})
+				go inv.readLoop(readerDone)
+			}
+			inv.runHandler()
+		}
+	}
+	inv.flush()
+	if readerDone != nil {
+		inv.stopReader(readerDone)
+	}
+	if f := inv.m.Failure(); f != nil {
+		log.Warn().Str("invocation", inv.m.InvocationID()).Str("handler", inv.h.service+"/"+inv.h.name).
+			Uint16("code", f.Code).Msg(f.Message)
+	}
+}
+
+// readerGrace bounds how long a finished attempt waits for the runtime to
+// end its request body (restate-server does so once it has the terminal
+// message) before interrupting the body reader.
+const readerGrace = 2 * time.Second
+
+// stopReader waits for the body reader goroutine to finish: a handler must
+// not read the body after ServeHTTP returns. Normally the runtime ends its
+// side right after our terminal message and the reader sees EOF; otherwise
+// an expired read deadline unblocks its pending Read (HTTP/1.1 and HTTP/2
+// both support it), or, failing that, closing the body does.
+func (inv *invocation) stopReader(done chan struct{}) {
+	select {
+	case <-done:
+		return
+	default:
+	}
+	t := time.NewTimer(readerGrace)
+	defer t.Stop()
+	select {
+	case <-done:
+		return
+	case <-t.C:
+	}
+	if err := http.NewResponseController(inv.w).SetReadDeadline(time.Now()); err != nil {
+		_ = inv.r.Body.Close()
+	}
+	<-done
+}
+
+// readOne reads and delivers one frame synchronously (no reader goroutine
+// yet). It reports whether reading may continue.
+func (inv *invocation) readOne() bool {
+	h, p, err := inv.frames.Next()
+	if err != nil {
+		inv.readFailed(err)
+		return false
+	}
+	_ = inv.m.Receive(h, p)
+	return true
+}
+
+// readFailed maps the end of the request body onto the machine.
+func (inv *invocation) readFailed(err error) {
+	switch {
+	case errors.Is(err, wire.ErrMessageTooLarge):
+		inv.m.Fail(&journal.Error{Code: journal.CodeProtocolViolation, Message: err.Error(), RelatedIndex: -1})
+	case err == io.EOF:
+		inv.m.InputClosed()
+	default:
+		// A broken or timed-out body: nothing more can arrive.
+		if !inv.m.Done() && !inv.m.Ready() {
+			inv.m.Fail(&journal.Error{Code: journal.CodeProtocolViolation, Message: fmt.Sprintf("reading the request body: %v", err), RelatedIndex: -1})
+		}
+		inv.m.InputClosed()
+	}
+}
+
+// readLoop delivers frames that arrive while the handler runs (BIDI).
+func (inv *invocation) readLoop(done chan struct{}) {
+	defer close(done)
+	for {
+		h, p, err := inv.frames.Next()
+		inv.mu.Lock()
+		if err != nil {
+			inv.readFailed(err)
+		} else {
+			_ = inv.m.Receive(h, p)
+		}
+		cancelled, ended := inv.m.Cancelled(), inv.m.Done()
+		inv.mu.Unlock()
+		if cancelled {
+			inv.cancel(ErrCancelled)
+		} else if ended {
+			inv.cancel(ErrAttemptEnded)
+		}
+		select {
+		case inv.wake <- struct{}{}:
+		default:
+		}
+		if err != nil || ended {
+			return
+		}
+	}
+}
+
+// flush writes the machine's pending output and flushes it to the wire.
+// Only the handler goroutine writes to the response.
+func (inv *invocation) flush() {
+	inv.mu.Lock()
+	if !inv.m.Pending() {
+		inv.mu.Unlock()
+		return
+	}
+	out := inv.m.TakeOutput(inv.spare)
+	inv.mu.Unlock()
+	if inv.writeErr == nil {
+		if _, err := inv.w.Write(out); err != nil {
+			inv.writeErr = err
+		} else if inv.fl != nil {
+			inv.fl.Flush()
+		}
+	}
+	inv.spare = out[:0]
+}
+
+// runHandler calls the HandlerFunc and turns its return into the output or
+// the attempt failure.
+func (inv *invocation) runHandler() {
+	c := invocationContext{inv}
+	out, err := inv.call(c)
+	inv.mu.Lock()
+	defer inv.mu.Unlock()
+	if inv.m.Done() {
+		return
+	}
+	var te *TerminalError
+	var re *RetryableError
+	switch {
+	case inv.m.Cancelled():
+		_ = inv.m.Output(journal.Result{Failure: &journal.Failure{Code: ErrCancelled.Code, Message: ErrCancelled.Message}})
+	case err == nil:
+		_ = inv.m.Output(journal.Result{Value: out})
+	case errors.As(err, &te):
+		_ = inv.m.Output(journal.Result{Failure: &journal.Failure{Code: te.code(), Message: te.Message}})
+	case errors.As(err, &re):
+		inv.m.Fail(retryableToJournal(re, -1, 0, ""))
+	default:
+		inv.m.Fail(&journal.Error{Code: journal.CodeInternal, Message: err.Error(), RelatedIndex: -1})
+	}
+}
+
+// call runs the handler, turning a panic into an attempt failure.
+func (inv *invocation) call(c invocationContext) (out []byte, err error) {
+	defer func() {
+		if p := recover(); p != nil {
+			out, err = nil, &RetryableError{Code: 500, Message: fmt.Sprintf("handler panicked: %v\n%s", p, debug.Stack())}
+		}
+	}()
+	return inv.h.fn(c, inv.input)
+}
+
+func retryableToJournal(re *RetryableError, index int, t wire.MessageType, name string) *journal.Error {
+	code := re.Code
+	if code == 0 {
+		code = journal.CodeInternal
+	}
+	return &journal.Error{Code: code, Message: re.Message, RetryAfter: re.RetryAfter, Pause: re.Pause,
+		RelatedIndex: index, RelatedType: t, RelatedName: name}
+}
+
+// await blocks until completion id is ready, cancelled, or this attempt
+// ended, flushing pending output before it sleeps.
+func (inv *invocation) await(id uint32) (journal.Result, journal.Status) {
+	for {
+		inv.mu.Lock()
+		res, st := inv.m.Await(id)
+		inv.mu.Unlock()
+		if st != journal.Pending {
+			return res, st
+		}
+		inv.flush()
+		<-inv.wake
+	}
+}

@@ -1,0 +1,10 @@
+// Package restatetest plays the runtime side of the Restate service
+// invocation protocol against an endpoint, in memory or over a real h2c
+// connection: it builds and parses frame streams, opens invocation streams,
+// answers run proposals the way restate-server does (ProposeRunCompletionAck
+// on v7 when asked, RunCompletionNotification otherwise), records every
+// frame, and drives load for benchmarks (Drive).
+//
+// It is test support: it trusts its inputs and favours clear failures over
+// speed, except in Drive's hot loop.
+package restatetest

@@ -1,0 +1,145 @@
+package wire_test
+
+import (
+	"bytes"
+	"errors"
+	"io"
+	"testing"
+	"testing/iotest"
+
+	servicev1 "github.com/fnbridge/fnbridge/proto/restate/service/v1"
+	"github.com/fnbridge/fnbridge/restate/wire"
+)
+
+// "Type (16 bits) ... A (1 bit, MSB of the flag block): REQUESTED_ACK ...
+// Reserved flags (15 bits) ... Length (32 bits)".
+func TestHeaderLayout(t *testing.T) {
+	var b [8]byte
+	wire.PutHeader(b[:], wire.Header{Type: wire.ProposeRunCompletionMessageType, Flags: wire.FlagRequestedAck, Length: 0x01020304})
+	want := []byte{0x00, 0x05, 0x80, 0x00, 0x01, 0x02, 0x03, 0x04}
+	if !bytes.Equal(b[:], want) {
+		t.Fatalf("header bytes % x, want % x", b, want)
+	}
+	h := wire.ParseHeader(b[:])
+	if h.Type != wire.ProposeRunCompletionMessageType || !h.RequestedAck() || h.Length != 0x01020304 {
+		t.Fatalf("parsed %+v", h)
+	}
+	if wire.ParseHeader([]byte{0xFB, 0xFF, 0x00, 0x00, 0, 0, 0, 0}).RequestedAck() {
+		t.Fatal("REQUESTED_ACK read from a zero flag block")
+	}
+}
+
+func TestHeaderCodecDoesNotAllocate(t *testing.T) {
+	var b [8]byte
+	allocs := testing.AllocsPerRun(100, func() {
+		wire.PutHeader(b[:], wire.Header{Type: wire.RunCommandType, Length: 7})
+		_ = wire.ParseHeader(b[:])
+	})
+	if allocs != 0 {
+		t.Fatalf("%v allocations per header encode+decode, want 0", allocs)
+	}
+}
+
+func TestAppendFrameReusesCapacity(t *testing.T) {
+	msg := &servicev1.RunCommandMessage{ResultCompletionId: 1, Name: "invoke"}
+	buf := make([]byte, 0, 256)
+	allocs := testing.AllocsPerRun(100, func() {
+		var err error
+		buf, err = wire.AppendFrame(buf[:0], wire.RunCommandType, 0, msg)
+		if err != nil {
+			t.Fatal(err)
+		}
+	})
+	if allocs != 0 {
+		t.Fatalf("%v allocations per frame into a buffer with room, want 0", allocs)
+	}
+}
+
+// "The 16-bit type field is partitioned into namespaces".
+func TestTypeTable(t *testing.T) {
+	cases := []struct {
+		t    wire.MessageType
+		ns   wire.Namespace
+		name string
+	}{
+		{wire.StartMessageType, wire.Control, "StartMessage"},
+		{wire.ProposeRunCompletionAckMessageType, wire.Control, "ProposeRunCompletionAckMessage"},
+		{wire.InputCommandType, wire.Command, "InputCommand"},
+		{wire.CompleteAwakeableCommandType, wire.Command, "CompleteAwakeableCommand"},
+		{wire.RunCompletionNotificationType, wire.Notification, "RunCompletionNotification"},
+		{wire.SignalNotificationType, wire.Notification, "SignalNotification"},
+		{0xFC00, wire.Custom, "Custom(0xfc00)"},
+		{0xFFFF, wire.Custom, "Custom(0xffff)"},
+	}
+	for _, c := range cases {
+		if c.t.Namespace() != c.ns || c.t.String() != c.name || !c.t.Known() {
+			t.Errorf("%#04x: namespace %s name %s known %v, want %s %s", uint16(c.t), c.t.Namespace(), c.t, c.t.Known(), c.ns, c.name)
+		}
+		if c.ns != wire.Custom {
+			m := c.t.New()
+			if got, ok := wire.TypeOf(m); !ok || got != c.t {
+				t.Errorf("%s: factory/TypeOf round trip gave %s", c.t, got)
+			}
+		}
+	}
+	if wire.MessageType(0x0123).Known() || wire.MessageType(0x8001).Known() {
+		t.Error("unlisted ids reported as known")
+	}
+}
+
+func TestReaderHandlesPartialReads(t *testing.T) {
+	var stream []byte
+	stream, _ = wire.AppendMessage(stream, 0, &servicev1.StartMessage{DebugId: "inv", KnownEntries: 1})
+	stream, _ = wire.AppendMessage(stream, 0, &servicev1.InputCommandMessage{Value: &servicev1.Value{Content: bytes.Repeat([]byte("x"), 1000)}})
+	r := wire.NewReader(iotest.OneByteReader(bytes.NewReader(stream)), 0)
+	for _, want := range []wire.MessageType{wire.StartMessageType, wire.InputCommandType} {
+		h, p, err := r.Next()
+		if err != nil || h.Type != want || int(h.Length) != len(p) {
+			t.Fatalf("Next = %v %d %v, want %s", h.Type, len(p), err, want)
+		}
+		if _, err := wire.Decode(h, p); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, _, err := r.Next(); err != io.EOF {
+		t.Fatalf("at end: %v, want io.EOF", err)
+	}
+}
+
+func TestReaderTruncatedFrame(t *testing.T) {
+	stream, _ := wire.AppendMessage(nil, 0, &servicev1.StartMessage{DebugId: "inv"})
+	r := wire.NewReader(bytes.NewReader(stream[:len(stream)-1]), 0)
+	if _, _, err := r.Next(); err != io.ErrUnexpectedEOF {
+		t.Fatalf("truncated payload: %v, want io.ErrUnexpectedEOF", err)
+	}
+	r = wire.NewReader(bytes.NewReader(stream[:3]), 0)
+	if _, _, err := r.Next(); err != io.ErrUnexpectedEOF {
+		t.Fatalf("truncated header: %v, want io.ErrUnexpectedEOF", err)
+	}
+}
+
+// The size limit is enforced from the header, before the payload is read:
+// a reader that would fail on any payload read proves nothing was read.
+func TestReaderRejectsOversizeBeforeReading(t *testing.T) {
+	hdr := make([]byte, 8)
+	wire.PutHeader(hdr, wire.Header{Type: wire.InputCommandType, Length: 1 << 31})
+	r := wire.NewReader(io.MultiReader(bytes.NewReader(hdr), iotest.ErrReader(errors.New("payload was read"))), 1024)
+	_, p, err := r.Next()
+	if !errors.Is(err, wire.ErrMessageTooLarge) || p != nil {
+		t.Fatalf("Next = %d bytes, %v; want ErrMessageTooLarge", len(p), err)
+	}
+}
+
+func TestDecodeCustomAndUnknown(t *testing.T) {
+	m, err := wire.Decode(wire.Header{Type: 0xFC07, Length: 2}, []byte{1, 2})
+	ce, ok := m.(*wire.CustomEntry)
+	if err != nil || !ok || ce.Type != 0xFC07 || !bytes.Equal(ce.Payload, []byte{1, 2}) {
+		t.Fatalf("custom: %v %v", m, err)
+	}
+	if _, err := wire.Decode(wire.Header{Type: 0x0123}, nil); err == nil {
+		t.Fatal("unknown id decoded")
+	}
+	if _, err := wire.Decode(wire.Header{Type: wire.StartMessageType}, []byte{0xFF}); err == nil {
+		t.Fatal("malformed payload decoded")
+	}
+}
