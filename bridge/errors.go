@@ -32,12 +32,16 @@ const (
 	// ClassCancelled: Restate cancelled the invocation; the worker was
 	// killed and the invocation ends with a terminal 409.
 	ClassCancelled
+	// ClassInvalidInput: the runtime rejected the invocation itself (input
+	// over its bound). The same input can never succeed, so the run
+	// completes with a terminal 400 instead of retrying forever.
+	ClassInvalidInput
 )
 
 var classNames = map[Class]string{
 	ClassTerminal: "terminal", ClassHandler: "handler_error", ClassCrashed: "crashed",
 	ClassTimeout: "timeout", ClassBusy: "busy", ClassUnavailable: "unavailable",
-	ClassPermanent: "permanent", ClassCancelled: "cancelled",
+	ClassPermanent: "permanent", ClassCancelled: "cancelled", ClassInvalidInput: "invalid_input",
 }
 
 func (c Class) String() string {
@@ -58,6 +62,8 @@ func (c Class) Code() uint16 {
 		return 503
 	case ClassCancelled:
 		return 409
+	case ClassInvalidInput:
+		return 400
 	}
 	return 500
 }
@@ -71,9 +77,9 @@ type Error struct {
 
 func (e *Error) Error() string {
 	if e.Cause != nil && e.Message == "" {
-		return e.Cause.Error()
+		return e.Class.String() + ": " + e.Cause.Error()
 	}
-	return e.Message
+	return e.Class.String() + ": " + e.Message
 }
 
 // Unwrap exposes the underlying gRPC or context error.

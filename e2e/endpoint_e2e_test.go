@@ -83,8 +83,8 @@ func (c *runCounter) count(input string) int {
 // knowledge).
 func serve(t *testing.T, cfg restate.Config, svc restate.Service) string {
 	t.Helper()
-	ep, err := restate.NewEndpoint(cfg)
-	if err != nil {
+	ep := restate.NewEndpoint(cfg)
+	if err := ep.Err(); err != nil {
 		t.Fatalf("NewEndpoint: %v", err)
 	}
 	if err := ep.Bind(svc); err != nil {

@@ -73,7 +73,10 @@ func (g *globalFlags) logger() (zerolog.Logger, error) {
 	case "json":
 		l = zerolog.New(os.Stderr)
 	case "console":
-		l = zerolog.New(zerolog.ConsoleWriter{Out: os.Stderr})
+		// Colour only on a terminal: console logs often land in files.
+		st, err := os.Stderr.Stat()
+		tty := err == nil && st.Mode()&os.ModeCharDevice != 0
+		l = zerolog.New(zerolog.ConsoleWriter{Out: os.Stderr, NoColor: !tty})
 	default:
 		return zerolog.Nop(), fmt.Errorf("--log-format %q: want json or console", g.logFormat)
 	}

@@ -1,0 +1,169 @@
+package bridge
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"sort"
+	"sync"
+
+	"github.com/rs/zerolog"
+
+	"github.com/fnbridge/fnbridge/restate"
+	"github.com/fnbridge/fnbridge/restate/discovery"
+)
+
+// Options are the bridge's process-level settings that are not part of the
+// configuration file.
+type Options struct {
+	// Logger receives the bridge's logs; one line per invocation.
+	Logger zerolog.Logger
+	// AfterRunJournaled is the endpoint's test hook (restate.Config); the
+	// crash test blocks here to kill the process between a journaled run
+	// and the invocation's output.
+	AfterRunJournaled func(invocationID, runName string)
+}
+
+// Bridge is one configured fnbridge: a Restate endpoint whose handlers run
+// through FunctionRuntime registration pools.
+type Bridge struct {
+	cfg      *Config
+	log      zerolog.Logger
+	endpoint *restate.Endpoint
+	runtimes map[string]*runtimeConn
+	pools    map[string]*pool // by "Service/handler"
+}
+
+// New connects the runtimes the configuration uses and binds every handler
+// on a Restate endpoint. Nothing is registered yet: Start does that for
+// min_warm registrations, the rest happens lazily on first use.
+func New(cfg *Config, opts Options) (*Bridge, error) {
+	b := &Bridge{cfg: cfg, log: opts.Logger, runtimes: map[string]*runtimeConn{}, pools: map[string]*pool{}}
+	mode := restate.BidiStream
+	if cfg.ProtocolMode == ModeRequestResponse {
+		mode = restate.RequestResponse
+	}
+	b.endpoint = restate.NewEndpoint(restate.Config{
+		ProtocolMode:      mode,
+		IdentityKeys:      cfg.IdentityKeys,
+		Logger:            opts.Logger,
+		AfterRunJournaled: opts.AfterRunJournaled,
+	})
+	if err := b.endpoint.Err(); err != nil {
+		return nil, err
+	}
+	unimplemented := map[string]*sync.Once{}
+	for si := range cfg.Services {
+		svc := &cfg.Services[si]
+		rs := restate.Service{Name: svc.Name, Documentation: svc.Documentation, Metadata: svc.Metadata}
+		for hi := range svc.Handlers {
+			h := &svc.Handlers[hi]
+			rc, ok := b.runtimes[h.Runtime]
+			if !ok {
+				var err error
+				if rc, err = dialRuntime(h.Runtime, cfg.Runtimes[h.Runtime], opts.Logger); err != nil {
+					b.closeRuntimes(context.Background())
+					return nil, err
+				}
+				b.runtimes[h.Runtime] = rc
+				unimplemented[h.Runtime] = &sync.Once{}
+			}
+			p := newPool(svc.Name, h, rc.client, opts.Logger, unimplemented[h.Runtime])
+			b.pools[svc.Name+"/"+h.Name] = p
+			rs.Handlers = append(rs.Handlers, restateHandler(b, p))
+		}
+		if err := b.endpoint.Bind(rs); err != nil {
+			b.closeRuntimes(context.Background())
+			return nil, fmt.Errorf("services[%d]: %w", si, err)
+		}
+	}
+	return b, nil
+}
+
+// restateHandler describes one configured handler to the endpoint; its
+// timeouts, retry policy and documentation flow into the manifest.
+func restateHandler(b *Bridge, p *pool) restate.Handler {
+	h := p.h
+	rh := restate.Handler{
+		Name:              h.Name,
+		Fn:                b.handlerFunc(p),
+		Documentation:     h.Documentation,
+		Metadata:          h.Metadata,
+		InputContentType:  h.InputContentType,
+		OutputContentType: h.OutputContentType,
+		InactivityTimeout: h.InactivityTimeout.Std(),
+		AbortTimeout:      h.AbortTimeout.Std(),
+	}
+	if rp := h.RetryPolicy; rp != nil {
+		rh.RetryPolicy = &discovery.RetryPolicy{}
+		if rp.InitialInterval > 0 {
+			v := rp.InitialInterval.Std()
+			rh.RetryPolicy.InitialInterval = &v
+		}
+		if rp.MaxInterval > 0 {
+			v := rp.MaxInterval.Std()
+			rh.RetryPolicy.MaxInterval = &v
+		}
+		if rp.ExponentiationFactor > 0 {
+			v := rp.ExponentiationFactor
+			rh.RetryPolicy.ExponentiationFactor = &v
+		}
+		if rp.MaxAttempts > 0 {
+			v := rp.MaxAttempts
+			rh.RetryPolicy.MaxAttempts = &v
+		}
+		switch rp.OnMaxAttempts {
+		case "pause":
+			rh.RetryPolicy.OnMaxAttempts = "PAUSE"
+		case "kill":
+			rh.RetryPolicy.OnMaxAttempts = "KILL"
+		}
+	}
+	return rh
+}
+
+// Start registers the min_warm registrations and starts each pool's
+// status poll. An error leaves nothing running: the caller closes.
+func (b *Bridge) Start(ctx context.Context) error {
+	for _, key := range b.poolKeys() {
+		if err := b.pools[key].start(ctx); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// Handler is the Restate endpoint's HTTP handler.
+func (b *Bridge) Handler() http.Handler { return b.endpoint }
+
+// Manifest is the discovery manifest the endpoint serves.
+func (b *Bridge) Manifest() discovery.Manifest { return b.endpoint.Manifest() }
+
+func (b *Bridge) poolKeys() []string {
+	keys := make([]string, 0, len(b.pools))
+	for k := range b.pools {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	return keys
+}
+
+// Close unregisters every registration (waiting for leased ones until ctx
+// ends) and stops the runtimes.
+func (b *Bridge) Close(ctx context.Context) error {
+	var errs []error
+	for _, key := range b.poolKeys() {
+		errs = append(errs, b.pools[key].close(ctx))
+	}
+	errs = append(errs, b.closeRuntimes(ctx))
+	return errors.Join(errs...)
+}
+
+func (b *Bridge) closeRuntimes(ctx context.Context) error {
+	var errs []error
+	for _, rc := range b.runtimes {
+		errs = append(errs, rc.close(ctx))
+	}
+	return errors.Join(errs...)
+}

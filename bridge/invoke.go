@@ -1,0 +1,204 @@
+package bridge
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"google.golang.org/grpc/status"
+
+	"github.com/fnbridge/fnbridge/functionruntime"
+	executorv1 "github.com/fnbridge/fnbridge/proto/executor/v1"
+	"github.com/fnbridge/fnbridge/restate"
+)
+
+// runName is the journal name of the one run entry each invocation writes.
+const runName = "invoke"
+
+// handlerFunc is one invocation: Input → Run("invoke") → InvokeFunction →
+// journaled run completion → Output. On replay with a recorded completion
+// the run closure is not called, so InvokeFunction is not either.
+func (b *Bridge) handlerFunc(p *pool) restate.HandlerFunc {
+	return func(ctx restate.Context, input []byte) ([]byte, error) {
+		start := time.Now()
+		var (
+			executed bool
+			runUID   string
+		)
+		value, err := ctx.Run(runName, func(rctx context.Context) ([]byte, error) {
+			executed = true
+			res, uid, err := p.invoke(rctx, ctx.InvocationID(), input, contentTypeOf(ctx))
+			runUID = uid
+			if err != nil {
+				return nil, toRestate(err)
+			}
+			return encodeRecord(res)
+		})
+		ev := b.log.Info()
+		outcome := "ok"
+		var out []byte
+		if err == nil {
+			var res *Result
+			if res, err = decodeRecord(value); err == nil {
+				out = res.Output
+			} else {
+				err = &restate.TerminalError{Code: 500, Message: err.Error()}
+			}
+		}
+		if err != nil {
+			outcome = outcomeOf(err)
+			ev = b.log.Warn().Str("error", err.Error())
+		}
+		if !executed && err == nil {
+			outcome = "replayed"
+		}
+		ev.Str("restate_invocation_id", ctx.InvocationID()).
+			Str("service", p.service).Str("handler", p.h.Name).
+			Str("run_uid", runUID).Str("invocation_id", ctx.InvocationID()).
+			Str("outcome", outcome).Dur("duration", time.Since(start)).
+			Msg("invocation")
+		return out, err
+	}
+}
+
+// contentTypeOf is the input's content type as the caller sent it, JSON
+// when the caller said nothing.
+func contentTypeOf(ctx restate.Context) string {
+	for k, v := range ctx.Headers() {
+		if strings.EqualFold(k, "content-type") && v != "" {
+			return v
+		}
+	}
+	return "application/json"
+}
+
+func outcomeOf(err error) string {
+	var te *restate.TerminalError
+	if errors.As(err, &te) {
+		if te.Code == 409 {
+			return "cancelled"
+		}
+		return "terminal_failure"
+	}
+	var re *restate.RetryableError
+	if errors.As(err, &re) {
+		if re.Pause {
+			return "paused"
+		}
+		return "retryable_failure"
+	}
+	if errors.Is(err, restate.ErrAttemptEnded) {
+		return "attempt_ended"
+	}
+	return "error"
+}
+
+// Invoke runs one function once, without Restate and without a journal:
+// `bridge invoke`, a developer's inner loop.
+func (b *Bridge) Invoke(ctx context.Context, service, handler string, input []byte) (*Result, error) {
+	p, ok := b.pools[service+"/"+handler]
+	if !ok {
+		return nil, fmt.Errorf("no handler %s/%s in the configuration", service, handler)
+	}
+	res, _, err := p.invoke(ctx, "", input, "application/json")
+	return res, err
+}
+
+// invoke leases a registration and calls InvokeFunction. A registration
+// that turns out stale, draining or failed before dispatch is re-leased
+// (re-registered) once; only then does the invocation fail with 503.
+func (p *pool) invoke(ctx context.Context, invocationID string, input []byte, contentType string) (*Result, string, error) {
+	var lastErr error
+	for try := 0; try < 2; try++ {
+		s, err := p.lease(ctx)
+		if err != nil {
+			return nil, "", classifyCtx(ctx, err)
+		}
+		resp, err := p.client.InvokeFunction(ctx, &executorv1.InvokeFunctionRequest{
+			Registration:  &executorv1.FunctionRegistration{RunUid: s.runUID, RegistrationId: s.regID},
+			InvocationId:  invocationID,
+			Input:         input,
+			ContentType:   contentType,
+			TimeoutMillis: p.h.Timeout.Std().Milliseconds(),
+		})
+		if err == nil {
+			p.release(s)
+			return &Result{Output: resp.GetOutput(), ContentType: resp.GetContentType(), Outputs: resp.GetOutputs()}, s.runUID, nil
+		}
+		class := functionruntime.Classify(err)
+		switch class {
+		case functionruntime.ClassStale:
+			s.regID = "" // never use this ID again; resolve afresh
+		case functionruntime.ClassRegistrationFailed:
+			// The worker could not be restarted: the next try registers a
+			// new attempt at once; if that fails too, it is permanent.
+			s.regID = ""
+			s.attempt++
+		}
+		p.release(s)
+		lastErr = err
+		if class != functionruntime.ClassStale && class != functionruntime.ClassRegistrationFailed {
+			return nil, s.runUID, p.classifyInvoke(ctx, err)
+		}
+	}
+	return nil, "", &Error{Class: ClassUnavailable, Message: "registration stayed unusable after re-registering: " + status.Convert(lastErr).Message(), Cause: lastErr}
+}
+
+// classifyCtx turns a caller-side cancellation into ClassCancelled.
+func classifyCtx(ctx context.Context, err error) error {
+	if ctx.Err() != nil {
+		return &Error{Class: ClassCancelled, Message: "invocation cancelled", Cause: err}
+	}
+	return err
+}
+
+// classifyInvoke maps an InvokeFunction failure onto the bridge's classes
+// (DESIGN.md, error classification).
+func (p *pool) classifyInvoke(ctx context.Context, err error) *Error {
+	msg := status.Convert(err).Message()
+	if ctx.Err() != nil {
+		return &Error{Class: ClassCancelled, Message: "invocation cancelled: worker stopped", Cause: err}
+	}
+	switch functionruntime.Classify(err) {
+	case functionruntime.ClassHandlerTerminal:
+		return &Error{Class: ClassTerminal, Message: msg, Cause: err}
+	case functionruntime.ClassHandlerRetryable:
+		return &Error{Class: ClassHandler, Message: msg, Cause: err}
+	case functionruntime.ClassTimeout:
+		return &Error{Class: ClassTimeout, Message: fmt.Sprintf("timed out after %s: %s", p.h.Timeout.Std(), msg), Cause: err}
+	case functionruntime.ClassBusy:
+		return &Error{Class: ClassBusy, Message: msg, Cause: err}
+	case functionruntime.ClassUnimplemented:
+		p.reportUnimplemented.Do(func() {
+			p.log.Error().Err(err).Msgf("the %s runtime server does not implement executor.v1.FunctionRuntime: this is a configuration error, invocations pause until it is fixed", p.h.Runtime)
+		})
+		return &Error{Class: ClassPermanent, Message: "runtime server does not implement executor.v1.FunctionRuntime", Cause: err}
+	case functionruntime.ClassInvalid:
+		// The request itself is out of bounds (input too large): the same
+		// input can never succeed, so retrying would only loop.
+		return &Error{Class: ClassInvalidInput, Message: "invalid invocation: " + msg, Cause: err}
+	case functionruntime.ClassAborted, functionruntime.ClassUnavailable:
+		return &Error{Class: ClassUnavailable, Message: msg, Cause: err}
+	}
+	return &Error{Class: ClassCrashed, Message: msg, Cause: err}
+}
+
+// toRestate turns a classified failure into what the Restate endpoint
+// journals or reports.
+func toRestate(err error) error {
+	var e *Error
+	if !errors.As(err, &e) {
+		return &restate.RetryableError{Code: 500, Message: err.Error()}
+	}
+	switch e.Class {
+	case ClassTerminal, ClassInvalidInput:
+		return &restate.TerminalError{Code: e.Class.Code(), Message: e.Message}
+	case ClassCancelled:
+		return restate.ErrCancelled
+	case ClassPermanent:
+		return &restate.RetryableError{Code: 500, Message: e.Message, Pause: true, RetryAfter: PermanentRetryDelay}
+	}
+	return &restate.RetryableError{Code: e.Class.Code(), Message: e.Message}
+}

@@ -1,0 +1,69 @@
+package bridge
+
+import (
+	"context"
+	"fmt"
+	"strings"
+
+	"github.com/rs/zerolog"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+
+	"github.com/fnbridge/fnbridge/functionruntime"
+	"github.com/fnbridge/fnbridge/functionruntime/bash"
+	"github.com/fnbridge/fnbridge/functionruntime/python"
+	executorv1 "github.com/fnbridge/fnbridge/proto/executor/v1"
+)
+
+// runtimeConn is the FunctionRuntime a runtime kind talks to: an embedded
+// in-process server (no network hop) or a remote gRPC server.
+type runtimeConn struct {
+	kind     string
+	client   executorv1.FunctionRuntimeClient
+	embedded *functionruntime.Server
+	conn     *grpc.ClientConn
+}
+
+func newAdapter(kind string) (functionruntime.Adapter, error) {
+	switch kind {
+	case "python":
+		return python.New(python.Options{}), nil
+	case "bash":
+		return bash.New(bash.Options{}), nil
+	}
+	return nil, fmt.Errorf("unknown runtime kind %q", kind)
+}
+
+// dialRuntime connects one runtime kind: embedded when address is empty,
+// else a remote server at host:port or unix:///path.
+func dialRuntime(kind, address string, log zerolog.Logger) (*runtimeConn, error) {
+	if address == "" {
+		ad, err := newAdapter(kind)
+		if err != nil {
+			return nil, err
+		}
+		srv := functionruntime.NewServer(functionruntime.Options{
+			Adapter: ad,
+			Logger:  log.With().Str("runtime", kind).Logger(),
+		})
+		return &runtimeConn{kind: kind, client: functionruntime.NewLocalClient(srv), embedded: srv}, nil
+	}
+	target := address
+	if !strings.HasPrefix(target, "unix://") {
+		target = "passthrough:///" + address
+	}
+	conn, err := grpc.NewClient(target,
+		grpc.WithTransportCredentials(insecure.NewCredentials()),
+		grpc.WithDefaultCallOptions(functionruntime.ClientCallOptions()...))
+	if err != nil {
+		return nil, fmt.Errorf("runtimes.%s: %w", kind, err)
+	}
+	return &runtimeConn{kind: kind, client: executorv1.NewFunctionRuntimeClient(conn), conn: conn}, nil
+}
+
+func (r *runtimeConn) close(ctx context.Context) error {
+	if r.embedded != nil {
+		return r.embedded.Shutdown(ctx)
+	}
+	return r.conn.Close()
+}

@@ -1,0 +1,67 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"os/signal"
+	"strings"
+	"syscall"
+
+	"github.com/spf13/cobra"
+
+	"github.com/fnbridge/fnbridge/bridge"
+)
+
+func init() { subcommands = append(subcommands, newInvokeCmd) }
+
+func newInvokeCmd(g *globalFlags) *cobra.Command {
+	var configPath string
+	cmd := &cobra.Command{
+		Use:   "invoke Service/handler 'JSON'",
+		Short: "Run one configured function once, locally, without Restate",
+		Long: "Run one configured function once through the same FunctionRuntime path\n" +
+			"as bridge serve, without Restate or a journal: a developer's inner loop.\n" +
+			"The output goes to stdout; outputs and logs go to stderr.",
+		Args: cobra.ExactArgs(2),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			log, err := g.logger()
+			if err != nil {
+				return err
+			}
+			service, handler, ok := strings.Cut(args[0], "/")
+			if !ok || service == "" || handler == "" {
+				return fmt.Errorf("%q: want Service/handler", args[0])
+			}
+			if !json.Valid([]byte(args[1])) {
+				return fmt.Errorf("input %q is not valid JSON", args[1])
+			}
+			cfg, err := bridge.LoadConfig(configPath)
+			if err != nil {
+				return err
+			}
+			b, err := bridge.New(cfg, bridge.Options{Logger: log})
+			if err != nil {
+				return err
+			}
+			ctx, stop := signal.NotifyContext(cmd.Context(), syscall.SIGTERM, syscall.SIGINT)
+			defer stop()
+			res, err := b.Invoke(ctx, service, handler, []byte(args[1]))
+			_ = b.Close(context.Background())
+			if err != nil {
+				return err
+			}
+			for k, v := range res.Outputs {
+				fmt.Fprintf(cmd.ErrOrStderr(), "output %s=%s\n", k, v)
+			}
+			out := res.Output
+			if len(out) == 0 || out[len(out)-1] != '\n' {
+				out = append(out, '\n')
+			}
+			_, err = cmd.OutOrStdout().Write(out)
+			return err
+		},
+	}
+	cmd.Flags().StringVar(&configPath, "config", "bridge.yaml", "configuration file")
+	return cmd
+}

@@ -1,0 +1,127 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"os/signal"
+	"syscall"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/fnbridge/fnbridge/bridge"
+	"github.com/fnbridge/fnbridge/restate"
+)
+
+func init() { subcommands = append(subcommands, newServeCmd) }
+
+func newServeCmd(g *globalFlags) *cobra.Command {
+	var (
+		configPath, listen string
+		holdAfterRun       string
+	)
+	cmd := &cobra.Command{
+		Use:   "serve",
+		Short: "Serve the configured functions as a Restate deployment",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			log, err := g.logger()
+			if err != nil {
+				return err
+			}
+			cfg, err := loadConfig(configPath, listen)
+			if err != nil {
+				return err
+			}
+			opts := bridge.Options{Logger: log}
+			if holdAfterRun != "" {
+				opts.AfterRunJournaled = holdForever(holdAfterRun)
+			}
+			b, err := bridge.New(cfg, opts)
+			if err != nil {
+				return err
+			}
+			ctx, stop := signal.NotifyContext(cmd.Context(), syscall.SIGTERM, syscall.SIGINT)
+			defer stop()
+			shutdownBridge := func() error {
+				cctx, cancel := context.WithTimeout(context.Background(), cfg.ShutdownTimeout.Std())
+				defer cancel()
+				return b.Close(cctx)
+			}
+			if err := b.Start(ctx); err != nil {
+				_ = shutdownBridge()
+				return err
+			}
+			lis, err := net.Listen("tcp", cfg.Listen)
+			if err != nil {
+				_ = shutdownBridge()
+				return fmt.Errorf("listen %s: %w", cfg.Listen, err)
+			}
+			srv := restate.NewHTTPServer(cfg.Listen, b.Handler())
+			serveErr := make(chan error, 1)
+			go func() { serveErr <- srv.Serve(lis) }()
+			log.Info().Str("listen", lis.Addr().String()).Str("protocol_mode", cfg.ProtocolMode).Int("services", len(cfg.Services)).Msg("serving Restate endpoint")
+
+			select {
+			case err := <-serveErr:
+				_ = shutdownBridge()
+				return fmt.Errorf("serve: %w", err)
+			case <-ctx.Done():
+			}
+			// Stop accepting, let in-flight invocations finish within the
+			// deadline; streams still open then are closed, and Restate
+			// retries those attempts (journaled work is not redone).
+			log.Info().Dur("deadline", cfg.ShutdownTimeout.Std()).Msg("shutting down")
+			sctx, cancel := context.WithTimeout(context.Background(), cfg.ShutdownTimeout.Std())
+			defer cancel()
+			if err := srv.Shutdown(sctx); err != nil {
+				log.Warn().Err(err).Msg("in-flight invocations did not finish before the deadline; closing their streams")
+				_ = srv.Close()
+			}
+			if err := shutdownBridge(); err != nil {
+				log.Warn().Err(err).Msg("unregistering at shutdown")
+			}
+			if err := <-serveErr; err != nil && !errors.Is(err, http.ErrServerClosed) {
+				return err
+			}
+			log.Info().Msg("stopped")
+			return nil
+		},
+	}
+	cmd.Flags().StringVar(&configPath, "config", "bridge.yaml", "configuration file")
+	cmd.Flags().StringVar(&listen, "listen", "", "listen address host:port (overrides the file's listen)")
+	cmd.Flags().StringVar(&holdAfterRun, "test-hold-after-run", "", "testing only: after a run is journaled, write the invocation id to this file and block")
+	_ = cmd.Flags().MarkHidden("test-hold-after-run")
+	return cmd
+}
+
+// loadConfig loads the file and applies a --listen override, validated
+// like the file's own value.
+func loadConfig(path, listen string) (*bridge.Config, error) {
+	cfg, err := bridge.LoadConfig(path)
+	if err != nil {
+		return nil, err
+	}
+	if listen != "" {
+		if _, _, err := net.SplitHostPort(listen); err != nil {
+			return nil, fmt.Errorf("--listen %q: want host:port", listen)
+		}
+		cfg.Listen = listen
+	}
+	return cfg, nil
+}
+
+// holdForever is the crash test's hook: it records that a run completion
+// was journaled, then blocks this invocation until the process is killed.
+func holdForever(path string) func(invocationID, runName string) {
+	return func(invocationID, _ string) {
+		_ = os.WriteFile(path, []byte(invocationID+"\n"), 0o644)
+		for {
+			time.Sleep(time.Hour)
+		}
+	}
+}
