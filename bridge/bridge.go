@@ -10,6 +10,7 @@ import (
 
 	"github.com/rs/zerolog"
 
+	executorv1 "github.com/fnbridge/fnbridge/proto/executor/v1"
 	"github.com/fnbridge/fnbridge/restate"
 	"github.com/fnbridge/fnbridge/restate/discovery"
 )
@@ -23,6 +24,10 @@ type Options struct {
 	// crash test blocks here to kill the process between a journaled run
 	// and the invocation's output.
 	AfterRunJournaled func(invocationID, runName string)
+	// Clients, when set for a runtime kind, is used instead of the embedded
+	// or remote runtime the configuration names: tests and benchmarks plug
+	// in-process fakes or instrumented clients here.
+	Clients map[string]executorv1.FunctionRuntimeClient
 }
 
 // Bridge is one configured fnbridge: a Restate endpoint whose handlers run
@@ -62,7 +67,9 @@ func New(cfg *Config, opts Options) (*Bridge, error) {
 			rc, ok := b.runtimes[h.Runtime]
 			if !ok {
 				var err error
-				if rc, err = dialRuntime(h.Runtime, cfg.Runtimes[h.Runtime], opts.Logger); err != nil {
+				if c, ok := opts.Clients[h.Runtime]; ok {
+					rc = &runtimeConn{kind: h.Runtime, client: c}
+				} else if rc, err = dialRuntime(h.Runtime, cfg.Runtimes[h.Runtime], opts.Logger); err != nil {
 					b.closeRuntimes(context.Background())
 					return nil, err
 				}
