@@ -1,0 +1,1035 @@
+package e2e
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/fnbridge/fnbridge/internal/restateserver"
+)
+
+// bridgeCase is one end-to-end rule, run against a group's shared server.
+type bridgeCase struct {
+	name string
+	run  func(t *testing.T, env *bridgeEnv)
+}
+
+// TestBridge runs the real `bridge serve` binary with real python3 and bash
+// functions behind a real restate-server 1.7.12 (issue 4's end-to-end
+// cases). Each group shares one server and registers one bridge per case
+// under the case's own service names; the cases of a group run in parallel.
+// The server groups skip (fail under CI=true) without RESTATE_SERVER_BIN;
+// the CLI group needs no server.
+func TestBridge(t *testing.T) {
+	requireCommand(t, "python3", "to run the Python functions")
+	requireCommand(t, "bash", "to run the Bash functions")
+	bin := rtBridgeBinary(t)
+
+	groups := []struct {
+		name  string
+		setup func(t *testing.T, env *bridgeEnv)
+		cases []bridgeCase
+	}{
+		{
+			name:  "protocol v6",
+			setup: func(t *testing.T, env *bridgeEnv) { env.srv = restateserver.Start(t, restateserver.Options{}) },
+			cases: []bridgeCase{
+				{"a Python and a Bash function return their results", testFunctionsReturnResults(6)},
+				{"an idempotency-key repeat returns the same result without executing again", testIdempotencyKey},
+				{"a retryable failure is retried by Restate until it succeeds", testRetryableFailureRetried},
+				{"a terminal failure reaches the caller and is not retried", testTerminalFailure},
+				{"a timeout fails retryably and kills the worker each time", testTimeoutRetried},
+				{"cancelling an invocation kills the worker and ends it with 409 cancelled", testCancelKillsWorker},
+				{"REQUEST_RESPONSE mode completes the run by replay after suspension", testRequestResponse(6)},
+				{"a bridge crash after a journaled run replays the recorded result without executing again", testCrashReplays},
+				{"a bridge with identity keys rejects an unsigned restate-server with 401", testUnsignedServerRejected},
+				{"SIGTERM lets an in-flight invocation finish and exits 0", testGracefulShutdown},
+				{"restate-server reaching the bridge over HTTP 1.1 (use_http_11) gets the same results", testHTTP11},
+				{"invocations beyond concurrency are retried with 429 and each executes once", testBusyRetried},
+				{"SIGTERM closes a stream still in flight at shutdown_timeout and Restate retries it", testShutdownDeadline},
+			},
+		},
+		{
+			name: "protocol v7",
+			setup: func(t *testing.T, env *bridgeEnv) {
+				env.srv = restateserver.Start(t, restateserver.Options{EnableProtocolV7: true})
+			},
+			cases: []bridgeCase{
+				{"a Python and a Bash function return their results", testFunctionsReturnResults(7)},
+				{"REQUEST_RESPONSE mode completes the run by replay after suspension", testRequestResponse(7)},
+				{"a terminal failure reaches the caller and is not retried", testTerminalFailure},
+				{"cancelling an invocation kills the worker and ends it with 409 cancelled", testCancelKillsWorker},
+				{"a bridge crash after a journaled run replays the recorded result without executing again", testCrashReplays},
+			},
+		},
+		{
+			name: "request identity",
+			setup: func(t *testing.T, env *bridgeEnv) {
+				pemPath, pub := writeIdentityKey(t)
+				env.identityKey = pub
+				env.srv = restateserver.Start(t, restateserver.Options{IdentityPrivateKeyPEM: pemPath})
+			},
+			cases: []bridgeCase{
+				{"keys configured on both sides: signed requests are verified and served", testIdentityVerified},
+			},
+		},
+		{
+			name: "cli",
+			cases: []bridgeCase{
+				{"bridge invoke prints the output and fails clearly on a terminal failure", testCLIInvoke},
+				{"bridge manifest prints services, documentation and retry policy", testCLIManifest},
+				{"an invalid config makes bridge serve exit non-zero naming the field, listening on nothing", testInvalidConfig},
+			},
+		},
+	}
+	for _, g := range groups {
+		t.Run(g.name, func(t *testing.T) {
+			t.Parallel()
+			env := &bridgeEnv{bin: bin}
+			if g.setup != nil {
+				g.setup(t, env)
+			}
+			for _, c := range g.cases {
+				t.Run(c.name, func(t *testing.T) {
+					t.Parallel()
+					c.run(t, env)
+				})
+			}
+		})
+	}
+}
+
+// callTimeout bounds one case's calls through the ingress.
+const callTimeout = 60 * time.Second
+
+func caseContext(t *testing.T) context.Context {
+	ctx, cancel := context.WithTimeout(context.Background(), callTimeout)
+	t.Cleanup(cancel)
+	return ctx
+}
+
+// serveAndRegister starts `bridge serve` with the workspace's config on a
+// free loopback port and registers it with the group's server.
+func serveAndRegister(t *testing.T, env *bridgeEnv, configPath string, extra ...string) *bridgeProcess {
+	t.Helper()
+	b := startBridge(t, env.bin, configPath, rtFreeAddr(t), extra...)
+	env.srv.Register(t, b.URI(), false)
+	return b
+}
+
+const greeterPy = `import os
+import fnbridge
+
+def greet(request):
+    with open("calls_py.log", "a") as f:
+        f.write("greet\n")
+    fnbridge.set_output("greeted", request["name"])
+    return {"greeting": os.environ["GREETING"] + ", " + request["name"], "lang": "python"}
+`
+
+const shellSh = `respond() {
+  echo respond >> calls_sh.log
+  echo "bash got $1" >&2
+  printf '{"input":%s,"lang":"bash"}\n' "$1"
+}
+`
+
+// "handler returned | run completed with the value; output = handler
+// output" (DESIGN.md error classes), for both runtimes, and "Protocol v6 and
+// v7": the server pins the version it was meant to negotiate.
+func testFunctionsReturnResults(version int) func(*testing.T, *bridgeEnv) {
+	return func(t *testing.T, env *bridgeEnv) {
+		ws := newWorkspace(t, map[string]string{"greeter.py": greeterPy, "shell.sh": shellSh})
+		py, sh := fmt.Sprintf("Greeter_v%d", version), fmt.Sprintf("Shell_v%d", version)
+		cfg := ws.config(t, fmt.Sprintf(`services:
+  - name: %s
+    handlers:
+      - {name: greet, runtime: python, dir: fn, handler: greeter.greet, env: {GREETING: Hello}}
+  - name: %s
+    handlers:
+      - {name: respond, runtime: bash, dir: fn, handler: shell.respond}
+`, py, sh))
+		serveAndRegister(t, env, cfg)
+		ctx := caseContext(t)
+
+		out := callOK(ctx, t, env.srv, py, "greet", `{"name":"you"}`, nil)
+		assertJSON(t, "Python output", out, `{"greeting":"Hello, you","lang":"python"}`)
+		// The payload is data, never shell source.
+		payload := `{"msg":"hi $(touch pwned) ; rm -rf x"}`
+		out = callOK(ctx, t, env.srv, sh, "respond", payload, nil)
+		assertJSON(t, "Bash output", out, `{"input":`+payload+`,"lang":"bash"}`)
+		if _, err := os.Stat(filepath.Join(ws.fn, "pwned")); err == nil {
+			t.Error("the Bash payload was evaluated as shell source")
+		}
+		for _, marker := range []string{"calls_py.log", "calls_sh.log"} {
+			if n := len(ws.lines(t, marker)); n != 1 {
+				t.Errorf("%s: %d executions, want 1", marker, n)
+			}
+		}
+
+		t.Run(fmt.Sprintf("the invocations run on service protocol v%d", version), func(t *testing.T) {
+			for _, svc := range []string{py, sh} {
+				rows := invocationRows(ctx, t, env.srv, svc, "id, status, pinned_service_protocol_version")
+				if len(rows) != 1 {
+					t.Fatalf("%s: %d invocations, want 1: %v", svc, len(rows), rows)
+				}
+				r := rows[0]
+				if r["status"] != "completed" || r["pinned_service_protocol_version"] != float64(version) {
+					t.Errorf("%s invocation %v: status %v on protocol v%v, want completed on v%d",
+						svc, r["id"], r["status"], r["pinned_service_protocol_version"], version)
+				}
+			}
+		})
+	}
+}
+
+// An idempotency-key repeat "returns the same result without executing
+// again"; a different key is a new invocation (which proves the marker
+// counts executions at all).
+func testIdempotencyKey(t *testing.T, env *bridgeEnv) {
+	ws := newWorkspace(t, map[string]string{"once.py": `import uuid
+
+def once(request):
+    with open("calls.log", "a") as f:
+        f.write("once\n")
+    return {"order": request["order"], "nonce": uuid.uuid4().hex}
+`})
+	cfg := ws.config(t, `services:
+  - name: Idempotent
+    handlers:
+      - {name: once, runtime: python, dir: fn, handler: once.once}
+`)
+	serveAndRegister(t, env, cfg)
+	ctx := caseContext(t)
+
+	first := callOK(ctx, t, env.srv, "Idempotent", "once", `{"order":"A-1"}`, map[string]string{"idempotency-key": "order-A-1"})
+	again := callOK(ctx, t, env.srv, "Idempotent", "once", `{"order":"A-1"}`, map[string]string{"idempotency-key": "order-A-1"})
+	if string(again) != string(first) {
+		t.Errorf("repeat with the same idempotency-key returned %s, first call %s", again, first)
+	}
+	if n := len(ws.lines(t, "calls.log")); n != 1 {
+		t.Fatalf("%d executions after an idempotent repeat, want 1", n)
+	}
+	other := callOK(ctx, t, env.srv, "Idempotent", "once", `{"order":"A-1"}`, map[string]string{"idempotency-key": "order-A-1-bis"})
+	if string(other) == string(first) {
+		t.Errorf("a new idempotency-key returned the first result %s", other)
+	}
+	if n := len(ws.lines(t, "calls.log")); n != 2 {
+		t.Errorf("%d executions after a call with a new key, want 2", n)
+	}
+}
+
+// "handler failed otherwise … ErrorMessage (500): Restate retries with its
+// policy": a handler failing twice then succeeding runs exactly 3 times and
+// the caller gets the success. The handler's retry_policy flows into the
+// manifest and restate-server accepts it (its registration answer shows it).
+func testRetryableFailureRetried(t *testing.T, env *bridgeEnv) {
+	ws := newWorkspace(t, map[string]string{"flaky.py": `def flaky(request):
+    with open("calls.log", "a") as f:
+        f.write("call\n")
+    with open("calls.log") as f:
+        n = sum(1 for line in f if line.strip())
+    if n <= 2:
+        raise RuntimeError("transient failure %d" % n)
+    return {"order": request["order"], "attempt": n}
+`})
+	cfg := ws.config(t, `services:
+  - name: Flaky
+    handlers:
+      - name: flaky
+        runtime: python
+        dir: fn
+        handler: flaky.flaky
+        retry_policy:
+          initial_interval: 100ms
+          max_interval: 500ms
+          exponentiation_factor: 2
+          max_attempts: 10
+          on_max_attempts: kill
+`)
+	b := startBridge(t, env.bin, cfg, rtFreeAddr(t))
+	answer := env.srv.Register(t, b.URI(), false)
+	var reg struct {
+		Services []struct {
+			Name     string `json:"name"`
+			Handlers []struct {
+				Name        string         `json:"name"`
+				RetryPolicy map[string]any `json:"retry_policy"`
+			} `json:"handlers"`
+		} `json:"services"`
+	}
+	if err := json.Unmarshal(answer, &reg); err != nil || len(reg.Services) != 1 || len(reg.Services[0].Handlers) != 1 {
+		t.Fatalf("registration answer %s: %v", answer, err)
+	}
+	rp := reg.Services[0].Handlers[0].RetryPolicy
+	want := map[string]any{"initial_interval": "100ms", "max_interval": "500ms", "exponentiation_factor": 2.0, "max_attempts": 10.0, "on_max_attempts": "Kill"}
+	for k, v := range want {
+		if rp[k] != v {
+			t.Errorf("restate-server's retry_policy.%s = %v, want %v (from bridge.yaml via the manifest); all: %v", k, rp[k], v, rp)
+		}
+	}
+
+	ctx := caseContext(t)
+	out := callOK(ctx, t, env.srv, "Flaky", "flaky", `{"order":"B-2"}`, nil)
+	assertJSON(t, "output after two retryable failures", out, `{"order":"B-2","attempt":3}`)
+	if n := len(ws.lines(t, "calls.log")); n != 3 {
+		t.Errorf("%d executions, want exactly 3 (two failures, one success)", n)
+	}
+}
+
+// "handler signalled a terminal failure | run completed with a failure;
+// invocation ends with that failure, no retry": Python's
+// fnbridge.TerminalError and Bash's exit 100 reach the caller, and the
+// invocation is completed (not backing off) after one execution.
+func testTerminalFailure(t *testing.T, env *bridgeEnv) {
+	ws := newWorkspace(t, map[string]string{
+		"refuse.py": `import fnbridge
+
+def refuse(request):
+    with open("calls_py.log", "a") as f:
+        f.write("call\n")
+    raise fnbridge.TerminalError("order %s not found" % request["order"])
+`,
+		"refuse.sh": `refuse() {
+  echo call >> calls_sh.log
+  echo "order refused by bash" >&2
+  exit 100
+}
+`,
+	})
+	cfg := ws.config(t, `services:
+  - name: TerminalPy
+    handlers:
+      - {name: refuse, runtime: python, dir: fn, handler: refuse.refuse, retry_policy: {initial_interval: 100ms}}
+  - name: TerminalSh
+    handlers:
+      - {name: refuse, runtime: bash, dir: fn, handler: refuse.refuse, retry_policy: {initial_interval: 100ms}}
+`)
+	serveAndRegister(t, env, cfg)
+	ctx := caseContext(t)
+	for _, c := range []struct{ svc, marker, message string }{
+		{"TerminalPy", "calls_py.log", "order C-3 not found"},
+		{"TerminalSh", "calls_sh.log", "order refused by bash"},
+	} {
+		status, body, err := env.srv.Call(ctx, c.svc, "refuse", []byte(`{"order":"C-3"}`), nil)
+		if err != nil {
+			t.Fatalf("%s: %v", c.svc, err)
+		}
+		if status != http.StatusInternalServerError || !strings.Contains(string(body), c.message) {
+			t.Errorf("%s: caller got %d %s, want 500 carrying %q", c.svc, status, body, c.message)
+		}
+		rows := invocationRows(ctx, t, env.srv, c.svc, "id, status, completion_result, completion_failure")
+		if len(rows) != 1 {
+			t.Fatalf("%s: %d invocations, want 1", c.svc, len(rows))
+		}
+		r := rows[0]
+		if r["status"] != "completed" || r["completion_result"] != "failure" ||
+			!strings.Contains(fmt.Sprint(r["completion_failure"]), c.message) {
+			t.Errorf("%s: invocation %v is %v/%v (%v), want completed with the terminal failure", c.svc, r["id"], r["status"], r["completion_result"], r["completion_failure"])
+		}
+		// A completed invocation never runs again, so one execution now is
+		// one execution for good.
+		if n := len(ws.lines(t, c.marker)); n != 1 {
+			t.Errorf("%s: %d executions of a terminal failure, want 1", c.svc, n)
+		}
+	}
+}
+
+// "handler … timed out (DeadlineExceeded) | ErrorMessage (504): Restate
+// retries": every attempt is cut at the handler's timeout, the worker is
+// killed each time (a fresh PID per attempt, none left alive), and Restate
+// records the 504 and its retries; max_attempts with on_max_attempts: kill
+// ends the invocation with that failure.
+func testTimeoutRetried(t *testing.T, env *bridgeEnv) {
+	ws := newWorkspace(t, map[string]string{"hang.py": `import os
+import time
+
+def hang(request):
+    with open("calls.log", "a") as f:
+        f.write("%d\n" % os.getpid())
+    time.sleep(120)
+    return "never"
+`})
+	cfg := ws.config(t, `services:
+  - name: Timeout
+    handlers:
+      - name: hang
+        runtime: python
+        dir: fn
+        handler: hang.hang
+        timeout: 1s
+        retry_policy: {initial_interval: 100ms, max_interval: 200ms, max_attempts: 3, on_max_attempts: kill}
+`)
+	serveAndRegister(t, env, cfg)
+	ctx := caseContext(t)
+	id, err := env.srv.Send(ctx, "Timeout", "hang", []byte(`{}`), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Attempts are at least 1 s apart, so the retry is seen before the end.
+	eventually(t, 30*time.Second, "Restate records a retried 504", func() (bool, string) {
+		r := invocationRow(ctx, t, env.srv, id, "status, retry_count, last_failure")
+		if r["status"] == "completed" {
+			t.Fatalf("invocation completed before a retry was observed: %v", r)
+		}
+		n, _ := r["retry_count"].(float64)
+		return n >= 1 && strings.Contains(fmt.Sprint(r["last_failure"]), "[504]"), fmt.Sprint(r)
+	})
+	waitCompleted(t, env.srv, id, 30*time.Second)
+	r := invocationRow(ctx, t, env.srv, id, "completion_result, completion_failure")
+	if f := fmt.Sprint(r["completion_failure"]); r["completion_result"] != "failure" || !strings.Contains(f, "[504]") || !strings.Contains(f, "timed out") {
+		t.Errorf("invocation ended %v: %v, want the 504 timeout failure", r["completion_result"], f)
+	}
+	pids := ws.pids(t, "calls.log")
+	if len(pids) != 3 {
+		t.Fatalf("%d executions %v, want 3 (max_attempts)", len(pids), pids)
+	}
+	seen := map[int]bool{}
+	for _, pid := range pids {
+		if seen[pid] {
+			t.Errorf("PID %d ran two attempts: the timed-out worker was not replaced", pid)
+		}
+		seen[pid] = true
+		eventually(t, 10*time.Second, fmt.Sprintf("timed-out worker %d is killed", pid), func() (bool, string) {
+			return !pidAlive(pid), "alive"
+		})
+	}
+}
+
+// "Restate CANCEL signal | in-flight invoke cancelled (worker killed),
+// invocation ends with a terminal 'cancelled' failure".
+func testCancelKillsWorker(t *testing.T, env *bridgeEnv) {
+	ws := newWorkspace(t, map[string]string{"hang.py": `import os
+import time
+
+def hang(request):
+    with open("calls.log", "a") as f:
+        f.write("started %d\n" % os.getpid())
+    time.sleep(120)
+    return "never"
+`})
+	cfg := ws.config(t, `services:
+  - name: Cancel
+    handlers:
+      - {name: hang, runtime: python, dir: fn, handler: hang.hang, timeout: 5m}
+`)
+	serveAndRegister(t, env, cfg)
+	ctx := caseContext(t)
+	id, err := env.srv.Send(ctx, "Cancel", "hang", []byte(`{}`), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 30*time.Second, "the handler starts", func() (bool, string) {
+		return len(ws.lines(t, "calls.log")) == 1, fmt.Sprint(ws.lines(t, "calls.log"))
+	})
+	pid := ws.pids(t, "calls.log")[0]
+	if !pidAlive(pid) {
+		t.Fatalf("worker %d is not running before the cancellation", pid)
+	}
+	if err := env.srv.CancelInvocation(ctx, id); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 15*time.Second, fmt.Sprintf("worker %d is killed", pid), func() (bool, string) {
+		return !pidAlive(pid), "alive"
+	})
+	waitCompleted(t, env.srv, id, 30*time.Second)
+	r := invocationRow(ctx, t, env.srv, id, "completion_result, completion_failure")
+	if f := fmt.Sprint(r["completion_failure"]); r["completion_result"] != "failure" || !strings.Contains(f, "409") || !strings.Contains(f, "cancelled") {
+		t.Errorf("cancelled invocation ended %v: %v, want failure 409 cancelled", r["completion_result"], f)
+	}
+	if status, body := invocationOutput(t, env.srv, id, 10*time.Second); status != http.StatusConflict {
+		t.Errorf("output of the cancelled invocation: %d %s, want 409", status, body)
+	}
+	if n := len(ws.lines(t, "calls.log")); n != 1 {
+		t.Errorf("%d executions, want 1", n)
+	}
+}
+
+// REQUEST_RESPONSE: the first request ends in suspension after proposing
+// the run; the run's completion arrives in a replayed second request, which
+// must return the recorded result without executing the function again.
+func testRequestResponse(version int) func(*testing.T, *bridgeEnv) {
+	return func(t *testing.T, env *bridgeEnv) {
+		ws := newWorkspace(t, map[string]string{"square.py": `def square(request):
+    with open("calls.log", "a") as f:
+        f.write("call\n")
+    return {"square": request["n"] * request["n"]}
+`})
+		svc := fmt.Sprintf("RequestResponse_v%d", version)
+		cfg := ws.config(t, fmt.Sprintf(`protocol_mode: request_response
+services:
+  - name: %s
+    handlers:
+      - {name: square, runtime: python, dir: fn, handler: square.square}
+`, svc))
+		b := serveAndRegister(t, env, cfg)
+		ctx := caseContext(t)
+		out := callOK(ctx, t, env.srv, svc, "square", `{"n":7}`, nil)
+		assertJSON(t, "request/response output", out, `{"square":49}`)
+		if n := len(ws.lines(t, "calls.log")); n != 1 {
+			t.Errorf("%d executions, want exactly 1", n)
+		}
+		// The bridge logs each attempt's outcome: the first executed the
+		// run, the one that answered had it replayed.
+		eventually(t, 5*time.Second, "the bridge logs a replayed attempt", func() (bool, string) {
+			return strings.Contains(b.logs.String(), `"outcome":"replayed"`), "no replayed outcome yet"
+		})
+		rows := invocationRows(ctx, t, env.srv, svc, "pinned_service_protocol_version")
+		if len(rows) != 1 || rows[0]["pinned_service_protocol_version"] != float64(version) {
+			t.Errorf("invocation rows %v, want one on protocol v%d", rows, version)
+		}
+	}
+}
+
+// The crash test: "Only a run that was never completed durably may execute
+// again". The bridge is killed (SIGKILL to its group) after the run's
+// completion is journaled and before the invocation's output; a new bridge
+// on the same port gets the retried invocation, replays the recorded result
+// and does not execute the function again. No worker of the killed bridge
+// survives it.
+func testCrashReplays(t *testing.T, env *bridgeEnv) {
+	ws := newWorkspace(t, map[string]string{"work.py": `import os
+
+def work(request):
+    with open("calls.log", "a") as f:
+        f.write("%d\n" % os.getpid())
+    return {"order": request["order"], "pid": os.getpid()}
+`})
+	cfg := ws.config(t, `services:
+  - name: Crash
+    handlers:
+      - name: work
+        runtime: python
+        dir: fn
+        handler: work.work
+        retry_policy: {initial_interval: 100ms, max_interval: 500ms}
+`)
+	hold := filepath.Join(ws.root, "held-invocation")
+	addr := rtFreeAddr(t)
+	first := startBridge(t, env.bin, cfg, addr, "--test-hold-after-run", hold)
+	env.srv.Register(t, first.URI(), false)
+	ctx := caseContext(t)
+	id, err := env.srv.Send(ctx, "Crash", "work", []byte(`{"order":"D-4"}`), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 30*time.Second, "the bridge holds after the journaled run", func() (bool, string) {
+		b, _ := os.ReadFile(hold)
+		return strings.TrimSpace(string(b)) == id, string(b)
+	})
+	pids := ws.pids(t, "calls.log")
+	if len(pids) != 1 {
+		t.Fatalf("%d executions before the crash, want 1", len(pids))
+	}
+	worker := pids[0]
+
+	first.kill(t)
+	if !groupGone(first.pgid) {
+		t.Fatalf("the killed bridge's process group %d still has members", first.pgid)
+	}
+	eventually(t, 10*time.Second, fmt.Sprintf("worker %d of the killed bridge dies (Pdeathsig)", worker), func() (bool, string) {
+		return !pidAlive(worker), "alive"
+	})
+	if procs := rtProcsInDir(ws.fn); len(procs) != 0 {
+		t.Fatalf("processes of the killed bridge survive: %v", procs)
+	}
+
+	second := startBridge(t, env.bin, cfg, addr)
+	status, body := invocationOutput(t, env.srv, id, 60*time.Second)
+	if status != http.StatusOK {
+		t.Fatalf("output after the restart: %d %s", status, body)
+	}
+	// The recorded result names the first (killed) worker: the value came
+	// from the journal, not from a new execution.
+	assertJSON(t, "replayed output", body, fmt.Sprintf(`{"order":"D-4","pid":%d}`, worker))
+	if n := len(ws.lines(t, "calls.log")); n != 1 {
+		t.Errorf("%d executions across the crash, want exactly 1", n)
+	}
+	if !strings.Contains(second.logs.String(), `"outcome":"replayed"`) {
+		t.Errorf("the restarted bridge did not log a replayed invocation")
+	}
+}
+
+// "identity_keys: when set, unsigned requests get 401": registration
+// through a server that does not sign fails with the bridge's 401.
+func testUnsignedServerRejected(t *testing.T, env *bridgeEnv) {
+	_, pub := writeIdentityKey(t)
+	ws := newWorkspace(t, map[string]string{"greeter.py": greeterPy})
+	cfg := ws.config(t, fmt.Sprintf(`identity_keys: [%s]
+services:
+  - name: Guarded
+    handlers:
+      - {name: greet, runtime: python, dir: fn, handler: greeter.greet, env: {GREETING: Hi}}
+`, pub))
+	b := startBridge(t, env.bin, cfg, rtFreeAddr(t))
+	body, err := env.srv.TryRegister(caseContext(t), b.URI(), false)
+	var he *restateserver.HTTPError
+	if !errors.As(err, &he) {
+		t.Fatalf("registration through an unsigned server: %s, %v; want it refused", body, err)
+	}
+	if !strings.Contains(he.Body, "401") {
+		t.Errorf("registration error does not carry the bridge's 401: %s", he.Body)
+	}
+	if !strings.Contains(b.logs.String(), "unsigned") {
+		t.Errorf("the bridge did not log why it rejected the request")
+	}
+}
+
+// Keys configured on both sides: the signing server registers and invokes.
+func testIdentityVerified(t *testing.T, env *bridgeEnv) {
+	ws := newWorkspace(t, map[string]string{"greeter.py": greeterPy})
+	cfg := ws.config(t, fmt.Sprintf(`identity_keys: [%s]
+services:
+  - name: Signed
+    handlers:
+      - {name: greet, runtime: python, dir: fn, handler: greeter.greet, env: {GREETING: Welcome}}
+`, env.identityKey))
+	b := serveAndRegister(t, env, cfg)
+	out := callOK(caseContext(t), t, env.srv, "Signed", "greet", `{"name":"signer"}`, nil)
+	assertJSON(t, "output", out, `{"greeting":"Welcome, signer","lang":"python"}`)
+	if strings.Contains(b.logs.String(), "request identity") {
+		t.Errorf("the bridge rejected a signed request:\n%s", b.logs.String())
+	}
+}
+
+// "SIGTERM stops serve gracefully: it stops accepting, lets in-flight
+// invocations finish …, exits 0" (README): an invocation in flight at
+// SIGTERM completes with one successful result, the bridge exits 0 within
+// shutdown_timeout, and no worker remains.
+func testGracefulShutdown(t *testing.T, env *bridgeEnv) {
+	ws := newWorkspace(t, map[string]string{"slow.py": `import os
+import time
+
+def slow(request):
+    with open("calls.log", "a") as f:
+        f.write("started %d\n" % os.getpid())
+    time.sleep(1)
+    with open("calls.log", "a") as f:
+        f.write("done %d\n" % os.getpid())
+    return {"job": request["job"], "pid": os.getpid()}
+`})
+	const shutdownTimeout = 10 * time.Second
+	cfg := ws.config(t, fmt.Sprintf(`shutdown_timeout: %s
+services:
+  - name: Graceful
+    handlers:
+      - name: slow
+        runtime: python
+        dir: fn
+        handler: slow.slow
+        retry_policy: {initial_interval: 100ms, max_interval: 500ms}
+`, shutdownTimeout))
+	addr := rtFreeAddr(t)
+	b := startBridge(t, env.bin, cfg, addr)
+	env.srv.Register(t, b.URI(), false)
+	ctx := caseContext(t)
+	id, err := env.srv.Send(ctx, "Graceful", "slow", []byte(`{"job":"E-5"}`), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 30*time.Second, "the handler starts", func() (bool, string) {
+		return len(ws.lines(t, "calls.log")) >= 1, "no start yet"
+	})
+	worker := ws.pids(t, "calls.log")[0]
+
+	sent := time.Now()
+	if err := b.cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-b.done:
+	case <-time.After(shutdownTimeout + 10*time.Second):
+		t.Fatalf("bridge serve still running %s after SIGTERM", shutdownTimeout+10*time.Second)
+	}
+	took := b.ended.Sub(sent)
+	if b.err != nil {
+		t.Errorf("bridge serve exited with %v after SIGTERM, want status 0", b.err)
+	}
+	if took > shutdownTimeout {
+		t.Errorf("bridge serve took %s to exit, over its shutdown_timeout %s", took, shutdownTimeout)
+	}
+	t.Logf("bridge serve exited %s after SIGTERM", took.Round(time.Millisecond))
+	eventually(t, 5*time.Second, fmt.Sprintf("worker %d is gone after shutdown", worker), func() (bool, string) {
+		return !pidAlive(worker), "alive"
+	})
+	if procs := rtProcsInDir(ws.fn); len(procs) != 0 {
+		t.Errorf("processes left behind after shutdown: %v", procs)
+	}
+
+	// Either the invocation finished before the bridge exited, or its
+	// stream was closed at the deadline and Restate retries it on a new
+	// bridge. Wait for the first; fall back to the second.
+	finished := false
+	for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline); time.Sleep(pollEvery) {
+		if st, err := env.srv.InvocationStatus(ctx, id); err == nil && st == "completed" {
+			finished = true
+			break
+		}
+	}
+	if !finished {
+		t.Logf("the invocation did not finish before exit; restarting the bridge for Restate's retry")
+		startBridge(t, env.bin, cfg, addr)
+	}
+	status, body := invocationOutput(t, env.srv, id, 30*time.Second)
+	if status != http.StatusOK {
+		t.Fatalf("output: %d %s", status, body)
+	}
+	var res struct {
+		Job string `json:"job"`
+		PID int    `json:"pid"`
+	}
+	if err := json.Unmarshal(body, &res); err != nil || res.Job != "E-5" {
+		t.Fatalf("output %s (%v), want the job's result", body, err)
+	}
+	done := 0
+	for _, l := range ws.lines(t, "calls.log") {
+		if strings.HasPrefix(l, "done ") {
+			done++
+		}
+	}
+	if finished && (done != 1 || res.PID != worker) {
+		t.Errorf("finished in flight: %d successful executions (result from PID %d, worker %d), want exactly 1 from the in-flight worker", done, res.PID, worker)
+	}
+	if !finished && done < 1 {
+		t.Errorf("no successful execution recorded, yet the output is %s", body)
+	}
+}
+
+// "… or closes their streams at the deadline, and Restate retries them"
+// (README): an invocation longer than shutdown_timeout does not hold the
+// exit up; its worker is killed, and the invocation completes on the next
+// bridge with one successful execution.
+func testShutdownDeadline(t *testing.T, env *bridgeEnv) {
+	// The first execution outlives the deadline; the retry is quick.
+	ws := newWorkspace(t, map[string]string{"slow.py": `import os
+import time
+
+def slow(request):
+    with open("calls.log", "a") as f:
+        f.write("started %d\n" % os.getpid())
+    with open("calls.log") as f:
+        first = sum(1 for line in f if line.startswith("started")) == 1
+    if first:
+        time.sleep(120)
+    with open("calls.log", "a") as f:
+        f.write("done %d\n" % os.getpid())
+    return {"job": request["job"], "pid": os.getpid()}
+`})
+	const shutdownTimeout = time.Second
+	cfg := ws.config(t, fmt.Sprintf(`shutdown_timeout: %s
+services:
+  - name: Deadline
+    handlers:
+      - name: slow
+        runtime: python
+        dir: fn
+        handler: slow.slow
+        retry_policy: {initial_interval: 100ms, max_interval: 500ms}
+`, shutdownTimeout))
+	addr := rtFreeAddr(t)
+	b := startBridge(t, env.bin, cfg, addr)
+	env.srv.Register(t, b.URI(), false)
+	ctx := caseContext(t)
+	id, err := env.srv.Send(ctx, "Deadline", "slow", []byte(`{"job":"G-7"}`), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 30*time.Second, "the handler starts", func() (bool, string) {
+		return len(ws.lines(t, "calls.log")) >= 1, "no start yet"
+	})
+	first := ws.pids(t, "calls.log")[0]
+
+	sent := time.Now()
+	if err := b.cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	// The deadline plus the time to kill the worker (TERM, then KILL after
+	// the runtime's grace) and unregister.
+	const slack = 5 * time.Second
+	select {
+	case <-b.done:
+	case <-time.After(shutdownTimeout + slack):
+		t.Fatalf("bridge serve still running %s after SIGTERM with shutdown_timeout %s", shutdownTimeout+slack, shutdownTimeout)
+	}
+	t.Logf("bridge serve exited %s after SIGTERM", b.ended.Sub(sent).Round(time.Millisecond))
+	if b.err != nil {
+		t.Errorf("bridge serve exited with %v after SIGTERM, want status 0", b.err)
+	}
+	eventually(t, 5*time.Second, fmt.Sprintf("worker %d is killed at the deadline", first), func() (bool, string) {
+		return !pidAlive(first), "alive"
+	})
+	if st, err := env.srv.InvocationStatus(ctx, id); err != nil || st == "completed" {
+		t.Fatalf("invocation status after the cut: %q, %v; want it pending a retry", st, err)
+	}
+
+	startBridge(t, env.bin, cfg, addr)
+	status, body := invocationOutput(t, env.srv, id, 30*time.Second)
+	if status != http.StatusOK {
+		t.Fatalf("output after the restart: %d %s", status, body)
+	}
+	lines := ws.lines(t, "calls.log")
+	if len(lines) != 3 || !strings.HasPrefix(lines[2], "done ") {
+		t.Fatalf("executions %q, want the cut one and one successful retry", lines)
+	}
+	retry := ws.pids(t, "calls.log")[1]
+	assertJSON(t, "output", body, fmt.Sprintf(`{"job":"G-7","pid":%d}`, retry))
+}
+
+// RESTATE-FACTS: "with use_http_11: true it speaks HTTP/1.1 and, if the
+// manifest says BIDI_STREAM, still streams full duplex over HTTP/1.1";
+// `bridge serve` must serve that transport as well as h2c.
+func testHTTP11(t *testing.T, env *bridgeEnv) {
+	ws := newWorkspace(t, map[string]string{"greeter.py": greeterPy, "shell.sh": shellSh})
+	cfg := ws.config(t, `services:
+  - name: Http11
+    handlers:
+      - {name: greet, runtime: python, dir: fn, handler: greeter.greet, env: {GREETING: Hey}}
+      - {name: respond, runtime: bash, dir: fn, handler: shell.respond}
+`)
+	b := startBridge(t, env.bin, cfg, rtFreeAddr(t))
+	env.srv.Register(t, b.URI(), true)
+	ctx := caseContext(t)
+	out := callOK(ctx, t, env.srv, "Http11", "greet", `{"name":"h1"}`, nil)
+	assertJSON(t, "Python output over HTTP/1.1", out, `{"greeting":"Hey, h1","lang":"python"}`)
+	out = callOK(ctx, t, env.srv, "Http11", "respond", `"h1"`, nil)
+	assertJSON(t, "Bash output over HTTP/1.1", out, `{"input":"h1","lang":"bash"}`)
+	if n := len(ws.lines(t, "calls_py.log")) + len(ws.lines(t, "calls_sh.log")); n != 2 {
+		t.Errorf("%d executions for 2 invocations", n)
+	}
+}
+
+// "ResourceExhausted (registration busy) | ErrorMessage 429: retried": with
+// one warm registration and a short lease_timeout, invocations that find it
+// busy fail their attempt with 429 before the function is called, are
+// retried by Restate, and every invocation executes exactly once.
+func testBusyRetried(t *testing.T, env *bridgeEnv) {
+	ws := newWorkspace(t, map[string]string{"busy.py": `import time
+
+def busy(request):
+    with open("calls.log", "a") as f:
+        f.write("%s\n" % request["n"])
+    time.sleep(1)
+    return {"n": request["n"]}
+`})
+	cfg := ws.config(t, `services:
+  - name: Busy
+    handlers:
+      - name: busy
+        runtime: python
+        dir: fn
+        handler: busy.busy
+        concurrency: 1
+        lease_timeout: 100ms
+        retry_policy: {initial_interval: 100ms, max_interval: 300ms}
+`)
+	serveAndRegister(t, env, cfg)
+	ctx := caseContext(t)
+	const n = 3
+	ids := make([]string, n)
+	for i := range ids {
+		id, err := env.srv.Send(ctx, "Busy", "busy", []byte(fmt.Sprintf(`{"n":%d}`, i)), nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ids[i] = id
+	}
+	// While the first holds the only registration the others are refused.
+	eventually(t, 30*time.Second, "Restate records a 429 retry", func() (bool, string) {
+		rows := invocationRows(ctx, t, env.srv, "Busy", "retry_count, last_failure")
+		for _, r := range rows {
+			if strings.Contains(fmt.Sprint(r["last_failure"]), "[429") {
+				return true, ""
+			}
+		}
+		return false, fmt.Sprint(rows)
+	})
+	for i, id := range ids {
+		status, body := invocationOutput(t, env.srv, id, 30*time.Second)
+		if status != http.StatusOK {
+			t.Fatalf("invocation %d: %d %s", i, status, body)
+		}
+		assertJSON(t, fmt.Sprintf("output %d", i), body, fmt.Sprintf(`{"n":%d}`, i))
+	}
+	count := map[string]int{}
+	for _, l := range ws.lines(t, "calls.log") {
+		count[l]++
+	}
+	for i := range n {
+		if c := count[strconv.Itoa(i)]; c != 1 {
+			t.Errorf("invocation %d executed %d times, want exactly 1 (busy attempts must not run the function)", i, c)
+		}
+	}
+}
+
+// `bridge invoke --config FILE Service/handler 'JSON'`: "run one function
+// once, locally, without Restate": the output on stdout, exit 0; a terminal
+// failure is a clear message and a non-zero exit.
+func testCLIInvoke(t *testing.T, env *bridgeEnv) {
+	ws := newWorkspace(t, map[string]string{
+		"greeter.py": greeterPy,
+		"shell.sh":   shellSh,
+		"refuse.py": `import fnbridge
+
+def refuse(request):
+    raise fnbridge.TerminalError("order %s not found" % request["order"])
+`,
+	})
+	cfg := ws.config(t, `services:
+  - name: Cli
+    handlers:
+      - {name: greet, runtime: python, dir: fn, handler: greeter.greet, env: {GREETING: Howdy}}
+      - {name: respond, runtime: bash, dir: fn, handler: shell.respond}
+      - {name: refuse, runtime: python, dir: fn, handler: refuse.refuse}
+`)
+	stdout, stderr, code := runBridgeCLI(t, env.bin, 60*time.Second, "invoke", "--config", cfg, "Cli/greet", `{"name":"cli"}`)
+	if code != 0 {
+		t.Fatalf("bridge invoke Cli/greet: exit %d\n%s", code, stderr)
+	}
+	if !strings.HasSuffix(stdout, "\n") {
+		t.Errorf("stdout %q does not end with a newline", stdout)
+	}
+	assertJSON(t, "bridge invoke Cli/greet stdout", []byte(stdout), `{"greeting":"Howdy, cli","lang":"python"}`)
+	if !strings.Contains(stderr, "greeted=cli") {
+		t.Errorf("stderr does not show the outputs (greeted=cli):\n%s", stderr)
+	}
+
+	stdout, stderr, code = runBridgeCLI(t, env.bin, 60*time.Second, "invoke", "--config", cfg, "Cli/respond", `[1,2]`)
+	if code != 0 {
+		t.Fatalf("bridge invoke Cli/respond: exit %d\n%s", code, stderr)
+	}
+	assertJSON(t, "bridge invoke Cli/respond stdout", []byte(stdout), `{"input":[1,2],"lang":"bash"}`)
+
+	stdout, stderr, code = runBridgeCLI(t, env.bin, 60*time.Second, "invoke", "--config", cfg, "Cli/refuse", `{"order":"F-6"}`)
+	if code == 0 {
+		t.Fatalf("bridge invoke of a terminal failure exited 0 (stdout %q)", stdout)
+	}
+	if stdout != "" {
+		t.Errorf("a failed invoke printed output %q", stdout)
+	}
+	last := lastLine(stderr)
+	if !strings.Contains(last, "order F-6 not found") || !strings.Contains(last, "terminal") {
+		t.Errorf("the failure's last stderr line %q does not say it is terminal and why", last)
+	}
+}
+
+func lastLine(s string) string {
+	lines := strings.Split(strings.TrimRight(s, "\n"), "\n")
+	return lines[len(lines)-1]
+}
+
+// `bridge manifest --config FILE` prints the discovery manifest: services,
+// documentation and the per-handler retry policy and timeouts.
+func testCLIManifest(t *testing.T, env *bridgeEnv) {
+	ws := newWorkspace(t, map[string]string{"greeter.py": greeterPy, "shell.sh": shellSh})
+	cfg := ws.config(t, `services:
+  - name: Documented
+    documentation: Greets people in Python.
+    handlers:
+      - name: greet
+        documentation: Says hello.
+        runtime: python
+        dir: fn
+        handler: greeter.greet
+        inactivity_timeout: 90s
+        retry_policy:
+          initial_interval: 250ms
+          max_interval: 4s
+          exponentiation_factor: 1.5
+          max_attempts: 7
+          on_max_attempts: pause
+  - name: ShellToo
+    documentation: Echoes in Bash.
+    handlers:
+      - {name: respond, runtime: bash, dir: fn, handler: shell.respond}
+`)
+	stdout, stderr, code := runBridgeCLI(t, env.bin, 30*time.Second, "manifest", "--config", cfg)
+	if code != 0 {
+		t.Fatalf("bridge manifest: exit %d\n%s", code, stderr)
+	}
+	var m struct {
+		ProtocolMode string `json:"protocolMode"`
+		Services     []struct {
+			Name          string           `json:"name"`
+			Documentation string           `json:"documentation"`
+			Handlers      []map[string]any `json:"handlers"`
+		} `json:"services"`
+	}
+	if err := json.Unmarshal([]byte(stdout), &m); err != nil {
+		t.Fatalf("manifest is not JSON: %v\n%s", err, stdout)
+	}
+	if m.ProtocolMode != "BIDI_STREAM" || len(m.Services) != 2 {
+		t.Fatalf("manifest = %s", stdout)
+	}
+	docs := map[string]string{}
+	for _, s := range m.Services {
+		docs[s.Name] = s.Documentation
+	}
+	if docs["Documented"] != "Greets people in Python." || docs["ShellToo"] != "Echoes in Bash." {
+		t.Errorf("service documentation = %v", docs)
+	}
+	var greet map[string]any
+	for _, s := range m.Services {
+		if s.Name == "Documented" && len(s.Handlers) == 1 {
+			greet = s.Handlers[0]
+		}
+	}
+	if greet == nil {
+		t.Fatalf("no Documented/greet handler in %s", stdout)
+	}
+	want := map[string]any{
+		"name":                            "greet",
+		"documentation":                   "Says hello.",
+		"inactivityTimeout":               90000.0,
+		"retryPolicyInitialInterval":      250.0,
+		"retryPolicyMaxInterval":          4000.0,
+		"retryPolicyExponentiationFactor": 1.5,
+		"retryPolicyMaxAttempts":          7.0,
+		"retryPolicyOnMaxAttempts":        "PAUSE",
+	}
+	for k, v := range want {
+		if greet[k] != v {
+			t.Errorf("handler field %s = %v, want %v", k, greet[k], v)
+		}
+	}
+}
+
+// "Unknown fields and invalid values fail at start with the field path and
+// what is allowed, before anything starts" (README): nothing listens.
+func testInvalidConfig(t *testing.T, env *bridgeEnv) {
+	ws := newWorkspace(t, map[string]string{"greeter.rb": "def greet(x) x end\n"})
+	cfg := ws.config(t, `services:
+  - name: Ruby
+    handlers:
+      - {name: greet, runtime: ruby, dir: fn, handler: greeter.greet}
+`)
+	addr := rtFreeAddr(t)
+	start := time.Now()
+	_, stderr, code := runBridgeCLI(t, env.bin, 30*time.Second, "serve", "--config", cfg, "--listen", addr)
+	took := time.Since(start)
+	if code == 0 {
+		t.Fatalf("bridge serve with runtime: ruby exited 0\n%s", stderr)
+	}
+	if took > 10*time.Second {
+		t.Errorf("bridge serve took %s to reject the config", took)
+	}
+	if !strings.Contains(stderr, "services[0].handlers[0].runtime") || !strings.Contains(stderr, `"ruby"`) {
+		t.Errorf("stderr does not name the field and the bad value:\n%s", stderr)
+	}
+	if c, err := net.DialTimeout("tcp", addr, time.Second); err == nil {
+		c.Close()
+		t.Errorf("something listens on %s after a rejected config", addr)
+	}
+	if procs := rtProcsInDir(ws.fn); len(procs) != 0 {
+		t.Errorf("processes started for a rejected config: %v", procs)
+	}
+}
