@@ -1,0 +1,191 @@
+package bash
+
+import (
+	"context"
+	_ "embed"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/fnbridge/fnbridge/functionruntime"
+	"github.com/fnbridge/fnbridge/functionruntime/internal/proc"
+)
+
+//go:embed bootstrap.bash
+var bootstrap string
+
+// Kind is the runtime kind this adapter serves.
+const Kind = "bash"
+
+// TerminalExitStatus is the exit status with which a handler asks for a
+// terminal failure, one that must not be retried.
+const TerminalExitStatus = 100
+
+// DefaultMaxOutput bounds a function's stdout when Options.MaxOutput is zero.
+const DefaultMaxOutput = 16 << 20
+
+// maxName bounds each part of the handler string.
+const maxName = 128
+
+// Options configures the adapter. The zero value is ready to use.
+type Options struct {
+	// Interpreter is the bash executable, a name looked up in the server's
+	// PATH when New runs, or a path. Default "bash".
+	Interpreter string
+	// Grace is how long a worker's process group gets between SIGTERM and
+	// SIGKILL. Default 2s.
+	Grace time.Duration
+	// MaxLogLine bounds one log line in bytes; the rest is dropped.
+	// Default 16 KiB.
+	MaxLogLine int
+	// MaxOutput bounds the function's stdout in bytes. Default 16 MiB.
+	MaxOutput int
+	// NoSubreaper keeps the server process from becoming a child subreaper
+	// (see package proc). Orphans of handlers are then reaped by init.
+	NoSubreaper bool
+}
+
+type adapter struct {
+	opts    Options
+	exe     string
+	lookErr error
+}
+
+// New returns the Bash adapter. The interpreter is looked up now; a missing
+// interpreter is reported by Start.
+func New(opts Options) functionruntime.Adapter {
+	if opts.Interpreter == "" {
+		opts.Interpreter = "bash"
+	}
+	if opts.Grace <= 0 {
+		opts.Grace = proc.DefaultGrace
+	}
+	if opts.MaxLogLine <= 0 {
+		opts.MaxLogLine = proc.DefaultMaxLogLine
+	}
+	if opts.MaxOutput <= 0 {
+		opts.MaxOutput = DefaultMaxOutput
+	}
+	a := &adapter{opts: opts}
+	a.exe, a.lookErr = exec.LookPath(opts.Interpreter)
+	if a.lookErr == nil {
+		a.exe, a.lookErr = filepath.Abs(a.exe)
+	}
+	return a
+}
+
+// Kind returns "bash".
+func (a *adapter) Kind() string { return Kind }
+
+// ValidateHandler accepts file.function with a safe file stem and a bash
+// function name; see the package doc.
+func (a *adapter) ValidateHandler(handler string) error {
+	_, _, err := splitHandler(handler)
+	return err
+}
+
+// splitHandler validates handler and returns its file stem and function.
+func splitHandler(handler string) (stem, fn string, err error) {
+	const want = `want file.function, e.g. "handler.main" for function main in handler.sh`
+	stem, fn, ok := strings.Cut(handler, ".")
+	switch {
+	case handler == "":
+		return "", "", fmt.Errorf("bash handler is empty: %s", want)
+	case !ok:
+		return "", "", fmt.Errorf("bash handler %q has no function part: %s", handler, want)
+	case !isStem(stem):
+		return "", "", fmt.Errorf("bash handler %q: file %q must be 1-%d ASCII letters, digits, '_' or '-', not starting with '-' (no '/', '..', or other characters; the .sh is implied): %s", handler, stem, maxName, want)
+	case !isFuncName(fn):
+		return "", "", fmt.Errorf("bash handler %q: function %q must be 1-%d ASCII letters, digits or '_', not starting with a digit: %s", handler, fn, maxName, want)
+	}
+	return stem, fn, nil
+}
+
+func isStem(s string) bool {
+	if s == "" || len(s) > maxName || s[0] == '-' {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if !(c == '_' || c == '-' || 'a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9') {
+			return false
+		}
+	}
+	return true
+}
+
+func isFuncName(s string) bool {
+	if s == "" || len(s) > maxName || '0' <= s[0] && s[0] <= '9' {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if !(c == '_' || 'a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9') {
+			return false
+		}
+	}
+	return true
+}
+
+// Start resolves file.sh, launches the worker, sources the file and checks
+// the function exists.
+func (a *adapter) Start(ctx context.Context, spec functionruntime.WorkerSpec) (functionruntime.Worker, error) {
+	stem, fn, err := splitHandler(spec.Handler)
+	if err != nil {
+		return nil, err
+	}
+	if a.lookErr != nil {
+		return nil, fmt.Errorf("bash interpreter %q: %w", a.opts.Interpreter, a.lookErr)
+	}
+	l := &launcher{opts: a.opts, exe: a.exe, spec: spec, file: stem + ".sh", function: fn}
+	first, err := l.start(ctx)
+	if err != nil {
+		return nil, err
+	}
+	sup := proc.NewSupervisor(proc.SupervisorConfig{
+		Name:       "bash worker",
+		Start:      l.start,
+		Grace:      a.opts.Grace,
+		ErrCrashed: functionruntime.ErrWorkerCrashed,
+		ErrFailed:  functionruntime.ErrWorkerFailed,
+	}, first)
+	return &worker{sup: sup}, nil
+}
+
+// resolveFile returns the real path of name inside dir, refusing anything
+// that resolves outside dir (through '..' or symlinks) or is not a regular
+// file.
+func resolveFile(dir, name string) (string, error) {
+	if !filepath.IsAbs(dir) {
+		return "", fmt.Errorf("working directory %q is not absolute", dir)
+	}
+	realDir, err := filepath.EvalSymlinks(dir)
+	if err != nil {
+		return "", fmt.Errorf("working directory: %w", err)
+	}
+	if st, err := os.Stat(realDir); err != nil || !st.IsDir() {
+		return "", fmt.Errorf("working directory %q is not a directory", dir)
+	}
+	realFile, err := filepath.EvalSymlinks(filepath.Join(realDir, name))
+	if err != nil {
+		if os.IsNotExist(err) {
+			return "", fmt.Errorf("handler file %s not found in %s", name, dir)
+		}
+		return "", fmt.Errorf("handler file %s: %w", name, err)
+	}
+	rel, err := filepath.Rel(realDir, realFile)
+	if err != nil || rel == ".." || strings.HasPrefix(rel, ".."+string(filepath.Separator)) || filepath.IsAbs(rel) {
+		return "", fmt.Errorf("handler file %s resolves to %s, outside the working directory %s", name, realFile, realDir)
+	}
+	st, err := os.Stat(realFile)
+	if err != nil {
+		return "", fmt.Errorf("handler file %s: %w", name, err)
+	}
+	if !st.Mode().IsRegular() {
+		return "", fmt.Errorf("handler file %s is not a regular file", name)
+	}
+	return realFile, nil
+}

@@ -1,0 +1,114 @@
+# fnbridge bash worker bootstrap. It is embedded in the fnbridge binary and
+# run as:
+#
+#   bash --noprofile --norc -c <this script> fnbridge-bash-worker FILE FUNCTION MARKER SCRATCH
+#
+# The wire protocol is described in the Go package documentation
+# (functionruntime/bash). Everything runs inside __fnb_main, which is parsed
+# in full before the handler file is sourced, so aliases or functions that
+# file defines cannot change how this script is read; builtins are called
+# through `builtin` (or `command exec`, as `builtin exec` would undo its
+# redirections) so functions named like them cannot intercept them. The
+# handler string and the payload are only ever expanded inside double
+# quotes: never evaluated as code.
+
+__fnb_main() {
+	local __fnb_file=$1 __fnb_fn=$2 __fnb_mark=$3 __fnb_dir=$4
+	local __fnb_in __fnb_out __fnb_status __fnb_len __fnb_payload __fnb_rc __fnb_o
+	local -a __fnb_reapply=()
+	builtin set --
+
+	# Move the protocol pipes off fds 3 and 4, out of the handler's way, and
+	# close every other descriptor the server may have leaked to us: the
+	# worker starts with stdin, stdout, stderr and the protocol pipes only.
+	command exec {__fnb_in}<&3 {__fnb_out}>&4 3<&- 4>&-
+	local __fnb_fd
+	for __fnb_fd in /proc/$BASHPID/fd/*; do
+		__fnb_fd=${__fnb_fd##*/}
+		case $__fnb_fd in
+		0 | 1 | 2 | "$__fnb_in" | "$__fnb_out" | *[!0-9]*) ;;
+		*)
+			# Skips the descriptor the glob itself used, closed by now. (No
+			# redirection on this loop: bash would park a copy of stderr on
+			# a descriptor the loop then closes.)
+			[[ -L /proc/$BASHPID/fd/$__fnb_fd ]] && command exec {__fnb_fd}>&-
+			;;
+		esac
+	done
+
+	# Source the handler file once, without the protocol pipes.
+	builtin source "$__fnb_file" {__fnb_in}<&- {__fnb_out}>&-
+	__fnb_status=$?
+
+	# The file may have set options (set -euo pipefail, set -x, ...) that
+	# would break this loop: switch them off here and back on inside each
+	# invocation's subshell, where they belong.
+	for __fnb_o in xtrace verbose errexit nounset pipefail noclobber errtrace functrace allexport posix; do
+		case ":$SHELLOPTS:" in
+		*":$__fnb_o:"*)
+			__fnb_reapply+=("$__fnb_o")
+			builtin set +o "$__fnb_o"
+			;;
+		esac
+	done
+
+	if ((__fnb_status != 0)); then
+		builtin printf '%s\n' "$__fnb_mark" >&2
+		builtin printf 'E source %d\n' "$__fnb_status" >&"$__fnb_out"
+		builtin exit 1
+	fi
+	if ! builtin declare -F -- "$__fnb_fn" >/dev/null; then
+		builtin printf '%s\n' "$__fnb_mark" >&2
+		builtin printf 'E nofunc\n' >&"$__fnb_out"
+		builtin exit 1
+	fi
+	builtin printf '%s\n' "$__fnb_mark" >&2
+	# From here on this loop's stdout is the response pipe, which saves a
+	# redirection per message; each subshell points its own stdout at the
+	# output file.
+	command exec >&"$__fnb_out"
+	builtin printf 'K %s\n' "$BASH_VERSION"
+
+	# One subshell per invocation, so `exit N` and variables stay inside it.
+	# Each subshell is forked *before* its request arrives and waits for it,
+	# which takes the fork off the invocation's critical path. It alone
+	# reads the request; this loop only reports how it ended.
+	while :; do
+		(
+			# Request: "<length>\n" then exactly <length> payload bytes.
+			# End of input or a malformed request ends the whole worker.
+			if ! IFS= builtin read -r -u "$__fnb_in" __fnb_len; then
+				builtin kill -KILL $$
+				builtin exit 1
+			fi
+			case $__fnb_len in
+			'' | *[!0-9]*)
+				builtin printf 'fnbridge: malformed request header\n' >&2
+				builtin kill -KILL $$
+				builtin exit 1
+				;;
+			esac
+			__fnb_payload=
+			if ((__fnb_len > 0)); then
+				# LC_ALL=C: the length counts bytes, not characters.
+				if ! LC_ALL=C IFS= builtin read -r -u "$__fnb_in" -N "$__fnb_len" __fnb_payload; then
+					builtin kill -KILL $$
+					builtin exit 1
+				fi
+			fi
+			# Only now touch the output files: Go reads and removes the last
+			# invocation's files before it sends this request.
+			command exec {__fnb_in}<&- {__fnb_out}>&- >"$__fnb_dir/stdout"
+			builtin : >"$__fnb_dir/outputs"
+			for __fnb_o in "${__fnb_reapply[@]}"; do
+				builtin set -o "$__fnb_o"
+			done
+			"$__fnb_fn" "$__fnb_payload"
+		)
+		__fnb_rc=$?
+		builtin printf '%s\n' "$__fnb_mark" >&2
+		builtin printf 'R %d\n' "$__fnb_rc"
+	done
+}
+
+__fnb_main "$@"

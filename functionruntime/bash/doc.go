@@ -1,0 +1,127 @@
+// Package bash is the built-in Bash runtime of the FunctionRuntime server,
+// following the AWS Lambda custom-runtime handler model: it owns one
+// long-lived bash worker per registration, which sources file.sh once and
+// then calls one of its functions per invocation.
+//
+// # Handler
+//
+// The handler string is file.function. file is a stem of ASCII letters,
+// digits, '_' and '-' (not starting with '-'); file.sh is resolved relative
+// to the registered working directory and must stay inside it after
+// symlinks are resolved. function is a bash name ([A-Za-z_][A-Za-z0-9_]*).
+// No '/', '..', whitespace or shell metacharacter is ever accepted.
+//
+// At registration the worker sources file.sh once; it must source with
+// status 0 (end it with `true` if its last command may fail), and the
+// function must then exist (`declare -F`). Otherwise the registration fails
+// with an error naming the file or function and, for a failed source, bash's
+// own last error lines, e.g.
+//
+//	bash handler "greet.hello": sourcing greet.sh failed with status 2; last log lines: greet.sh: line 4: syntax error near unexpected token `}'
+//
+// Shell options the file sets (set -euo pipefail, set -x, ...) apply to
+// the function's invocations, not to the worker's own loop.
+//
+// # Invocation
+//
+// Each invocation runs `function "$payload"` in a subshell of the worker:
+// the payload is one positional argument, $1, byte for byte. It is read
+// from a pipe, never put on a command line (no argv size limit), and never
+// evaluated: `$(...)`, backticks, ';', quotes, globs and newlines in it are
+// plain data. Payloads may be any bytes except NUL, which bash arguments
+// cannot hold: a payload containing NUL fails terminally with Type
+// "InvalidInput". Any content type is accepted and passed through.
+//
+// Because of the subshell, `exit N` ends only that invocation, and
+// variables, directory changes or traps set by one invocation do not leak
+// into the next. Children the function leaves running in the background do
+// not delay the invocation; they live in the worker's process group and
+// are killed with it.
+//
+// # Output
+//
+// The function's stdout is the output, captured exactly except that one
+// trailing newline, if present, is removed (so `echo '{"ok":true}'` returns
+// the clean JSON value {"ok":true}; print two newlines to keep one). The
+// output content type is application/json when the output is valid JSON,
+// text/plain; charset=utf-8 when it is other valid UTF-8 (or empty), and
+// application/octet-stream otherwise. Output over Options.MaxOutput bytes
+// fails the invocation (retryable, Type "OutputTooLarge").
+//
+// # Failures
+//
+//   - Status 0 is success.
+//   - Status 100 ([TerminalExitStatus]) is a terminal failure: a
+//     [functionruntime.HandlerError] with Terminal set, which must not be
+//     retried.
+//   - Any other status is a retryable HandlerError.
+//
+// Failure errors have Type "exit", ExitCode set to the status and Message
+// "exit status N: <last non-empty stderr line>" (the line is bounded to
+// 1 KiB), for example
+//
+//	echo "order $1 not found" >&2; exit 100
+//
+// # Outputs
+//
+// The environment variable FNBRIDGE_OUTPUTS names a file that is empty at
+// the start of every invocation; key=value lines written to it become the
+// invocation's outputs. The value is everything after the first '=' up to
+// the end of the line (a trailing \r is dropped); blank lines are ignored;
+// a later key replaces an earlier one. Keys are ASCII letters, digits, '_',
+// '.', '-', starting with a letter or '_'; values are UTF-8. A malformed
+// line fails the invocation (retryable, Type "InvalidOutputs"). Outputs of
+// a failed invocation are discarded.
+//
+//	echo "order_id=$id" >>"$FNBRIDGE_OUTPUTS"
+//
+// # Logs
+//
+// Everything the function (or the file, while being sourced) writes to
+// stderr becomes log records, one per line, on the invocation's logger
+// (run_uid, invocation_id) with source=handler; lines longer than
+// Options.MaxLogLine are truncated and carry truncated_bytes. stdout written
+// while the file is sourced is logged too.
+//
+// # Environment and process
+//
+// The worker is `bash --noprofile --norc`, with the registered working
+// directory as its current directory, in its own process group, and is
+// killed if the server dies. Its environment is exactly
+// PATH=/usr/local/bin:/usr/bin:/bin, LANG=C.UTF-8, HOME=<working directory>,
+// then the registration's env (which may override those three), then
+// FNBRIDGE_OUTPUTS; nothing is inherited from the server. Bash 4.1 or newer
+// is required. Options.Interpreter (default bash) is looked up in the
+// server's PATH when the adapter is created.
+//
+// When an invocation's context ends the worker's whole process group gets
+// SIGTERM, then SIGKILL after Options.Grace; the next invocation starts a
+// fresh worker, which sources the file again (re-checking that it stays
+// inside the working directory). The same happens after a worker dies; a
+// worker that dies during an invocation fails it with
+// [functionruntime.ErrWorkerCrashed], a restart that fails with
+// [functionruntime.ErrWorkerFailed].
+//
+// # Wire protocol
+//
+// Go and the worker talk on two extra pipes, never on the handler's stdout
+// or stderr: fd 3 carries requests, fd 4 responses (the bootstrap moves both
+// to descriptors of its own and closes them in the invocation subshell).
+// Messages are lines, because bash cannot read binary lengths:
+//
+//	← "K <bash version>\n"          sourced, function found: ready
+//	← "E source <status>\n"         sourcing failed; the worker exits
+//	← "E nofunc\n"                  function not defined; the worker exits
+//	→ "<n>\n" then n payload bytes   one invocation (read with LC_ALL=C read -N)
+//	← "R <status>\n"                 invocation done
+//
+// Each invocation's subshell is forked as soon as the previous invocation
+// ended and waits for its request itself, so the fork is off the
+// invocation's path; it reads the request, closes the protocol pipes and
+// runs the function. The function's stdout goes to a file in a per-worker
+// scratch directory, which Go reads and removes after "R" (so a background
+// child that keeps stdout open cannot hold the invocation up). Before "K", "E" and "R" the
+// worker writes a log synchronisation marker to stderr, so all the
+// invocation's log lines are logged before Invoke returns (see package
+// proc).
+package bash

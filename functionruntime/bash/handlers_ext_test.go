@@ -1,0 +1,74 @@
+package bash_test
+
+// handlerSh is the test file h.sh. Each function serves one behaviour under
+// test; lifecycle dispatches on $1.
+const handlerSh = `
+echo "sourcing h.sh"
+echo "sourcing h.sh, on stderr" >&2
+counter=0
+
+dot() { printf '%s.' "$1"; }
+argc() { printf '%s' "$#"; }
+json() { echo '{"ok": true}'; }
+text() { echo "hello world"; }
+two_newlines() { printf 'a\n\n'; }
+binary() { printf '\xff\xfe'; }
+empty() { :; }
+leak() {
+	printf '%s %s %s' "${LEAKED:-unset}" "$counter" "$PWD"
+	LEAKED=yes
+	counter=$((counter + 1))
+	export EXPORTED=yes
+	cd /
+}
+where() { pwd; }
+env_dump() { env; }
+fail() {
+	echo "first line" >&2
+	echo "something went wrong: $1" >&2
+	exit 3
+}
+terminal() {
+	echo "order $1 not found" >&2
+	exit 100
+}
+ret() { return 7; }
+outputs() {
+	printf '%s' "$1" >>"$FNBRIDGE_OUTPUTS"
+	echo done
+}
+chatty() {
+	echo "to stderr" >&2
+	printf 'partial' >&2
+	echo out
+}
+bigline() {
+	head -c "$1" /dev/zero | tr '\0' x >&2
+	echo >&2
+	echo done
+}
+lifecycle() {
+	case $1 in
+	pid) printf '%s' "$$" ;;
+	sleep)
+		: >sleeping
+		sleep 60
+		;;
+	crash) kill -9 $$ ;;
+	spawn)
+		sleep 300 &
+		printf '%s' "$!"
+		;;
+	spawn_quiet)
+		sleep 300 >/dev/null 2>&1 &
+		printf '%s' "$!"
+		;;
+	ignore_term)
+		trap '' TERM
+		: >sleeping
+		sleep 300
+		;;
+	*) printf '%s' "$1" ;;
+	esac
+}
+`

@@ -1,0 +1,289 @@
+package proc
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"time"
+
+	"github.com/rs/zerolog"
+)
+
+// DefaultGrace is how long a worker's group gets between SIGTERM and
+// SIGKILL when no grace is configured.
+const DefaultGrace = 2 * time.Second
+
+// exitDrain bounds how long a response read may still wait for buffered
+// bytes after the worker exited, should some stray descendant still hold
+// the response pipe open.
+const exitDrain = 500 * time.Millisecond
+
+// logDrain bounds how long log capture keeps reading after the whole group
+// was killed (a descendant that left the group may still hold the pipe).
+const logDrain = 200 * time.Millisecond
+
+// reapWait bounds how long Terminate waits for killed group members to be
+// reaped before giving up on them.
+const reapWait = time.Second
+
+// Config describes one worker process.
+type Config struct {
+	// Path is the interpreter's absolute path.
+	Path string
+	// Args are the arguments after argv[0].
+	Args []string
+	// Dir is the working directory.
+	Dir string
+	// Env is the complete environment ("KEY=value"); nothing of the
+	// server's environment is inherited. A nil Env is an empty environment.
+	Env []string
+	// Logger receives the worker's log lines outside invocations.
+	Logger zerolog.Logger
+	// Marker is the log synchronisation marker from [NewMarker].
+	Marker string
+	// MaxLogLine bounds a log line in bytes (0: [DefaultMaxLogLine]).
+	MaxLogLine int
+	// NoSubreaper keeps the server from becoming a child subreaper.
+	NoSubreaper bool
+}
+
+// Process is one running worker and the pipes to it. Its methods other than
+// Terminate, Interrupt and Exited are meant for one caller at a time.
+type Process struct {
+	cmd  *exec.Cmd
+	pid  int
+	req  *os.File // write end; the worker reads it as fd 3
+	resp *os.File // read end; the worker writes it as fd 4
+	logR *os.File
+	logs *logCapture
+
+	barriers atomic.Uint64
+
+	exited  chan struct{}
+	waitErr error // valid once exited is closed
+
+	termOnce sync.Once
+}
+
+// Start launches a worker as described by cfg. It returns once the process
+// exists; the caller then performs its own handshake on the pipes.
+func Start(cfg Config) (*Process, error) {
+	if !cfg.NoSubreaper {
+		becomeSubreaper()
+	}
+	var files []*os.File
+	closeAll := func() {
+		for _, f := range files {
+			_ = f.Close()
+		}
+	}
+	pipe := func() (r, w *os.File, err error) {
+		r, w, err = os.Pipe()
+		if err == nil {
+			files = append(files, r, w)
+		}
+		return r, w, err
+	}
+	reqR, reqW, err := pipe()
+	if err != nil {
+		return nil, fmt.Errorf("create request pipe: %w", err)
+	}
+	respR, respW, err := pipe()
+	if err != nil {
+		closeAll()
+		return nil, fmt.Errorf("create response pipe: %w", err)
+	}
+	logR, logW, err := pipe()
+	if err != nil {
+		closeAll()
+		return nil, fmt.Errorf("create log pipe: %w", err)
+	}
+
+	env := cfg.Env
+	if env == nil {
+		env = []string{} // nil would mean "inherit the server's environment"
+	}
+	cmd := &exec.Cmd{
+		Path:        cfg.Path,
+		Args:        append([]string{cfg.Path}, cfg.Args...),
+		Dir:         cfg.Dir,
+		Env:         env,
+		Stdout:      logW,
+		Stderr:      logW,
+		ExtraFiles:  []*os.File{reqR, respW},
+		SysProcAttr: sysProcAttr(),
+	}
+	onSpawnThread(func() { err = cmd.Start() })
+	// The child holds its own copies now; keeping ours would hide EOFs.
+	_ = reqR.Close()
+	_ = respW.Close()
+	_ = logW.Close()
+	if err != nil {
+		_ = reqW.Close()
+		_ = respR.Close()
+		_ = logR.Close()
+		return nil, fmt.Errorf("start %s: %w", cfg.Path, err)
+	}
+
+	p := &Process{
+		cmd:    cmd,
+		pid:    cmd.Process.Pid,
+		req:    reqW,
+		resp:   respR,
+		logR:   logR,
+		logs:   newLogCapture(logR, cfg.Logger, cfg.Marker, cfg.MaxLogLine),
+		exited: make(chan struct{}),
+	}
+	p.barriers.Store(1) // the marker the worker writes once initialised
+	go p.logs.run()
+	go func() {
+		p.waitErr = cmd.Wait()
+		close(p.exited)
+		// Normally the response pipe reports EOF now; this only unblocks a
+		// reader when a stray descendant kept the write end open.
+		_ = p.resp.SetReadDeadline(time.Now().Add(exitDrain))
+	}()
+	return p, nil
+}
+
+// Pid is the worker's process ID, which is also its process group ID.
+func (p *Process) Pid() int { return p.pid }
+
+// Requests is the pipe the worker reads requests from (its fd 3).
+func (p *Process) Requests() *os.File { return p.req }
+
+// Responses is the pipe the worker writes responses to (its fd 4).
+func (p *Process) Responses() *os.File { return p.resp }
+
+// Exited is closed once the worker process has exited and been reaped.
+func (p *Process) Exited() <-chan struct{} { return p.exited }
+
+// HasExited reports whether the worker process has exited.
+func (p *Process) HasExited() bool {
+	select {
+	case <-p.exited:
+		return true
+	default:
+		return false
+	}
+}
+
+// Alive reports whether the worker is still running. Unlike HasExited it
+// also notices a worker that died a moment ago but whose exit the waiting
+// goroutine has not recorded yet; it then waits for that record, so a dead
+// worker is never handed an invocation.
+func (p *Process) Alive() bool {
+	if p.HasExited() {
+		return false
+	}
+	if hasExited(p.pid) {
+		<-p.exited
+		return false
+	}
+	return true
+}
+
+// ExitDescription describes how the worker ended ("exit status 1",
+// "signal: killed"); empty while it runs.
+func (p *Process) ExitDescription() string {
+	if !p.HasExited() {
+		return ""
+	}
+	var ee *exec.ExitError
+	if p.waitErr == nil || errors.As(p.waitErr, &ee) {
+		return p.cmd.ProcessState.String()
+	}
+	return p.waitErr.Error()
+}
+
+// Interrupt makes any blocked request write or response read fail at once.
+// It is meant for context cancellation, after which the process is
+// terminated; the deadlines are never lifted.
+func (p *Process) Interrupt() {
+	past := time.Unix(1, 0)
+	_ = p.req.SetWriteDeadline(past)
+	_ = p.resp.SetReadDeadline(past)
+}
+
+// BeginInvocation routes log lines to l until [Process.EndInvocation] and
+// forgets the recent lines remembered so far. The worker owes one more log
+// marker from now on.
+func (p *Process) BeginInvocation(l *zerolog.Logger) {
+	p.barriers.Add(1)
+	p.logs.setLogger(l)
+}
+
+// EndInvocation routes log lines back to the worker's logger. The recent
+// lines of the invocation stay available to [Process.RecentLines].
+func (p *Process) EndInvocation() { p.logs.cur.Store(nil) }
+
+// LogBarrier waits until the log marker of the current phase (the start,
+// or the invocation begun last) has been consumed, so every line written
+// before it has been logged. A worker writes exactly one marker when it is
+// initialised and one per invocation. LogBarrier gives up after timeout or
+// when the log pipe ends and reports whether the marker came; calling it
+// again in the same phase returns at once.
+func (p *Process) LogBarrier(timeout time.Duration) bool {
+	return p.logs.waitMarks(p.barriers.Load(), timeout)
+}
+
+// RecentLines returns up to n of the last log lines (each at most 1 KiB)
+// since the last [Process.BeginInvocation].
+func (p *Process) RecentLines(n int) []string { return p.logs.lastLines(n) }
+
+// ReapStrays reaps descendants that exited after being re-parented to the
+// server, without touching the worker itself. Call it between invocations
+// so a handler that spawns background children does not pile up zombies.
+func (p *Process) ReapStrays() { reapStrays(p.pid, p.pid) }
+
+// Terminate stops the worker's whole process group: SIGTERM, up to grace
+// for the group to exit, then SIGKILL. It reaps the worker (and any group
+// member re-parented to the server), finishes log capture and closes the
+// pipes. It is idempotent and safe to call concurrently.
+func (p *Process) Terminate(grace time.Duration) {
+	p.termOnce.Do(func() {
+		if grace <= 0 {
+			grace = DefaultGrace
+		}
+		pgid := p.pid
+		signalGroup(pgid, syscall.SIGTERM)
+		deadline := time.Now().Add(grace)
+		timer := time.NewTimer(grace)
+		select {
+		case <-p.exited:
+		case <-timer.C:
+		}
+		timer.Stop()
+		waitGroupEmpty(pgid, deadline, p.exited)
+		signalGroup(pgid, syscall.SIGKILL)
+		<-p.exited
+		waitGroupEmpty(pgid, time.Now().Add(reapWait), p.exited)
+
+		_ = p.logR.SetReadDeadline(time.Now().Add(logDrain))
+		<-p.logs.done
+		_ = p.logR.Close()
+		_ = p.req.Close()
+		_ = p.resp.Close()
+	})
+}
+
+// waitGroupEmpty polls until no live process is left in pgid or the
+// deadline passes, reaping members re-parented to the server once the
+// leader (whose status belongs to exec.Cmd.Wait) has been reaped.
+func waitGroupEmpty(pgid int, deadline time.Time, leaderReaped <-chan struct{}) {
+	for {
+		select {
+		case <-leaderReaped:
+			reapGroup(pgid)
+		default:
+		}
+		if !groupAlive(pgid) || !time.Now().Before(deadline) {
+			return
+		}
+		time.Sleep(2 * time.Millisecond)
+	}
+}

@@ -1,0 +1,176 @@
+//go:build linux
+
+package proc
+
+import (
+	"bytes"
+	"errors"
+	"os"
+	"runtime"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"unsafe"
+
+	"golang.org/x/sys/unix"
+)
+
+// spawnRequests feeds the one goroutine that forks workers. It is locked to
+// its OS thread and never returns, so that thread never exits: Linux sends a
+// worker its Pdeathsig when the thread that forked it exits, not when the
+// process does, and an ordinary goroutine may run on a thread that a later
+// LockOSThread-and-return tears down.
+var (
+	spawnOnce     sync.Once
+	spawnRequests chan func()
+)
+
+// onSpawnThread runs f on the dedicated spawn thread and waits for it.
+func onSpawnThread(f func()) {
+	spawnOnce.Do(func() {
+		spawnRequests = make(chan func())
+		go func() {
+			runtime.LockOSThread()
+			for req := range spawnRequests {
+				req()
+			}
+		}()
+	})
+	done := make(chan struct{})
+	spawnRequests <- func() {
+		defer close(done)
+		f()
+	}
+	<-done
+}
+
+// sysProcAttr puts the worker in its own process group and kills it when the
+// server dies.
+func sysProcAttr() *syscall.SysProcAttr {
+	return &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
+}
+
+var subreaperOnce sync.Once
+
+// becomeSubreaper marks the server as a child subreaper (once), so orphans a
+// handler leaves in its worker's group are re-parented here and can be
+// reaped by [reapGroup] rather than by an init that may never reap them.
+func becomeSubreaper() {
+	subreaperOnce.Do(func() {
+		// Best effort: without it orphans go to init, which is still correct
+		// where init reaps.
+		_ = unix.Prctl(unix.PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)
+	})
+}
+
+// siginfoPidOffset is where si_pid sits in a SIGCHLD siginfo_t: after three
+// ints, aligned to the pointer size of the union that follows.
+const siginfoPidOffset = 12 + (unsafe.Sizeof(uintptr(0)) - 4)
+
+// reapStrays reaps exited members of group pgid other than leader without
+// blocking. It peeks with WNOWAIT first so it never consumes the leader's
+// status, which belongs to exec.Cmd.Wait.
+func reapStrays(pgid, leader int) {
+	for i := 0; i < 1024; i++ {
+		var info unix.Siginfo
+		err := unix.Waitid(unix.P_PGID, pgid, &info, unix.WEXITED|unix.WNOHANG|unix.WNOWAIT, nil)
+		if err != nil {
+			return
+		}
+		pid := int(*(*int32)(unsafe.Add(unsafe.Pointer(&info), siginfoPidOffset)))
+		if pid == 0 || pid == leader {
+			return
+		}
+		var ws unix.WaitStatus
+		if _, err := unix.Wait4(pid, &ws, unix.WNOHANG, nil); err != nil {
+			return
+		}
+	}
+}
+
+// reapGroup reaps every exited member of group pgid. Only call it once the
+// leader has been reaped by exec.Cmd.Wait.
+func reapGroup(pgid int) {
+	for i := 0; i < 1024; i++ {
+		var ws unix.WaitStatus
+		pid, err := unix.Wait4(-pgid, &ws, unix.WNOHANG, nil)
+		if err != nil || pid <= 0 {
+			return
+		}
+	}
+}
+
+// groupGone reports whether no process (zombies included) is left in pgid.
+func groupGone(pgid int) bool {
+	return syscall.Kill(-pgid, 0) == syscall.ESRCH
+}
+
+// signalGroup sends sig to every process of group pgid.
+func signalGroup(pgid int, sig syscall.Signal) {
+	_ = syscall.Kill(-pgid, sig)
+}
+
+// groupAlive reports whether group pgid still has a member that will go
+// away on its own or by our reaping: a live process, or a zombie whose
+// parent is the server. Zombies parented elsewhere (an init that does not
+// reap) are beyond our reach and do not count.
+func groupAlive(pgid int) bool {
+	if groupGone(pgid) {
+		return false
+	}
+	entries, err := os.ReadDir("/proc")
+	if err != nil {
+		return true
+	}
+	self := os.Getpid()
+	for _, e := range entries {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		state, ppid, pgrp, ok := procStat(pid)
+		if !ok || pgrp != pgid {
+			continue
+		}
+		if state != 'Z' || ppid == self {
+			return true
+		}
+	}
+	return false
+}
+
+// procStat reads state, parent and process group from /proc/pid/stat.
+func procStat(pid int) (state byte, ppid, pgrp int, ok bool) {
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	if err != nil {
+		return 0, 0, 0, false
+	}
+	// "pid (comm) state ppid pgrp ...": comm may hold spaces and parens.
+	i := bytes.LastIndexByte(b, ')')
+	if i < 0 {
+		return 0, 0, 0, false
+	}
+	f := strings.Fields(string(b[i+1:]))
+	if len(f) < 3 || len(f[0]) != 1 {
+		return 0, 0, 0, false
+	}
+	ppid, err1 := strconv.Atoi(f[1])
+	pgrp, err2 := strconv.Atoi(f[2])
+	if err1 != nil || err2 != nil {
+		return 0, 0, 0, false
+	}
+	return f[0][0], ppid, pgrp, true
+}
+
+// hasExited reports whether pid, a child of the server, has exited: it is
+// a zombie (peeked with WNOWAIT, leaving the status to exec.Cmd.Wait) or
+// already reaped by it (ECHILD).
+func hasExited(pid int) bool {
+	var info unix.Siginfo
+	err := unix.Waitid(unix.P_PID, pid, &info, unix.WEXITED|unix.WNOHANG|unix.WNOWAIT, nil)
+	if err != nil {
+		return errors.Is(err, unix.ECHILD)
+	}
+	return *(*int32)(unsafe.Add(unsafe.Pointer(&info), siginfoPidOffset)) != 0
+}

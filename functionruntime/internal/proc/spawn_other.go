@@ -1,0 +1,24 @@
+//go:build !linux
+
+package proc
+
+import "syscall"
+
+// onSpawnThread runs f; only Linux ties child lifetime to a thread.
+func onSpawnThread(f func()) { f() }
+
+// sysProcAttr puts the worker in its own process group. Parent-death
+// signals are Linux-only; elsewhere a worker can outlive a crashed server.
+func sysProcAttr() *syscall.SysProcAttr { return &syscall.SysProcAttr{Setpgid: true} }
+
+func becomeSubreaper()            {}
+func reapStrays(pgid, leader int) {}
+func reapGroup(pgid int)          {}
+
+func groupGone(pgid int) bool { return syscall.Kill(-pgid, 0) == syscall.ESRCH }
+
+func signalGroup(pgid int, sig syscall.Signal) { _ = syscall.Kill(-pgid, sig) }
+
+func groupAlive(pgid int) bool { return !groupGone(pgid) }
+
+func hasExited(pid int) bool { return false }

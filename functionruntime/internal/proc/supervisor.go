@@ -1,0 +1,192 @@
+package proc
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/rs/zerolog"
+)
+
+// ErrClosed is returned by [Supervisor.Do] once the supervisor is closed.
+var ErrClosed = errors.New("worker is closed")
+
+// MarkerMissing is the warning logged when a worker's log marker did not
+// arrive in time: some of its lines may be logged late, without the
+// invocation's fields.
+const MarkerMissing = "worker log marker missing; handler log lines may be attributed late"
+
+// defaultLogSync bounds how long an invocation waits for its log lines to
+// be consumed before returning anyway.
+const defaultLogSync = time.Second
+
+// Session is an adapter's live worker: a process plus its protocol state.
+type Session interface {
+	// Proc is the worker process.
+	Proc() *Process
+	// Stop terminates the process (see [Process.Terminate]) and releases
+	// whatever else the session owns. It must be idempotent.
+	Stop(grace time.Duration)
+}
+
+// ProtocolError marks a failure of the conversation with the worker (a
+// broken or closed pipe, an interrupted read, a malformed frame), as
+// opposed to a failure the handler reported. The session is unusable after
+// it.
+type ProtocolError struct{ Err error }
+
+func (e *ProtocolError) Error() string { return e.Err.Error() }
+func (e *ProtocolError) Unwrap() error { return e.Err }
+
+// SupervisorConfig configures a [Supervisor].
+type SupervisorConfig struct {
+	// Name describes the worker in errors ("python worker").
+	Name string
+	// Start starts and initialises a fresh session. It must honour ctx
+	// and leave nothing running when it fails.
+	Start func(ctx context.Context) (Session, error)
+	// Grace is the SIGTERM-to-SIGKILL grace period.
+	Grace time.Duration
+	// ErrCrashed is wrapped by errors for a worker that died during an
+	// invocation; ErrFailed by errors for a restart that failed.
+	ErrCrashed, ErrFailed error
+}
+
+// Supervisor keeps one registration's session alive across invocations:
+// it restarts a worker that died or was killed, kills the worker when an
+// invocation's context ends, and classifies failures. Concurrent calls of
+// Do are serialised (the server makes none); Close may run concurrently
+// with Do.
+type Supervisor struct {
+	cfg  SupervisorConfig
+	life context.Context // cancelled by Close
+	stop context.CancelFunc
+
+	callMu sync.Mutex // serialises Do: the protocol has one invocation in flight
+
+	mu     sync.Mutex
+	cur    Session // nil when no live session
+	closed bool
+}
+
+// NewSupervisor supervises first, the session the adapter's Start created.
+func NewSupervisor(cfg SupervisorConfig, first Session) *Supervisor {
+	life, stop := context.WithCancel(context.Background())
+	return &Supervisor{cfg: cfg, life: life, stop: stop, cur: first}
+}
+
+// Do runs one invocation: it obtains a live session (starting a fresh one
+// if the last died or was killed), routes log lines to logger, and calls
+// call with the session. When call returns a [ProtocolError] the session is
+// stopped and the error is classified: ctx's error if ctx ended (wrapped,
+// so errors.Is works), [ErrClosed] if the supervisor was closed, otherwise
+// a crash wrapping cfg.ErrCrashed. Other errors from call are the
+// handler's and are returned as they are.
+func (s *Supervisor) Do(ctx context.Context, logger *zerolog.Logger, call func(Session) error) error {
+	if err := ctx.Err(); err != nil {
+		return fmt.Errorf("%s: invocation not started: %w", s.cfg.Name, err)
+	}
+	s.callMu.Lock()
+	defer s.callMu.Unlock()
+	sess, err := s.acquire(ctx)
+	if err != nil {
+		return err
+	}
+	p := sess.Proc()
+	p.BeginInvocation(logger)
+	stopWatch := context.AfterFunc(ctx, p.Interrupt)
+	err = call(sess)
+	stopWatch()
+
+	var pe *ProtocolError
+	if errors.As(err, &pe) {
+		// Lines printed until the kill still belong to this invocation.
+		s.discard(sess)
+		p.EndInvocation()
+		switch {
+		case ctx.Err() != nil:
+			return fmt.Errorf("%s killed: invocation ended: %w", s.cfg.Name, ctx.Err())
+		case s.life.Err() != nil:
+			return fmt.Errorf("%s: %w during the invocation", s.cfg.Name, ErrClosed)
+		default:
+			return fmt.Errorf("%w: %s died during the invocation (%s; %s)%s",
+				s.cfg.ErrCrashed, s.cfg.Name, p.ExitDescription(), pe.Err, LastLinesSuffix(p.RecentLines(3)))
+		}
+	}
+	if !p.LogBarrier(defaultLogSync) {
+		logger.Warn().Str("worker", s.cfg.Name).Msg(MarkerMissing)
+	}
+	p.EndInvocation()
+	p.ReapStrays()
+	return err
+}
+
+// acquire returns the live session or starts a new one.
+func (s *Supervisor) acquire(ctx context.Context) (Session, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		return nil, fmt.Errorf("%s: %w", s.cfg.Name, ErrClosed)
+	}
+	if s.cur != nil && s.cur.Proc().Alive() {
+		return s.cur, nil
+	}
+	if s.cur != nil {
+		// Died or was killed between invocations: clear out its group.
+		s.cur.Stop(s.cfg.Grace)
+		s.cur = nil
+	}
+	sctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	stopLife := context.AfterFunc(s.life, cancel)
+	defer stopLife()
+	sess, err := s.cfg.Start(sctx)
+	if err != nil {
+		switch {
+		case ctx.Err() != nil:
+			return nil, fmt.Errorf("%s: restart interrupted: %w", s.cfg.Name, ctx.Err())
+		case s.life.Err() != nil:
+			return nil, fmt.Errorf("%s: %w", s.cfg.Name, ErrClosed)
+		}
+		return nil, fmt.Errorf("%w: restarting %s: %w", s.cfg.ErrFailed, s.cfg.Name, err)
+	}
+	s.cur = sess
+	return sess, nil
+}
+
+// discard stops sess and forgets it if it is still current.
+func (s *Supervisor) discard(sess Session) {
+	sess.Stop(s.cfg.Grace)
+	s.mu.Lock()
+	if s.cur == sess {
+		s.cur = nil
+	}
+	s.mu.Unlock()
+}
+
+// Close stops the current session (its whole process group) and refuses
+// further invocations. An invocation in flight fails with [ErrClosed].
+func (s *Supervisor) Close() error {
+	s.stop()
+	s.mu.Lock()
+	s.closed = true
+	cur := s.cur
+	s.cur = nil
+	s.mu.Unlock()
+	if cur != nil {
+		cur.Stop(s.cfg.Grace)
+	}
+	return nil
+}
+
+// LastLinesSuffix formats a few recent log lines for an error message:
+// "; last log lines: a | b", or "" when there are none.
+func LastLinesSuffix(lines []string) string {
+	if len(lines) == 0 {
+		return ""
+	}
+	return "; last log lines: " + Clip(strings.Join(lines, " | "), 1024)
+}

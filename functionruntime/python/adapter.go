@@ -1,0 +1,192 @@
+package python
+
+import (
+	"context"
+	_ "embed"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/fnbridge/fnbridge/functionruntime"
+	"github.com/fnbridge/fnbridge/functionruntime/internal/proc"
+)
+
+//go:embed bootstrap.py
+var bootstrap string
+
+// Kind is the runtime kind this adapter serves.
+const Kind = "python"
+
+// DefaultMaxOutput bounds a function's JSON output when Options.MaxOutput
+// is zero.
+const DefaultMaxOutput = 16 << 20
+
+// maxHandler bounds the handler string.
+const maxHandler = 512
+
+// Options configures the adapter. The zero value is ready to use.
+type Options struct {
+	// Interpreter is the python executable, a name looked up in the
+	// server's PATH when New runs, or a path. Default "python3".
+	Interpreter string
+	// Grace is how long a worker's process group gets between SIGTERM and
+	// SIGKILL. Default 2s.
+	Grace time.Duration
+	// MaxLogLine bounds one log line in bytes; the rest is dropped.
+	// Default 16 KiB.
+	MaxLogLine int
+	// MaxOutput bounds the JSON-encoded return value in bytes.
+	// Default 16 MiB.
+	MaxOutput int
+	// NoSubreaper keeps the server process from becoming a child subreaper
+	// (see package proc). Orphans of handlers are then reaped by init.
+	NoSubreaper bool
+}
+
+type adapter struct {
+	opts    Options
+	lookErr error  // from looking Interpreter up at New
+	interp  string // the interpreter found at New
+
+	mu  sync.Mutex
+	exe string // the real executable behind interp, once resolved
+}
+
+// New returns the Python adapter. The interpreter is looked up now; a
+// missing interpreter is reported by Start.
+func New(opts Options) functionruntime.Adapter {
+	if opts.Interpreter == "" {
+		opts.Interpreter = "python3"
+	}
+	if opts.Grace <= 0 {
+		opts.Grace = proc.DefaultGrace
+	}
+	if opts.MaxLogLine <= 0 {
+		opts.MaxLogLine = proc.DefaultMaxLogLine
+	}
+	if opts.MaxOutput <= 0 {
+		opts.MaxOutput = DefaultMaxOutput
+	}
+	a := &adapter{opts: opts}
+	a.interp, a.lookErr = exec.LookPath(opts.Interpreter)
+	if a.lookErr == nil {
+		a.interp, a.lookErr = filepath.Abs(a.interp)
+	}
+	return a
+}
+
+// Kind returns "python".
+func (a *adapter) Kind() string { return Kind }
+
+// ValidateHandler accepts module.function where every dot-separated part is
+// an ASCII Python identifier and there are at least two parts.
+func (a *adapter) ValidateHandler(handler string) error {
+	return validateHandler(handler)
+}
+
+func validateHandler(handler string) error {
+	const want = `want module.function, e.g. "handler.main" (the module may be dotted: "pkg.sub.handler.main")`
+	if handler == "" {
+		return fmt.Errorf("python handler is empty: %s", want)
+	}
+	if len(handler) > maxHandler {
+		return fmt.Errorf("python handler is %d bytes, longer than %d", len(handler), maxHandler)
+	}
+	parts := strings.Split(handler, ".")
+	if len(parts) < 2 {
+		return fmt.Errorf("python handler %q has no function part: %s", handler, want)
+	}
+	for _, p := range parts {
+		if !isIdentifier(p) {
+			return fmt.Errorf("python handler %q: %q is not a Python identifier (ASCII letters, digits, '_', not starting with a digit): %s", handler, p, want)
+		}
+	}
+	return nil
+}
+
+func isIdentifier(s string) bool {
+	if s == "" {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		switch {
+		case c == '_', 'a' <= c && c <= 'z', 'A' <= c && c <= 'Z':
+		case '0' <= c && c <= '9' && i > 0:
+		default:
+			return false
+		}
+	}
+	return true
+}
+
+// Start launches the worker and imports the handler module in it.
+func (a *adapter) Start(ctx context.Context, spec functionruntime.WorkerSpec) (functionruntime.Worker, error) {
+	if err := validateHandler(spec.Handler); err != nil {
+		return nil, err
+	}
+	if err := checkDir(spec.Dir); err != nil {
+		return nil, err
+	}
+	exe, err := a.executable(ctx)
+	if err != nil {
+		return nil, err
+	}
+	i := strings.LastIndexByte(spec.Handler, '.')
+	l := &launcher{opts: a.opts, exe: exe, spec: spec, module: spec.Handler[:i], function: spec.Handler[i+1:]}
+	first, err := l.start(ctx)
+	if err != nil {
+		return nil, err
+	}
+	sup := proc.NewSupervisor(proc.SupervisorConfig{
+		Name:       "python worker",
+		Start:      l.start,
+		Grace:      a.opts.Grace,
+		ErrCrashed: functionruntime.ErrWorkerCrashed,
+		ErrFailed:  functionruntime.ErrWorkerFailed,
+	}, first)
+	return &worker{sup: sup, maxOutput: a.opts.MaxOutput}, nil
+}
+
+func checkDir(dir string) error {
+	if !filepath.IsAbs(dir) {
+		return fmt.Errorf("working directory %q is not absolute", dir)
+	}
+	st, err := os.Stat(dir)
+	if err != nil {
+		return fmt.Errorf("working directory: %w", err)
+	}
+	if !st.IsDir() {
+		return fmt.Errorf("working directory %q is not a directory", dir)
+	}
+	return nil
+}
+
+// executable returns the real interpreter binary. Launcher shims (pyenv,
+// asdf) are scripts that re-resolve the interpreter on every start and read
+// the server's environment, which workers do not get; asking the
+// interpreter for sys.executable once skips them.
+func (a *adapter) executable(ctx context.Context) (string, error) {
+	if a.lookErr != nil {
+		return "", fmt.Errorf("python interpreter %q: %w", a.opts.Interpreter, a.lookErr)
+	}
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if a.exe != "" {
+		return a.exe, nil
+	}
+	out, err := exec.CommandContext(ctx, a.interp, "-I", "-c", "import sys; sys.stdout.write(sys.executable or '')").Output()
+	if err != nil {
+		return "", fmt.Errorf("python interpreter %s does not run: %w", a.interp, err)
+	}
+	exe := strings.TrimSpace(string(out))
+	if st, err := os.Stat(exe); exe == "" || !filepath.IsAbs(exe) || err != nil || st.IsDir() {
+		exe = a.interp
+	}
+	a.exe = exe
+	return exe, nil
+}

@@ -1,0 +1,116 @@
+// Package python is the built-in Python runtime of the FunctionRuntime
+// server: it owns one long-lived python3 worker process per registration
+// and runs a module.function handler in it.
+//
+// # Handler
+//
+// The handler string is module.function. The module may be dotted
+// (pkg.sub.handler); each part is an ASCII Python identifier. The module is
+// imported once, when the registration starts, from the registered working
+// directory (which is put first on sys.path) and the interpreter's own
+// paths; the function must be callable. A broken handler (syntax error,
+// missing module, missing or non-callable function, exception at import)
+// fails the registration with the exception type and message, for example
+//
+//	python handler "greeter.greet": import module 'greeter': SyntaxError: invalid syntax (greeter.py, line 3)
+//
+// and the traceback goes to the logs. Modules the worker itself has already
+// imported (json, os, ...) cannot be shadowed by files in the working
+// directory; a missing-function error names the file actually imported.
+//
+// For each invocation the function is called with one argument: the JSON
+// input decoded with json.loads (an empty input is None). Its return value
+// is encoded with json.dumps (UTF-8, compact, NaN and Infinity rejected)
+// and becomes the output, with content type application/json. A coroutine
+// (async def handler) is run to completion with asyncio.run. Module-level
+// state persists between invocations of one worker, but a worker may be
+// restarted at any time, so it must not be relied on.
+//
+// # Failures
+//
+//   - An exception fails the invocation with a [functionruntime.HandlerError]
+//     whose Type is the exception class (module-qualified unless builtin) and
+//     Message is str(exception); the traceback goes to the logs. It is
+//     retryable.
+//   - Raising fnbridge.TerminalError (or any exception class named
+//     TerminalError, or a subclass of one) fails it terminally: it must not
+//     be retried.
+//   - A return value that json cannot encode is a retryable HandlerError
+//     ("return value is not JSON-serializable: ..."), as is one larger than
+//     Options.MaxOutput.
+//   - Input that is not valid JSON fails terminally with Type
+//     "InvalidInput" without calling the function; a content type other
+//     than application/json (or */*+json, or empty) fails terminally with
+//     Type "UnsupportedContentType". The worker keeps running.
+//
+// # The fnbridge module
+//
+// The worker injects a module named fnbridge (it wins over any file of that
+// name):
+//
+//	import fnbridge
+//	raise fnbridge.TerminalError("order not found")   # no retry
+//	fnbridge.set_output("order_id", "A-17")           # key and value are str
+//
+// # Outputs
+//
+// Outputs are key/value strings returned next to the output. A handler sets
+// them with fnbridge.set_output, or by writing key=value lines to the file
+// named by the FNBRIDGE_OUTPUTS environment variable (the same convention
+// as Bash; the file is empty at the start of every invocation). Values set
+// with set_output win over the file. Keys are ASCII letters, digits, '_',
+// '.', '-', starting with a letter or '_'; values are UTF-8 without NUL; a
+// bad key or line fails the invocation (retryable HandlerError, Type
+// "InvalidOutputs"). Outputs of a failed invocation are discarded.
+//
+// # Logs
+//
+// print(), logging and anything else written to stdout or stderr (file
+// descriptors 1 and 2, including child processes) become log records, one
+// per line, on the invocation's logger (run_uid, invocation_id) with
+// source=handler. Lines longer than Options.MaxLogLine are truncated and
+// carry truncated_bytes. Output written outside an invocation (at import,
+// by background threads between invocations) goes to the registration's
+// logger. Printing never reaches the function output.
+//
+// # Environment and process
+//
+// The worker runs python3 -I -u (isolated: PYTHON* variables and the user
+// site directory are ignored) with the registered working directory as its
+// current directory, in its own process group, and is killed if the server
+// dies. Its environment is exactly PATH=/usr/local/bin:/usr/bin:/bin,
+// LANG=C.UTF-8, HOME=<working directory>, then the registration's env
+// (which may override those three), then FNBRIDGE_OUTPUTS; nothing is
+// inherited from the server. The interpreter is Options.Interpreter
+// (default python3) looked up in the server's PATH when the adapter is
+// created; launcher shims such as pyenv's are resolved once, by asking the
+// interpreter for sys.executable, so workers start the real binary.
+//
+// When an invocation's context ends (timeout, cancellation) the worker's
+// whole process group is sent SIGTERM, then SIGKILL after Options.Grace,
+// and the next invocation starts a fresh worker, which imports the module
+// again. The same happens after a worker dies; a worker that dies during
+// an invocation fails it with [functionruntime.ErrWorkerCrashed], and a
+// restart that fails (the module was broken meanwhile) with
+// [functionruntime.ErrWorkerFailed]. Background processes a handler starts
+// live in the worker's group and are killed with it.
+//
+// # Wire protocol
+//
+// Go and the worker talk on two extra pipes, never on stdout or stderr:
+// fd 3 carries requests, fd 4 responses (the bootstrap moves both to high,
+// close-on-exec descriptors). Each message is a frame: one kind byte, a
+// 4-byte big-endian payload length, the payload.
+//
+//	→ 'I' input bytes (the invocation's raw JSON input)
+//	← 'K' {"python":version,"file":path}        ready, after the import
+//	← 'X' {"stage","type","message"}            import failed; the worker exits
+//	← 'O' {"key":"value",...}                    set_output pairs (optional)
+//	← 'F' raw FNBRIDGE_OUTPUTS file content      (optional)
+//	← 'R' output bytes                           success, ends the invocation
+//	← 'E' {"type","message","terminal"}          failure, ends the invocation
+//
+// Before 'K', 'X', 'R' or 'E' the worker writes a log synchronisation
+// marker to stderr, so all the invocation's log lines are logged before
+// Invoke returns (see package proc).
+package python

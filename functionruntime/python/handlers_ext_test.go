@@ -1,0 +1,120 @@
+package python_test
+
+// handlerPy is the test module h.py. Each function serves one behaviour
+// under test; lifecycle dispatches on its input.
+const handlerPy = `
+import json, logging, os, subprocess, sys, time
+import fnbridge
+
+calls = 0
+
+def echo(event):
+    return {"got": event}
+
+def count(event):
+    global calls
+    calls += 1
+    return calls
+
+def env(event):
+    return dict(os.environ)
+
+def cwd(event):
+    return {"cwd": os.getcwd(), "path0": sys.path[0]}
+
+def chatty(event):
+    print("hello from print")
+    logging.warning("hello from logging")
+    sys.stderr.write("partial line without newline")
+    return "quiet"
+
+def boom(event):
+    raise ValueError("bad value: %s" % event)
+
+def terminal(event):
+    raise fnbridge.TerminalError("do not retry me")
+
+class TerminalError(Exception):
+    pass
+
+def custom_terminal(event):
+    raise TerminalError("my own terminal class")
+
+def unserializable(event):
+    return {"s": {1, 2}}
+
+def nan(event):
+    return float("nan")
+
+def outputs(event):
+    if event.get("set"):
+        fnbridge.set_output("from_api", "api")
+        fnbridge.set_output("both", "api wins")
+    if event.get("file") is not None:
+        with open(os.environ["FNBRIDGE_OUTPUTS"], "a") as f:
+            f.write(event["file"])
+    return "ok"
+
+def huge_outputs(event):
+    for i in range(2048):
+        fnbridge.set_output("k%d" % i, "v" * 1024)
+    return "too much"
+
+def bad_output_value(event):
+    fnbridge.set_output("n", 3)
+
+def bigline(event):
+    sys.stderr.write("x" * event + "\n")
+    sys.stderr.flush()
+    return "done"
+
+def unicode(event):
+    return {"text": "héllo ✓", "in": event}
+
+async def coro(event):
+    return {"async": event}
+
+def lifecycle(event):
+    if event == "pid":
+        return os.getpid()
+    if event == "pgid":
+        return os.getpgid(0)
+    if event == "crash":
+        os._exit(3)
+    if event == "sigkill":
+        os.kill(os.getpid(), 9)
+        time.sleep(10)
+    if event == "spawn":
+        child = subprocess.Popen(["sleep", "300"])
+        return child.pid
+    if event == "spawn_inherit":
+        child = subprocess.Popen(["sleep", "300"], close_fds=False)
+        return child.pid
+    if event == "spawn_orphan":
+        # a grandchild whose parent exits at once: it is orphaned right away
+        out = subprocess.check_output(["sh", "-c", "sleep 300 >/dev/null 2>&1 & echo $!"])
+        return int(out)
+    if isinstance(event, dict) and "sleep" in event:
+        open("sleeping", "w").close()  # tells the test the handler is running
+        time.sleep(event["sleep"])
+        return "slept"
+    if event == "ignore_term_and_sleep":
+        import signal
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)
+        time.sleep(300)
+    return event
+`
+
+// brokenModules are handler modules that cannot be loaded, with the text
+// the registration's fatal error must carry.
+var brokenModules = []struct {
+	name, handler, file, content, want string
+}{
+	{"syntax error", "bad.handle", "bad.py", "def handle(event)\n    return 1\n", "SyntaxError"},
+	{"missing module", "nosuchmodule.handle", "", "", "ModuleNotFoundError: No module named 'nosuchmodule'"},
+	{"missing function", "h.nosuch", "h.py", "def handle(e):\n    return e\n", "has no attribute 'nosuch'"},
+	{"not callable", "h.handle", "h.py", "handle = 42\n", "h.handle is not callable (it is a int)"},
+	{"raises at import", "h.handle", "h.py", "raise RuntimeError('config missing')\ndef handle(e): pass\n", "RuntimeError: config missing"},
+	{"exits at import", "h.handle", "h.py", "import sys\nsys.exit(7)\n", "SystemExit: 7"},
+	{"missing submodule", "pkg.nosuch.handle", "pkg/__init__.py", "", "ModuleNotFoundError: No module named 'pkg.nosuch'"},
+}

@@ -1,0 +1,246 @@
+package python
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"mime"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/fnbridge/fnbridge/functionruntime"
+	"github.com/fnbridge/fnbridge/functionruntime/internal/proc"
+)
+
+// Frame kinds of the worker protocol (see the package doc).
+const (
+	frameInput       = 'I'
+	frameReady       = 'K'
+	frameLoadFailed  = 'X'
+	frameSetOutputs  = 'O'
+	frameOutputsFile = 'F'
+	frameResult      = 'R'
+	frameError       = 'E'
+)
+
+// maxMessage bounds a handler error message kept from the worker.
+const maxMessage = 4096
+
+// logSync bounds the wait for the log marker after the handshake.
+const logSync = time.Second
+
+// launcher starts sessions for one registration.
+type launcher struct {
+	opts             Options
+	exe              string
+	spec             functionruntime.WorkerSpec
+	module, function string
+}
+
+// session is one live worker process.
+type session struct {
+	p        *proc.Process
+	r        *bufio.Reader
+	tmp      string // scratch directory holding the outputs file
+	limit    int    // largest frame accepted
+	stopOnce sync.Once
+}
+
+func (s *session) Proc() *proc.Process { return s.p }
+
+func (s *session) Stop(grace time.Duration) {
+	s.stopOnce.Do(func() {
+		s.p.Terminate(grace)
+		_ = os.RemoveAll(s.tmp)
+	})
+}
+
+// start launches a worker and waits until it imported the handler.
+func (l *launcher) start(ctx context.Context) (proc.Session, error) {
+	tmp, err := os.MkdirTemp("", "fnbridge-python-")
+	if err != nil {
+		return nil, fmt.Errorf("create worker scratch directory: %w", err)
+	}
+	outputs := filepath.Join(tmp, "outputs")
+	if err := os.WriteFile(outputs, nil, 0o600); err != nil {
+		_ = os.RemoveAll(tmp)
+		return nil, fmt.Errorf("create outputs file: %w", err)
+	}
+	env, err := proc.BuildEnv(l.spec.Dir, l.spec.Env, map[string]string{proc.OutputsEnv: outputs})
+	if err != nil {
+		_ = os.RemoveAll(tmp)
+		return nil, err
+	}
+	marker := proc.NewMarker()
+	p, err := proc.Start(proc.Config{
+		Path:        l.exe,
+		Args:        []string{"-I", "-u", "-c", bootstrap, l.module, l.function, l.spec.Dir, marker, strconv.Itoa(l.opts.MaxOutput)},
+		Dir:         l.spec.Dir,
+		Env:         env,
+		Logger:      l.spec.Logger,
+		Marker:      marker,
+		MaxLogLine:  l.opts.MaxLogLine,
+		NoSubreaper: l.opts.NoSubreaper,
+	})
+	if err != nil {
+		_ = os.RemoveAll(tmp)
+		return nil, fmt.Errorf("python handler %q: %w", l.spec.Handler, err)
+	}
+	s := &session{
+		p:     p,
+		r:     bufio.NewReaderSize(p.Responses(), 64<<10),
+		tmp:   tmp,
+		limit: l.opts.MaxOutput + proc.MaxOutputsFile + 64<<10,
+	}
+	if err := l.handshake(ctx, s); err != nil {
+		s.Stop(l.opts.Grace)
+		return nil, err
+	}
+	return s, nil
+}
+
+// handshake waits for the worker's ready or load-failure frame.
+func (l *launcher) handshake(ctx context.Context, s *session) error {
+	stop := context.AfterFunc(ctx, s.p.Interrupt)
+	kind, payload, err := proc.ReadFrame(s.r, 1<<20)
+	stop()
+	if err != nil {
+		if ctx.Err() != nil {
+			return fmt.Errorf("python handler %q: start interrupted: %w", l.spec.Handler, ctx.Err())
+		}
+		s.Stop(l.opts.Grace) // so the exit status and last lines are known
+		return fmt.Errorf("python handler %q: worker exited while loading (%s)%s",
+			l.spec.Handler, s.p.ExitDescription(), proc.LastLinesSuffix(s.p.RecentLines(5)))
+	}
+	if !s.p.LogBarrier(logSync) {
+		l.spec.Logger.Warn().Msg(proc.MarkerMissing)
+	}
+	switch kind {
+	case frameReady:
+		var ready struct{ Python, File string }
+		_ = json.Unmarshal(payload, &ready)
+		l.spec.Logger.Debug().Int("pid", s.p.Pid()).Str("python", ready.Python).Str("file", ready.File).
+			Msg("python worker ready")
+		return nil
+	case frameLoadFailed:
+		var f struct{ Stage, Type, Message string }
+		if err := json.Unmarshal(payload, &f); err != nil {
+			return fmt.Errorf("python handler %q: unreadable load failure from worker: %w", l.spec.Handler, err)
+		}
+		return fmt.Errorf("python handler %q: %s: %s: %s", l.spec.Handler, f.Stage, f.Type, proc.Clip(f.Message, maxMessage))
+	default:
+		return fmt.Errorf("python handler %q: worker sent frame %q before ready", l.spec.Handler, kind)
+	}
+}
+
+// worker is the functionruntime.Worker of one registration.
+type worker struct {
+	sup       *proc.Supervisor
+	maxOutput int
+}
+
+// Invoke runs the handler once with inv.Input as its JSON argument.
+func (w *worker) Invoke(ctx context.Context, inv functionruntime.Invocation) (functionruntime.Result, error) {
+	if err := checkContentType(inv.ContentType); err != nil {
+		return functionruntime.Result{}, err
+	}
+	var res functionruntime.Result
+	err := w.sup.Do(ctx, &inv.Logger, func(s proc.Session) error {
+		var err error
+		res, err = s.(*session).invoke(inv.Input)
+		return err
+	})
+	if err != nil {
+		return functionruntime.Result{}, err
+	}
+	return res, nil
+}
+
+// Close kills the worker's process group and reaps it.
+func (w *worker) Close() error { return w.sup.Close() }
+
+// checkContentType accepts JSON input only: empty, application/json or
+// any */*+json type, parameters ignored.
+func checkContentType(ct string) error {
+	if ct == "" {
+		return nil
+	}
+	mt, _, err := mime.ParseMediaType(ct)
+	if err == nil && (mt == "application/json" || strings.HasSuffix(mt, "+json")) {
+		return nil
+	}
+	return &functionruntime.HandlerError{
+		Terminal: true,
+		Type:     "UnsupportedContentType",
+		Message:  fmt.Sprintf("python handlers take JSON input (application/json), not %q", ct),
+	}
+}
+
+// invoke sends one input and reads frames up to the result or error.
+func (s *session) invoke(input []byte) (functionruntime.Result, error) {
+	if err := proc.WriteFrame(s.p.Requests(), frameInput, input); err != nil {
+		return functionruntime.Result{}, &proc.ProtocolError{Err: fmt.Errorf("send input: %w", err)}
+	}
+	var set map[string]string
+	var file []byte
+	for {
+		kind, payload, err := proc.ReadFrame(s.r, s.limit)
+		if err != nil {
+			return functionruntime.Result{}, &proc.ProtocolError{Err: fmt.Errorf("read response: %w", err)}
+		}
+		switch kind {
+		case frameSetOutputs:
+			if err := json.Unmarshal(payload, &set); err != nil {
+				return functionruntime.Result{}, &proc.ProtocolError{Err: fmt.Errorf("bad outputs frame: %w", err)}
+			}
+		case frameOutputsFile:
+			file = payload
+		case frameResult:
+			outputs, err := mergeOutputs(file, set)
+			if err != nil {
+				return functionruntime.Result{}, err
+			}
+			return functionruntime.Result{Output: payload, ContentType: "application/json", Outputs: outputs}, nil
+		case frameError:
+			var f struct {
+				Type, Message string
+				Terminal      bool
+			}
+			if err := json.Unmarshal(payload, &f); err != nil {
+				return functionruntime.Result{}, &proc.ProtocolError{Err: fmt.Errorf("bad error frame: %w", err)}
+			}
+			return functionruntime.Result{}, &functionruntime.HandlerError{
+				Terminal: f.Terminal, Type: f.Type, Message: proc.Clip(f.Message, maxMessage),
+			}
+		default:
+			return functionruntime.Result{}, &proc.ProtocolError{Err: errors.New("unexpected frame kind " + strconv.QuoteRune(rune(kind)))}
+		}
+	}
+}
+
+// mergeOutputs parses the outputs file and lays set_output pairs over it.
+func mergeOutputs(file []byte, set map[string]string) (map[string]string, error) {
+	if len(file) == 0 && len(set) == 0 {
+		return nil, nil
+	}
+	bad := func(err error) error {
+		return &functionruntime.HandlerError{Type: "InvalidOutputs", Message: err.Error()}
+	}
+	outputs, err := proc.ParseOutputs(file)
+	if err != nil {
+		return nil, bad(err)
+	}
+	for k, v := range set {
+		if err := proc.CheckOutput(k, v); err != nil {
+			return nil, bad(fmt.Errorf("fnbridge.set_output: %w", err))
+		}
+		outputs[k] = v
+	}
+	return outputs, nil
+}
