@@ -68,7 +68,7 @@ func (l *launcher) start(ctx context.Context) (proc.Session, error) {
 	if err != nil {
 		return nil, fail(err)
 	}
-	tmp, err := os.MkdirTemp("", "fnbridge-bash-")
+	tmp, err := proc.ScratchDir("bash")
 	if err != nil {
 		return nil, fail(fmt.Errorf("create worker scratch directory: %w", err))
 	}

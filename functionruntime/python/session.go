@@ -63,7 +63,7 @@ func (s *session) Stop(grace time.Duration) {
 
 // start launches a worker and waits until it imported the handler.
 func (l *launcher) start(ctx context.Context) (proc.Session, error) {
-	tmp, err := os.MkdirTemp("", "fnbridge-python-")
+	tmp, err := proc.ScratchDir("python")
 	if err != nil {
 		return nil, fmt.Errorf("create worker scratch directory: %w", err)
 	}
