@@ -127,7 +127,7 @@ func (m *Machine) RunStart(name string) (id uint32, execute bool, err error) {
 	if err != nil {
 		return 0, false, err
 	}
-	m.emit(wire.RunCommandType, 0, &servicev1.RunCommandMessage{ResultCompletionId: id, Name: name})
+	m.emitRunCommand(id, name)
 	return id, true, nil
 }
 
@@ -142,22 +142,19 @@ func (m *Machine) ProposeRun(id uint32, res Result) error {
 	if m.findNotif(id) != nil {
 		return errors.New("journal: ProposeRun for a run that already has a completion")
 	}
-	msg := &servicev1.ProposeRunCompletionMessage{ResultCompletionId: id}
-	if res.Failure != nil {
-		msg.Result = &servicev1.ProposeRunCompletionMessage_Failure{Failure: failureTo(res.Failure)}
-	} else {
-		v := res.Value
-		if v == nil {
-			v = []byte{} // an empty value is still a value, never "unset"
-		}
-		msg.Result = &servicev1.ProposeRunCompletionMessage_Value{Value: v}
-	}
 	var flags uint16
 	if m.rules.runAck {
 		flags = wire.FlagRequestedAck
 		m.proposals = append(m.proposals, proposal{id: id, res: res})
 	}
-	m.emit(wire.ProposeRunCompletionMessageType, flags, msg)
+	if res.Failure != nil {
+		msg := &servicev1.ProposeRunCompletionMessage{ResultCompletionId: id,
+			Result: &servicev1.ProposeRunCompletionMessage_Failure{Failure: failureTo(res.Failure)}}
+		m.emit(wire.ProposeRunCompletionMessageType, flags, msg)
+	} else {
+		// An empty value is still a value, never "unset".
+		m.emitProposeValue(id, flags, res.Value)
+	}
 	return nil
 }
 
@@ -223,18 +220,17 @@ func (m *Machine) Output(res Result) error {
 			return err
 		}
 	} else {
-		msg := &servicev1.OutputCommandMessage{}
 		if res.Failure != nil {
-			msg.Result = &servicev1.OutputCommandMessage_Failure{Failure: failureTo(res.Failure)}
+			m.emit(wire.OutputCommandType, 0, &servicev1.OutputCommandMessage{
+				Result: &servicev1.OutputCommandMessage_Failure{Failure: failureTo(res.Failure)}})
 		} else {
-			msg.Result = &servicev1.OutputCommandMessage_Value{Value: &servicev1.Value{Content: res.Value}}
+			m.emitOutputValue(res.Value)
 		}
-		m.emit(wire.OutputCommandType, 0, msg)
 	}
 	if m.cmdIndex < len(m.commands) {
 		return m.mismatch(m.cmdIndex, "the handler finished after %d commands but the journal has %d", m.cmdIndex, len(m.commands))
 	}
-	m.emit(wire.EndMessageType, 0, &servicev1.EndMessage{})
+	m.emitEnd()
 	m.end(wire.EndMessageType)
 	return nil
 }
@@ -283,3 +279,9 @@ func (m *Machine) end(t wire.MessageType) {
 // CommandIndex is the index the handler's next command will get; Fail
 // callers use it to locate failures.
 func (m *Machine) CommandIndex() int { return m.cmdIndex }
+
+// emitRunCommandProto is RunCommand through the generated encoder, which
+// rejects a name that is not valid UTF-8 (failing the attempt).
+func (m *Machine) emitRunCommandProto(id uint32, name string) {
+	m.emit(wire.RunCommandType, 0, &servicev1.RunCommandMessage{ResultCompletionId: id, Name: name})
+}

@@ -118,6 +118,7 @@ func (inv *invocation) release(pool *sync.Pool) {
 }
 
 func (inv *invocation) serve(version int, bidi bool) {
+	growStack(version)
 	log := inv.ep.cfg.Logger
 	// Bootstrapping and replay: read until the machine holds StartMessage
 	// and all known entries (or failed). In REQUEST_RESPONSE the runtime
