@@ -38,6 +38,9 @@ type Bridge struct {
 	endpoint *restate.Endpoint
 	runtimes map[string]*runtimeConn
 	pools    map[string]*pool // by "Service/handler"
+
+	closeOnce sync.Once
+	closeErr  error
 }
 
 // New connects the runtimes the configuration uses and binds every handler
@@ -157,14 +160,19 @@ func (b *Bridge) poolKeys() []string {
 }
 
 // Close unregisters every registration (waiting for leased ones until ctx
-// ends) and stops the runtimes.
+// ends) and stops the runtimes. Only the first call does the work; later
+// calls return its result at once (the pools are drained by then, so a
+// second pass would only wait for ctx to end).
 func (b *Bridge) Close(ctx context.Context) error {
-	var errs []error
-	for _, key := range b.poolKeys() {
-		errs = append(errs, b.pools[key].close(ctx))
-	}
-	errs = append(errs, b.closeRuntimes(ctx))
-	return errors.Join(errs...)
+	b.closeOnce.Do(func() {
+		var errs []error
+		for _, key := range b.poolKeys() {
+			errs = append(errs, b.pools[key].close(ctx))
+		}
+		errs = append(errs, b.closeRuntimes(ctx))
+		b.closeErr = errors.Join(errs...)
+	})
+	return b.closeErr
 }
 
 func (b *Bridge) closeRuntimes(ctx context.Context) error {

@@ -2,10 +2,14 @@ package bridge
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"strings"
 	"time"
+	"unicode"
+	"unicode/utf8"
 
 	"google.golang.org/grpc/status"
 
@@ -29,7 +33,7 @@ func (b *Bridge) handlerFunc(p *pool) restate.HandlerFunc {
 		)
 		value, err := ctx.Run(runName, func(rctx context.Context) ([]byte, error) {
 			executed = true
-			res, uid, err := p.invoke(rctx, ctx.InvocationID(), input, contentTypeOf(ctx))
+			res, uid, err := p.invoke(rctx, runtimeInvocationID(ctx.InvocationID()), input, contentTypeOf(ctx))
 			runUID = uid
 			if err != nil {
 				return nil, toRestate(err)
@@ -61,6 +65,29 @@ func (b *Bridge) handlerFunc(p *pool) restate.HandlerFunc {
 			Msg("invocation")
 		return out, err
 	}
+}
+
+// runtimeInvocationID is the invocation_id sent to the runtime: Restate's
+// invocation id as is when the runtime accepts it (at most
+// functionruntime.MaxInvocationIDBytes of UTF-8 without control
+// characters, which every id restate-server issues is), otherwise a
+// stable digest of it. The id comes from the StartMessage, not from the
+// caller's input, so a runtime that refused it must not fail the
+// invocation terminally as if its input were invalid; the digest still
+// correlates the runtime's logs across attempts.
+func runtimeInvocationID(id string) string {
+	ok := len(id) <= functionruntime.MaxInvocationIDBytes && utf8.ValidString(id)
+	for _, r := range id {
+		if !ok {
+			break
+		}
+		ok = !unicode.IsControl(r)
+	}
+	if ok {
+		return id
+	}
+	sum := sha256.Sum256([]byte(id))
+	return "sha256-" + hex.EncodeToString(sum[:])
 }
 
 // contentTypeOf is the input's content type as the caller sent it, JSON

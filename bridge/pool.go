@@ -148,6 +148,7 @@ func (p *pool) ensureRegistered(ctx context.Context, s *slot) error {
 	// source, a registration left by an earlier bridge process) is resolved
 	// by moving to a newer attempt; bounded so a misbehaving server cannot
 	// spin us.
+	retriedFailed := false
 	for tries := 0; ; tries++ {
 		resp, err := p.client.RegisterFunction(ctx, &executorv1.RegisterFunctionRequest{
 			RunUid:              s.runUID,
@@ -191,6 +192,19 @@ func (p *pool) ensureRegistered(ctx context.Context, s *slot) error {
 				fatal = sr.GetFatalError()
 			}
 			p.unregister(ctx, s.runUID, regID, true)
+			// One failed initialization does not prove a permanent fault:
+			// the worker (or the interpreter probe) may have been killed
+			// while starting. Try once more at the next attempt before
+			// declaring it permanent, which pauses invocations until an
+			// operator acts; a real fault (syntax error, missing module)
+			// fails the same way again.
+			if !retriedFailed {
+				retriedFailed = true
+				s.regID = ""
+				s.attempt++
+				p.log.Warn().Str("run_uid", s.runUID).Str("fatal_error", fatal).Msg("registration failed; retrying once at the next attempt")
+				continue
+			}
 			p.markFailed(s, fatal)
 			return &Error{Class: ClassPermanent, Message: fmt.Sprintf("registration %s failed: %s", s.runUID, fatal)}
 		default:

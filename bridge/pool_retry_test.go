@@ -1,0 +1,88 @@
+package bridge
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/rs/zerolog"
+	"google.golang.org/grpc"
+
+	executorv1 "github.com/fnbridge/fnbridge/proto/executor/v1"
+)
+
+// failingRuntime answers RegisterFunction with FAILED for the first
+// `failures` registrations and READY afterwards.
+type failingRuntime struct {
+	executorv1.FunctionRuntimeClient // nil: any other call panics
+	mu                               sync.Mutex
+	failures                         int
+	attempts                         []int32
+}
+
+func (f *failingRuntime) RegisterFunction(_ context.Context, in *executorv1.RegisterFunctionRequest, _ ...grpc.CallOption) (*executorv1.RegisterFunctionResponse, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.attempts = append(f.attempts, in.GetRegistrationAttempt())
+	st := executorv1.FunctionRegistrationState_FUNCTION_REGISTRATION_STATE_READY
+	if len(f.attempts) <= f.failures {
+		st = executorv1.FunctionRegistrationState_FUNCTION_REGISTRATION_STATE_FAILED
+	}
+	return &executorv1.RegisterFunctionResponse{
+		Registration: &executorv1.FunctionRegistration{RunUid: in.GetRunUid(), RegistrationId: "reg_" + string(rune('a'+len(f.attempts)))},
+		State:        st,
+	}, nil
+}
+
+func (f *failingRuntime) FunctionStatus(context.Context, *executorv1.FunctionStatusRequest, ...grpc.CallOption) (*executorv1.FunctionStatusResponse, error) {
+	return &executorv1.FunctionStatusResponse{State: executorv1.FunctionRegistrationState_FUNCTION_REGISTRATION_STATE_FAILED,
+		FatalError: "python interpreter python3 does not run: signal: killed"}, nil
+}
+
+func (f *failingRuntime) UnregisterFunction(context.Context, *executorv1.UnregisterFunctionRequest, ...grpc.CallOption) (*executorv1.UnregisterFunctionResponse, error) {
+	return &executorv1.UnregisterFunctionResponse{}, nil
+}
+
+func failingPool(t *testing.T, rt executorv1.FunctionRuntimeClient) *pool {
+	dir := t.TempDir()
+	if err := os.WriteFile(filepath.Join(dir, "m.py"), []byte("def f(x):\n    return x\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	h := &HandlerConfig{Name: "h", Runtime: "python", Dir: dir, Handler: "m.f", Concurrency: 1,
+		Timeout: Duration(DefaultTimeout), IdleTimeout: Duration(DefaultIdleTimeout), LeaseTimeout: Duration(DefaultLeaseTimeout)}
+	return newPool("S", h, rt, zerolog.Nop(), &sync.Once{})
+}
+
+// A registration whose initialization failed once (the worker was killed
+// while starting) is retried at the next attempt before it counts as
+// permanent, so one crash does not pause invocations until an operator
+// acts.
+func TestRegistrationFailedOnceIsRetried(t *testing.T) {
+	rt := &failingRuntime{failures: 1}
+	p := failingPool(t, rt)
+	s, err := p.lease(context.Background())
+	if err != nil {
+		t.Fatalf("lease after one failed initialization: %v", err)
+	}
+	p.release(s)
+	if len(rt.attempts) != 2 || rt.attempts[1] != rt.attempts[0]+1 {
+		t.Fatalf("registration attempts %v, want a retry at the next attempt", rt.attempts)
+	}
+}
+
+// A registration that fails again is permanent: the error says why.
+func TestRegistrationFailingTwiceIsPermanent(t *testing.T) {
+	rt := &failingRuntime{failures: 2}
+	p := failingPool(t, rt)
+	_, err := p.lease(context.Background())
+	e, ok := err.(*Error)
+	if !ok || e.Class != ClassPermanent || !strings.Contains(e.Message, "does not run: signal: killed") {
+		t.Fatalf("lease error %v, want a permanent error carrying the fatal error", err)
+	}
+	if len(rt.attempts) != 2 {
+		t.Fatalf("registration attempts %v, want exactly one retry", rt.attempts)
+	}
+}
