@@ -258,7 +258,8 @@ func (m *Machine) Fail(e *Error) {
 	if e.Pause {
 		if m.rules.errorBehavior {
 			msg.Behavior = servicev1.ErrorBehavior_ERROR_BEHAVIOR_PAUSE
-		} else if delay < PauseFallbackDelay {
+		} else if delay <= 0 {
+			// The caller named no delay: wait long rather than hot-loop.
 			delay = PauseFallbackDelay
 		}
 	}

@@ -449,6 +449,7 @@ func TestErrorMessageFieldsPerVersion(t *testing.T) {
 		{"pause v7 uses behavior PAUSE", journal.Error{Code: 500, Pause: true, RelatedIndex: -1}, 7, nil, true},
 		{"pause v6 falls back to a long delay", journal.Error{Code: 500, Pause: true, RelatedIndex: -1}, 6, ptr(uint64(journal.PauseFallbackDelay.Milliseconds())), false},
 		{"pause v5 falls back to a long delay", journal.Error{Code: 500, Pause: true, RelatedIndex: -1}, 5, ptr(uint64(journal.PauseFallbackDelay.Milliseconds())), false},
+		{"pause v6 with a delay of its own asks for that delay", journal.Error{Code: 500, Pause: true, RetryAfter: 5 * time.Minute, RelatedIndex: -1}, 6, ptr(uint64((5 * time.Minute).Milliseconds())), false},
 		{"plain v5", journal.Error{Code: 500, RelatedIndex: -1}, 5, nil, false},
 	}
 	for _, c := range cases {

@@ -12,8 +12,9 @@ const (
 )
 
 // PauseFallbackDelay is the next_retry_delay sent for a pause request on
-// versions whose ErrorMessage cannot ask the runtime to pause (v5, v6): the
-// attempt is retried only after a long while instead of hot-looping.
+// versions whose ErrorMessage cannot ask the runtime to pause (v5, v6) when
+// the request names no delay of its own: the attempt is retried only after
+// a long while instead of hot-looping.
 const PauseFallbackDelay = time.Hour
 
 // rules are the version-dependent behaviours, one row per version.

@@ -43,8 +43,8 @@ type RetryableError struct {
 	RetryAfter time.Duration
 	// Pause asks the runtime to pause the invocation until an operator
 	// resumes it. Protocol v7 says so in the ErrorMessage; v5 and v6 cannot,
-	// so the endpoint asks for a long retry delay instead
-	// (journal.PauseFallbackDelay).
+	// so the endpoint asks for a retry after RetryAfter instead, or after
+	// journal.PauseFallbackDelay when RetryAfter is not set.
 	Pause bool
 }
 
