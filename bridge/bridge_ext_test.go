@@ -311,11 +311,6 @@ func TestPermanentFailurePausesOnV7AndDelaysOnV6(t *testing.T) {
 		{"invalid registration", func(*executorv1.RegisterFunctionRequest) (*executorv1.RegisterFunctionResponse, error) {
 			return nil, runtimeError(codes.InvalidArgument, functionruntime.ReasonInvalidArgument, "handler: bad")
 		}},
-		{"initialization failed", func(in *executorv1.RegisterFunctionRequest) (*executorv1.RegisterFunctionResponse, error) {
-			return &executorv1.RegisterFunctionResponse{
-				Registration: &executorv1.FunctionRegistration{RunUid: in.RunUid, RegistrationId: "reg_x"},
-				State:        executorv1.FunctionRegistrationState_FUNCTION_REGISTRATION_STATE_FAILED}, nil
-		}},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -333,6 +328,29 @@ func TestPermanentFailurePausesOnV7AndDelaysOnV6(t *testing.T) {
 				t.Errorf("InvokeFunction was called on a registration that never became ready")
 			}
 		})
+	}
+}
+
+// A failed initialization is retried at the next attempt at once, and
+// while it keeps failing the invocation is retried (503), not paused: a
+// worker killed while starting is not a permanent fault. A broken handler
+// becomes permanent after a few rounds (TestRegistrationFailingThreeRoundsIsPermanent).
+func TestFailedInitializationIsRetriedNotPaused(t *testing.T) {
+	h := newHarness(t, "")
+	h.fake.setRegister(func(in *executorv1.RegisterFunctionRequest) (*executorv1.RegisterFunctionResponse, error) {
+		return &executorv1.RegisterFunctionResponse{
+			Registration: &executorv1.FunctionRegistration{RunUid: in.RunUid, RegistrationId: "reg_x"},
+			State:        executorv1.FunctionRegistrationState_FUNCTION_REGISTRATION_STATE_FAILED}, nil
+	})
+	e := errorOf(t, h.play(7, fresh(`{}`), nil))
+	if e.GetCode() != 503 || e.GetBehavior() == servicev1.ErrorBehavior_ERROR_BEHAVIOR_PAUSE {
+		t.Fatalf("first failed initialization: %v, want a retryable 503", e)
+	}
+	if !strings.Contains(e.GetMessage(), "SyntaxError") {
+		t.Fatalf("error %q does not carry the fatal error", e.GetMessage())
+	}
+	if got := h.fake.attempts; len(got) != 2 || got[1] != got[0]+1 {
+		t.Fatalf("registration attempts %v, want an immediate retry at the next attempt", got)
 	}
 }
 

@@ -53,6 +53,26 @@ type slot struct {
 	fatal   string
 	retryAt time.Time
 	backoff time.Duration
+	// invalid marks a registration the runtime rejected as malformed
+	// (InvalidArgument): no number of retries can fix it, so it is
+	// permanent at once.
+	invalid bool
+}
+
+// permanentAfter is how many failed initializations in a row (each already
+// retried once at once) make a registration failure permanent. Fewer may
+// be a worker killed while it started (OOM, an operator, a crash): then
+// invocations are retried normally (503) instead of paused until an
+// operator acts (v7) or retried only after an hour (v5/v6); a broken
+// handler reaches the bound within seconds of backoff.
+const permanentAfter = 3
+
+// failedClass classifies the slot's last initialization failure.
+func (s *slot) failedClass() Class {
+	if s.invalid || s.backoff >= minRegisterBackoff<<(permanentAfter-1) {
+		return ClassPermanent
+	}
+	return ClassUnavailable
 }
 
 const (
@@ -136,7 +156,7 @@ func (p *pool) ensureRegistered(ctx context.Context, s *slot) error {
 		return nil
 	}
 	if s.fatal != "" && p.now().Before(s.retryAt) {
-		return &Error{Class: ClassPermanent, Message: fmt.Sprintf("registration %s failed: %s (next retry in %s)", s.runUID, s.fatal, s.retryAt.Sub(p.now()).Round(time.Second))}
+		return &Error{Class: s.failedClass(), Message: fmt.Sprintf("registration %s failed: %s (next retry in %s)", s.runUID, s.fatal, s.retryAt.Sub(p.now()).Round(time.Second))}
 	}
 	digest, err := registrationDigest(p.h)
 	if err != nil {
@@ -183,7 +203,7 @@ func (p *pool) ensureRegistered(ctx context.Context, s *slot) error {
 		}
 		switch st {
 		case executorv1.FunctionRegistrationState_FUNCTION_REGISTRATION_STATE_READY:
-			s.regID, s.fatal, s.backoff = regID, "", 0
+			s.regID, s.fatal, s.backoff, s.invalid = regID, "", 0, false
 			p.log.Debug().Str("run_uid", s.runUID).Int32("attempt", s.attempt).Msg("registration ready")
 			return nil
 		case executorv1.FunctionRegistrationState_FUNCTION_REGISTRATION_STATE_FAILED:
@@ -206,7 +226,7 @@ func (p *pool) ensureRegistered(ctx context.Context, s *slot) error {
 				continue
 			}
 			p.markFailed(s, fatal)
-			return &Error{Class: ClassPermanent, Message: fmt.Sprintf("registration %s failed: %s", s.runUID, fatal)}
+			return &Error{Class: s.failedClass(), Message: fmt.Sprintf("registration %s failed: %s", s.runUID, fatal)}
 		default:
 			return &Error{Class: ClassUnavailable, Message: fmt.Sprintf("registration %s is %s", s.runUID, st)}
 		}
@@ -238,6 +258,7 @@ func (p *pool) registerError(s *slot, err error) error {
 		return &Error{Class: ClassPermanent, Message: "runtime server does not implement executor.v1.FunctionRuntime", Cause: err}
 	case codes.InvalidArgument:
 		p.markFailed(s, status.Convert(err).Message())
+		s.invalid = true
 		return &Error{Class: ClassPermanent, Message: "invalid registration: " + status.Convert(err).Message(), Cause: err}
 	case codes.Canceled, codes.DeadlineExceeded:
 		return &Error{Class: ClassUnavailable, Message: "registration interrupted", Cause: err}

@@ -7,6 +7,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/rs/zerolog"
 	"google.golang.org/grpc"
@@ -73,16 +74,33 @@ func TestRegistrationFailedOnceIsRetried(t *testing.T) {
 	}
 }
 
-// A registration that fails again is permanent: the error says why.
-func TestRegistrationFailingTwiceIsPermanent(t *testing.T) {
-	rt := &failingRuntime{failures: 2}
+// A registration whose initialization keeps failing (a broken handler:
+// syntax error, missing module) becomes permanent after permanentAfter
+// rounds of backoff, and the error says why; before that, invocations are
+// retried normally (503), because a worker killed while starting is not a
+// permanent fault.
+func TestRegistrationFailingThreeRoundsIsPermanent(t *testing.T) {
+	rt := &failingRuntime{failures: 1000}
 	p := failingPool(t, rt)
-	_, err := p.lease(context.Background())
-	e, ok := err.(*Error)
-	if !ok || e.Class != ClassPermanent || !strings.Contains(e.Message, "does not run: signal: killed") {
-		t.Fatalf("lease error %v, want a permanent error carrying the fatal error", err)
+	now := time.Unix(1_000_000, 0)
+	p.now = func() time.Time { return now }
+	var classes []Class
+	for round := 0; round < permanentAfter; round++ {
+		_, err := p.lease(context.Background())
+		e, ok := err.(*Error)
+		if !ok || !strings.Contains(e.Message, "does not run: signal: killed") {
+			t.Fatalf("round %d: lease error %v, want one carrying the fatal error", round, err)
+		}
+		classes = append(classes, e.Class)
+		now = now.Add(maxRegisterBackoff)
 	}
-	if len(rt.attempts) != 2 {
-		t.Fatalf("registration attempts %v, want exactly one retry", rt.attempts)
+	want := []Class{ClassUnavailable, ClassUnavailable, ClassPermanent}
+	for i := range want {
+		if classes[i] != want[i] {
+			t.Fatalf("classes by round %v, want %v", classes, want)
+		}
+	}
+	if len(rt.attempts) != 2*permanentAfter {
+		t.Fatalf("registration attempts %v, want two per round", rt.attempts)
 	}
 }

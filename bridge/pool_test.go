@@ -146,11 +146,12 @@ func TestPoolReRegistersFailedWithBackoffAndNewAttempt(t *testing.T) {
 	if s.attempt != 2 {
 		t.Fatalf("attempt %d after failure, want 2", s.attempt)
 	}
-	// Within the backoff a lease fails fast and permanently.
+	// Within the backoff a lease fails fast, retryably: one failure does
+	// not prove the fault permanent (see TestRegistrationFailingThreeRoundsIsPermanent).
 	_, err := p.lease(context.Background())
 	var e *Error
-	if !errors.As(err, &e) || e.Class != ClassPermanent {
-		t.Fatalf("lease during backoff: %v, want a permanent error", err)
+	if !errors.As(err, &e) || e.Class != ClassUnavailable {
+		t.Fatalf("lease during backoff: %v, want a retryable (503) error", err)
 	}
 	if len(rt.registered) != 1 {
 		t.Fatalf("registered during backoff")
