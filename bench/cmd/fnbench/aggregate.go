@@ -1,0 +1,146 @@
+package main
+
+import (
+	"slices"
+	"time"
+)
+
+// ingressRow is the median over repetitions of one (peer, concurrency)
+// point through restate-server.
+type ingressRow struct {
+	RPS, P50, P99           float64 // req/s, ms, ms
+	RPSMin, RPSMax          float64 // spread over repetitions
+	ServerUS                float64 // restate-server CPU µs per request
+	SelfUS, WorkersUS       float64 // CPU µs per invocation
+	ServerCores, GenCores   float64 // CPU used, in cores
+	PeerCores, MachineCores float64
+	Errors, OK              int
+	FirstError              string
+}
+
+func (r ingressRow) totalUS() float64 { return r.SelfUS + r.WorkersUS }
+
+func aggregateIngress(pts []ingressPoint, peer string, c int) (ingressRow, bool) {
+	var rps, p50, p99, self, workers, server, serverUS, gen, peerC, mach []float64
+	var row ingressRow
+	for _, p := range pts {
+		if p.Peer != peer || p.C != c {
+			continue
+		}
+		wall := p.Load.Duration.Seconds()
+		rps = append(rps, p.Load.rps())
+		p50 = append(p50, ms(percentile(p.Load.Latencies, 50)))
+		p99 = append(p99, ms(percentile(p.Load.Latencies, 99)))
+		self = append(self, us(p.cpuPerInv(p.Self)))
+		workers = append(workers, us(p.cpuPerInv(p.Workers)))
+		server = append(server, p.Server.Seconds()/wall)
+		serverUS = append(serverUS, us(p.cpuPerInv(p.Server)))
+		gen = append(gen, p.Gen.Seconds()/wall)
+		peerC = append(peerC, (p.Self+p.Workers).Seconds()/wall)
+		mach = append(mach, p.Machine.Seconds()/wall)
+		row.Errors += p.Load.Errors
+		row.OK += p.Load.OK
+		if row.FirstError == "" {
+			row.FirstError = p.Load.FirstError
+		}
+	}
+	if len(rps) == 0 {
+		return row, false
+	}
+	row.RPS, row.P50, row.P99 = median(rps), median(p50), median(p99)
+	row.RPSMin, row.RPSMax = slices.Min(rps), slices.Max(rps)
+	row.ServerUS = median(serverUS)
+	row.SelfUS, row.WorkersUS = median(self), median(workers)
+	row.ServerCores, row.GenCores, row.PeerCores, row.MachineCores = median(server), median(gen), median(peerC), median(mach)
+	return row, true
+}
+
+// directRow is the median over repetitions of one Drive point.
+type directRow struct {
+	IPS, P50, P99          float64
+	IPSMin, IPSMax         float64 // spread over repetitions
+	SelfUS, WorkersUS      float64
+	GenCores, MachineCores float64
+	N                      int
+}
+
+func (r directRow) totalUS() float64 { return r.SelfUS + r.WorkersUS }
+
+func aggregateDirect(pts []directPoint, peer string, c int) (directRow, bool) {
+	var ips, p50, p99, self, workers, gen, mach []float64
+	var row directRow
+	for _, p := range pts {
+		if p.Peer != peer || p.C != c {
+			continue
+		}
+		n := float64(p.Stats.Invocations)
+		wall := p.Stats.Duration.Seconds()
+		ips = append(ips, n/wall)
+		p50 = append(p50, ms(p.Stats.P50))
+		p99 = append(p99, ms(p.Stats.P99))
+		self = append(self, us(p.Self)/n)
+		workers = append(workers, us(p.Workers)/n)
+		gen = append(gen, p.Gen.Seconds()/wall)
+		mach = append(mach, p.Machine.Seconds()/wall)
+		row.N += p.Stats.Invocations
+	}
+	if len(ips) == 0 {
+		return row, false
+	}
+	row.IPS, row.P50, row.P99 = median(ips), median(p50), median(p99)
+	row.IPSMin, row.IPSMax = slices.Min(ips), slices.Max(ips)
+	row.SelfUS, row.WorkersUS = median(self), median(workers)
+	row.GenCores, row.MachineCores = median(gen), median(mach)
+	return row, true
+}
+
+// adapterRow is the median over repetitions of one runtime's latencies, ms.
+type adapterRow struct {
+	WarmP50, WarmP99, FreshP50, FreshP99, ColdP50, ColdP99 float64
+}
+
+func aggregateAdapter(pts []adapterPoint, runtime string) (adapterRow, bool) {
+	var v [6][]float64
+	for _, p := range pts {
+		if p.Runtime != runtime {
+			continue
+		}
+		for i, d := range []time.Duration{
+			percentile(p.Warm, 50), percentile(p.Warm, 99),
+			percentile(p.Fresh, 50), percentile(p.Fresh, 99),
+			percentile(p.AdapterCold, 50), percentile(p.AdapterCold, 99),
+		} {
+			v[i] = append(v[i], ms(d))
+		}
+	}
+	if len(v[0]) == 0 {
+		return adapterRow{}, false
+	}
+	return adapterRow{median(v[0]), median(v[1]), median(v[2]), median(v[3]), median(v[4]), median(v[5])}, true
+}
+
+// memoryRow summarises the in-flight measurements.
+type memoryRow struct {
+	IdleKB, PeakKB float64
+	MinInFlight    int
+	Errors         int
+}
+
+func aggregateMemory(ms []inFlightRSS) memoryRow {
+	var peak []float64
+	row := memoryRow{MinInFlight: -1}
+	if len(ms) > 0 {
+		// Only the first repetition starts from a bridge that never had
+		// 32 in flight; later ones start from the previous peak.
+		row.IdleKB = float64(ms[0].IdleKB)
+	}
+	for _, m := range ms {
+		peak = append(peak, float64(m.PeakKB))
+		if row.MinInFlight < 0 || m.MaxInFlight < row.MinInFlight {
+			row.MinInFlight = m.MaxInFlight
+		}
+		row.Errors += m.Errors
+	}
+	row.PeakKB = median(peak)
+	return row
+}

@@ -1,0 +1,231 @@
+package main
+
+import (
+	"os"
+	"path/filepath"
+	"slices"
+	"testing"
+	"time"
+)
+
+func TestPercentileIsNearestRank(t *testing.T) {
+	var d []time.Duration
+	for i := 1; i <= 100; i++ {
+		d = append(d, time.Duration(i)*time.Millisecond)
+	}
+	for _, tc := range []struct {
+		p    float64
+		want time.Duration
+	}{{50, 50 * time.Millisecond}, {99, 99 * time.Millisecond}, {100, 100 * time.Millisecond}, {1, time.Millisecond}, {0.5, time.Millisecond}} {
+		if got := percentile(d, tc.p); got != tc.want {
+			t.Errorf("percentile(1..100 ms, %v) = %v, want %v", tc.p, got, tc.want)
+		}
+	}
+	three := []time.Duration{10, 20, 30}
+	if got := percentile(three, 50); got != 20 {
+		t.Errorf("p50 of 3 values = %v, want the middle one", got)
+	}
+	if got := percentile(three, 99); got != 30 {
+		t.Errorf("p99 of 3 values = %v, want the largest", got)
+	}
+	if got := percentile(nil, 50); got != 0 {
+		t.Errorf("percentile of nothing = %v, want 0", got)
+	}
+}
+
+func TestMedianOfRepetitions(t *testing.T) {
+	vals := []float64{5, 1, 3}
+	if got := median(vals); got != 3 {
+		t.Errorf("median(5,1,3) = %v, want 3", got)
+	}
+	if !slices.Equal(vals, []float64{5, 1, 3}) {
+		t.Error("median reordered its argument")
+	}
+	if got := median([]float64{4, 1, 3, 2}); got != 2.5 {
+		t.Errorf("median(4,1,3,2) = %v, want 2.5", got)
+	}
+	if got := median(nil); got != 0 {
+		t.Errorf("median() = %v, want 0", got)
+	}
+}
+
+func TestParseStatCountsFieldsAfterTheLastParenthesis(t *testing.T) {
+	// A comm with spaces and parentheses, as a process may choose.
+	line := "4242 (we (ird) name) S 17 4242 4242 0 -1 4194560 100 0 0 0 250 75 12 3 20 0 9 0 123456 1000 200"
+	st, err := parseStat(line)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := procStat{PID: 4242, PPID: 17, PGID: 4242, Utime: 2500 * time.Millisecond, Stime: 750 * time.Millisecond,
+		Cutime: 120 * time.Millisecond, Cstime: 30 * time.Millisecond, StartTime: 123456}
+	if st != want {
+		t.Errorf("parseStat = %+v, want %+v", st, want)
+	}
+	for _, bad := range []string{"", "12 no-parens S 1", "12 (x) S 1 2 3", "x (y) S 1 1 1 0 -1 0 0 0 0 0 a 0 0 0 20 0 1 0 5"} {
+		if _, err := parseStat(bad); err == nil {
+			t.Errorf("parseStat(%q) succeeded, want an error", bad)
+		}
+	}
+}
+
+func TestReadStatOfThisProcess(t *testing.T) {
+	st, err := readStat(os.Getpid())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st.PID != os.Getpid() || st.PPID != os.Getppid() {
+		t.Errorf("readStat(self) = pid %d ppid %d, want %d %d", st.PID, st.PPID, os.Getpid(), os.Getppid())
+	}
+}
+
+func TestParseStatusKB(t *testing.T) {
+	status := "Name:\tbridge\nVmPeak:\t  812345 kB\nVmHWM:\t   30000 kB\nVmRSS:\t   21234 kB\nThreads:\t9\n"
+	if got, err := parseStatusKB(status, "VmRSS"); err != nil || got != 21234 {
+		t.Errorf("VmRSS = %d, %v; want 21234", got, err)
+	}
+	if got, err := parseStatusKB(status, "VmHWM"); err != nil || got != 30000 {
+		t.Errorf("VmHWM = %d, %v; want 30000", got, err)
+	}
+	if _, err := parseStatusKB(status, "VmSwap"); err == nil {
+		t.Error("a missing line parsed")
+	}
+	if _, err := parseStatusKB(status, "Threads"); err == nil {
+		t.Error("a line without kB parsed as KiB")
+	}
+}
+
+func TestDescendantsFollowsTheParentChain(t *testing.T) {
+	// 1 ← 10 (bridge) ← 11, 12 (workers) ← 13 (a worker's subshell); 20 is
+	// unrelated, 21 its child.
+	parent := map[int]int{10: 1, 11: 10, 12: 10, 13: 12, 20: 1, 21: 20}
+	got := descendants(parent, 10)
+	slices.Sort(got)
+	if !slices.Equal(got, []int{11, 12, 13}) {
+		t.Errorf("descendants(10) = %v, want [11 12 13]", got)
+	}
+	if got := descendants(parent, 13); len(got) != 0 {
+		t.Errorf("descendants of a leaf = %v", got)
+	}
+}
+
+func TestCPUDeltaCountsNewAndContinuingDescendants(t *testing.T) {
+	before := cpuSample{self: time.Second, desc: map[procKey]time.Duration{{11, 5}: 100 * time.Millisecond, {12, 5}: 50 * time.Millisecond}}
+	after := cpuSample{self: 3 * time.Second, desc: map[procKey]time.Duration{
+		{11, 5}: 300 * time.Millisecond, // continued: +200 ms
+		{12, 9}: 40 * time.Millisecond,  // pid 12 reused by a new process: all of it
+	}}
+	self, desc := cpuDelta(before, after)
+	if self != 2*time.Second || desc != 240*time.Millisecond {
+		t.Errorf("cpuDelta = %v, %v; want 2s, 240ms", self, desc)
+	}
+}
+
+func TestParseMachineCPU(t *testing.T) {
+	stat := "cpu  100 5 50 1000 20 1 2 3 7 0\ncpu0 50 2 25 500 10 0 1 1 0 0\n"
+	m, err := parseMachineCPU(stat)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// busy = user+nice+system+irq+softirq+steal; guest is already in user.
+	if m.Busy != 161*clockTick || m.Total != 1181*clockTick {
+		t.Errorf("parseMachineCPU = %+v, want busy 1.61s total 11.81s", m)
+	}
+	if _, err := parseMachineCPU("intr 1 2 3\n"); err == nil {
+		t.Error("a /proc/stat without the cpu line parsed")
+	}
+}
+
+func TestSameJSONIgnoresWhitespaceOnly(t *testing.T) {
+	if !sameJSON([]byte(`{"n": 1}`+"\n"), []byte(`{"n":1}`)) {
+		t.Error("whitespace made equal documents differ")
+	}
+	if sameJSON([]byte(`{"n":2}`), []byte(`{"n":1}`)) || sameJSON([]byte(`nope`), []byte(`nope`)) {
+		t.Error("different or invalid documents compared equal")
+	}
+}
+
+func TestRotateStartsEachRepetitionElsewhere(t *testing.T) {
+	ps := []*peer{{Key: "N"}, {Key: "F"}, {Key: "P"}}
+	keys := func(ps []*peer) (s string) {
+		for _, p := range ps {
+			s += p.Key
+		}
+		return s
+	}
+	if got := keys(rotate(ps, 1)); got != "FPN" {
+		t.Errorf("rotate rep 1 = %s", got)
+	}
+	if got := keys(rotate(ps, 3)); got != "NFP" {
+		t.Errorf("rotate rep 3 = %s", got)
+	}
+	if keys(ps) != "NFP" {
+		t.Error("rotate changed its argument")
+	}
+}
+
+// TestChildIsFoundAndStopped starts a real process: it must show up as
+// this process's descendant with its CPU sampled, and stop must leave
+// nothing behind.
+func TestChildIsFoundAndStopped(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts a process")
+	}
+	c, err := startChild("sleeper", filepath.Join(t.TempDir(), "log"), nil, "sleep", "30")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.stop(time.Second)
+	s, err := sampleCPU(os.Getpid())
+	if err != nil {
+		t.Fatal(err)
+	}
+	st, err := readStat(c.pid())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := s.desc[procKey{uint64(c.pid()), st.StartTime}]; !ok {
+		t.Errorf("child %d not among this process's descendants %v", c.pid(), s.desc)
+	}
+	if st.PGID != c.pid() {
+		t.Errorf("child's process group = %d, want its own (%d)", st.PGID, c.pid())
+	}
+	if err := c.stop(5 * time.Second); err != nil {
+		t.Errorf("stop: %v", err)
+	}
+	if _, err := readStat(c.pid()); err == nil {
+		t.Errorf("child %d still exists after stop", c.pid())
+	}
+}
+
+func TestAggregateIngressQuotesMediansPerPeerAndConcurrency(t *testing.T) {
+	pt := func(peer string, c, ok int, self time.Duration) ingressPoint {
+		lat := make([]time.Duration, ok)
+		for i := range lat {
+			lat[i] = time.Duration(i+1) * time.Millisecond
+		}
+		return ingressPoint{Peer: peer, C: c, Load: loadResult{OK: ok, Duration: time.Second, Latencies: lat},
+			Self: self, Server: time.Duration(ok) * time.Millisecond}
+	}
+	pts := []ingressPoint{
+		pt("N", 1, 100, 100*time.Millisecond), // 1000 µs/inv
+		pt("N", 1, 300, 900*time.Millisecond), // 3000 µs/inv
+		pt("N", 1, 200, 400*time.Millisecond), // 2000 µs/inv
+		pt("N", 8, 999, time.Second),          // another point: ignored
+	}
+	row, ok := aggregateIngress(pts, "N", 1)
+	if !ok {
+		t.Fatal("no row for N c=1")
+	}
+	if row.RPS != 200 || row.RPSMin != 100 || row.RPSMax != 300 {
+		t.Errorf("req/s = %v [%v–%v], want 200 [100–300]", row.RPS, row.RPSMin, row.RPSMax)
+	}
+	if row.SelfUS != 2000 || row.ServerUS != 1000 || row.OK != 600 {
+		t.Errorf("row = %+v, want 2000 µs/inv process, 1000 µs/req server, 600 ok", row)
+	}
+	if row.P50 != 100 { // p50 of 1..200 ms is 100 ms (the median point)
+		t.Errorf("p50 = %v ms, want 100", row.P50)
+	}
+	if _, ok := aggregateIngress(pts, "F", 1); ok {
+		t.Error("a row for a peer that was never measured")
+	}
+}

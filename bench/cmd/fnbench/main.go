@@ -1,0 +1,48 @@
+// Command fnbench is `make bench`: it measures fnbridge side by side with
+// its reference peer, the native Restate Go SDK, in one run on this
+// machine, and writes bench/RESULTS.md.
+//
+// Peers, each its own process started and stopped by fnbench:
+//
+//	N  bench/sdkgo: an sdk-go v1.2.0 echo wrapped in restate.Run
+//	F  fnbench fake-serve: the bridge with an in-process echo FunctionRuntime (the bridge alone)
+//	P  bin/bridge serve with a warm Python echo function
+//	S  bin/bridge serve with a warm Bash echo function
+//	M  bin/bridge serve with a Bash handler that sleeps (memory with 32 in flight)
+//
+// Measurements: through a real restate-server (own HTTP/1.1 keep-alive load
+// generator on the ingress), directly against each endpoint with
+// restatetest.Drive (no restate-server), warm against cold Python and Bash
+// invocations through the adapters, and resident memory. CPU and memory
+// come from /proc.
+//
+// Usage:
+//
+//	fnbench run --bridge bin/bridge --sdkgo PATH --restate-server PATH --out bench/RESULTS.md
+//	fnbench fake-serve --config F.yaml --listen 127.0.0.1:PORT   (started by run)
+package main
+
+import (
+	"fmt"
+	"os"
+)
+
+func main() {
+	if len(os.Args) < 2 {
+		fmt.Fprintln(os.Stderr, "usage: fnbench run [flags] | fnbench fake-serve [flags]")
+		os.Exit(2)
+	}
+	var err error
+	switch os.Args[1] {
+	case "run":
+		err = run(os.Args[2:])
+	case "fake-serve":
+		err = fakeServe(os.Args[2:])
+	default:
+		err = fmt.Errorf("unknown command %q (run | fake-serve)", os.Args[1])
+	}
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "fnbench:", err)
+		os.Exit(1)
+	}
+}

@@ -1,0 +1,256 @@
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"syscall"
+	"time"
+)
+
+// config is the run's settings (flags of `fnbench run`).
+type config struct {
+	bridgeBin, sdkgoBin, restateBin string
+	out, notes, workDir, profileDir string
+	reps                            int
+	pointDur, driveDur              time.Duration
+	concurrency                     []int
+	driveConcurrency                []int
+	workers                         int
+	adapter                         adapterCounts
+	keep                            bool
+}
+
+// results is everything one run measured, for the report.
+type results struct {
+	cfg              config
+	machine          machineInfo
+	started, ended   time.Time
+	loadBefore       string
+	loadAfter        string
+	ingress          []ingressPoint
+	direct           []directPoint
+	adapters         []adapterPoint
+	inFlight         []inFlightRSS
+	idleRSS, peakRSS map[string]int64 // peer's own process, KiB
+	workerMem        map[string][]workerMem
+	peers            []*peer
+	// failures are points that could not be measured; the run goes on
+	// and the report lists them.
+	failures []string
+}
+
+func run(args []string) error {
+	var cfg config
+	fs := flag.NewFlagSet("run", flag.ContinueOnError)
+	fs.StringVar(&cfg.bridgeBin, "bridge", "bin/bridge", "bridge binary (peers P, S, M)")
+	fs.StringVar(&cfg.sdkgoBin, "sdkgo", "", "bench/sdkgo binary (peer N)")
+	fs.StringVar(&cfg.restateBin, "restate-server", os.Getenv("RESTATE_SERVER_BIN"), "restate-server 1.7.12 binary")
+	fs.StringVar(&cfg.out, "out", "bench/RESULTS.md", "report to write")
+	fs.StringVar(&cfg.notes, "notes", "", "markdown file appended to the report (analysis, profiles)")
+	fs.StringVar(&cfg.workDir, "workdir", "", "scratch directory (default: a new temporary one, removed at the end)")
+	fs.StringVar(&cfg.profileDir, "profile", "", "write a CPU profile of peer F (fake-serve) into this directory")
+	fs.IntVar(&cfg.reps, "reps", 3, "repetitions of every point (the report quotes the median)")
+	fs.DurationVar(&cfg.pointDur, "point", 4*time.Second, "measured time of one point through restate-server")
+	fs.DurationVar(&cfg.driveDur, "drive", 2*time.Second, "approximate measured time of one direct (Drive) point")
+	fs.IntVar(&cfg.workers, "workers", 4, "warm registrations (concurrency = min_warm) of peers P and S")
+	fs.IntVar(&cfg.adapter.warm, "warm-samples", 500, "warm invocations per runtime and repetition")
+	fs.IntVar(&cfg.adapter.fresh, "fresh-samples", 30, "fresh-process invocations per runtime and repetition")
+	fs.IntVar(&cfg.adapter.cold, "cold-samples", 10, "adapter cold starts per runtime and repetition")
+	fs.BoolVar(&cfg.keep, "keep", false, "keep the scratch directory (logs, configurations)")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	cfg.concurrency = []int{1, 8, 32}
+	cfg.driveConcurrency = []int{1, 32}
+	for name, path := range map[string]string{"--bridge": cfg.bridgeBin, "--sdkgo": cfg.sdkgoBin, "--restate-server": cfg.restateBin} {
+		if st, err := os.Stat(path); err != nil || st.IsDir() || st.Mode().Perm()&0o111 == 0 {
+			return fmt.Errorf("%s %q: not an executable file", name, path)
+		}
+	}
+	if cfg.reps < 1 {
+		return fmt.Errorf("--reps %d: want at least 1", cfg.reps)
+	}
+	self, err := os.Executable()
+	if err != nil {
+		return err
+	}
+	if cfg.workDir == "" {
+		if cfg.workDir, err = os.MkdirTemp("", "fnbench-"); err != nil {
+			return err
+		}
+		if !cfg.keep {
+			defer os.RemoveAll(cfg.workDir)
+		}
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP)
+	defer stop()
+
+	r := &results{cfg: cfg, started: time.Now(), idleRSS: map[string]int64{}, peakRSS: map[string]int64{}, workerMem: map[string][]workerMem{}}
+	r.machine = gatherMachine(ctx, cfg)
+	r.loadBefore = loadAvg()
+	logf("machine: %d cores, %s; load average %s; scratch %s", r.machine.Cores, r.machine.CPU, r.loadBefore, cfg.workDir)
+
+	cfgs, err := writeFixtures(cfg.workDir, cfg.workers)
+	if err != nil {
+		return err
+	}
+
+	// 3. Adapters first, while nothing else of ours runs.
+	for rep := 1; rep <= cfg.reps; rep++ {
+		for _, rt := range []string{"python", "bash"} {
+			pt, err := measureAdapter(ctx, rt, functionsDir(cfg.workDir), cfg.adapter)
+			if err != nil {
+				return fmt.Errorf("adapter %s: %w", rt, err)
+			}
+			logf("adapter %-6s rep %d: warm p50 %.3f ms, fresh p50 %.2f ms, adapter cold p50 %.2f ms",
+				rt, rep, ms(percentile(pt.Warm, 50)), ms(percentile(pt.Fresh, 50)), ms(percentile(pt.AdapterCold, 50)))
+			r.adapters = append(r.adapters, pt)
+		}
+	}
+
+	// The peers.
+	fArgs := []string{"fake-serve", "--config", cfgs["F"]}
+	if cfg.profileDir != "" {
+		if err := os.MkdirAll(cfg.profileDir, 0o755); err != nil {
+			return err
+		}
+		abs, _ := filepath.Abs(filepath.Join(cfg.profileDir, "fake-serve.cpu.pprof"))
+		fArgs = append(fArgs, "--cpuprofile", abs)
+	}
+	r.peers = []*peer{
+		{Key: "N", Label: "sdk-go v1.2.0 echo in restate.Run", Service: "Echo", Handler: "echo", echo: true},
+		{Key: "F", Label: "bridge + in-process fake runtime", Service: "FakeEcho", Handler: "echo", echo: true},
+		{Key: "P", Label: "bridge serve, warm Python echo", Service: "PyEcho", Handler: "echo", echo: true},
+		{Key: "S", Label: "bridge serve, warm Bash echo", Service: "BashEcho", Handler: "echo", echo: true},
+	}
+	mem := &peer{Key: "M", Label: "bridge serve, Bash handler sleeping 4 s (32 warm)", Service: "Nap", Handler: "nap"}
+	starts := map[string][]string{
+		"N": {cfg.sdkgoBin},
+		"F": append([]string{self}, fArgs...),
+		"P": {cfg.bridgeBin, "serve", "--config", cfgs["P"]},
+		"S": {cfg.bridgeBin, "serve", "--config", cfgs["S"]},
+		"M": {cfg.bridgeBin, "serve", "--config", cfgs["M"]},
+	}
+	all := append(append([]*peer{}, r.peers...), mem)
+	for _, p := range all {
+		argv := starts[p.Key]
+		if err := startPeer(ctx, p, cfg.workDir, argv[0], argv[1:]...); err != nil {
+			return fmt.Errorf("peer %s: %w", p.Key, err)
+		}
+		defer func(p *peer) {
+			if err := p.proc.stop(10 * time.Second); err != nil {
+				logf("stop %s: %v", p.Key, err)
+			}
+		}(p)
+		logf("peer %s (%s) listening on %s, pid %d", p.Key, p.Label, p.addr, p.proc.pid())
+	}
+	for _, p := range all {
+		if kb, err := rssKB(p.proc.pid()); err == nil {
+			r.idleRSS[p.Key] = kb
+		}
+		if p.Key == "P" || p.Key == "S" || p.Key == "M" {
+			if w, err := workerMemory(p.proc.pid()); err == nil {
+				r.workerMem[p.Key] = w
+			}
+		}
+	}
+
+	// 2. Directly against each endpoint, no restate-server.
+	for rep := 1; rep <= cfg.reps; rep++ {
+		for _, c := range cfg.driveConcurrency {
+			for _, p := range rotate(r.peers, rep) {
+				pt, err := measureDirect(ctx, p, c, cfg.driveDur)
+				if ctx.Err() != nil {
+					return ctx.Err()
+				}
+				if err != nil {
+					r.fail("direct %s c=%d rep %d: %v", p.Key, c, rep, err)
+					continue
+				}
+				logf("drive   %s c=%-2d rep %d: %7.0f inv/s, p50 %.3f ms, CPU %.0f µs/inv (+%.0f workers)",
+					p.Key, c, rep, float64(pt.Stats.Invocations)/pt.Stats.Duration.Seconds(), ms(pt.Stats.P50),
+					us(pt.Self)/float64(pt.Stats.Invocations), us(pt.Workers)/float64(pt.Stats.Invocations))
+				r.direct = append(r.direct, pt)
+			}
+		}
+	}
+
+	// 1. Through restate-server.
+	rs, err := startRestateServer(ctx, cfg.restateBin, cfg.workDir)
+	if err != nil {
+		return err
+	}
+	defer func() {
+		if err := rs.proc.stop(15 * time.Second); err != nil {
+			logf("stop restate-server: %v", err)
+		}
+	}()
+	logf("restate-server ingress %s, admin %s, pid %d", rs.ingress, rs.admin, rs.proc.pid())
+	for _, p := range all {
+		if err := rs.register(ctx, p.uri()); err != nil {
+			return fmt.Errorf("register %s: %w", p.Key, err)
+		}
+	}
+	for rep := 1; rep <= cfg.reps; rep++ {
+		for _, c := range cfg.concurrency {
+			for _, p := range rotate(r.peers, rep) {
+				pt, err := measureIngress(ctx, rs, p, c, cfg.pointDur)
+				if ctx.Err() != nil {
+					return ctx.Err()
+				}
+				if err != nil {
+					r.fail("ingress %s c=%d rep %d: %v", p.Key, c, rep, err)
+					continue
+				}
+				logf("ingress %s c=%-2d rep %d: %6.0f req/s, p50 %.2f ms, p99 %.2f ms, CPU %.0f µs/inv (+%.0f workers), restate-server %.0f%%, errors %d",
+					p.Key, c, rep, pt.Load.rps(), ms(percentile(pt.Load.Latencies, 50)), ms(percentile(pt.Load.Latencies, 99)),
+					us(pt.cpuPerInv(pt.Self)), us(pt.cpuPerInv(pt.Workers)), 100*pt.Server.Seconds()/pt.Load.Duration.Seconds(), pt.Load.Errors)
+				r.ingress = append(r.ingress, pt)
+			}
+		}
+	}
+
+	// 4. Memory with 32 in flight.
+	for rep := 1; rep <= cfg.reps; rep++ {
+		m, err := measureInFlight(ctx, rs, mem, 32)
+		if err != nil {
+			return err
+		}
+		logf("memory  M rep %d: idle %d KiB, peak %d KiB with %d in flight, errors %d", rep, m.IdleKB, m.PeakKB, m.MaxInFlight, m.Errors)
+		r.inFlight = append(r.inFlight, m)
+	}
+	for _, p := range all {
+		if kb, err := statusKB(p.proc.pid(), "VmHWM"); err == nil {
+			r.peakRSS[p.Key] = kb
+		}
+	}
+	r.peers = all
+	r.ended = time.Now()
+	r.loadAfter = loadAvg()
+	if err := os.WriteFile(cfg.out, []byte(report(r)), 0o644); err != nil {
+		return err
+	}
+	logf("wrote %s (load average now %s)", cfg.out, r.loadAfter)
+	return nil
+}
+
+func (r *results) fail(format string, args ...any) {
+	msg := fmt.Sprintf(format, args...)
+	logf("FAILED %s", msg)
+	r.failures = append(r.failures, msg)
+}
+
+// rotate starts the peer order at a different peer every repetition, so no
+// peer always runs first (or right after a given other one).
+func rotate(ps []*peer, rep int) []*peer {
+	k := rep % len(ps)
+	return append(append([]*peer{}, ps[k:]...), ps[:k]...)
+}
+
+func logf(format string, args ...any) {
+	fmt.Fprintf(os.Stderr, "%s %s\n", time.Now().Format("15:04:05"), fmt.Sprintf(format, args...))
+}
