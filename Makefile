@@ -91,6 +91,10 @@ e2e: tools build ## Run only the end-to-end tests against real restate-server, p
 fuzz: ## Run every fuzz target for FUZZTIME each (default 60s)
 	scripts/fuzz.sh $${FUZZTIME:-60s}
 
+.PHONY: chaos
+chaos: tools build ## Run the full chaos test: 10,000 invocations with bridge, worker and restate-server faults
+	CHAOS_FULL=1 go test -count=1 -run TestChaos -timeout 30m -v ./e2e/
+
 .PHONY: bench
 bench: tools build ## Run the benchmarks side by side and write bench/RESULTS.md
 	@if [ -x bench/run.sh ]; then bench/run.sh; else echo "bench/run.sh not present yet"; exit 1; fi

@@ -1,0 +1,679 @@
+package e2e
+
+// Bad input, end to end through the bridge: each case asserts the exact
+// error the caller gets, and after each one a good invocation of another
+// handler (Python and Bash) still works ("bad input gets a clear error
+// naming what was wrong; nothing else is affected").
+//
+// Wire- and function-level cases drive the bridge's own HTTP handler
+// (bridge.New + restate.NewHTTPServer on a loopback listener, as `bridge
+// serve` does) with restatetest over h2c, playing restate-server's side;
+// configuration cases run `bridge serve` with bad files. Cases the package
+// tests already cover exactly are not repeated here:
+//
+//	case                                           covered by
+//	---------------------------------------------  -----------------------------------------------------------------
+//	first message not StartMessage (571)           restate: TestGoldenBidi ".../first message not Start is 571";
+//	                                               journal: TestBootstrapping
+//	messages after End                             journal: TestOutput ".../messages after the stream ended emit nothing"
+//	second StartMessage, ack for unknown id        journal: TestBootstrapping, TestRunProcessing
+//	wrong content-type, v4/v8/none (415)           restate: TestHTTPErrors
+//	unknown service or handler, bad path (404)     restate: TestHTTPErrors
+//	malformed discovery Accept (415)               restate: TestHTTPErrors; restate/discovery: TestNegotiateRejects
+//	JWT: expired, wrong audience, wrong key,       restate/identity: TestVerifyRejects (every claim and header case);
+//	unsigned, malformed                            the bridge-level 401 + keeps serving is TestBadInputIdentity here
+//	invalid identity key in the endpoint config    restate: TestIdentityKeysGuardEverythingButHealth
+//	frame length over the limit (reader level)     restate/wire: TestReaderRejectsOversizeBeforeReading;
+//	                                               restate: TestMaxMessageSizeEnforced
+//	invocation_id over 128 bytes (direct call)     functionruntime: TestInvokeInvocationID "limited to 128 bytes"
+//	digest mismatch, same attempt (AlreadyExists)  functionruntime: TestRegisterDifferentDigestSameAttemptIsAlreadyExists
+//	stale registration ID (FailedPrecondition)     functionruntime: TestRegisterHigherAttemptSupersedesAndFencesStaleID;
+//	                                               e2e: TestRuntimeServeContractExamples
+//	handler strings with '..', '/', metachars      functionruntime/python, /bash: TestValidateHandler, FuzzPythonHandler,
+//	(adapter level)                                FuzzBashHandler
+//	shell metacharacters in a Bash payload         functionruntime/bash: TestPayloadIsNeverEvaluated
+//	NUL in a Bash payload                          functionruntime/bash: TestNULPayloadRejected
+//	env names and sizes (runtime level)            functionruntime: TestRegisterValidatesBeforeAcceptingWork
+//	config fields (parse level)                    bridge: TestLoadConfigRejectsInvalidNamingFieldPath, FuzzParseConfig
+
+import (
+	"bytes"
+	"context"
+	"crypto/ed25519"
+	"crypto/rand"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync/atomic"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/golang-jwt/jwt/v5"
+	"github.com/rs/zerolog"
+
+	"github.com/fnbridge/fnbridge/bridge"
+	servicev1 "github.com/fnbridge/fnbridge/proto/restate/service/v1"
+	"github.com/fnbridge/fnbridge/restate"
+	"github.com/fnbridge/fnbridge/restate/identity"
+	"github.com/fnbridge/fnbridge/restate/restatetest"
+	"github.com/fnbridge/fnbridge/restate/wire"
+)
+
+// badFunctions are the fixture's handlers: two good ones (the "other
+// registrations") and one per kind of misbehaviour.
+var badFunctions = map[string]string{
+	"echo.py": "def echo(x):\n    return {\"echo\": x}\n",
+	"echo.sh": "respond() { printf '{\"echo\":%s}\\n' \"$1\"; }\n",
+	"hang.py": "import time\n\ndef hang(x):\n    time.sleep(3600)\n",
+	// The background child outlives the invocation; it prints its PID.
+	"fork.sh": "spawn() { sleep 300 & printf '{\"child\":%d}\\n' \"$!\"; }\n",
+	// 3 MB on stderr, in one line, then a normal result.
+	"loud.sh": "shout() { head -c 3000000 /dev/zero | tr '\\0' x >&2; echo >&2; echo '{\"ok\":true}'; }\n",
+	// 40 outputs, over the bound of 32.
+	"outs.sh": "many() { for i in $(seq 1 40); do echo \"k$i=v\" >>\"$FNBRIDGE_OUTPUTS\"; done; echo '{}'; }\n",
+	// 7 MB of stdout, over the 6 MiB output bound.
+	"big.sh": "big() { head -c 7000000 /dev/zero | tr '\\0' a; }\n",
+}
+
+const badConfig = `services:
+  - name: Bad
+    handlers:
+      - {name: pyecho, runtime: python, dir: fn, handler: echo.echo}
+      - {name: shecho, runtime: bash, dir: fn, handler: echo.respond}
+      - {name: pyhang, runtime: python, dir: fn, handler: hang.hang, timeout: 1s}
+      - {name: shfork, runtime: bash, dir: fn, handler: fork.spawn}
+      - {name: shloud, runtime: bash, dir: fn, handler: loud.shout}
+      - {name: shouts, runtime: bash, dir: fn, handler: outs.many}
+      - {name: shbig, runtime: bash, dir: fn, handler: big.big}
+      - {name: shescape, runtime: bash, dir: fn, handler: escape.f}
+`
+
+// badFixture is an in-process bridge serving badConfig over h2c.
+type badFixture struct {
+	url    string
+	client *http.Client
+	b      *bridge.Bridge
+	logs   *logSink
+	n      atomic.Int64
+}
+
+func newBadFixture(t *testing.T, identityKeys []string) *badFixture {
+	t.Helper()
+	requireChaosCommand(t, "python3")
+	requireChaosCommand(t, "bash")
+	root, err := filepath.EvalSymlinks(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	for name, body := range badFunctions {
+		chaosWriteFile(t, filepath.Join(root, "fn", name), body)
+	}
+	// escape.sh is a symlink to a file outside the working directory.
+	chaosWriteFile(t, filepath.Join(root, "outside", "evil.sh"), "f() { echo '{\"escaped\":true}'; }\n")
+	if err := os.Symlink(filepath.Join(root, "outside", "evil.sh"), filepath.Join(root, "fn", "escape.sh")); err != nil {
+		t.Fatal(err)
+	}
+	yaml := badConfig
+	if len(identityKeys) > 0 {
+		yaml = "identity_keys: [" + strings.Join(identityKeys, ", ") + "]\n" + yaml
+	}
+	cfgPath := filepath.Join(root, "bridge.yaml")
+	chaosWriteFile(t, cfgPath, yaml)
+	cfg, err := bridge.LoadConfig(cfgPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := &badFixture{logs: &logSink{}, client: restatetest.NewH2CClient()}
+	f.b, err = bridge.New(cfg, bridge.Options{Logger: zerolog.New(f.logs)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := f.b.Start(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := restate.NewHTTPServer(ln.Addr().String(), f.b.Handler())
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		_ = srv.Serve(ln)
+	}()
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		if err := srv.Shutdown(ctx); err != nil {
+			_ = srv.Close()
+		}
+		<-done
+		f.close(t)
+		f.client.CloseIdleConnections()
+		if t.Failed() {
+			t.Logf("bridge logs:\n%s", f.logs)
+		}
+	})
+	f.url = "http://" + ln.Addr().String()
+	return f
+}
+
+// close unregisters everything (Bridge.Close is idempotent).
+func (f *badFixture) close(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	if err := f.b.Close(ctx); err != nil {
+		t.Errorf("closing the bridge: %v", err)
+	}
+}
+
+func (f *badFixture) nextID() string { return fmt.Sprintf("inv_bad_%d", f.n.Add(1)) }
+
+// play runs one invocation of Bad/handler with the given start frames,
+// answering run proposals as restate-server does.
+func (f *badFixture) play(t *testing.T, v int, handler string, start []any) []restatetest.Frame {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	s := restatetest.Open(ctx, f.client, restatetest.InvokeURL(f.url, "Bad", handler), v)
+	defer s.Close()
+	got, err := s.Play(start, nil)
+	if err != nil {
+		t.Fatalf("invocation of %s: %v (frames %v)", handler, err, got)
+	}
+	return got
+}
+
+// input invokes handler with one JSON input on a fresh journal.
+func (f *badFixture) input(t *testing.T, v int, handler string, in []byte) []restatetest.Frame {
+	t.Helper()
+	return f.play(t, v, handler, []any{restatetest.Start(f.nextID(), 1), restatetest.Input(in)})
+}
+
+// raw POSTs body as a whole invocation request (it ends with the body)
+// and returns the status and the decoded response frames.
+func (f *badFixture) raw(t *testing.T, path string, v int, body []byte, header http.Header) (int, []restatetest.Frame, string) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, f.url+path, bytes.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for k, vs := range header {
+		req.Header[k] = vs
+	}
+	req.Header.Set("Content-Type", restatetest.ContentType(v))
+	resp, err := f.client.Do(req)
+	if err != nil {
+		t.Fatalf("POST %s: %v", path, err)
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatalf("POST %s: reading the answer: %v", path, err)
+	}
+	if resp.StatusCode != http.StatusOK {
+		return resp.StatusCode, nil, string(b)
+	}
+	frames, err := restatetest.Decode(b)
+	if err != nil {
+		t.Fatalf("POST %s: answer is not a frame stream: %v", path, err)
+	}
+	return resp.StatusCode, frames, ""
+}
+
+// mustServe is the "nothing else is affected" check: the good Python and
+// Bash handlers still answer.
+func (f *badFixture) mustServe(t *testing.T) {
+	t.Helper()
+	for _, h := range []string{"pyecho", "shecho"} {
+		n := f.n.Load()
+		in := []byte(fmt.Sprintf(`{"n":%d}`, n))
+		got := f.input(t, 6, h, in)
+		wantOutput(t, got, fmt.Sprintf(`{"echo":{"n":%d}}`, n))
+	}
+}
+
+// wantOutput asserts the stream ends with OutputCommand(value) and End.
+func wantOutput(t *testing.T, got []restatetest.Frame, value string) {
+	t.Helper()
+	if len(got) < 2 || got[len(got)-1].Type() != wire.EndMessageType {
+		t.Fatalf("stream %v does not end with Output, End", got)
+	}
+	out, ok := restatetest.Message[*servicev1.OutputCommandMessage](got[len(got)-2])
+	if !ok || out.GetValue() == nil {
+		t.Fatalf("stream %v: no output value before End", got)
+	}
+	if string(out.GetValue().GetContent()) != value {
+		t.Fatalf("output %s, want %s", out.GetValue().GetContent(), value)
+	}
+}
+
+// wantFailure asserts the invocation ended with a terminal failure (an
+// OutputCommand failure and End) of code whose message contains each of
+// parts.
+func wantFailure(t *testing.T, got []restatetest.Frame, code uint32, parts ...string) {
+	t.Helper()
+	if len(got) < 2 || got[len(got)-1].Type() != wire.EndMessageType {
+		t.Fatalf("stream %v does not end with Output, End", got)
+	}
+	out, ok := restatetest.Message[*servicev1.OutputCommandMessage](got[len(got)-2])
+	if !ok || out.GetFailure() == nil {
+		t.Fatalf("stream %v: no failure output before End", got)
+	}
+	if out.GetFailure().GetCode() != code {
+		t.Errorf("failure code %d (%s), want %d", out.GetFailure().GetCode(), out.GetFailure().GetMessage(), code)
+	}
+	for _, p := range parts {
+		if !strings.Contains(out.GetFailure().GetMessage(), p) {
+			t.Errorf("failure message %q does not contain %q", out.GetFailure().GetMessage(), p)
+		}
+	}
+}
+
+// errorMessage returns the ErrorMessage the attempt ended with.
+func errorMessage(t *testing.T, got []restatetest.Frame) *servicev1.ErrorMessage {
+	t.Helper()
+	if len(got) == 0 {
+		t.Fatal("no frames")
+	}
+	e, ok := restatetest.Message[*servicev1.ErrorMessage](got[len(got)-1])
+	if !ok {
+		t.Fatalf("stream %v does not end with an ErrorMessage", got)
+	}
+	return e
+}
+
+// wantError asserts the attempt ended with exactly one ErrorMessage of
+// code (after any journal entries) whose message contains each of parts.
+func wantError(t *testing.T, got []restatetest.Frame, code uint32, parts ...string) *servicev1.ErrorMessage {
+	t.Helper()
+	if len(got) == 0 {
+		t.Fatal("no frames")
+	}
+	e, ok := restatetest.Message[*servicev1.ErrorMessage](got[len(got)-1])
+	if !ok {
+		t.Fatalf("stream %v does not end with an ErrorMessage", got)
+	}
+	for _, f := range got[:len(got)-1] {
+		if restatetest.Terminal(f.Type()) || f.Type() == wire.OutputCommandType {
+			t.Fatalf("stream %v has output or a terminal frame before the ErrorMessage", got)
+		}
+	}
+	if e.GetCode() != code {
+		t.Errorf("error code %d (%s), want %d", e.GetCode(), e.GetMessage(), code)
+	}
+	for _, p := range parts {
+		if !strings.Contains(e.GetMessage(), p) {
+			t.Errorf("error message %q does not contain %q", e.GetMessage(), p)
+		}
+	}
+	return e
+}
+
+func frameBytes(msgs ...any) []byte { return restatetest.Encode(msgs...) }
+
+// TestBadInputWire sends malformed protocol streams, and misbehaving
+// functions, to the bridge's endpoint.
+func TestBadInputWire(t *testing.T) {
+	f := newBadFixture(t, nil)
+	f.mustServe(t)
+	invokePath := "/invoke/Bad/pyecho"
+
+	t.Run("truncated frame: the body ends inside the InputCommand", func(t *testing.T) {
+		full := frameBytes(restatetest.Start(f.nextID(), 1), restatetest.Input([]byte(`{"a":1}`)))
+		_, got, _ := f.raw(t, invokePath, 6, full[:len(full)-3], nil)
+		wantError(t, got, 571, "reading the request body", "unexpected EOF")
+	})
+	t.Run("truncated header: the body ends inside a frame header", func(t *testing.T) {
+		full := frameBytes(restatetest.Start(f.nextID(), 1))
+		_, got, _ := f.raw(t, invokePath, 6, append(full, 0x04, 0x00, 0x00), nil)
+		wantError(t, got, 571, "unexpected EOF")
+	})
+	t.Run("frame length beyond the 32 MiB maximum is refused before reading it", func(t *testing.T) {
+		hdr := make([]byte, wire.HeaderSize)
+		wire.PutHeader(hdr, wire.Header{Type: wire.InputCommandType, Length: 0xFFFFFFF0})
+		body := append(frameBytes(restatetest.Start(f.nextID(), 1)), hdr...)
+		_, got, _ := f.raw(t, invokePath, 6, body, nil)
+		wantError(t, got, 571, "InputCommand frame of 4294967280 bytes exceeds the limit of 33554432 bytes")
+	})
+	t.Run("unknown message type", func(t *testing.T) {
+		hdr := make([]byte, wire.HeaderSize)
+		wire.PutHeader(hdr, wire.Header{Type: 0x0777, Length: 0})
+		body := append(frameBytes(restatetest.Start(f.nextID(), 2), restatetest.Input(nil)), hdr...)
+		_, got, _ := f.raw(t, invokePath, 6, body, nil)
+		wantError(t, got, 571, "unknown message type 0x0777")
+	})
+	t.Run("StartMessage whose payload is not protobuf", func(t *testing.T) {
+		hdr := make([]byte, wire.HeaderSize)
+		wire.PutHeader(hdr, wire.Header{Type: wire.StartMessageType, Length: 4})
+		_, got, _ := f.raw(t, invokePath, 6, append(hdr, 0xFF, 0xFF, 0xFF, 0xFF), nil)
+		wantError(t, got, 571, "StartMessage")
+	})
+	t.Run("known_entries announces entries that never come", func(t *testing.T) {
+		body := frameBytes(restatetest.Start(f.nextID(), 3), restatetest.Input([]byte(`{}`)))
+		_, got, _ := f.raw(t, invokePath, 6, body, nil)
+		wantError(t, got, 571)
+	})
+	t.Run("replayed run value that is not an fnbridge record", func(t *testing.T) {
+		// The journal holds something this bridge did not write: refusing it
+		// beats returning a wrong result.
+		got := f.play(t, 6, "pyecho", []any{restatetest.Start(f.nextID(), 3), restatetest.Input([]byte(`{}`)),
+			restatetest.Run(1, "invoke"), restatetest.RunValue(1, []byte("not json"))})
+		wantFailure(t, got, 500, "journaled run value is not an fnbridge record")
+	})
+	t.Run("replayed journal of another handler shape (journal mismatch 570)", func(t *testing.T) {
+		got := f.play(t, 6, "pyecho", []any{restatetest.Start(f.nextID(), 3), restatetest.Input([]byte(`{}`)),
+			restatetest.Run(1, "something-else"), restatetest.RunValue(1, []byte(`{}`))})
+		wantError(t, got, 570, "something-else")
+	})
+	t.Run("GET on an invoke path is 405", func(t *testing.T) {
+		req, _ := http.NewRequest(http.MethodGet, f.url+invokePath, nil)
+		resp, err := f.client.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusMethodNotAllowed || !strings.Contains(string(b), "invoke needs POST, got GET") {
+			t.Fatalf("HTTP %d %q, want 405 naming the method", resp.StatusCode, b)
+		}
+	})
+	// The runtime refuses an invocation_id over 128 bytes (covered by
+	// functionruntime's TestInvokeInvocationID); the id Restate sends is not
+	// the caller's input, so the bridge sends a digest instead of failing.
+	t.Run("invocation id over the runtime's 128-byte bound still runs", func(t *testing.T) {
+		got := f.play(t, 6, "pyecho", []any{restatetest.Start("inv_"+strings.Repeat("x", 200), 1), restatetest.Input([]byte(`{}`))})
+		wantOutput(t, got, `{"echo":{}}`)
+	})
+	f.mustServe(t)
+}
+
+// TestBadInputFunctions: inputs and handlers the functions cannot cope
+// with, each ending with the documented error class (README, "What Restate
+// sees"), and the other registrations unaffected.
+func TestBadInputFunctions(t *testing.T) {
+	f := newBadFixture(t, nil)
+	f.mustServe(t)
+
+	cases := []struct {
+		name  string
+		check func(t *testing.T)
+	}{
+		{"invalid JSON input to a Python handler is a terminal failure", func(t *testing.T) {
+			got := f.input(t, 6, "pyecho", []byte(`{"unclosed":`))
+			wantFailure(t, got, 500, "InvalidInput")
+		}},
+		{"input over the runtime's 6 MiB bound is a terminal 400", func(t *testing.T) {
+			big := []byte(`"` + strings.Repeat("a", 6<<20) + `"`)
+			got := f.input(t, 6, "shecho", big)
+			wantFailure(t, got, 400, "invalid invocation", "input")
+		}},
+		// An invalid result is terminal (functionruntime's error table:
+		// "invalid result: Unknown, OUTPUTS_INVALID, terminal").
+		{"outputs over their bound (40 keys, at most 32) are a terminal failure", func(t *testing.T) {
+			got := f.input(t, 6, "shouts", []byte(`{}`))
+			wantFailure(t, got, 500, "the handler returned, but its result is invalid: 40 outputs, at most 32 allowed")
+		}},
+		{"stdout over the 6 MiB output bound is a terminal failure", func(t *testing.T) {
+			got := f.input(t, 6, "shbig", []byte(`{}`))
+			wantFailure(t, got, 500, "the handler returned, but its result is invalid: output is 7000000 bytes, at most 6291456 allowed")
+		}},
+		{"a handler printing 3 MB to stderr in one line still returns its result", func(t *testing.T) {
+			got := f.input(t, 6, "shloud", []byte(`{}`))
+			wantOutput(t, got, `{"ok":true}`)
+		}},
+		{"a handler that never returns times out (504); the next invocation gets a fresh worker", func(t *testing.T) {
+			start := time.Now()
+			got := f.input(t, 6, "pyhang", []byte(`{}`))
+			wantError(t, got, 504, "timed out after 1s")
+			if d := time.Since(start); d > 15*time.Second {
+				t.Errorf("the timeout took %s to be reported (handler timeout 1s)", d)
+			}
+			// Again: the killed worker is replaced, and the bound holds again.
+			got = f.input(t, 6, "pyhang", []byte(`{}`))
+			wantError(t, got, 504, "timed out after 1s")
+		}},
+		{"a Bash file that is a symlink out of the working directory never runs; after a few rounds the invocation pauses (v7)", func(t *testing.T) {
+			// One failed initialization is not proof of a permanent fault
+			// (a worker killed while starting looks the same), so the first
+			// rounds answer 503 and Restate retries; a fault that persists
+			// for bridge's permanentAfter rounds of backoff pauses.
+			deadline := time.Now().Add(20 * time.Second)
+			var codes []uint32
+			for {
+				got := f.input(t, 7, "shescape", []byte(`{}`))
+				e := errorMessage(t, got)
+				if !strings.Contains(e.GetMessage(), "outside the working directory") {
+					t.Fatalf("error %q does not say the file is outside the working directory", e.GetMessage())
+				}
+				codes = append(codes, e.GetCode())
+				if e.GetBehavior() == servicev1.ErrorBehavior_ERROR_BEHAVIOR_PAUSE {
+					break
+				}
+				if e.GetCode() != 503 {
+					t.Fatalf("before pausing: code %d, want a retryable 503", e.GetCode())
+				}
+				if time.Now().After(deadline) {
+					t.Fatalf("never paused; codes %v", codes)
+				}
+				time.Sleep(250 * time.Millisecond) // Restate's own retry cadence, roughly
+			}
+			if len(codes) < 2 || codes[0] != 503 {
+				t.Errorf("codes %v: want retryable 503s before the pause", codes)
+			}
+		}},
+		{"the same on v6, which cannot pause: a long retry delay instead of a hot loop", func(t *testing.T) {
+			// The registration is already known broken (previous case).
+			got := f.input(t, 6, "shescape", []byte(`{}`))
+			e := wantError(t, got, 500, "outside the working directory")
+			// v5/v6 cannot pause: the bridge asks for a retry after
+			// bridge.PermanentRetryDelay instead of at once.
+			if e.GetNextRetryDelay() < uint64(bridge.PermanentRetryDelay.Milliseconds()) {
+				t.Errorf("next_retry_delay %d ms, want at least %d", e.GetNextRetryDelay(), bridge.PermanentRetryDelay.Milliseconds())
+			}
+		}},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			c.check(t)
+			f.mustServe(t)
+		})
+	}
+}
+
+// TestBadInputBackgroundChild: a handler that forks a background child and
+// exits returns promptly, and the child is killed when the registration
+// goes away ("children the function leaves running in the background do
+// not delay the invocation; they live in the worker's process group and
+// are killed with it").
+func TestBadInputBackgroundChild(t *testing.T) {
+	f := newBadFixture(t, nil)
+	start := time.Now()
+	got := f.input(t, 6, "shfork", []byte(`{}`))
+	if d := time.Since(start); d > 10*time.Second {
+		t.Fatalf("the invocation took %s: the background child (sleep 300) held it up", d)
+	}
+	out, ok := restatetest.Message[*servicev1.OutputCommandMessage](got[len(got)-2])
+	if !ok {
+		t.Fatalf("frames %v", got)
+	}
+	var child int
+	if _, err := fmt.Sscanf(string(out.GetValue().GetContent()), `{"child":%d}`, &child); err != nil || child <= 0 {
+		t.Fatalf("output %q does not name the child", out.GetValue().GetContent())
+	}
+	if st, ok := readProcStat(child); !ok || st.state == 'Z' {
+		t.Fatalf("the background child %d is not running after the invocation returned", child)
+	}
+	f.mustServe(t)
+	// The registration goes away: the bridge unregisters everything.
+	f.close(t)
+	deadline := time.Now().Add(15 * time.Second)
+	for {
+		st, ok := readProcStat(child)
+		if !ok || st.state == 'Z' {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("background child %d still alive 15s after its registration was unregistered: %+v", child, st)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// TestBadInputIdentity: with identity keys configured, requests restate-
+// server did not sign with one of them get 401 naming the reason, and a
+// correctly signed invocation still works after each.
+func TestBadInputIdentity(t *testing.T) {
+	pub, priv, _ := ed25519.GenerateKey(rand.Reader)
+	_, otherPriv, _ := ed25519.GenerateKey(rand.Reader)
+	kid := identity.EncodeKey(pub)
+	f := newBadFixture(t, []string{kid})
+	path := "/invoke/Bad/pyecho"
+	token := func(key ed25519.PrivateKey, aud string, nbf, exp time.Duration) string {
+		now := time.Now()
+		tok := jwt.NewWithClaims(jwt.SigningMethodEdDSA, jwt.MapClaims{"aud": aud, "iat": now.Unix(), "nbf": now.Add(nbf).Unix(), "exp": now.Add(exp).Unix()})
+		tok.Header["kid"] = kid
+		s, err := tok.SignedString(key)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return s
+	}
+	signed := func(tok string) http.Header {
+		h := http.Header{}
+		h.Set("x-restate-signature-scheme", "v1")
+		h.Set("x-restate-jwt-v1", tok)
+		return h
+	}
+	good := func(t *testing.T) {
+		t.Helper()
+		id := f.nextID()
+		_, got, body := f.raw(t, path, 6, frameBytes(restatetest.Start(id, 1), restatetest.Input([]byte(`{"ok":1}`))), signed(token(priv, path, -time.Minute, time.Minute)))
+		if got == nil {
+			t.Fatalf("signed invocation refused: %s", body)
+		}
+		// REQUEST_RESPONSE-like use of a BIDI endpoint: the body ended, so
+		// the run proposal is the last frame; the invocation was accepted.
+		if _, ok := restatetest.Message[*servicev1.ProposeRunCompletionMessage](got[len(got)-1]); !ok {
+			if _, ok := restatetest.Message[*servicev1.SuspensionMessage](got[len(got)-1]); !ok {
+				t.Fatalf("signed invocation answered %v", got)
+			}
+		}
+	}
+	good(t)
+	for _, c := range []struct {
+		name   string
+		header http.Header
+		want   string
+	}{
+		{"unsigned", http.Header{}, "request is unsigned"},
+		{"expired", signed(token(priv, path, -time.Hour, -time.Minute)), "expired"},
+		{"wrong audience", signed(token(priv, "/invoke/Bad/shecho", -time.Minute, time.Minute)), "/invoke/Bad/pyecho"},
+		{"signed with another key", signed(token(otherPriv, path, -time.Minute, time.Minute)), kid},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			status, _, body := f.raw(t, path, 6, frameBytes(restatetest.Start(f.nextID(), 1), restatetest.Input(nil)), c.header)
+			if status != http.StatusUnauthorized || !strings.HasPrefix(body, "unauthorized: ") || !strings.Contains(body, c.want) {
+				t.Fatalf("HTTP %d %q, want 401 naming %q", status, body, c.want)
+			}
+			good(t)
+		})
+	}
+}
+
+// TestBadInputConfig runs `bridge serve` with bad configuration files: each
+// exits 1 before listening, naming the field and what is allowed ("Unknown
+// fields and invalid values fail at start with the field path and what is
+// allowed, before anything starts").
+func TestBadInputConfig(t *testing.T) {
+	bin := rtBridgeBinary(t)
+	root, err := filepath.EvalSymlinks(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	chaosWriteFile(t, filepath.Join(root, "fn", "h.py"), "def f(x):\n    return x\n")
+	chaosWriteFile(t, filepath.Join(root, "fn", "h.sh"), "f() { echo '{}'; }\n")
+	handler := func(runtime, h, extra string) string {
+		return fmt.Sprintf("services:\n  - name: S\n    handlers:\n      - {name: h, runtime: %s, dir: fn, handler: %q%s}\n", runtime, h, extra)
+	}
+	for _, c := range []struct {
+		name, yaml string
+		want       []string
+	}{
+		{"python handler climbing out with ..", handler("python", "../evil.f", ""),
+			[]string{"services[0].handlers[0].handler", `"../evil.f" is not module.function`}},
+		{"python handler as an absolute path", handler("python", "/etc/passwd.f", ""),
+			[]string{"services[0].handlers[0].handler", `"/etc/passwd.f" is not module.function`}},
+		{"bash handler climbing out with ..", handler("bash", "../h.f", ""),
+			[]string{"services[0].handlers[0].handler", `"../h.f" is not file.function (file.sh in dir; no paths, no shell characters)`}},
+		{"bash handler as an absolute path", handler("bash", "/tmp/h.f", ""),
+			[]string{"services[0].handlers[0].handler", "no paths"}},
+		{"bash handler with a command substitution", handler("bash", "$(touch pwned).f", ""),
+			[]string{"services[0].handlers[0].handler", "no shell characters"}},
+		{"bash handler with ; and a second command", handler("bash", "h.f;id", ""),
+			[]string{"services[0].handlers[0].handler", "no shell characters"}},
+		{"bash handler with a space", handler("bash", "h.f x", ""),
+			[]string{"services[0].handlers[0].handler", "no shell characters"}},
+		{"env name starting with a digit", handler("bash", "h.f", ", env: {1X: v}"),
+			[]string{"services[0].handlers[0].env.1X", "not a valid environment variable name"}},
+		{"env name with a dash", handler("bash", "h.f", ", env: {A-B: v}"),
+			[]string{"services[0].handlers[0].env.A-B", "not a valid environment variable name"}},
+		{"env name with = (would split NAME=value)", handler("python", "h.f", ", env: {\"A=B\": v}"),
+			[]string{"services[0].handlers[0].env.A=B", "not a valid environment variable name"}},
+		{"env name in the reserved FNBRIDGE_ space", handler("python", "h.f", ", env: {FNBRIDGE_OUTPUTS: /etc/passwd}"),
+			[]string{"services[0].handlers[0].env.FNBRIDGE_OUTPUTS", "reserved"}},
+		{"identity key that is not a Restate public key", "identity_keys: [secret]\n" + handler("python", "h.f", ""),
+			[]string{"identity_keys[0]", "publickeyv1_"}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			cfg := filepath.Join(root, strings.NewReplacer(" ", "_", "/", "_").Replace(c.name)+".yaml")
+			chaosWriteFile(t, cfg, c.yaml)
+			addr := rtFreeAddr(t)
+			stdout, stderr, code := badRun(t, bin, "serve", "--config", cfg, "--listen", addr)
+			if code != 1 {
+				t.Fatalf("exit %d, want 1\nstdout: %s\nstderr: %s", code, stdout, stderr)
+			}
+			for _, w := range c.want {
+				if !strings.Contains(stderr, w) {
+					t.Errorf("stderr does not name %q:\n%s", w, stderr)
+				}
+			}
+			if _, err := os.Stat(filepath.Join(root, "fn", "pwned")); err == nil {
+				t.Fatal("the handler string was executed")
+			}
+		})
+	}
+}
+
+// badRun runs a short bridge command in its own process group.
+func badRun(t *testing.T, bin string, args ...string) (string, string, int) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, bin, args...)
+	var out, errb bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &errb
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
+	cmd.Cancel = func() error { return syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) }
+	err := cmd.Run()
+	if ctx.Err() != nil {
+		t.Fatalf("bridge %v did not finish within 30s", args)
+	}
+	code := 0
+	var ee interface{ ExitCode() int }
+	if errors.As(err, &ee) {
+		code = ee.ExitCode()
+	} else if err != nil {
+		t.Fatal(err)
+	}
+	return out.String(), errb.String(), code
+}
