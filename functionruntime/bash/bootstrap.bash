@@ -18,15 +18,17 @@ __fnb_main() {
 	local -a __fnb_reapply=()
 	builtin set --
 
-	# Move the protocol pipes off fds 3 and 4, out of the handler's way, and
-	# close every other descriptor the server may have leaked to us: the
-	# worker starts with stdin, stdout, stderr and the protocol pipes only.
-	command exec {__fnb_in}<&3 {__fnb_out}>&4 3<&- 4>&-
+	# Move the protocol pipes and the lifeline off fds 3, 4 and 5, out of
+	# the handler's way, and close every other descriptor the server may
+	# have leaked to us: the worker starts with stdin, stdout, stderr, the
+	# protocol pipes and the lifeline only.
+	local __fnb_life
+	command exec {__fnb_in}<&3 {__fnb_out}>&4 {__fnb_life}<&5 3<&- 4>&- 5<&-
 	local __fnb_fd
 	for __fnb_fd in /proc/$BASHPID/fd/*; do
 		__fnb_fd=${__fnb_fd##*/}
 		case $__fnb_fd in
-		0 | 1 | 2 | "$__fnb_in" | "$__fnb_out" | *[!0-9]*) ;;
+		0 | 1 | 2 | "$__fnb_in" | "$__fnb_out" | "$__fnb_life" | *[!0-9]*) ;;
 		*)
 			# Skips the descriptor the glob itself used, closed by now. (No
 			# redirection on this loop: bash would park a copy of stderr on
@@ -36,8 +38,19 @@ __fnb_main() {
 		esac
 	done
 
+	# The guardian (see package proc): only the server holds the lifeline's
+	# write end, so reading it ends exactly when the server is gone, and
+	# then this whole process group goes, the invocation's subshell and
+	# whatever it started included. It holds nothing else open, so it never
+	# keeps a pipe alive, and it dies of the group SIGTERM like the rest.
+	(
+		command exec {__fnb_in}<&- {__fnb_out}>&- </dev/null >/dev/null 2>&1
+		builtin read -r -u "$__fnb_life" __fnb_o
+		builtin kill -KILL 0
+	) &
+
 	# Source the handler file once, without the protocol pipes.
-	builtin source "$__fnb_file" {__fnb_in}<&- {__fnb_out}>&-
+	builtin source "$__fnb_file" {__fnb_in}<&- {__fnb_out}>&- {__fnb_life}<&-
 	__fnb_status=$?
 
 	# The file may have set options (set -euo pipefail, set -x, ...) that
@@ -76,15 +89,17 @@ __fnb_main() {
 	while :; do
 		(
 			# Request: "<length>\n" then exactly <length> payload bytes.
-			# End of input or a malformed request ends the whole worker.
+			# End of input (the server is gone or done with this worker) or
+			# a malformed request ends the whole worker: its process group,
+			# not just the worker process, which may be dead already.
 			if ! IFS= builtin read -r -u "$__fnb_in" __fnb_len; then
-				builtin kill -KILL $$
+				builtin kill -KILL 0
 				builtin exit 1
 			fi
 			case $__fnb_len in
 			'' | *[!0-9]*)
 				builtin printf 'fnbridge: malformed request header\n' >&2
-				builtin kill -KILL $$
+				builtin kill -KILL 0
 				builtin exit 1
 				;;
 			esac
@@ -92,13 +107,20 @@ __fnb_main() {
 			if ((__fnb_len > 0)); then
 				# LC_ALL=C: the length counts bytes, not characters.
 				if ! LC_ALL=C IFS= builtin read -r -u "$__fnb_in" -N "$__fnb_len" __fnb_payload; then
-					builtin kill -KILL $$
+					builtin kill -KILL 0
 					builtin exit 1
 				fi
 			fi
+			# A request the server wrote just before it died must not run:
+			# the lifeline reads as ready only at its end (nothing is ever
+			# written to it), and the guardian may not have struck yet.
+			if builtin read -t 0 -u "$__fnb_life"; then
+				builtin kill -KILL 0
+				builtin exit 1
+			fi
 			# Only now touch the output files: Go reads and removes the last
 			# invocation's files before it sends this request.
-			command exec {__fnb_in}<&- {__fnb_out}>&- >"$__fnb_dir/stdout"
+			command exec {__fnb_in}<&- {__fnb_out}>&- {__fnb_life}<&- >"$__fnb_dir/stdout"
 			builtin : >"$__fnb_dir/outputs"
 			for __fnb_o in "${__fnb_reapply[@]}"; do
 				builtin set -o "$__fnb_o"

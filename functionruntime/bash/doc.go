@@ -36,7 +36,8 @@
 // variables, directory changes or traps set by one invocation do not leak
 // into the next. Children the function leaves running in the background do
 // not delay the invocation; they live in the worker's process group and
-// are killed with it.
+// are killed with it (also when the server is SIGKILLed, see below). A
+// process that leaves the group (setsid) is on its own.
 //
 // # Output
 //
@@ -86,10 +87,18 @@
 // # Environment and process
 //
 // The worker is `bash --noprofile --norc`, with the registered working
-// directory as its current directory, in its own process group, and is
-// killed if the server dies. Its environment is exactly
-// PATH=/usr/local/bin:/usr/bin:/bin, LANG=C.UTF-8, HOME=<working directory>,
-// then the registration's env (which may override those three), then
+// directory as its current directory, in its own process group. If the
+// server dies, however it dies, that whole group dies with it, not just the
+// worker: the worker gets the Linux parent-death signal, but the
+// invocation's subshell, its children and the pre-forked idle subshell do
+// not, so the worker's first act is to fork a guardian subshell that keeps
+// only the lifeline pipe (fd 5, see package proc) open and, once it ends,
+// kills the group with SIGKILL. An idle subshell that finds the request
+// pipe closed kills the group too, and one that did read a request checks
+// the lifeline before it runs the function, so a request the server wrote
+// just before dying is not started after its death. Its environment is
+// exactly PATH=/usr/local/bin:/usr/bin:/bin, LANG=C.UTF-8, HOME=<working
+// directory>, then the registration's env (which may override those three), then
 // FNBRIDGE_OUTPUTS; nothing is inherited from the server. Bash 4.1 or newer
 // is required. Options.Interpreter (default bash) is looked up in the
 // server's PATH when the adapter is created.
@@ -107,6 +116,7 @@
 // Go and the worker talk on two extra pipes, never on the handler's stdout
 // or stderr: fd 3 carries requests, fd 4 responses (the bootstrap moves both
 // to descriptors of its own and closes them in the invocation subshell).
+// fd 5, the lifeline, carries nothing: only the guardian keeps it.
 // Messages are lines, because bash cannot read binary lengths:
 //
 //	← "K <bash version>\n"          sourced, function found: ready

@@ -179,7 +179,10 @@ func (a *adapter) executable(ctx context.Context) (string, error) {
 	if a.exe != "" {
 		return a.exe, nil
 	}
-	out, err := exec.CommandContext(ctx, a.interp, "-I", "-c", "import sys; sys.stdout.write(sys.executable or '')").Output()
+	// The probe is owned like a worker (own group, parent-death signal,
+	// group killed before Probe returns): a shim that forks cannot leave
+	// anything behind, nor outlive a server that dies meanwhile.
+	out, err := proc.Probe(ctx, a.interp, "-I", "-c", "import sys; sys.stdout.write(sys.executable or '')")
 	if err != nil {
 		return "", fmt.Errorf("python interpreter %s does not run: %w", a.interp, err)
 	}

@@ -12,6 +12,7 @@ def _fnbridge_worker():
     import fcntl
     import json
     import os
+    import signal
     import struct
     import sys
     import traceback
@@ -27,11 +28,52 @@ def _fnbridge_worker():
     # Close whatever descriptors the server may have leaked to us, then move
     # the protocol pipes off fds 3 and 4 and make them close-on-exec, so
     # neither the handler's own files nor its children ever hold them.
-    os.closerange(5, os.sysconf("SC_OPEN_MAX"))
+    os.closerange(6, os.sysconf("SC_OPEN_MAX"))
     req_fd = fcntl.fcntl(3, fcntl.F_DUPFD_CLOEXEC, 64)
     resp_fd = fcntl.fcntl(4, fcntl.F_DUPFD_CLOEXEC, 64)
     os.close(3)
     os.close(4)
+
+    # The guardian (see Go package proc): fd 5 is the lifeline, whose only
+    # write end the server holds, so reading it ends exactly when the server
+    # is gone; the guardian then kills this whole process group, the
+    # handler's subprocesses included. It is a process of its own, so a
+    # handler holding the GIL cannot delay it; it keeps nothing else open
+    # and dies of the group SIGTERM like the rest. /bin/sh costs a few
+    # hundred KiB where a forked copy of this interpreter would keep its
+    # whole heap alive; the copy is only the fallback.
+    try:
+        os.posix_spawn(
+            "/bin/sh",
+            ["fnbridge-python-guardian", "-c", "read x <&5; kill -9 0"],
+            {},
+            file_actions=[
+                (os.POSIX_SPAWN_OPEN, 0, os.devnull, os.O_RDWR, 0),
+                (os.POSIX_SPAWN_DUP2, 0, 1),
+                (os.POSIX_SPAWN_DUP2, 0, 2),
+            ],
+        )
+    except (AttributeError, OSError):
+        if os.fork() == 0:
+            try:
+                signal.signal(signal.SIGINT, signal.SIG_DFL)
+                os.close(req_fd)
+                os.close(resp_fd)
+                null = os.open(os.devnull, os.O_RDWR)
+                for fd in (0, 1, 2):
+                    os.dup2(null, fd)
+                os.close(null)
+                while os.read(5, 512):
+                    pass
+                os.killpg(0, signal.SIGKILL)
+            except BaseException:
+                try:  # lands in the log unless stderr is redirected already
+                    traceback.print_exc()
+                except BaseException:
+                    pass
+            finally:
+                os._exit(1)
+    os.close(5)
     requests = open(req_fd, "rb", buffering=65536)
 
     # print() goes to the logs, never to the protocol.

@@ -77,14 +77,21 @@
 //
 // The worker runs python3 -I -u (isolated: PYTHON* variables and the user
 // site directory are ignored) with the registered working directory as its
-// current directory, in its own process group, and is killed if the server
-// dies. Its environment is exactly PATH=/usr/local/bin:/usr/bin:/bin,
-// LANG=C.UTF-8, HOME=<working directory>, then the registration's env
-// (which may override those three), then FNBRIDGE_OUTPUTS; nothing is
-// inherited from the server. The interpreter is Options.Interpreter
+// current directory, in its own process group. If the server dies, however
+// it dies, that whole group dies with it: the worker gets the Linux
+// parent-death signal, and a small guardian process the worker forks at
+// start (a copy of it that keeps only the lifeline pipe, fd 5, open; see
+// package proc) kills the group, the handler's subprocesses included, once
+// the lifeline ends. Its environment is exactly
+// PATH=/usr/local/bin:/usr/bin:/bin, LANG=C.UTF-8, HOME=<working
+// directory>, then the registration's env (which may override those
+// three), then FNBRIDGE_OUTPUTS; nothing is inherited from the server. The interpreter is Options.Interpreter
 // (default python3) looked up in the server's PATH when the adapter is
 // created; launcher shims such as pyenv's are resolved once, by asking the
-// interpreter for sys.executable, so workers start the real binary.
+// interpreter for sys.executable, so workers start the real binary. That
+// probe inherits the server's environment (shims need it) but is otherwise
+// owned like a worker: own process group, parent-death signal, group killed
+// when it returns or the start is cancelled.
 //
 // When an invocation's context ends (timeout, cancellation) the worker's
 // whole process group is sent SIGTERM, then SIGKILL after Options.Grace,
@@ -93,13 +100,16 @@
 // an invocation fails it with [functionruntime.ErrWorkerCrashed], and a
 // restart that fails (the module was broken meanwhile) with
 // [functionruntime.ErrWorkerFailed]. Background processes a handler starts
-// live in the worker's group and are killed with it.
+// live in the worker's group and are killed with it, also when the server
+// is SIGKILLed. A process that leaves the group (setsid, os.setpgid) is on
+// its own.
 //
 // # Wire protocol
 //
 // Go and the worker talk on two extra pipes, never on stdout or stderr:
 // fd 3 carries requests, fd 4 responses (the bootstrap moves both to high,
-// close-on-exec descriptors). Each message is a frame: one kind byte, a
+// close-on-exec descriptors). fd 5, the lifeline, carries nothing: only the
+// guardian keeps it. Each message is a frame: one kind byte, a
 // 4-byte big-endian payload length, the payload.
 //
 //	→ 'I' input bytes (the invocation's raw JSON input)

@@ -12,6 +12,7 @@
 //	fd 2  the same log pipe
 //	fd 3  request pipe, read end (Go writes requests)
 //	fd 4  response pipe, write end (Go reads responses)
+//	fd 5  lifeline, read end (nothing is ever written; see below)
 //
 // The handler's own stdout and stderr therefore never share a pipe with the
 // protocol: whatever a handler prints is a log line, and only the worker's
@@ -48,7 +49,27 @@
 // becomes a child subreaper, so descendants a handler leaves behind are
 // re-parented to the server and reaped when their worker's group is
 // terminated, instead of piling up as zombies under an init that may not
-// reap them. A descendant that leaves the group (setsid, setpgid) escapes
-// the group kill; and only the worker itself gets the parent-death signal,
-// so its background children outlive a server that is SIGKILLed.
+// reap them.
+//
+// The parent-death signal reaches the worker process only, not what it
+// forked (a bash invocation's subshell and its children, a python
+// handler's subprocesses). So that none of those outlives a SIGKILLed
+// server, every worker also gets a lifeline: the read end of a pipe whose
+// only write end the server holds (close-on-exec, never inherited). The
+// kernel closes it when the server dies, however it dies, and the read end
+// then reports end of file. Each bootstrap forks a small guardian into the
+// worker's group first thing, which keeps only the lifeline open, blocks
+// reading it and on end of file kills its whole process group with
+// SIGKILL. The guardian does not depend on the worker being responsive
+// (sourcing a slow file, holding the GIL, blocked in a foreground wait)
+// and races nothing: it is a separate process, and Pdeathsig stays as the
+// last resort for the worker itself should the guardian be gone. Terminate
+// closes the lifeline only after the group is gone, so it never cuts the
+// SIGTERM grace short; the guardian dies of the SIGTERM like the rest. A
+// descendant that leaves the group (setsid, setpgid) escapes both the group
+// kill and the guardian.
+//
+// [Probe] runs a one-off command (the python adapter's interpreter probe)
+// under the same rules: own group, Pdeathsig, and its group killed and
+// reaped before it returns.
 package proc

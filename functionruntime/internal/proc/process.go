@@ -58,6 +58,7 @@ type Process struct {
 	pid  int
 	req  *os.File // write end; the worker reads it as fd 3
 	resp *os.File // read end; the worker writes it as fd 4
+	life *os.File // write end of the lifeline, the worker's fd 5; never written
 	logR *os.File
 	logs *logCapture
 
@@ -102,6 +103,14 @@ func Start(cfg Config) (*Process, error) {
 		closeAll()
 		return nil, fmt.Errorf("create log pipe: %w", err)
 	}
+	// Only this process holds the lifeline's write end (close-on-exec), so
+	// the worker's end reports EOF exactly when the server is gone or
+	// Terminate is done; see the package doc.
+	lifeR, lifeW, err := pipe()
+	if err != nil {
+		closeAll()
+		return nil, fmt.Errorf("create lifeline pipe: %w", err)
+	}
 
 	env := cfg.Env
 	if env == nil {
@@ -114,7 +123,7 @@ func Start(cfg Config) (*Process, error) {
 		Env:         env,
 		Stdout:      logW,
 		Stderr:      logW,
-		ExtraFiles:  []*os.File{reqR, respW},
+		ExtraFiles:  []*os.File{reqR, respW, lifeR},
 		SysProcAttr: sysProcAttr(),
 	}
 	onSpawnThread(func() { err = cmd.Start() })
@@ -122,10 +131,12 @@ func Start(cfg Config) (*Process, error) {
 	_ = reqR.Close()
 	_ = respW.Close()
 	_ = logW.Close()
+	_ = lifeR.Close()
 	if err != nil {
 		_ = reqW.Close()
 		_ = respR.Close()
 		_ = logR.Close()
+		_ = lifeW.Close()
 		return nil, fmt.Errorf("start %s: %w", cfg.Path, err)
 	}
 
@@ -134,6 +145,7 @@ func Start(cfg Config) (*Process, error) {
 		pid:    cmd.Process.Pid,
 		req:    reqW,
 		resp:   respR,
+		life:   lifeW,
 		logR:   logR,
 		logs:   newLogCapture(logR, cfg.Logger, cfg.Marker, cfg.MaxLogLine),
 		exited: make(chan struct{}),
@@ -243,7 +255,8 @@ func (p *Process) ReapStrays() { reapStrays(p.pid, p.pid) }
 // Terminate stops the worker's whole process group: SIGTERM, up to grace
 // for the group to exit, then SIGKILL. It reaps the worker (and any group
 // member re-parented to the server), finishes log capture and closes the
-// pipes. It is idempotent and safe to call concurrently.
+// pipes, the lifeline last, once the group is gone. It is idempotent and
+// safe to call concurrently.
 func (p *Process) Terminate(grace time.Duration) {
 	p.termOnce.Do(func() {
 		if grace <= 0 {
@@ -268,6 +281,7 @@ func (p *Process) Terminate(grace time.Duration) {
 		_ = p.logR.Close()
 		_ = p.req.Close()
 		_ = p.resp.Close()
+		_ = p.life.Close()
 	})
 }
 

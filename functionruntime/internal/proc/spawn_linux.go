@@ -174,3 +174,16 @@ func hasExited(pid int) bool {
 	}
 	return *(*int32)(unsafe.Add(unsafe.Pointer(&info), siginfoPidOffset)) != 0
 }
+
+// waitExitedNoReap blocks until pid, a child of the server, has exited,
+// leaving it a zombie: its status stays for exec.Cmd.Wait, and its pid and
+// process group id stay reserved until then. It reports whether it waited.
+func waitExitedNoReap(pid int) bool {
+	for {
+		var info unix.Siginfo
+		err := unix.Waitid(unix.P_PID, pid, &info, unix.WEXITED|unix.WNOWAIT, nil)
+		if err != unix.EINTR {
+			return err == nil
+		}
+	}
+}

@@ -22,3 +22,8 @@ func signalGroup(pgid int, sig syscall.Signal) { _ = syscall.Kill(-pgid, sig) }
 func groupAlive(pgid int) bool { return !groupGone(pgid) }
 
 func hasExited(pid int) bool { return false }
+
+// waitExitedNoReap returns false at once: without waitid's WNOWAIT the
+// exit is only seen by exec.Cmd.Wait, so Probe cannot kill the group
+// between the command's exit and its reaping.
+func waitExitedNoReap(pid int) bool { return false }
