@@ -46,8 +46,10 @@
 // the clean JSON value {"ok":true}; print two newlines to keep one). The
 // output content type is application/json when the output is valid JSON,
 // text/plain; charset=utf-8 when it is other valid UTF-8 (or empty), and
-// application/octet-stream otherwise. Output over Options.MaxOutput bytes
-// fails the invocation (retryable, Type "OutputTooLarge").
+// application/octet-stream otherwise. Output over the server's bound
+// (functionruntime.Limits.MaxOutputBytes) fails the invocation terminally
+// (OUTPUTS_INVALID: the handler already ran); Options.MaxOutput is only the
+// adapter's memory guard above that (retryable, Type "OutputTooLarge").
 //
 // # Failures
 //

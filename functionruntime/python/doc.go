@@ -36,8 +36,10 @@
 //     TerminalError, or a subclass of one) fails it terminally: it must not
 //     be retried.
 //   - A return value that json cannot encode is a retryable HandlerError
-//     ("return value is not JSON-serializable: ..."), as is one larger than
-//     Options.MaxOutput.
+//     ("return value is not JSON-serializable: ..."). One larger than the
+//     server's output bound (functionruntime.Limits.MaxOutputBytes) fails
+//     terminally there (OUTPUTS_INVALID: the handler already ran);
+//     Options.MaxOutput is only the adapter's memory guard above that.
 //   - Input that is not valid JSON fails terminally with Type
 //     "InvalidInput" without calling the function; a content type other
 //     than application/json (or */*+json, or empty) fails terminally with
