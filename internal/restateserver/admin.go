@@ -10,7 +10,9 @@ import (
 	"net/http"
 	"net/url"
 	"regexp"
+	"strings"
 	"testing"
+	"time"
 )
 
 // HTTPError is a non-2xx answer of the admin API or the ingress; Body holds
@@ -94,8 +96,23 @@ func (s *Server) Query(ctx context.Context, sql string) ([]map[string]any, error
 	if err != nil {
 		return nil, err
 	}
-	body, err := s.do(ctx, http.MethodPost, s.AdminURL()+"/query", b,
-		map[string]string{"content-type": "application/json", "accept": "application/json"})
+	var body []byte
+	// Right after a (re)start, partitions move between node generations and
+	// a query can fail with errors the server itself calls benign; retry
+	// those for a bounded while instead of failing the caller.
+	deadline := time.Now().Add(transientQueryWindow)
+	for {
+		body, err = s.do(ctx, http.MethodPost, s.AdminURL()+"/query", b,
+			map[string]string{"content-type": "application/json", "accept": "application/json"})
+		if err == nil || !transientQueryError(err) || time.Now().After(deadline) {
+			break
+		}
+		select {
+		case <-ctx.Done():
+			return nil, err
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
 	if err != nil {
 		return nil, err
 	}
@@ -140,4 +157,20 @@ func (s *Server) roundTrip(ctx context.Context, method, url string, body []byte,
 		return resp.StatusCode, respBody, &HTTPError{Method: method, URL: url, Status: resp.StatusCode, Body: string(respBody)}
 	}
 	return resp.StatusCode, respBody, nil
+}
+
+// transientQueryWindow bounds Query's retries of transient cluster errors.
+const transientQueryWindow = 10 * time.Second
+
+// transientQueryError reports the query failures restate-server 1.7 gives
+// while partitions are still being placed after a start or restart.
+func transientQueryError(err error) bool {
+	var he *HTTPError
+	if !errors.As(err, &he) || he.Status < 500 {
+		return false
+	}
+	body := he.Body
+	return strings.Contains(body, "doesn't exist on this node") ||
+		strings.Contains(body, "was shut down or removed") ||
+		strings.Contains(body, "not the leader")
 }
