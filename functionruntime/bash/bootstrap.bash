@@ -86,8 +86,22 @@ __fnb_main() {
 	# Each subshell is forked *before* its request arrives and waits for it,
 	# which takes the fork off the invocation's critical path. It alone
 	# reads the request; this loop only reports how it ended.
+	# The subshell reports its own end (see below) and leaves "1" in this
+	# file when it did; the loop reads and clears it after each invocation.
+	builtin : >"$__fnb_dir/reported"
 	while :; do
 		(
+			# Touch, before the request arrives, the memory the steps after
+			# it write: each first write to a page shared with the loop
+			# costs a copy-on-write fault, and faulting here, while idle,
+			# takes most of them off the invocation's path.
+			__fnb_payload=prewarm __fnb_len=0
+			LC_ALL=C IFS= builtin read -r -t 0 -u "$__fnb_in" __fnb_o
+			command exec {__fnb_o}>/dev/null
+			command exec {__fnb_o}>&-
+			builtin : >/dev/null
+			for __fnb_o in "${__fnb_reapply[@]}" -; do :; done
+
 			# Request: "<length>\n" then exactly <length> payload bytes.
 			# End of input (the server is gone or done with this worker) or
 			# a malformed request ends the whole worker: its process group,
@@ -122,14 +136,37 @@ __fnb_main() {
 			# invocation's files before it sends this request.
 			command exec {__fnb_in}<&- {__fnb_out}>&- {__fnb_life}<&- >"$__fnb_dir/stdout"
 			builtin : >"$__fnb_dir/outputs"
+			# The subshell reports its own status as it exits, so the answer
+			# does not wait for the process teardown and the loop's wakeup.
+			# It writes through the loop's descriptors ($$ is the loop's
+			# PID), which the function cannot redirect and its background
+			# children do not inherit. A function that replaces this trap,
+			# execs or is killed leaves the report to the loop.
+			# (The group's redirection keeps xtrace off the handler's log;
+			# $? still holds the exit status inside it.)
+			builtin trap '{
+				__fnb_rc=$?
+				builtin set +xv
+				builtin printf 1 >|"$__fnb_dir/reported" &&
+					builtin printf "%s\n" "$__fnb_mark" >|"/proc/$$/fd/2" &&
+					builtin printf "R %d\n" "$__fnb_rc" >|"/proc/$$/fd/$__fnb_out"
+			} 2>/dev/null' EXIT
 			for __fnb_o in "${__fnb_reapply[@]}"; do
 				builtin set -o "$__fnb_o"
 			done
 			"$__fnb_fn" "$__fnb_payload"
 		)
 		__fnb_rc=$?
-		builtin printf '%s\n' "$__fnb_mark" >&2
-		builtin printf 'R %d\n' "$__fnb_rc"
+		# "D" always follows, so Go knows this invocation is over; the
+		# marker only when the subshell did not write one.
+		__fnb_o=
+		IFS= builtin read -r __fnb_o <"$__fnb_dir/reported"
+		if [[ $__fnb_o == 1 ]]; then
+			builtin : >"$__fnb_dir/reported"
+		else
+			builtin printf '%s\n' "$__fnb_mark" >&2
+		fi
+		builtin printf 'D %d\n' "$__fnb_rc"
 	done
 }
 

@@ -125,15 +125,22 @@
 //	← "E source <status>\n"         sourcing failed; the worker exits
 //	← "E nofunc\n"                  function not defined; the worker exits
 //	→ "<n>\n" then n payload bytes   one invocation (read with LC_ALL=C read -N)
-//	← "R <status>\n"                 invocation done
+//	← "R <status>\n"                 invocation done (from its subshell)
+//	← "D <status>\n"                 invocation's subshell reaped (from the loop)
 //
 // Each invocation's subshell is forked as soon as the previous invocation
 // ended and waits for its request itself, so the fork is off the
-// invocation's path; it reads the request, closes the protocol pipes and
-// runs the function. The function's stdout goes to a file in a per-worker
-// scratch directory, which Go reads and removes after "R" (so a background
-// child that keeps stdout open cannot hold the invocation up). Before "K", "E" and "R" the
-// worker writes a log synchronisation marker to stderr, so all the
-// invocation's log lines are logged before Invoke returns (see package
-// proc).
+// invocation's path. While it waits it also touches the memory it will
+// write, so most copy-on-write faults are paid before the request comes.
+// It reads the request, closes the protocol pipes and runs the function.
+// An EXIT trap reports the status ("R") through the loop's descriptors as
+// the subshell exits, so the answer does not wait for the process teardown;
+// the loop then reaps it and writes "D". "D" without "R" before it is the
+// status (the function replaced the trap, exec'd or was killed); a "D"
+// after an "R" is skipped. The function's stdout goes to a file in a
+// per-worker scratch directory, which Go reads and removes after the status
+// (so a background child that keeps stdout open cannot hold the invocation
+// up). Before "K", "E" and each invocation's status the worker writes one
+// log synchronisation marker to stderr, so all the invocation's log lines
+// are logged before Invoke returns (see package proc).
 package bash

@@ -54,7 +54,13 @@ lifecycle() {
 		: >sleeping
 		sleep 60
 		;;
-	crash) kill -9 $$ ;;
+	crash)
+		# The worker dies while the function still runs. (A function that
+		# returns right after may still get its status out, which is then
+		# a true report of a function that completed.)
+		kill -9 $$
+		sleep 60
+		;;
 	spawn)
 		sleep 300 &
 		printf '%s' "$!"

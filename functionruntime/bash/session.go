@@ -48,6 +48,7 @@ type session struct {
 	tmp       string
 	maxOutput int
 	buf       []byte // request buffer, reused
+	owedD     int    // "D" lines still to come for invocations already answered by "R"
 	stopOnce  sync.Once
 }
 
@@ -178,14 +179,9 @@ func (s *session) invoke(input []byte) (functionruntime.Result, error) {
 	if err != nil {
 		return functionruntime.Result{}, &proc.ProtocolError{Err: fmt.Errorf("send payload: %w", err)}
 	}
-	line, err := s.r.ReadString('\n')
+	status, err := s.readStatus()
 	if err != nil {
-		return functionruntime.Result{}, &proc.ProtocolError{Err: fmt.Errorf("read status: %w", err)}
-	}
-	rest, ok := strings.CutPrefix(strings.TrimSuffix(line, "\n"), "R ")
-	status, convErr := strconv.Atoi(rest)
-	if !ok || convErr != nil {
-		return functionruntime.Result{}, &proc.ProtocolError{Err: fmt.Errorf("unexpected status line %q", proc.Clip(line, 80))}
+		return functionruntime.Result{}, err
 	}
 	// Collect and remove the files whatever the status, so the next
 	// invocation starts clean and late writers write to unlinked files.
@@ -213,6 +209,34 @@ func (s *session) invoke(input []byte) (functionruntime.Result, error) {
 	}
 	out = bytes.TrimSuffix(out, []byte("\n"))
 	return functionruntime.Result{Output: out, ContentType: contentType(out), Outputs: outputs}, nil
+}
+
+// readStatus reads the invocation's status: "R" from its subshell, or "D"
+// from the worker loop when the subshell could not report. A "D" that
+// closes an invocation already answered by "R" is skipped; it always
+// arrives before the next invocation's lines, since the next subshell is
+// forked only after it is written.
+func (s *session) readStatus() (int, error) {
+	for {
+		line, err := s.r.ReadString('\n')
+		if err != nil {
+			return 0, &proc.ProtocolError{Err: fmt.Errorf("read status: %w", err)}
+		}
+		kind, rest, _ := strings.Cut(strings.TrimSuffix(line, "\n"), " ")
+		status, convErr := strconv.Atoi(rest)
+		if convErr != nil || (kind != "R" && kind != "D") {
+			return 0, &proc.ProtocolError{Err: fmt.Errorf("unexpected status line %q", proc.Clip(line, 80))}
+		}
+		switch {
+		case kind == "R":
+			s.owedD++
+			return status, nil
+		case s.owedD > 0:
+			s.owedD--
+		default:
+			return status, nil
+		}
+	}
 }
 
 // statusError turns a non-zero status into a HandlerError whose message is

@@ -116,6 +116,14 @@ func (s *Supervisor) Do(ctx context.Context, logger *zerolog.Logger, call func(S
 				s.cfg.ErrCrashed, s.cfg.Name, p.ExitDescription(), pe.Err, LastLinesSuffix(p.RecentLines(3)))
 		}
 	}
+	if s.life.Err() != nil {
+		// Closed while the call ran. Close cancels life before it signals
+		// the group, so a status the kill itself provoked (bash runs a
+		// subshell's EXIT trap on SIGTERM) is never taken for the
+		// handler's own.
+		p.EndInvocation()
+		return fmt.Errorf("%s: %w during the invocation", s.cfg.Name, ErrClosed)
+	}
 	if !p.LogBarrier(defaultLogSync) {
 		logger.Warn().Str("worker", s.cfg.Name).Msg(MarkerMissing)
 	}

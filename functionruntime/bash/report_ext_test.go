@@ -1,0 +1,120 @@
+package bash_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/fnbridge/fnbridge/functionruntime"
+	"github.com/fnbridge/fnbridge/functionruntime/bash"
+)
+
+// reportSh has one function whose cases end in each way a status can get
+// out of an invocation's subshell: through the worker's own EXIT trap, or,
+// when the function replaced the trap or exec'd, through the worker loop.
+const reportSh = `
+run() {
+	case $1 in
+	pid) printf '%s' "$$" ;;
+	plain)
+		echo "log plain" >&2
+		printf 'plain'
+		;;
+	own_trap)
+		trap 'echo "cleanup ran" >&2; printf " cleaned"' EXIT
+		echo "log own_trap" >&2
+		printf 'own'
+		;;
+	own_trap_fail)
+		trap 'echo "cleanup before failing" >&2' EXIT
+		echo "giving up" >&2
+		exit 3
+		;;
+	exec) exec printf 'from exec' ;;
+	exec_fail)
+		echo "log exec_fail" >&2
+		exec false
+		;;
+	xtrace)
+		set -x
+		printf 'traced'
+		;;
+	terminal)
+		echo "no such order" >&2
+		exit 100
+		;;
+	esac
+}
+`
+
+// Rule (package doc, Wire protocol): each invocation's status reaches Go
+// exactly once, whichever way its subshell ends, and every log line lands
+// on the invocation that wrote it. The cases are interleaved so a status
+// read for the wrong invocation, or a marker counted twice, shows up as a
+// wrong output or a line logged under the wrong invocation ID.
+func TestEveryWayOutReportsOnce(t *testing.T) {
+	f := newFixture(t, "report.run", map[string]string{"report.sh": reportSh})
+	w := f.start(t)
+	pid := string(f.mustInvoke(t, w, "pid").Output)
+
+	steps := []struct {
+		input   string
+		output  string // when it succeeds
+		status  int    // exit status when it fails
+		logLine string // a stderr line that must be logged on this invocation
+	}{
+		{input: "plain", output: "plain", logLine: "log plain"},
+		{input: "own_trap", output: "own cleaned", logLine: "cleanup ran"},
+		{input: "plain", output: "plain", logLine: "log plain"},
+		{input: "exec", output: "from exec"},
+		{input: "own_trap_fail", status: 3, logLine: "cleanup before failing"},
+		{input: "plain", output: "plain", logLine: "log plain"},
+		{input: "exec_fail", status: 1, logLine: "log exec_fail"},
+		{input: "terminal", status: bash.TerminalExitStatus, logLine: "no such order"},
+		{input: "xtrace", output: "traced"},
+		{input: "exec", output: "from exec"},
+		{input: "exec", output: "from exec"},
+		{input: "plain", output: "plain", logLine: "log plain"},
+	}
+	for i, st := range steps {
+		id := fmt.Sprintf("inv-%d-%s", i, st.input)
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		res, err := w.Invoke(ctx, f.invocation(id, []byte(st.input)))
+		cancel()
+		if st.status == 0 {
+			if err != nil || string(res.Output) != st.output {
+				t.Fatalf("step %d (%s): Invoke = %q, %v; want %q", i, st.input, res.Output, err, st.output)
+			}
+		} else {
+			var he *functionruntime.HandlerError
+			if !errors.As(err, &he) || he.ExitCode != st.status || he.Terminal != (st.status == bash.TerminalExitStatus) {
+				t.Fatalf("step %d (%s): error = %v, want a HandlerError with exit status %d", i, st.input, err, st.status)
+			}
+		}
+		if st.logLine == "" {
+			continue
+		}
+		found := false
+		for _, r := range f.logs.Records(st.logLine) {
+			if r["message"] == st.logLine && r["invocation_id"] == id {
+				found = true
+			}
+		}
+		if !found {
+			t.Fatalf("step %d (%s): no %q record on invocation %s; messages: %q", i, st.input, st.logLine, id, f.logs.Messages())
+		}
+	}
+	// The status the loop had to report (own trap, exec) did not desync
+	// the protocol into a restart: the same worker served every step.
+	if got := string(f.mustInvoke(t, w, "pid").Output); got != pid {
+		t.Fatalf("worker pid %s after the steps, want the first worker %s", got, pid)
+	}
+	for _, m := range f.logs.Messages() {
+		if strings.Contains(m, "__fnb") || strings.Contains(m, "fnbridge-log-sync") {
+			t.Fatalf("the worker's own reporting leaked into the logs: %q", m)
+		}
+	}
+}
