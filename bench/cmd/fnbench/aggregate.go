@@ -96,17 +96,18 @@ func aggregateDirect(pts []directPoint, peer string, c int) (directRow, bool) {
 
 // adapterRow is the median over repetitions of one runtime's latencies, ms.
 type adapterRow struct {
-	WarmP50, WarmP99, FreshP50, FreshP99, ColdP50, ColdP99 float64
+	WarmP50, WarmP99, IdleP50, IdleP99, FreshP50, FreshP99, ColdP50, ColdP99 float64
 }
 
 func aggregateAdapter(pts []adapterPoint, runtime string) (adapterRow, bool) {
-	var v [6][]float64
+	var v [8][]float64
 	for _, p := range pts {
 		if p.Runtime != runtime {
 			continue
 		}
 		for i, d := range []time.Duration{
 			percentile(p.Warm, 50), percentile(p.Warm, 99),
+			percentile(p.WarmIdle, 50), percentile(p.WarmIdle, 99),
 			percentile(p.Fresh, 50), percentile(p.Fresh, 99),
 			percentile(p.AdapterCold, 50), percentile(p.AdapterCold, 99),
 		} {
@@ -116,7 +117,11 @@ func aggregateAdapter(pts []adapterPoint, runtime string) (adapterRow, bool) {
 	if len(v[0]) == 0 {
 		return adapterRow{}, false
 	}
-	return adapterRow{median(v[0]), median(v[1]), median(v[2]), median(v[3]), median(v[4]), median(v[5])}, true
+	var row [8]float64
+	for i := range v {
+		row[i] = median(v[i])
+	}
+	return adapterRow{row[0], row[1], row[2], row[3], row[4], row[5], row[6], row[7]}, true
 }
 
 // memoryRow summarises the in-flight measurements.

@@ -58,6 +58,7 @@ func run(args []string) error {
 	fs.DurationVar(&cfg.driveDur, "drive", 2*time.Second, "approximate measured time of one direct (Drive) point")
 	fs.IntVar(&cfg.workers, "workers", 4, "warm registrations (concurrency = min_warm) of peers P and S")
 	fs.IntVar(&cfg.adapter.warm, "warm-samples", 500, "warm invocations per runtime and repetition")
+	fs.IntVar(&cfg.adapter.idle, "idle-samples", 100, "warm invocations after an idle pause per runtime and repetition")
 	fs.IntVar(&cfg.adapter.fresh, "fresh-samples", 30, "fresh-process invocations per runtime and repetition")
 	fs.IntVar(&cfg.adapter.cold, "cold-samples", 10, "adapter cold starts per runtime and repetition")
 	fs.BoolVar(&cfg.keep, "keep", false, "keep the scratch directory (logs, configurations)")
@@ -106,8 +107,8 @@ func run(args []string) error {
 			if err != nil {
 				return fmt.Errorf("adapter %s: %w", rt, err)
 			}
-			logf("adapter %-6s rep %d: warm p50 %.3f ms, fresh p50 %.2f ms, adapter cold p50 %.2f ms",
-				rt, rep, ms(percentile(pt.Warm, 50)), ms(percentile(pt.Fresh, 50)), ms(percentile(pt.AdapterCold, 50)))
+			logf("adapter %-6s rep %d: warm p50 %.3f ms (after idle %.3f ms), fresh p50 %.2f ms, adapter cold p50 %.2f ms",
+				rt, rep, ms(percentile(pt.Warm, 50)), ms(percentile(pt.WarmIdle, 50)), ms(percentile(pt.Fresh, 50)), ms(percentile(pt.AdapterCold, 50)))
 			r.adapters = append(r.adapters, pt)
 		}
 	}
