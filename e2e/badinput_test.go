@@ -93,10 +93,12 @@ const badConfig = `services:
       - {name: shouts, runtime: bash, dir: fn, handler: outs.many}
       - {name: shbig, runtime: bash, dir: fn, handler: big.big}
       - {name: shescape, runtime: bash, dir: fn, handler: escape.f}
+      - {name: pyescape, runtime: python, dir: fn, handler: pyescape.f}
 `
 
 // badFixture is an in-process bridge serving badConfig over h2c.
 type badFixture struct {
+	root   string // holds fn/ (the working directory) and outside/
 	url    string
 	client *http.Client
 	b      *bridge.Bridge
@@ -120,6 +122,13 @@ func newBadFixture(t *testing.T, identityKeys []string) *badFixture {
 	if err := os.Symlink(filepath.Join(root, "outside", "evil.sh"), filepath.Join(root, "fn", "escape.sh")); err != nil {
 		t.Fatal(err)
 	}
+	// pyescape.py is a symlink to a Python module outside it, which leaves
+	// a file behind if it is ever imported.
+	chaosWriteFile(t, filepath.Join(root, "outside", "evil.py"),
+		fmt.Sprintf("open(%q, 'w').close()\n\ndef f(x):\n    return {'escaped': True}\n", filepath.Join(root, "outside", "imported")))
+	if err := os.Symlink(filepath.Join(root, "outside", "evil.py"), filepath.Join(root, "fn", "pyescape.py")); err != nil {
+		t.Fatal(err)
+	}
 	yaml := badConfig
 	if len(identityKeys) > 0 {
 		yaml = "identity_keys: [" + strings.Join(identityKeys, ", ") + "]\n" + yaml
@@ -130,7 +139,7 @@ func newBadFixture(t *testing.T, identityKeys []string) *badFixture {
 	if err != nil {
 		t.Fatal(err)
 	}
-	f := &badFixture{logs: &logSink{}, client: restatetest.NewH2CClient()}
+	f := &badFixture{root: root, logs: &logSink{}, client: restatetest.NewH2CClient()}
 	f.b, err = bridge.New(cfg, bridge.Options{Logger: zerolog.New(f.logs)})
 	if err != nil {
 		t.Fatal(err)
@@ -469,6 +478,19 @@ func TestBadInputFunctions(t *testing.T) {
 			}
 			if len(codes) < 2 || codes[0] != 503 {
 				t.Errorf("codes %v: want retryable 503s before the pause", codes)
+			}
+		}},
+		{"a Python module that is a symlink out of the working directory is never imported", func(t *testing.T) {
+			got := f.input(t, 7, "pyescape", []byte(`{}`))
+			e := errorMessage(t, got)
+			if !strings.Contains(e.GetMessage(), "outside the working directory") || !strings.Contains(e.GetMessage(), "module 'pyescape'") {
+				t.Fatalf("error %q does not say module 'pyescape' is outside the working directory", e.GetMessage())
+			}
+			if e.GetCode() != 503 {
+				t.Errorf("first round: code %d, want a retryable 503", e.GetCode())
+			}
+			if _, err := os.Stat(filepath.Join(f.root, "outside", "imported")); err == nil {
+				t.Fatalf("the module outside the working directory was imported")
 			}
 		}},
 		{"the same on v6, which cannot pause: a long retry delay instead of a hot loop", func(t *testing.T) {

@@ -150,12 +150,45 @@ def _fnbridge_worker():
     api.set_output = set_output
     sys.modules["fnbridge"] = api
 
+    def check_inside(name):
+        # Find (without running it) every module of the dotted name, outermost
+        # first, and refuse one whose file is not beneath the working
+        # directory once symlinks are resolved: a symlink out of it, an
+        # interpreter module, or one the worker had already imported. Each
+        # parent is checked before find_spec of its child imports it.
+        import importlib.util
+
+        root = os.path.realpath(workdir)
+        parts = name.split(".")
+        for i in range(1, len(parts) + 1):
+            sub = ".".join(parts[:i])
+            loaded = sys.modules.get(sub)
+            if loaded is not None:
+                origin = getattr(loaded, "__file__", None)
+                locations = list(getattr(loaded, "__path__", None) or [])
+            else:
+                spec = importlib.util.find_spec(sub)
+                if spec is None:
+                    raise ModuleNotFoundError("No module named %r" % sub, name=sub)
+                origin = spec.origin if spec.has_location else None
+                locations = list(spec.submodule_search_locations or [])
+            paths = [origin] if origin else locations
+            if not paths:
+                raise ImportError("module %r is built into the interpreter, not a file in the working directory" % sub)
+            for path in paths:
+                real = os.path.realpath(path)
+                if os.path.commonpath([root, real]) != root:
+                    raise ImportError(
+                        "module %r is %s, outside the working directory %s" % (sub, real, root), name=sub
+                    )
+
     # Load the handler once.
     sys.path.insert(0, workdir)
     stage = "import module %r" % module_name
     try:
         import importlib
 
+        check_inside(module_name)
         module = importlib.import_module(module_name)
         stage = "resolve function %r" % function_name
         if not hasattr(module, function_name):

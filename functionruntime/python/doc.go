@@ -7,16 +7,25 @@
 // The handler string is module.function. The module may be dotted
 // (pkg.sub.handler); each part is an ASCII Python identifier. The module is
 // imported once, when the registration starts, from the registered working
-// directory (which is put first on sys.path) and the interpreter's own
-// paths; the function must be callable. A broken handler (syntax error,
-// missing module, missing or non-callable function, exception at import)
-// fails the registration with the exception type and message, for example
+// directory (which is put first on sys.path); the function must be
+// callable. Every module of the dotted name must be a file beneath the
+// working directory once symlinks are resolved: each is located, before
+// any of its code runs, and one that resolves elsewhere (a symlink out of
+// the directory, a module of the interpreter such as subprocess, a
+// built-in such as sys) fails the registration, e.g.
+//
+//	python handler "escape.f": import module 'escape': ImportError: module 'escape' is /srv/other/evil.py, outside the working directory /srv/fn
+//
+// Modules the handler imports in turn may come from anywhere on the
+// interpreter's paths. A broken handler (syntax error, missing module,
+// missing or non-callable function, exception at import) fails the
+// registration the same way, with the exception type and message:
 //
 //	python handler "greeter.greet": import module 'greeter': SyntaxError: invalid syntax (greeter.py, line 3)
 //
 // and the traceback goes to the logs. Modules the worker itself has already
 // imported (json, os, ...) cannot be shadowed by files in the working
-// directory; a missing-function error names the file actually imported.
+// directory: a handler module of that name is refused as outside it.
 //
 // For each invocation the function is called with one argument: the JSON
 // input decoded with json.loads (an empty input is None). Its return value

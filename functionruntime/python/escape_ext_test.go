@@ -1,0 +1,65 @@
+package python_test
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// Rule (contract): "Both adapters operate beneath the registered working
+// directory." A handler module whose file is not beneath it once symlinks
+// are resolved fails the registration, naming the module and where it
+// resolves, and none of its code runs: each module of the dotted name is
+// located before anything of it is imported.
+func TestModuleOutsideWorkingDirRefused(t *testing.T) {
+	outside, err := filepath.EvalSymlinks(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	ran := filepath.Join(outside, "ran")
+	evil := "open(" + strconvQuote(ran) + ", 'w').close()\ndef f(x):\n    return 'escaped'\n"
+	writeFiles(t, outside, map[string]string{"evil.py": evil, "evilpkg/__init__.py": evil, "evilpkg/mod.py": evil})
+
+	cases := []struct {
+		name, handler string
+		link          map[string]string // name in the working dir → target outside
+		want          string
+	}{
+		{"module file symlinked out", "escape.f", map[string]string{"escape.py": filepath.Join(outside, "evil.py")}, "module 'escape' is " + filepath.Join(outside, "evil.py")},
+		{"package directory symlinked out", "pkg.mod.f", map[string]string{"pkg": filepath.Join(outside, "evilpkg")}, "module 'pkg' is " + filepath.Join(outside, "evilpkg", "__init__.py")},
+		{"a module of the interpreter", "subprocess.getoutput", nil, "module 'subprocess' is "},
+		{"a module the worker already imported, shadowed by a file", "json.f", nil, "module 'json' is "},
+		{"a built-in module", "sys.exit", nil, "module 'sys' is built into the interpreter"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			f := newFixture(t, tc.handler, map[string]string{"json.py": "def f(x):\n    return 'shadow'\n"})
+			for name, target := range tc.link {
+				if err := os.Symlink(target, filepath.Join(f.dir, name)); err != nil {
+					t.Fatal(err)
+				}
+			}
+			err := f.startErr(t)
+			if !strings.Contains(err.Error(), tc.want) || !strings.Contains(err.Error(), "outside the working directory") && !strings.Contains(err.Error(), "built into") {
+				t.Fatalf("Start error = %q, want it to contain %q and say why it is refused", err, tc.want)
+			}
+			if _, statErr := os.Stat(ran); statErr == nil {
+				t.Fatalf("code of the module outside the working directory ran")
+			}
+		})
+	}
+
+	// A symlink that stays inside the working directory is fine.
+	f := newFixture(t, "alias.f", map[string]string{"real.py": "def f(x):\n    return 'inside'\n"})
+	if err := os.Symlink(filepath.Join(f.dir, "real.py"), filepath.Join(f.dir, "alias.py")); err != nil {
+		t.Fatal(err)
+	}
+	w := f.start(t)
+	if got := string(f.mustInvoke(t, w, "null").Output); got != `"inside"` {
+		t.Fatalf("output = %s, want \"inside\"", got)
+	}
+}
+
+// strconvQuote quotes a path as a Python string literal.
+func strconvQuote(s string) string { return "'" + strings.ReplaceAll(s, "'", "\\'") + "'" }
