@@ -103,6 +103,12 @@ type Machine struct {
 	terminal    wire.MessageType
 	failure     *Error
 	out         []byte
+
+	// Backing arrays for the journal of a typical invocation (input, a run
+	// or two and their completions), so it needs no slice growth.
+	commandsArr [4]command
+	notifsArr   [2]notification
+	expectArr   [2]expectation
 }
 
 // New returns a machine for the negotiated protocol version (5, 6 or 7).
@@ -111,7 +117,9 @@ func New(version int) (*Machine, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Machine{version: version, rules: r, nextCompletion: 1}, nil
+	m := &Machine{version: version, rules: r, nextCompletion: 1}
+	m.commands, m.notifs, m.expect = m.commandsArr[:0], m.notifsArr[:0], m.expectArr[:0]
+	return m, nil
 }
 
 // Version is the negotiated protocol version.
