@@ -136,25 +136,32 @@ __fnb_main() {
 			# invocation's files before it sends this request.
 			command exec {__fnb_in}<&- {__fnb_out}>&- {__fnb_life}<&- >"$__fnb_dir/stdout"
 			builtin : >"$__fnb_dir/outputs"
-			# The subshell reports its own status as it exits, so the answer
-			# does not wait for the process teardown and the loop's wakeup.
-			# It writes through the loop's descriptors ($$ is the loop's
-			# PID), which the function cannot redirect and its background
-			# children do not inherit. A function that replaces this trap,
-			# execs or is killed leaves the report to the loop.
-			# (The group's redirection keeps xtrace off the handler's log;
-			# $? still holds the exit status inside it.)
-			builtin trap '{
-				__fnb_rc=$?
-				builtin set +xv
-				builtin printf 1 >|"$__fnb_dir/reported" &&
-					builtin printf "%s\n" "$__fnb_mark" >|"/proc/$$/fd/2" &&
-					builtin printf "R %d\n" "$__fnb_rc" >|"/proc/$$/fd/$__fnb_out"
-			} 2>/dev/null' EXIT
 			for __fnb_o in "${__fnb_reapply[@]}"; do
 				builtin set -o "$__fnb_o"
 			done
 			"$__fnb_fn" "$__fnb_payload"
+			# A function that returned reports its status itself, before the
+			# subshell exits, so the answer does not wait for the process
+			# teardown and the loop's wakeup. It writes through the loop's
+			# descriptors ($$ is the loop's PID), which the function cannot
+			# redirect and its background children do not inherit. It does
+			# not when the function set an EXIT trap, whose output and log
+			# lines still belong to the invocation; `exit`, errexit, exec and
+			# signals never get here. In all those cases the loop reports.
+			# No trap of ours is set in the subshell: an EXIT trap would
+			# make bash catch SIGTERM and friends, run it mid-builtin and
+			# flush half-written output. (The group's redirection keeps
+			# xtrace off the handler's log; $? still holds the status.)
+			{
+				__fnb_rc=$?
+				builtin set +xv
+				builtin trap -p EXIT >|"$__fnb_dir/trap"
+				[[ ! -s $__fnb_dir/trap ]] &&
+					builtin printf 1 >|"$__fnb_dir/reported" &&
+					builtin printf '%s\n' "$__fnb_mark" >|"/proc/$$/fd/2" &&
+					builtin printf 'R %d\n' "$__fnb_rc" >|"/proc/$$/fd/$__fnb_out"
+			} 2>/dev/null
+			builtin exit "$__fnb_rc"
 		)
 		__fnb_rc=$?
 		# "D" always follows, so Go knows this invocation is over; the

@@ -133,11 +133,13 @@
 // invocation's path. While it waits it also touches the memory it will
 // write, so most copy-on-write faults are paid before the request comes.
 // It reads the request, closes the protocol pipes and runs the function.
-// An EXIT trap reports the status ("R") through the loop's descriptors as
-// the subshell exits, so the answer does not wait for the process teardown;
-// the loop then reaps it and writes "D". "D" without "R" before it is the
-// status (the function replaced the trap, exec'd or was killed); a "D"
-// after an "R" is skipped. The function's stdout goes to a file in a
+// When the function returns, the subshell reports the status ("R") through
+// the loop's descriptors before it exits, so the answer does not wait for
+// the process teardown; the loop then reaps it and writes "D". "D" without
+// "R" before it is the status: the function called exit, tripped errexit,
+// exec'd, was killed, or set an EXIT trap (whose output and log lines must
+// come first). A "D" after an "R" is skipped. The worker sets no trap in
+// the subshell, so signals keep their default effect. The function's stdout goes to a file in a
 // per-worker scratch directory, which Go reads and removes after the status
 // (so a background child that keeps stdout open cannot hold the invocation
 // up). Before "K", "E" and each invocation's status the worker writes one

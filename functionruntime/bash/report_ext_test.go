@@ -13,8 +13,9 @@ import (
 )
 
 // reportSh has one function whose cases end in each way a status can get
-// out of an invocation's subshell: through the worker's own EXIT trap, or,
-// when the function replaced the trap or exec'd, through the worker loop.
+// out of an invocation's subshell: reported by the subshell when the
+// function returns, or by the worker loop when it exits, execs or set an
+// EXIT trap.
 const reportSh = `
 run() {
 	case $1 in
@@ -46,6 +47,7 @@ run() {
 		echo "no such order" >&2
 		exit 100
 		;;
+	traps) trap -p ;;
 	esac
 }
 `
@@ -106,6 +108,12 @@ func TestEveryWayOutReportsOnce(t *testing.T) {
 		if !found {
 			t.Fatalf("step %d (%s): no %q record on invocation %s; messages: %q", i, st.input, st.logLine, id, f.logs.Messages())
 		}
+	}
+	// The worker sets no trap in the invocation's subshell: with one, bash
+	// would catch SIGTERM and the like and run it in the middle of a
+	// builtin, flushing half-written output, instead of dying at once.
+	if got := string(f.mustInvoke(t, w, "traps").Output); got != "" {
+		t.Fatalf("traps set in the invocation's subshell: %q", got)
 	}
 	// The status the loop had to report (own trap, exec) did not desync
 	// the protocol into a restart: the same worker served every step.

@@ -117,10 +117,9 @@ func (s *Supervisor) Do(ctx context.Context, logger *zerolog.Logger, call func(S
 		}
 	}
 	if s.life.Err() != nil {
-		// Closed while the call ran. Close cancels life before it signals
-		// the group, so a status the kill itself provoked (bash runs a
-		// subshell's EXIT trap on SIGTERM) is never taken for the
-		// handler's own.
+		// Closed while the call ran: Close cancels in-flight work, so the
+		// call is reported cancelled even if a status raced in before the
+		// kill (Close cancels life before it signals the group).
 		p.EndInvocation()
 		return fmt.Errorf("%s: %w during the invocation", s.cfg.Name, ErrClosed)
 	}
