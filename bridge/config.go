@@ -14,6 +14,9 @@ import (
 	"time"
 
 	"go.yaml.in/yaml/v3"
+
+	"github.com/fnbridge/fnbridge/functionruntime/bash"
+	"github.com/fnbridge/fnbridge/functionruntime/python"
 )
 
 // Config is the bridge configuration file (see DESIGN.md and the README's
@@ -254,10 +257,15 @@ func (h *HandlerConfig) resolve(hp, baseDir string, bad func(path, format string
 	case "python":
 		if !pyHandlerRE.MatchString(h.Handler) {
 			bad(hp+".handler", "%q is not module.function (python identifiers, module may be dotted)", h.Handler)
+		} else if err := python.ValidateHandler(h.Handler); err != nil {
+			// The adapter's own bounds (length) on top of the shape.
+			bad(hp+".handler", "%v", err)
 		}
 	case "bash":
 		if !bashHandlerRE.MatchString(h.Handler) {
 			bad(hp+".handler", "%q is not file.function (file.sh in dir; no paths, no shell characters)", h.Handler)
+		} else if err := bash.ValidateHandler(h.Handler); err != nil {
+			bad(hp+".handler", "%v", err)
 		}
 	case "":
 		bad(hp+".runtime", "missing (python | bash)")

@@ -83,6 +83,13 @@ func (a *adapter) Kind() string { return Kind }
 // ValidateHandler accepts file.function with a safe file stem and a bash
 // function name; see the package doc.
 func (a *adapter) ValidateHandler(handler string) error {
+	return ValidateHandler(handler)
+}
+
+// ValidateHandler checks a handler string as the adapter's ValidateHandler
+// does, without an adapter: configuration checks use it so they never
+// accept a handler the runtime would refuse.
+func ValidateHandler(handler string) error {
 	_, _, err := splitHandler(handler)
 	return err
 }

@@ -85,10 +85,13 @@ func (a *adapter) Kind() string { return Kind }
 // ValidateHandler accepts module.function where every dot-separated part is
 // an ASCII Python identifier and there are at least two parts.
 func (a *adapter) ValidateHandler(handler string) error {
-	return validateHandler(handler)
+	return ValidateHandler(handler)
 }
 
-func validateHandler(handler string) error {
+// ValidateHandler checks a handler string as the adapter's ValidateHandler
+// does, without an adapter: configuration checks use it so they never
+// accept a handler the runtime would refuse.
+func ValidateHandler(handler string) error {
 	const want = `want module.function, e.g. "handler.main" (the module may be dotted: "pkg.sub.handler.main")`
 	if handler == "" {
 		return fmt.Errorf("python handler is empty: %s", want)
@@ -126,7 +129,7 @@ func isIdentifier(s string) bool {
 
 // Start launches the worker and imports the handler module in it.
 func (a *adapter) Start(ctx context.Context, spec functionruntime.WorkerSpec) (functionruntime.Worker, error) {
-	if err := validateHandler(spec.Handler); err != nil {
+	if err := ValidateHandler(spec.Handler); err != nil {
 		return nil, err
 	}
 	if err := checkDir(spec.Dir); err != nil {
