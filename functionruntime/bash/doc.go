@@ -5,10 +5,10 @@
 //
 // # Handler
 //
-// The handler string is file.function. file is a stem of ASCII letters,
-// digits, '_' and '-' (not starting with '-'); file.sh is resolved relative
-// to the registered working directory and must stay inside it after
-// symlinks are resolved. function is a bash name ([A-Za-z_][A-Za-z0-9_]*).
+// The handler string is file.function, each part 1-128 bytes. file is a
+// stem of ASCII letters, digits, '_' and '-' (not starting with '-');
+// file.sh is resolved relative to the registered working directory and
+// must stay inside it after symlinks are resolved. function is a bash name ([A-Za-z_][A-Za-z0-9_]*).
 // No '/', '..', whitespace or shell metacharacter is ever accepted.
 //
 // At registration the worker sources file.sh once; it must source with
