@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
 	"strings"
 	"testing"
 	"time"
@@ -123,6 +124,34 @@ func TestEveryWayOutReportsOnce(t *testing.T) {
 	for _, m := range f.logs.Messages() {
 		if strings.Contains(m, "__fnb") || strings.Contains(m, "fnbridge-log-sync") {
 			t.Fatalf("the worker's own reporting leaked into the logs: %q", m)
+		}
+	}
+}
+
+// Rule (package doc, Outputs): FNBRIDGE_OUTPUTS names the invocation's
+// outputs file wherever the function goes. With a relative TMPDIR the
+// worker's scratch paths must still be absolute, or a function that
+// changes directory writes its outputs (and the worker its report)
+// somewhere else.
+func TestOutputsFileSurvivesCdWithRelativeTMPDIR(t *testing.T) {
+	root := t.TempDir()
+	t.Chdir(root)
+	if err := os.Mkdir("scratch", 0o700); err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv("TMPDIR", "scratch")
+	f := newFixture(t, "away.run", map[string]string{"away.sh": `
+run() {
+	cd /
+	echo "where=$PWD" >>"$FNBRIDGE_OUTPUTS"
+	printf 'moved'
+}
+`})
+	w := f.start(t)
+	for i := range 2 {
+		res := f.mustInvoke(t, w, "x")
+		if string(res.Output) != "moved" || res.Outputs["where"] != "/" {
+			t.Fatalf("call %d: output %q, outputs %v; want \"moved\" and where=/", i, res.Output, res.Outputs)
 		}
 	}
 }

@@ -26,7 +26,18 @@ var sweepOnce sync.Map // kind → *sync.Once
 func ScratchDir(kind string) (string, error) {
 	once, _ := sweepOnce.LoadOrStore(kind, &sync.Once{})
 	once.(*sync.Once).Do(func() { SweepScratch(os.TempDir(), kind) })
-	return os.MkdirTemp("", fmt.Sprintf("%s%s-%d-", scratchPrefix, kind, os.Getpid()))
+	dir, err := os.MkdirTemp("", fmt.Sprintf("%s%s-%d-", scratchPrefix, kind, os.Getpid()))
+	if err != nil {
+		return "", err
+	}
+	// Absolute, because workers use it after a handler may have changed
+	// directory (a relative TMPDIR would otherwise point elsewhere).
+	abs, err := filepath.Abs(dir)
+	if err != nil {
+		_ = os.RemoveAll(dir)
+		return "", err
+	}
+	return abs, nil
 }
 
 // SweepScratch removes dir's scratch directories of kind whose creating
