@@ -500,12 +500,13 @@ func fdLinks(pid int) []string {
 	return out
 }
 
-// bridgeFDs counts the bridge's descriptors: total, and "own", which
-// leaves out pipes whose other end a live worker (or a process of a
-// worker's group) holds. Own descriptors (listeners, connections, the log,
-// pipes of dead workers) must not grow with the number of invocations or
-// worker kills; the per-worker pipes rise and fall with the warm workers.
-func bridgeFDs(pid int) (total, own, workers int) {
+// bridgeFDs counts the bridge's descriptors: total, "own", which leaves
+// out pipes whose other end a live worker (or a process of a worker's
+// group) holds, and how many of the own ones are sockets. Own descriptors
+// (listeners, connections, the log, pipes of dead workers) must not grow
+// with the number of invocations or worker kills; the per-worker pipes rise
+// and fall with the warm workers.
+func bridgeFDs(pid int) (total, own, sockets, workers int) {
 	ws := workersOf(pid)
 	groups := map[int]bool{}
 	for _, w := range ws {
@@ -523,9 +524,12 @@ func bridgeFDs(pid int) (total, own, workers int) {
 	for _, l := range links {
 		if !held[l] {
 			own++
+			if strings.HasPrefix(l, "socket:") {
+				sockets++
+			}
 		}
 	}
-	return len(links), own, len(ws)
+	return len(links), own, sockets, len(ws)
 }
 
 // busyWorkers returns the worker PIDs that have an execution in flight
