@@ -5,7 +5,6 @@ import (
 	_ "embed"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"time"
@@ -60,20 +59,12 @@ func New(opts Options) functionruntime.Adapter {
 	if opts.Interpreter == "" {
 		opts.Interpreter = "bash"
 	}
-	if opts.Grace <= 0 {
-		opts.Grace = proc.DefaultGrace
-	}
-	if opts.MaxLogLine <= 0 {
-		opts.MaxLogLine = proc.DefaultMaxLogLine
-	}
+	proc.ApplyDefaults(&opts.Grace, &opts.MaxLogLine)
 	if opts.MaxOutput <= 0 {
 		opts.MaxOutput = DefaultMaxOutput
 	}
 	a := &adapter{opts: opts}
-	a.exe, a.lookErr = exec.LookPath(opts.Interpreter)
-	if a.lookErr == nil {
-		a.exe, a.lookErr = filepath.Abs(a.exe)
-	}
+	a.exe, a.lookErr = proc.LookInterpreter(opts.Interpreter)
 	return a
 }
 

@@ -5,7 +5,6 @@ import (
 	_ "embed"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -62,20 +61,12 @@ func New(opts Options) functionruntime.Adapter {
 	if opts.Interpreter == "" {
 		opts.Interpreter = "python3"
 	}
-	if opts.Grace <= 0 {
-		opts.Grace = proc.DefaultGrace
-	}
-	if opts.MaxLogLine <= 0 {
-		opts.MaxLogLine = proc.DefaultMaxLogLine
-	}
+	proc.ApplyDefaults(&opts.Grace, &opts.MaxLogLine)
 	if opts.MaxOutput <= 0 {
 		opts.MaxOutput = DefaultMaxOutput
 	}
 	a := &adapter{opts: opts}
-	a.interp, a.lookErr = exec.LookPath(opts.Interpreter)
-	if a.lookErr == nil {
-		a.interp, a.lookErr = filepath.Abs(a.interp)
-	}
+	a.interp, a.lookErr = proc.LookInterpreter(opts.Interpreter)
 	return a
 }
 
