@@ -623,33 +623,8 @@ def slow(request):
     return {"job": request["job"], "pid": os.getpid()}
 `})
 	const shutdownTimeout = 10 * time.Second
-	cfg := ws.config(t, fmt.Sprintf(`shutdown_timeout: %s
-services:
-  - name: Graceful
-    handlers:
-      - name: slow
-        runtime: python
-        dir: fn
-        handler: slow.slow
-        retry_policy: {initial_interval: 100ms, max_interval: 500ms}
-`, shutdownTimeout))
-	addr := rtFreeAddr(t)
-	b := startBridge(t, env.bin, cfg, addr)
-	env.srv.Register(t, b.URI(), false)
-	ctx := caseContext(t)
-	id, err := env.srv.Send(ctx, "Graceful", "slow", []byte(`{"job":"E-5"}`), nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	eventually(t, 30*time.Second, "the handler starts", func() (bool, string) {
-		return len(ws.lines(t, "calls.log")) >= 1, "no start yet"
-	})
-	worker := ws.pids(t, "calls.log")[0]
-
-	sent := time.Now()
-	if err := b.cmd.Process.Signal(syscall.SIGTERM); err != nil {
-		t.Fatal(err)
-	}
+	run := termInFlight(t, env, ws, "Graceful", `{"job":"E-5"}`, shutdownTimeout)
+	b, cfg, addr, ctx, id, worker, sent := run.b, run.cfg, run.addr, run.ctx, run.id, run.first, run.sent
 	select {
 	case <-b.done:
 	case <-time.After(shutdownTimeout + 10*time.Second):
@@ -733,33 +708,8 @@ def slow(request):
     return {"job": request["job"], "pid": os.getpid()}
 `})
 	const shutdownTimeout = time.Second
-	cfg := ws.config(t, fmt.Sprintf(`shutdown_timeout: %s
-services:
-  - name: Deadline
-    handlers:
-      - name: slow
-        runtime: python
-        dir: fn
-        handler: slow.slow
-        retry_policy: {initial_interval: 100ms, max_interval: 500ms}
-`, shutdownTimeout))
-	addr := rtFreeAddr(t)
-	b := startBridge(t, env.bin, cfg, addr)
-	env.srv.Register(t, b.URI(), false)
-	ctx := caseContext(t)
-	id, err := env.srv.Send(ctx, "Deadline", "slow", []byte(`{"job":"G-7"}`), nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	eventually(t, 30*time.Second, "the handler starts", func() (bool, string) {
-		return len(ws.lines(t, "calls.log")) >= 1, "no start yet"
-	})
-	first := ws.pids(t, "calls.log")[0]
-
-	sent := time.Now()
-	if err := b.cmd.Process.Signal(syscall.SIGTERM); err != nil {
-		t.Fatal(err)
-	}
+	run := termInFlight(t, env, ws, "Deadline", `{"job":"G-7"}`, shutdownTimeout)
+	b, cfg, addr, ctx, id, first, sent := run.b, run.cfg, run.addr, run.ctx, run.id, run.first, run.sent
 	// The deadline plus the time to kill the worker (TERM, then KILL after
 	// the runtime's grace) and unregister.
 	const slack = 5 * time.Second
@@ -790,6 +740,51 @@ services:
 	}
 	retry := ws.pids(t, "calls.log")[1]
 	assertJSON(t, "output", body, fmt.Sprintf(`{"job":"G-7","pid":%d}`, retry))
+}
+
+// inFlightAtTerm is a bridge that got SIGTERM while an invocation of
+// slow.slow (in ws) was running.
+type inFlightAtTerm struct {
+	b         *bridgeProcess
+	cfg, addr string
+	ctx       context.Context
+	id        string    // the Restate invocation id
+	first     int       // PID of the worker running it
+	sent      time.Time // when SIGTERM was sent
+}
+
+// termInFlight serves ws's slow.slow as service/slow with shutdown_timeout,
+// sends it input, waits until the handler has started and SIGTERMs the
+// bridge: the common start of the shutdown tests.
+func termInFlight(t *testing.T, env *bridgeEnv, ws *fnWorkspace, service, input string, shutdownTimeout time.Duration) inFlightAtTerm {
+	t.Helper()
+	cfg := ws.config(t, fmt.Sprintf(`shutdown_timeout: %s
+services:
+  - name: %s
+    handlers:
+      - name: slow
+        runtime: python
+        dir: fn
+        handler: slow.slow
+        retry_policy: {initial_interval: 100ms, max_interval: 500ms}
+`, shutdownTimeout, service))
+	addr := rtFreeAddr(t)
+	b := startBridge(t, env.bin, cfg, addr)
+	env.srv.Register(t, b.URI(), false)
+	ctx := caseContext(t)
+	id, err := env.srv.Send(ctx, service, "slow", []byte(input), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 30*time.Second, "the handler starts", func() (bool, string) {
+		return len(ws.lines(t, "calls.log")) >= 1, "no start yet"
+	})
+	first := ws.pids(t, "calls.log")[0]
+	sent := time.Now()
+	if err := b.cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	return inFlightAtTerm{b: b, cfg: cfg, addr: addr, ctx: ctx, id: id, first: first, sent: sent}
 }
 
 // RESTATE-FACTS: "with use_http_11: true it speaks HTTP/1.1 and, if the
