@@ -502,11 +502,12 @@ func fdLinks(pid int) []string {
 
 // bridgeFDs counts the bridge's descriptors: total, "own", which leaves
 // out pipes whose other end a live worker (or a process of a worker's
-// group) holds, and how many of the own ones are sockets. Own descriptors
-// (listeners, connections, the log, pipes of dead workers) must not grow
-// with the number of invocations or worker kills; the per-worker pipes rise
-// and fall with the warm workers.
-func bridgeFDs(pid int) (total, own, sockets, workers int) {
+// group) holds and the pidfds Go keeps for its child processes, how many
+// of the own ones are sockets, and the pidfds. Own descriptors (listeners,
+// connections, the log, pipes of dead workers) must not grow with the
+// number of invocations or worker kills; the per-worker pipes and pidfds
+// rise and fall with the warm workers.
+func bridgeFDs(pid int) (total, own, sockets, pidfds, workers int) {
 	ws := workersOf(pid)
 	groups := map[int]bool{}
 	for _, w := range ws {
@@ -522,14 +523,18 @@ func bridgeFDs(pid int) (total, own, sockets, workers int) {
 	}
 	links := fdLinks(pid)
 	for _, l := range links {
-		if !held[l] {
+		switch {
+		case held[l]:
+		case l == "anon_inode:[pidfd]":
+			pidfds++
+		default:
 			own++
 			if strings.HasPrefix(l, "socket:") {
 				sockets++
 			}
 		}
 	}
-	return len(links), own, sockets, len(ws)
+	return len(links), own, sockets, pidfds, len(ws)
 }
 
 // busyWorkers returns the worker PIDs that have an execution in flight

@@ -183,8 +183,9 @@ type chaosOutcome struct {
 //     measured at a baseline (after it served part of the load) and after
 //     the run, polling until they settle (30 s deadline). Descriptors are
 //     counted without the pipes a live worker holds the other end of, so
-//     warm workers coming and going do not count; those "own" descriptors,
-//     sockets aside, may exceed the baseline by at most 8. Sockets are
+//     warm workers coming and going do not count, nor the pidfds Go keeps
+//     per child process (at most the live workers + maxStrayPidfds); those
+//     "own" descriptors, sockets aside, may exceed the baseline by at most 8. Sockets are
 //     bounded by the listener and restate-server's one connection per
 //     partition (maxBridgeSockets): how many partitions had connected at
 //     the baseline is up to restate-server. RSS may exceed the baseline by
@@ -387,8 +388,8 @@ injector:
 				break
 			}
 			if time.Now().After(deadline) {
-				t.Errorf("bridge resources did not return near the baseline within 30s: baseline %v, now %v (own fds other than sockets may exceed it by 8, sockets at most %d, RSS limit %d MiB)",
-					*baseline, after, maxBridgeSockets, baseline.rssLimit()>>20)
+				t.Errorf("bridge resources did not return near the baseline within 30s: baseline %v, now %v (own fds other than sockets may exceed it by 8, sockets at most %d, pidfds at most the workers + %d, RSS limit %d MiB)",
+					*baseline, after, maxBridgeSockets, maxStrayPidfds, baseline.rssLimit()>>20)
 				break
 			}
 			time.Sleep(200 * time.Millisecond)
@@ -684,14 +685,19 @@ func chaosJournalTimes(t *testing.T, srv *restateserver.Server, runKey string) m
 
 // chaosResources are the bridge's descriptors and memory at one moment.
 type chaosResources struct {
-	fds, ownFDs, sockets, workers int
-	rss                           int64
+	fds, ownFDs, sockets, pidfds, workers int
+	rss                                   int64
 }
 
 func measureBridge(pid int) chaosResources {
-	total, own, sockets, workers := bridgeFDs(pid)
-	return chaosResources{fds: total, ownFDs: own, sockets: sockets, workers: workers, rss: rssBytes(pid)}
+	total, own, sockets, pidfds, workers := bridgeFDs(pid)
+	return chaosResources{fds: total, ownFDs: own, sockets: sockets, pidfds: pidfds, workers: workers, rss: rssBytes(pid)}
 }
+
+// maxStrayPidfds is how many pidfds may exceed the live workers: Go holds
+// one per child process until it is reaped, and a killed worker is reaped
+// a moment after it leaves the worker list.
+const maxStrayPidfds = 4
 
 // maxBridgeSockets bounds the bridge's sockets: its listener and the h2c
 // connections restate-server opens to a deployment, one per partition
@@ -700,18 +706,19 @@ func measureBridge(pid int) chaosResources {
 // had reached, so sockets are held to this bound, not to the baseline.
 const maxBridgeSockets = 1 + 24 + 4
 
-// settled reports whether r is back near baseline: descriptors other than
-// sockets at most 8 above it, sockets within maxBridgeSockets, RSS within
-// rssLimit.
+// settled reports whether r is back near baseline: own descriptors other
+// than sockets at most 8 above it, sockets within maxBridgeSockets, pidfds
+// no more than the live workers plus maxStrayPidfds, RSS within rssLimit.
 func (r chaosResources) settled(baseline chaosResources) bool {
 	return r.ownFDs-r.sockets <= baseline.ownFDs-baseline.sockets+8 &&
-		r.sockets <= maxBridgeSockets && r.rss <= baseline.rssLimit()
+		r.sockets <= maxBridgeSockets && r.pidfds <= r.workers+maxStrayPidfds &&
+		r.rss <= baseline.rssLimit()
 }
 
 func (r chaosResources) rssLimit() int64 { return max(r.rss*3/2, r.rss+48<<20) }
 
 func (r chaosResources) String() string {
-	return fmt.Sprintf("{fds %d (own %d of which %d sockets, %d workers), RSS %.1f MiB}", r.fds, r.ownFDs, r.sockets, r.workers, float64(r.rss)/(1<<20))
+	return fmt.Sprintf("{fds %d (own %d of which %d sockets; %d pidfds; %d workers), RSS %.1f MiB}", r.fds, r.ownFDs, r.sockets, r.pidfds, r.workers, float64(r.rss)/(1<<20))
 }
 
 func baselineString(r *chaosResources) string {
