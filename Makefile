@@ -74,8 +74,15 @@ proto-check: tools ## Fail when committed generated code differs from a fresh re
 vet: ## go vet
 	go vet ./...
 
+.PHONY: fmt-check
+fmt-check: ## Fail when gofmt would change a file or go.mod/go.sum are not tidy
+	@unformatted=$$(git ls-files -z -- '*.go' | xargs -0 gofmt -l); \
+	if [ -n "$$unformatted" ]; then echo "gofmt would change these files (run gofmt -w):"; echo "$$unformatted"; exit 1; fi
+	@go mod tidy -diff || { echo "go.mod/go.sum are not tidy: run 'go mod tidy' and commit"; exit 1; }
+	@cd bench/sdkgo && go mod tidy -diff || { echo "bench/sdkgo: go.mod/go.sum are not tidy: run 'go mod tidy' there and commit"; exit 1; }
+
 .PHONY: lint
-lint: tools vet ## go vet + staticcheck (pinned)
+lint: tools vet fmt-check ## go vet + gofmt + go mod tidy + staticcheck (pinned)
 	$(TOOLS_BIN)/staticcheck ./...
 
 .PHONY: test
