@@ -48,16 +48,47 @@ func (r *Reader) Next() (Header, []byte, error) {
 	if h.Length > r.max {
 		return h, nil, fmt.Errorf("%w: %s frame of %d bytes exceeds the limit of %d bytes", ErrMessageTooLarge, h.Type, h.Length, r.max)
 	}
-	n := int(h.Length)
-	if cap(r.buf) < n {
-		r.buf = make([]byte, n)
-	}
-	p := r.buf[:n]
-	if _, err := io.ReadFull(r.r, p); err != nil {
+	p, err := r.payload(int(h.Length))
+	if err != nil {
 		if err == io.EOF {
 			err = io.ErrUnexpectedEOF
 		}
 		return h, nil, err
 	}
 	return h, p, nil
+}
+
+// eagerPayload is the payload size up to which the buffer is sized from the
+// header at once; a larger one grows as its bytes arrive.
+const eagerPayload = 64 << 10
+
+// payload reads the n payload bytes into the reused buffer. The header's
+// length is only a claim: a peer that announces 32 MiB and sends ten bytes
+// must not cost 32 MiB, so beyond eagerPayload the buffer at most doubles
+// per read, and memory follows the bytes received, not the bytes promised.
+func (r *Reader) payload(n int) ([]byte, error) {
+	if cap(r.buf) >= n || n <= eagerPayload {
+		if cap(r.buf) < n {
+			r.buf = make([]byte, n)
+		}
+		p := r.buf[:n]
+		_, err := io.ReadFull(r.r, p)
+		return p, err
+	}
+	p := r.buf[:cap(r.buf)]
+	got := 0
+	for got < n {
+		if got == len(p) {
+			grown := make([]byte, min(n, max(2*len(p), eagerPayload)))
+			copy(grown, p[:got])
+			p = grown
+			r.buf = grown
+		}
+		m, err := io.ReadFull(r.r, p[got:min(n, len(p))])
+		got += m
+		if err != nil {
+			return nil, err
+		}
+	}
+	return p[:n], nil
 }

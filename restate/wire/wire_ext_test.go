@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"errors"
 	"io"
+	"runtime"
 	"testing"
 	"testing/iotest"
 
@@ -127,6 +128,53 @@ func TestReaderRejectsOversizeBeforeReading(t *testing.T) {
 	_, p, err := r.Next()
 	if !errors.Is(err, wire.ErrMessageTooLarge) || p != nil {
 		t.Fatalf("Next = %d bytes, %v; want ErrMessageTooLarge", len(p), err)
+	}
+}
+
+// A header is only a claim: a client that announces the largest frame the
+// limit allows and then sends a few bytes (or nothing) must not make the
+// endpoint allocate the announced size.
+func TestReaderAllocatesWhatArrivesNotWhatIsAnnounced(t *testing.T) {
+	hdr := make([]byte, 8)
+	wire.PutHeader(hdr, wire.Header{Type: wire.InputCommandType, Length: wire.DefaultMaxMessageSize})
+	var before, after runtime.MemStats
+	runtime.ReadMemStats(&before)
+	r := wire.NewReader(io.MultiReader(bytes.NewReader(hdr), bytes.NewReader(make([]byte, 10))), 0)
+	if _, _, err := r.Next(); err != io.ErrUnexpectedEOF {
+		t.Fatalf("announced 32 MiB, sent 10 bytes: %v, want io.ErrUnexpectedEOF", err)
+	}
+	runtime.ReadMemStats(&after)
+	if got := after.TotalAlloc - before.TotalAlloc; got > 1<<20 {
+		t.Fatalf("a 32 MiB header with 10 bytes behind it allocated %d bytes", got)
+	}
+}
+
+// Frames larger than the first buffer still arrive whole through short
+// reads, and the grown buffer serves the frames after them.
+func TestReaderLargeFramesThroughShortReads(t *testing.T) {
+	var stream []byte
+	var want [][]byte
+	for _, n := range []int{3 << 20, 100, 5 << 20, 70 << 10} {
+		content := bytes.Repeat([]byte{byte(n)}, n)
+		want = append(want, content)
+		stream, _ = wire.AppendMessage(stream, 0, &servicev1.InputCommandMessage{Value: &servicev1.Value{Content: content}})
+	}
+	r := wire.NewReader(iotest.HalfReader(bytes.NewReader(stream)), 0)
+	for i, content := range want {
+		h, p, err := r.Next()
+		if err != nil || int(h.Length) != len(p) {
+			t.Fatalf("frame %d: %d bytes, %v", i, len(p), err)
+		}
+		m, err := wire.Decode(h, p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := m.(*servicev1.InputCommandMessage).GetValue().GetContent(); !bytes.Equal(got, content) {
+			t.Fatalf("frame %d: content of %d bytes differs from the %d sent", i, len(got), len(content))
+		}
+	}
+	if _, _, err := r.Next(); err != io.EOF {
+		t.Fatalf("at end: %v, want io.EOF", err)
 	}
 }
 
