@@ -11,7 +11,6 @@ import (
 	"net/url"
 	"regexp"
 	"strings"
-	"testing"
 	"time"
 )
 
@@ -27,20 +26,11 @@ func (e *HTTPError) Error() string {
 	return fmt.Sprintf("%s %s: status %d: %s", e.Method, e.URL, e.Status, e.Body)
 }
 
-// Register registers the deployment at uri (POST /deployments with force,
-// so a re-registration replaces it) and returns the admin API's answer
-// (deployment id, services). It fails t with the server's message otherwise.
-func (s *Server) Register(t testing.TB, uri string, useHTTP11 bool) []byte {
-	t.Helper()
-	body, err := s.TryRegister(context.Background(), uri, useHTTP11)
-	if err != nil {
-		t.Fatalf("restateserver: register %s: %v", uri, err)
-	}
-	return body
-}
-
-// TryRegister is [Server.Register] returning the error (an *HTTPError for a
-// refused registration, e.g. when discovery of the deployment failed).
+// TryRegister registers the deployment at uri (POST /deployments with
+// force, so a re-registration replaces it) and returns the admin API's
+// answer (deployment id, services); a refused registration, e.g. when
+// discovery of the deployment failed, is an *HTTPError. [Server.Register]
+// is the same for a test.
 func (s *Server) TryRegister(ctx context.Context, uri string, useHTTP11 bool) ([]byte, error) {
 	req := map[string]any{"uri": uri, "use_http_11": useHTTP11, "force": true}
 	b, err := json.Marshal(req)

@@ -11,7 +11,6 @@ import (
 	"strconv"
 	"strings"
 	"sync"
-	"testing"
 	"time"
 )
 
@@ -39,16 +38,25 @@ type Options struct {
 	// RESTATE_DEFAULT_NUM_PARTITIONS=4.
 	ExtraEnv []string
 	// LogWriter also receives the server's stdout and stderr. The log is
-	// always kept in the base directory and its tail is printed when the
-	// test fails.
+	// always kept in the server's directory; [Start] prints its tail when
+	// the test fails.
 	LogWriter io.Writer
+	// Binary is the restate-server executable; empty means the one
+	// RESTATE_SERVER_BIN names.
+	Binary string
+	// Dir holds the server's data and log (a fresh base directory per start
+	// attempt, so a node never sees another one's metadata). Empty means a
+	// new short temporary directory that [Server.Close] removes; a given
+	// Dir is the caller's and is left in place.
+	Dir string
 }
 
-// Server is a running restate-server owned by a test.
+// Server is a running restate-server and its loopback ports.
 type Server struct {
-	t       testing.TB
 	bin     string
 	opts    Options
+	root    string // Dir, or the temporary directory Launch made
+	ownRoot bool   // root was made by Launch and is removed by Close
 	baseDir string
 	logPath string
 	ingress int
@@ -60,75 +68,74 @@ type Server struct {
 	proc *process // nil when stopped
 }
 
-// Start launches restate-server on free loopback ports with a fresh base
-// directory, waits until it is ready (admin /health, ingress
-// /restate/health and the SQL query endpoint all answer 200) and registers a
-// cleanup that stops it. It skips or fails the test as [Binary] does when the
-// binary is missing, and fails the test when the server cannot start.
-func Start(t testing.TB, opts Options) *Server {
-	t.Helper()
-	bin := Binary(t)
-	root := shortTempDir(t)
-	s := &Server{t: t, bin: bin, opts: opts, client: &http.Client{Timeout: 30 * time.Second}}
-	t.Cleanup(func() {
-		start := time.Now()
-		// Being killed after the grace period is not a test failure: the
-		// process group is gone and reaped either way.
-		if err := s.Stop(); err != nil {
-			t.Logf("restateserver: stop: %v", err)
-		} else if d := time.Since(start); d > 5*time.Second {
-			t.Logf("restateserver: graceful stop took %s", d.Round(time.Millisecond))
+// Launch starts restate-server on free loopback ports with a fresh base
+// directory and waits until it is ready: admin /health, ingress
+// /restate/health and the SQL query endpoint all answer 200. ctx bounds
+// only the start; the server runs until [Server.Stop] or [Server.Close],
+// which the caller owes. A start that lost a race for a port is retried on
+// new ports.
+func Launch(ctx context.Context, opts Options) (*Server, error) {
+	return launch(ctx, opts, nil)
+}
+
+// launch is [Launch]; logf, when set, hears about retried port races.
+func launch(ctx context.Context, opts Options, logf func(format string, args ...any)) (*Server, error) {
+	bin := opts.Binary
+	if bin == "" {
+		var err error
+		if bin, err = binaryFromEnv(); err != nil {
+			return nil, fmt.Errorf("restateserver: %w", err)
 		}
-		if t.Failed() {
-			s.dumpLog()
+	}
+	s := &Server{bin: bin, opts: opts, root: opts.Dir, client: &http.Client{Timeout: 30 * time.Second}}
+	if s.root == "" {
+		dir, err := shortTempDir()
+		if err != nil {
+			return nil, fmt.Errorf("restateserver: %w", err)
 		}
-	})
+		s.root, s.ownRoot = dir, true
+	}
 	var lastErr error
 	for attempt := 1; attempt <= bindAttempts; attempt++ {
 		ports, err := freePorts(3)
 		if err != nil {
-			t.Fatalf("restateserver: %v", err)
+			lastErr = err
+			break
 		}
 		s.ingress, s.admin, s.fabric = ports[0], ports[1], ports[2]
 		// A fresh directory per attempt: a node that once started records
 		// its advertised address in its metadata.
-		s.baseDir = filepath.Join(root, "attempt-"+strconv.Itoa(attempt))
-		s.logPath = filepath.Join(root, "restate-server-"+strconv.Itoa(attempt)+".log")
+		s.baseDir = filepath.Join(s.root, "attempt-"+strconv.Itoa(attempt))
+		s.logPath = filepath.Join(s.root, "restate-server-"+strconv.Itoa(attempt)+".log")
 		if err := os.MkdirAll(s.baseDir, 0o755); err != nil {
-			t.Fatalf("restateserver: %v", err)
-		}
-		lastErr = s.launch()
-		if lastErr == nil {
-			return s
-		}
-		if !errors.Is(lastErr, errAddrInUse) {
+			lastErr = err
 			break
 		}
-		t.Logf("restateserver: attempt %d lost a port race, retrying: %v", attempt, lastErr)
+		lastErr = s.start(ctx)
+		if lastErr == nil {
+			return s, nil
+		}
+		var se *startError
+		if !errors.As(lastErr, &se) || !se.portRace {
+			break
+		}
+		if logf != nil {
+			logf("restateserver: attempt %d lost a port race, retrying: %v", attempt, se.err)
+		}
 	}
-	t.Fatalf("restateserver: start: %v", lastErr)
-	return nil
+	return nil, errors.Join(fmt.Errorf("restateserver: start: %w", lastErr), s.removeDir())
 }
 
-// shortTempDir makes the server's root directory. Not t.TempDir: the server
-// binds unix sockets under its base directory (e.g. vm/ingress.sock), and a
-// path derived from a long test name exceeds the 108-byte socket path limit.
-func shortTempDir(t testing.TB) string {
-	t.Helper()
+// shortTempDir makes a server's root directory. The server binds unix
+// sockets under its base directory (e.g. vm/ingress.sock), and a long path
+// (such as t.TempDir's, derived from the test name) exceeds the 108-byte
+// socket path limit.
+func shortTempDir() (string, error) {
 	parent := os.TempDir()
 	if len(parent) > 40 {
 		parent = "/tmp"
 	}
-	dir, err := os.MkdirTemp(parent, "rs-")
-	if err != nil {
-		t.Fatalf("restateserver: %v", err)
-	}
-	t.Cleanup(func() {
-		if err := os.RemoveAll(dir); err != nil {
-			t.Errorf("restateserver: remove %s: %v", dir, err)
-		}
-	})
-	return dir
+	return os.MkdirTemp(parent, "rs-")
 }
 
 // IngressURL is the base URL of the HTTP ingress, e.g. http://127.0.0.1:PORT.
@@ -140,17 +147,13 @@ func (s *Server) AdminURL() string { return "http://127.0.0.1:" + strconv.Itoa(s
 // BaseDir is the server's data directory (kept across [Server.Restart]).
 func (s *Server) BaseDir() string { return s.baseDir }
 
-// Restart stops the server and starts it again on the same ports and base
-// directory, so registered deployments and journals survive; it waits until
-// the server is ready and fails t otherwise.
-func (s *Server) Restart(t testing.TB) {
-	t.Helper()
-	if err := s.Stop(); err != nil {
-		t.Logf("restateserver: restart: stop: %v", err)
-	}
-	if err := s.launch(); err != nil {
-		t.Fatalf("restateserver: restart: %v", err)
-	}
+// Relaunch stops the server (as [Server.Stop], whose error it drops: call
+// Stop first to see it) and starts it again on the same ports and base
+// directory, so registered deployments and journals survive. It waits
+// until the server is ready, as [Launch] does.
+func (s *Server) Relaunch(ctx context.Context) error {
+	_ = s.Stop()
+	return s.start(ctx)
 }
 
 // Stop terminates the server's process group (TERM, then KILL after a
@@ -167,8 +170,29 @@ func (s *Server) Stop() error {
 	return p.stop(stopGrace)
 }
 
+// Close stops the server for good: [Server.Stop], then the removal of the
+// temporary directory Launch made (a given [Options.Dir] stays).
+func (s *Server) Close() error {
+	return errors.Join(s.Stop(), s.removeDir())
+}
+
+func (s *Server) removeDir() error {
+	if !s.ownRoot {
+		return nil
+	}
+	if err := os.RemoveAll(s.root); err != nil {
+		return fmt.Errorf("restateserver: remove %s: %w", s.root, err)
+	}
+	return nil
+}
+
+// PID is the server's process id (0 when stopped), for reading its CPU
+// time from /proc.
+func (s *Server) PID() int { return s.Pgid() }
+
 // Pgid is the process group of the running server (0 when stopped); tests
-// use it to check that nothing of the server is left.
+// use it to check that nothing of the server is left. The server leads its
+// group, so this is also its [Server.PID].
 func (s *Server) Pgid() int {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -206,8 +230,22 @@ func (s *Server) env() []string {
 	return append(env, s.opts.ExtraEnv...)
 }
 
-// launch starts one server process and waits for readiness.
-func (s *Server) launch() error {
+// startError is a start that did not become ready, with the tail of the
+// server's log; portRace marks one that lost a port to another process.
+type startError struct {
+	err      error
+	tail     string
+	portRace bool
+}
+
+func (e *startError) Error() string {
+	return fmt.Sprintf("%v\n--- restate-server log tail ---\n%s", e.err, e.tail)
+}
+
+func (e *startError) Unwrap() error { return e.err }
+
+// start starts one server process and waits for readiness.
+func (s *Server) start(ctx context.Context) error {
 	logFile, err := os.OpenFile(s.logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
 	if err != nil {
 		return err
@@ -224,20 +262,16 @@ func (s *Server) launch() error {
 	s.proc = p
 	s.mu.Unlock()
 
-	ctx, cancel := context.WithTimeout(context.Background(), readyTimeout)
+	ctx, cancel := context.WithTimeout(ctx, readyTimeout)
 	defer cancel()
 	if err := s.waitReady(ctx, p); err != nil {
 		_ = s.Stop()
 		log := s.logTail(40)
-		if strings.Contains(strings.ToLower(log), "address already in use") || strings.Contains(log, "os error 98") {
-			return fmt.Errorf("%w: %v", errAddrInUse, err)
-		}
-		return fmt.Errorf("%v\n--- restate-server log tail ---\n%s", err, log)
+		race := strings.Contains(strings.ToLower(log), "address already in use") || strings.Contains(log, "os error 98")
+		return &startError{err: err, tail: log, portRace: race}
 	}
 	return nil
 }
-
-var errAddrInUse = errors.New("a port was taken")
 
 func (s *Server) waitReady(ctx context.Context, p *process) error {
 	probes := []func(context.Context) error{
@@ -267,7 +301,10 @@ func (s *Server) waitReady(ctx context.Context, p *process) error {
 			case <-p.done:
 				return fmt.Errorf("restate-server exited before it was ready: %v (last probe: %v)", p.exitErr(), last)
 			case <-ctx.Done():
-				return fmt.Errorf("restate-server not ready within %s: %v", readyTimeout, last)
+				if errors.Is(ctx.Err(), context.DeadlineExceeded) {
+					return fmt.Errorf("restate-server not ready within %s: %v", readyTimeout, last)
+				}
+				return fmt.Errorf("restate-server start: %w (last probe: %v)", ctx.Err(), last)
 			case <-tick.C:
 			}
 		}
@@ -302,10 +339,4 @@ func (s *Server) logTail(lines int) string {
 		all = all[len(all)-lines:]
 	}
 	return strings.Join(all, "\n")
-}
-
-func (s *Server) dumpLog() {
-	if s.logPath != "" {
-		s.t.Logf("restate-server log tail (%s):\n%s", s.logPath, s.logTail(100))
-	}
 }

@@ -2,11 +2,8 @@ package main
 
 import (
 	"context"
-	"errors"
 	"fmt"
-	"io"
 	"net"
-	"net/http"
 	"os"
 	"os/exec"
 	"syscall"
@@ -77,35 +74,6 @@ func (c *child) stop(grace time.Duration) error {
 	}
 	_ = syscall.Kill(-c.pid(), syscall.SIGKILL)
 	return result
-}
-
-// waitHTTP polls url until it answers 200, the child exits, or timeout.
-func waitHTTP(ctx context.Context, c *child, url string, timeout time.Duration) error {
-	ctx, cancel := context.WithTimeout(ctx, timeout)
-	defer cancel()
-	client := &http.Client{Timeout: 2 * time.Second}
-	var last error
-	for {
-		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
-		resp, err := client.Do(req)
-		if err == nil {
-			_, _ = io.Copy(io.Discard, resp.Body)
-			_ = resp.Body.Close()
-			if resp.StatusCode == http.StatusOK {
-				return nil
-			}
-			err = fmt.Errorf("status %d", resp.StatusCode)
-		}
-		last = err
-		if c != nil && c.exited() {
-			return fmt.Errorf("%s exited before %s answered: %v", c.name, url, c.err)
-		}
-		select {
-		case <-ctx.Done():
-			return errors.Join(fmt.Errorf("%s not ready within %s", url, timeout), last)
-		case <-time.After(50 * time.Millisecond):
-		}
-	}
 }
 
 // waitTCP polls addr until it accepts a connection, the child exits, or

@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"os"
 	"time"
 
 	"github.com/fnbridge/fnbridge/restate/restatetest"
@@ -32,15 +31,7 @@ func measureDirect(ctx context.Context, p *peer, c int, dur time.Duration) (dire
 	}
 	rate := float64(warm.Invocations) / warm.Duration.Seconds()
 	n := min(max(int(rate*dur.Seconds()), 100), 200_000)
-	before, err := sampleCPU(p.proc.pid())
-	if err != nil {
-		return directPoint{}, err
-	}
-	genBefore, err := readStat(os.Getpid())
-	if err != nil {
-		return directPoint{}, err
-	}
-	machBefore, err := readMachineCPU()
+	before, err := markCPU(p.proc.pid(), 0, false)
 	if err != nil {
 		return directPoint{}, err
 	}
@@ -48,21 +39,10 @@ func measureDirect(ctx context.Context, p *peer, c int, dur time.Duration) (dire
 	if err != nil {
 		return directPoint{}, err
 	}
-	machAfter, err := readMachineCPU()
+	after, err := markCPU(p.proc.pid(), 0, true)
 	if err != nil {
 		return directPoint{}, err
 	}
-	after, err := sampleCPU(p.proc.pid())
-	if err != nil {
-		return directPoint{}, err
-	}
-	genAfter, err := readStat(os.Getpid())
-	if err != nil {
-		return directPoint{}, err
-	}
-	pt := directPoint{Peer: p.Key, C: c, Stats: st}
-	pt.Self, pt.Workers = cpuDelta(before, after)
-	pt.Machine = machAfter.Busy - machBefore.Busy
-	pt.Gen = (genAfter.Utime + genAfter.Stime) - (genBefore.Utime + genBefore.Stime)
-	return pt, nil
+	u := cpuBetween(before, after)
+	return directPoint{Peer: p.Key, C: c, Stats: st, Self: u.Self, Workers: u.Workers, Gen: u.Gen, Machine: u.Machine}, nil
 }

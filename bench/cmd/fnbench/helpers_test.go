@@ -1,11 +1,14 @@
 package main
 
 import (
+	"maps"
 	"os"
 	"path/filepath"
 	"slices"
 	"testing"
 	"time"
+
+	"github.com/fnbridge/fnbridge/internal/procstat"
 )
 
 func TestPercentileIsNearestRank(t *testing.T) {
@@ -49,32 +52,43 @@ func TestMedianOfRepetitions(t *testing.T) {
 	}
 }
 
-func TestParseStatCountsFieldsAfterTheLastParenthesis(t *testing.T) {
-	// A comm with spaces and parentheses, as a process may choose.
-	line := "4242 (we (ird) name) S 17 4242 4242 0 -1 4194560 100 0 0 0 250 75 12 3 20 0 9 0 123456 1000 200"
-	st, err := parseStat(line)
+// The CPU of a process and of its descendants as sampleCPU counts it from
+// procstat's reading: the root's own time only, each descendant's own plus
+// its reaped children's, keyed by pid and start time; comm may hold spaces
+// and parentheses.
+func TestCPUSampleOfAProcessTree(t *testing.T) {
+	all, parent := map[int]procstat.Stat{}, map[int]int{}
+	for _, line := range []string{
+		"10 (bridge) S 1 10 10 0 -1 0 0 0 0 0 250 75 12 3 20 0 9 0 100 1000 200",
+		"11 (we (ird) name) S 10 11 11 0 -1 0 0 0 0 0 40 10 5 5 20 0 1 0 200 1000 200",
+		"12 (sh) S 11 11 11 0 -1 0 0 0 0 0 1 1 0 0 20 0 1 0 300 1000 200",
+		"20 (other) S 1 20 20 0 -1 0 0 0 0 0 999 999 0 0 20 0 1 0 400 1000 200",
+	} {
+		st, err := procstat.Parse(line)
+		if err != nil {
+			t.Fatal(err)
+		}
+		all[st.PID], parent[st.PID] = st, st.PPID
+	}
+	cs, err := cpuSampleOf(all, parent, 10)
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := procStat{PID: 4242, PPID: 17, PGID: 4242, Utime: 2500 * time.Millisecond, Stime: 750 * time.Millisecond,
-		Cutime: 120 * time.Millisecond, Cstime: 30 * time.Millisecond, StartTime: 123456}
-	if st != want {
-		t.Errorf("parseStat = %+v, want %+v", st, want)
+	want := map[procKey]time.Duration{{11, 200}: 600 * time.Millisecond, {12, 300}: 20 * time.Millisecond}
+	if cs.self != 3250*time.Millisecond || cs.count != 2 || !maps.Equal(cs.desc, want) {
+		t.Errorf("cpuSampleOf(10) = %+v, want self 3.25s and descendants %v", cs, want)
 	}
-	for _, bad := range []string{"", "12 no-parens S 1", "12 (x) S 1 2 3", "x (y) S 1 1 1 0 -1 0 0 0 0 0 a 0 0 0 20 0 1 0 5"} {
-		if _, err := parseStat(bad); err == nil {
-			t.Errorf("parseStat(%q) succeeded, want an error", bad)
-		}
+	if _, err := cpuSampleOf(all, parent, 99); err == nil {
+		t.Error("a sample of a process that is gone succeeded")
 	}
 }
 
-func TestReadStatOfThisProcess(t *testing.T) {
-	st, err := readStat(os.Getpid())
-	if err != nil {
-		t.Fatal(err)
-	}
-	if st.PID != os.Getpid() || st.PPID != os.Getppid() {
-		t.Errorf("readStat(self) = pid %d ppid %d, want %d %d", st.PID, st.PPID, os.Getpid(), os.Getppid())
+// processTree is this machine's /proc as fnbench walks it: this process is
+// in it with its parent.
+func TestProcessTreeHasThisProcess(t *testing.T) {
+	all, parent := processTree()
+	if st, ok := all[os.Getpid()]; !ok || st.PPID != os.Getppid() || parent[os.Getpid()] != os.Getppid() {
+		t.Errorf("processTree: self = %+v (present %v), parent %d; want ppid %d", st, ok, parent[os.Getpid()], os.Getppid())
 	}
 }
 
@@ -127,7 +141,7 @@ func TestParseMachineCPU(t *testing.T) {
 		t.Fatal(err)
 	}
 	// busy = user+nice+system+irq+softirq+steal; guest is already in user.
-	if m.Busy != 161*clockTick || m.Total != 1181*clockTick {
+	if m.Busy != 161*procstat.ClockTick || m.Total != 1181*procstat.ClockTick {
 		t.Errorf("parseMachineCPU = %+v, want busy 1.61s total 11.81s", m)
 	}
 	if _, err := parseMachineCPU("intr 1 2 3\n"); err == nil {
@@ -179,7 +193,7 @@ func TestChildIsFoundAndStopped(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	st, err := readStat(c.pid())
+	st, err := procstat.Read(c.pid())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -192,7 +206,7 @@ func TestChildIsFoundAndStopped(t *testing.T) {
 	if err := c.stop(5 * time.Second); err != nil {
 		t.Errorf("stop: %v", err)
 	}
-	if _, err := readStat(c.pid()); err == nil {
+	if _, err := procstat.Read(c.pid()); err == nil {
 		t.Errorf("child %d still exists after stop", c.pid())
 	}
 }

@@ -3,8 +3,9 @@ package main
 import (
 	"context"
 	"fmt"
-	"os"
 	"time"
+
+	"github.com/fnbridge/fnbridge/internal/restateserver"
 )
 
 // ingressPoint is one measured point through restate-server.
@@ -29,51 +30,22 @@ func (p ingressPoint) cpuPerInv(d time.Duration) time.Duration {
 
 // measureIngress runs one point: a short warm-up on the same connections
 // (not recorded), then the measured closed loop, with CPU sampled around it.
-func measureIngress(ctx context.Context, rs *restateServer, p *peer, c int, dur time.Duration) (ingressPoint, error) {
+func measureIngress(ctx context.Context, rs *restateserver.Server, p *peer, c int, dur time.Duration) (ingressPoint, error) {
 	client := newIngressClient(c)
 	defer client.CloseIdleConnections()
-	url := rs.ingress + "/" + p.Service + "/" + p.Handler
+	url := rs.IngressURL() + "/" + p.Service + "/" + p.Handler
 	if w := load(ctx, client, url, c, 10*c, 2*time.Second, p.echo); w.Errors > 0 {
 		return ingressPoint{}, fmt.Errorf("%s warm-up at c=%d: %d errors, first: %s", p.Key, c, w.Errors, w.FirstError)
 	}
-	peerBefore, err := sampleCPU(p.proc.pid())
-	if err != nil {
-		return ingressPoint{}, err
-	}
-	srvBefore, err := sampleCPU(rs.proc.pid())
-	if err != nil {
-		return ingressPoint{}, err
-	}
-	genBefore, err := readStat(os.Getpid())
-	if err != nil {
-		return ingressPoint{}, err
-	}
-	machBefore, err := readMachineCPU()
+	before, err := markCPU(p.proc.pid(), rs.PID(), false)
 	if err != nil {
 		return ingressPoint{}, err
 	}
 	res := load(ctx, client, url, c, 1_000_000, dur, p.echo)
-	machAfter, err := readMachineCPU()
+	after, err := markCPU(p.proc.pid(), rs.PID(), true)
 	if err != nil {
 		return ingressPoint{}, err
 	}
-	peerAfter, err := sampleCPU(p.proc.pid())
-	if err != nil {
-		return ingressPoint{}, err
-	}
-	srvAfter, err := sampleCPU(rs.proc.pid())
-	if err != nil {
-		return ingressPoint{}, err
-	}
-	genAfter, err := readStat(os.Getpid())
-	if err != nil {
-		return ingressPoint{}, err
-	}
-	pt := ingressPoint{Peer: p.Key, C: c, Load: res}
-	pt.Self, pt.Workers = cpuDelta(peerBefore, peerAfter)
-	srvSelf, srvDesc := cpuDelta(srvBefore, srvAfter)
-	pt.Server = srvSelf + srvDesc
-	pt.Machine = machAfter.Busy - machBefore.Busy
-	pt.Gen = (genAfter.Utime + genAfter.Stime) - (genBefore.Utime + genBefore.Stime)
-	return pt, ctx.Err()
+	u := cpuBetween(before, after)
+	return ingressPoint{Peer: p.Key, C: c, Load: res, Self: u.Self, Workers: u.Workers, Server: u.Server, Gen: u.Gen, Machine: u.Machine}, ctx.Err()
 }

@@ -7,6 +7,8 @@ import (
 	"strconv"
 	"sync"
 	"time"
+
+	"github.com/fnbridge/fnbridge/internal/restateserver"
 )
 
 // inFlightRSS is the memory bridge's RSS while 32 invocations are in
@@ -23,7 +25,7 @@ type inFlightRSS struct {
 // measureInFlight sends n concurrent calls of a handler that sleeps, and
 // samples the bridge's VmRSS (workers excluded: only the bridge's own pid)
 // every 10 ms until they all answer.
-func measureInFlight(ctx context.Context, rs *restateServer, p *peer, n int) (inFlightRSS, error) {
+func measureInFlight(ctx context.Context, rs *restateserver.Server, p *peer, n int) (inFlightRSS, error) {
 	var out inFlightRSS
 	idle, err := rssKB(p.proc.pid())
 	if err != nil {
@@ -32,7 +34,7 @@ func measureInFlight(ctx context.Context, rs *restateServer, p *peer, n int) (in
 	out.IdleKB, out.PeakKB = idle, idle
 	client := newIngressClient(n)
 	defer client.CloseIdleConnections()
-	url := rs.ingress + "/" + p.Service + "/" + p.Handler
+	url := rs.IngressURL() + "/" + p.Service + "/" + p.Handler
 	var wg sync.WaitGroup
 	var mu sync.Mutex
 	done := make(chan struct{})
@@ -71,14 +73,10 @@ func measureInFlight(ctx context.Context, rs *restateServer, p *peer, n int) (in
 
 // countDescendants counts the processes named comm below root.
 func countDescendants(root int, comm string) int {
-	all := allStats()
-	parent := make(map[int]int, len(all))
-	for pid, s := range all {
-		parent[pid] = s.PPID
-	}
+	all, parent := processTree()
 	n := 0
 	for _, pid := range descendants(parent, root) {
-		if commOf(pid) == comm {
+		if all[pid].Comm == comm {
 			n++
 		}
 	}
@@ -98,13 +96,9 @@ type workerMem struct {
 
 // workerMemory returns one workerMem per direct child of root.
 func workerMemory(root int) ([]workerMem, error) {
-	all := allStats()
+	all, parent := processTree()
 	if _, ok := all[root]; !ok {
 		return nil, fmt.Errorf("process %d is gone", root)
-	}
-	parent := make(map[int]int, len(all))
-	for pid, s := range all {
-		parent[pid] = s.PPID
 	}
 	var out []workerMem
 	for pid, pp := range parent {

@@ -2,93 +2,26 @@ package main
 
 import (
 	"bufio"
-	"bytes"
 	"fmt"
 	"os"
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/fnbridge/fnbridge/internal/procstat"
 )
 
-// clockTick is the unit of the CPU times in /proc/PID/stat. The kernel
-// reports them in USER_HZ, which is 100 on every Linux ABI Go supports.
-const clockTick = 10 * time.Millisecond
-
-// procStat is the part of /proc/PID/stat the benchmark uses.
-type procStat struct {
-	PID, PPID, PGID int
-	// Utime and Stime are the process's own CPU time; Cutime and Cstime
-	// that of its reaped children (a Bash worker's per-invocation subshells
-	// end up here).
-	Utime, Stime, Cutime, Cstime time.Duration
-	// StartTime (in clock ticks after boot) tells a reused pid apart.
-	StartTime uint64
-}
-
-// parseStat parses one /proc/PID/stat line. The command name is in
-// parentheses and may itself contain spaces and parentheses, so fields are
-// counted from the last ')'.
-func parseStat(line string) (procStat, error) {
-	open := strings.IndexByte(line, '(')
-	closing := strings.LastIndexByte(line, ')')
-	if open < 0 || closing < open {
-		return procStat{}, fmt.Errorf("stat %q: no (comm)", line)
+// processTree is one reading of every process's stat (procstat.All) by
+// pid, with each one's parent: what the CPU and memory samples walk.
+func processTree() (stats map[int]procstat.Stat, parent map[int]int) {
+	all := procstat.All()
+	stats = make(map[int]procstat.Stat, len(all))
+	parent = make(map[int]int, len(all))
+	for _, st := range all {
+		stats[st.PID] = st
+		parent[st.PID] = st.PPID
 	}
-	pid, err := strconv.Atoi(strings.TrimSpace(line[:open]))
-	if err != nil {
-		return procStat{}, fmt.Errorf("stat %q: pid: %v", line, err)
-	}
-	// Fields after the comm, 0-based: state(0) ppid(1) pgrp(2) ... utime(11)
-	// stime(12) cutime(13) cstime(14) ... starttime(19).
-	f := strings.Fields(line[closing+1:])
-	if len(f) < 20 {
-		return procStat{}, fmt.Errorf("stat %q: %d fields after comm, want at least 20", line, len(f))
-	}
-	num := func(i int) (int64, error) { return strconv.ParseInt(f[i], 10, 64) }
-	st := procStat{PID: pid}
-	var vals [6]int64
-	for k, i := range []int{1, 2, 11, 12, 13, 14} {
-		if vals[k], err = num(i); err != nil {
-			return procStat{}, fmt.Errorf("stat %q: field %d: %v", line, i, err)
-		}
-	}
-	st.PPID, st.PGID = int(vals[0]), int(vals[1])
-	st.Utime = time.Duration(vals[2]) * clockTick
-	st.Stime = time.Duration(vals[3]) * clockTick
-	st.Cutime = time.Duration(vals[4]) * clockTick
-	st.Cstime = time.Duration(vals[5]) * clockTick
-	if st.StartTime, err = strconv.ParseUint(f[19], 10, 64); err != nil {
-		return procStat{}, fmt.Errorf("stat %q: starttime: %v", line, err)
-	}
-	return st, nil
-}
-
-func readStat(pid int) (procStat, error) {
-	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
-	if err != nil {
-		return procStat{}, err
-	}
-	return parseStat(string(bytes.TrimSpace(b)))
-}
-
-// allStats reads every process's stat; processes that exit while being
-// read are skipped.
-func allStats() map[int]procStat {
-	out := map[int]procStat{}
-	ents, err := os.ReadDir("/proc")
-	if err != nil {
-		return out
-	}
-	for _, e := range ents {
-		pid, err := strconv.Atoi(e.Name())
-		if err != nil {
-			continue
-		}
-		if st, err := readStat(pid); err == nil {
-			out[pid] = st
-		}
-	}
-	return out
+	return stats, parent
 }
 
 // descendants returns every pid below root in the parent tree given as
@@ -129,19 +62,20 @@ type cpuSample struct {
 type procKey = [2]uint64
 
 func sampleCPU(root int) (cpuSample, error) {
-	all := allStats()
+	all, parent := processTree()
+	return cpuSampleOf(all, parent, root)
+}
+
+// cpuSampleOf is sampleCPU over one reading of processTree.
+func cpuSampleOf(all map[int]procstat.Stat, parent map[int]int, root int) (cpuSample, error) {
 	st, ok := all[root]
 	if !ok {
 		return cpuSample{}, fmt.Errorf("process %d is gone", root)
 	}
-	parent := make(map[int]int, len(all))
-	for pid, s := range all {
-		parent[pid] = s.PPID
-	}
-	cs := cpuSample{self: st.Utime + st.Stime, desc: map[procKey]time.Duration{}}
+	cs := cpuSample{self: st.CPU(), desc: map[procKey]time.Duration{}}
 	for _, pid := range descendants(parent, root) {
 		d := all[pid]
-		cs.desc[procKey{uint64(pid), d.StartTime}] = d.Utime + d.Stime + d.Cutime + d.Cstime
+		cs.desc[procKey{uint64(pid), d.StartTime}] = d.CPU() + d.Cutime + d.Cstime
 		cs.count++
 	}
 	return cs, nil
@@ -189,12 +123,6 @@ func statusKB(pid int, name string) (int64, error) {
 	return parseStatusKB(string(b), name)
 }
 
-// commOf is the process's command name (/proc/PID/comm).
-func commOf(pid int) string {
-	b, _ := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/comm")
-	return strings.TrimSpace(string(b))
-}
-
 // machineCPU is the machine-wide CPU time from the "cpu" line of /proc/stat:
 // busy (everything but idle and iowait) and total, summed over all cores.
 type machineCPU struct{ Busy, Total time.Duration }
@@ -216,7 +144,7 @@ func parseMachineCPU(procStat string) (machineCPU, error) {
 		if i >= 8 { // guest and guest_nice are already in user and nice
 			break
 		}
-		d := time.Duration(n) * clockTick
+		d := time.Duration(n) * procstat.ClockTick
 		m.Total += d
 		if i != 3 && i != 4 { // idle, iowait
 			m.Busy += d
@@ -231,4 +159,61 @@ func readMachineCPU() (machineCPU, error) {
 		return machineCPU{}, err
 	}
 	return parseMachineCPU(string(b))
+}
+
+// cpuMark is the CPU counters read at one edge of a measured point: the
+// peer and its descendants, restate-server (when measured), this process
+// (the load generator or the driver) and the whole machine.
+type cpuMark struct {
+	peer, server cpuSample
+	gen          time.Duration
+	machine      machineCPU
+}
+
+// markCPU reads a cpuMark; server 0 skips restate-server. The machine is
+// read last before a point and first after it (machineFirst), so its
+// window is the innermost.
+func markCPU(peer, server int, machineFirst bool) (cpuMark, error) {
+	var m cpuMark
+	var err error
+	if machineFirst {
+		if m.machine, err = readMachineCPU(); err != nil {
+			return m, err
+		}
+	}
+	if m.peer, err = sampleCPU(peer); err != nil {
+		return m, err
+	}
+	if server != 0 {
+		if m.server, err = sampleCPU(server); err != nil {
+			return m, err
+		}
+	}
+	self, err := procstat.Read(os.Getpid())
+	if err != nil {
+		return m, err
+	}
+	m.gen = self.CPU()
+	if !machineFirst {
+		m.machine, err = readMachineCPU()
+	}
+	return m, err
+}
+
+// cpuUse is the CPU taken between two marks.
+type cpuUse struct {
+	// Self and Workers are the peer's own and its descendants'; Server is
+	// restate-server with its descendants; Gen this process; Machine the
+	// busy time of all cores.
+	Self, Workers, Server, Gen, Machine time.Duration
+}
+
+func cpuBetween(before, after cpuMark) cpuUse {
+	var u cpuUse
+	u.Self, u.Workers = cpuDelta(before.peer, after.peer)
+	srvSelf, srvDesc := cpuDelta(before.server, after.server)
+	u.Server = srvSelf + srvDesc
+	u.Gen = after.gen - before.gen
+	u.Machine = after.machine.Busy - before.machine.Busy
+	return u
 }

@@ -113,27 +113,35 @@ func writeTargets(b *strings.Builder, r *results) {
 	w("\n")
 }
 
+// tableRows calls row for every concurrency and peer that has a measured
+// row, with N's row at the same concurrency for the ×N columns (zero when N
+// was not measured there, which ratio renders as –).
+func tableRows[R any](concurrency []int, peers []*peer, agg func(key string, c int) (R, bool), row func(c int, key string, r, n R)) {
+	for _, c := range concurrency {
+		n, _ := agg("N", c)
+		for _, p := range peers {
+			if r, ok := agg(p.Key, c); ok {
+				row(c, p.Key, r, n)
+			}
+		}
+	}
+}
+
 func writeIngress(b *strings.Builder, r *results) {
 	w := func(format string, args ...any) { fmt.Fprintf(b, format, args...) }
 	w("## 1. Through restate-server %s (loopback ingress)\n\n", strings.TrimPrefix(r.machine.Restate, "restate-server "))
 	w("CPU is per invocation of the deployment side: the peer process itself, and its descendants (the bridge's workers) separately. \"cores\" columns are CPU seconds per wall second during the point.\n\n")
 	w("| c | peer | req/s [min–max] | ×N | p50 ms | ×N | p99 ms | ×N | CPU µs/inv process | CPU µs/inv workers | CPU total ×N | restate-server CPU µs/req | restate-server cores | load gen cores | machine busy cores | errors |\n")
 	w("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n")
-	for _, c := range r.cfg.concurrency {
-		n, _ := aggregateIngress(r.ingress, "N", c)
-		for _, p := range r.peers {
-			row, ok := aggregateIngress(r.ingress, p.Key, c)
-			if !ok {
-				continue
-			}
-			w("| %d | %s | %.0f [%.0f–%.0f] | %s | %.2f | %s | %.2f | %s | %.0f | %.0f | %s | %.0f | %.2f | %.2f | %.2f | %d |\n",
-				c, p.Key, row.RPS, row.RPSMin, row.RPSMax, ratio(row.RPS, n.RPS), row.P50, ratio(row.P50, n.P50), row.P99, ratio(row.P99, n.P99),
-				row.SelfUS, row.WorkersUS, ratio(row.totalUS(), n.totalUS()), row.ServerUS, row.ServerCores, row.GenCores, row.MachineCores, row.Errors)
-		}
-	}
+	agg := func(key string, c int) (ingressRow, bool) { return aggregateIngress(r.ingress, key, c) }
+	tableRows(r.cfg.concurrency, r.peers, agg, func(c int, key string, row, n ingressRow) {
+		w("| %d | %s | %.0f [%.0f–%.0f] | %s | %.2f | %s | %.2f | %s | %.0f | %.0f | %s | %.0f | %.2f | %.2f | %.2f | %d |\n",
+			c, key, row.RPS, row.RPSMin, row.RPSMax, ratio(row.RPS, n.RPS), row.P50, ratio(row.P50, n.P50), row.P99, ratio(row.P99, n.P99),
+			row.SelfUS, row.WorkersUS, ratio(row.totalUS(), n.totalUS()), row.ServerUS, row.ServerCores, row.GenCores, row.MachineCores, row.Errors)
+	})
 	for _, p := range r.peers {
 		for _, c := range r.cfg.concurrency {
-			if row, ok := aggregateIngress(r.ingress, p.Key, c); ok && row.Errors > 0 {
+			if row, ok := agg(p.Key, c); ok && row.Errors > 0 {
 				w("\n%s c=%d: %d errors, first: `%s`\n", p.Key, c, row.Errors, row.FirstError)
 			}
 		}
@@ -147,18 +155,12 @@ func writeDirect(b *strings.Builder, r *results) {
 	w("Drive plays restate-server's side of protocol v%d over h2c in this process: StartMessage + InputCommand, answers the run proposal with its completion, reads Output and End.\n\n", driveProtocol)
 	w("| c | peer | inv/s [min–max] | ×N | p50 ms | p99 ms | CPU µs/inv process | CPU µs/inv workers | CPU total ×N | driver cores | machine busy cores |\n")
 	w("|---|---|---|---|---|---|---|---|---|---|---|\n")
-	for _, c := range r.cfg.driveConcurrency {
-		n, _ := aggregateDirect(r.direct, "N", c)
-		for _, p := range r.peers {
-			row, ok := aggregateDirect(r.direct, p.Key, c)
-			if !ok {
-				continue
-			}
-			w("| %d | %s | %.0f [%.0f–%.0f] | %s | %.3f | %.3f | %.0f | %.0f | %s | %.2f | %.2f |\n",
-				c, p.Key, row.IPS, row.IPSMin, row.IPSMax, ratio(row.IPS, n.IPS), row.P50, row.P99, row.SelfUS, row.WorkersUS,
-				ratio(row.totalUS(), n.totalUS()), row.GenCores, row.MachineCores)
-		}
-	}
+	agg := func(key string, c int) (directRow, bool) { return aggregateDirect(r.direct, key, c) }
+	tableRows(r.cfg.driveConcurrency, r.peers, agg, func(c int, key string, row, n directRow) {
+		w("| %d | %s | %.0f [%.0f–%.0f] | %s | %.3f | %.3f | %.0f | %.0f | %s | %.2f | %.2f |\n",
+			c, key, row.IPS, row.IPSMin, row.IPSMax, ratio(row.IPS, n.IPS), row.P50, row.P99, row.SelfUS, row.WorkersUS,
+			ratio(row.totalUS(), n.totalUS()), row.GenCores, row.MachineCores)
+	})
 	w("\n")
 }
 

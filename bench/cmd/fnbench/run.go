@@ -9,6 +9,8 @@ import (
 	"path/filepath"
 	"syscall"
 	"time"
+
+	"github.com/fnbridge/fnbridge/internal/restateserver"
 )
 
 // config is the run's settings (flags of `fnbench run`).
@@ -161,58 +163,50 @@ func run(args []string) error {
 	}
 
 	// 2. Directly against each endpoint, no restate-server.
-	for rep := 1; rep <= cfg.reps; rep++ {
-		for _, c := range cfg.driveConcurrency {
-			for _, p := range rotate(r.peers, rep) {
-				pt, err := measureDirect(ctx, p, c, cfg.driveDur)
-				if ctx.Err() != nil {
-					return ctx.Err()
-				}
-				if err != nil {
-					r.fail("direct %s c=%d rep %d: %v", p.Key, c, rep, err)
-					continue
-				}
-				logf("drive   %s c=%-2d rep %d: %7.0f inv/s, p50 %.3f ms, CPU %.0f µs/inv (+%.0f workers)",
-					p.Key, c, rep, float64(pt.Stats.Invocations)/pt.Stats.Duration.Seconds(), ms(pt.Stats.P50),
-					us(pt.Self)/float64(pt.Stats.Invocations), us(pt.Workers)/float64(pt.Stats.Invocations))
-				r.direct = append(r.direct, pt)
-			}
+	err = r.eachPoint(ctx, "direct", cfg.driveConcurrency, func(p *peer, c, rep int) error {
+		pt, err := measureDirect(ctx, p, c, cfg.driveDur)
+		if err != nil {
+			return err
 		}
+		logf("drive   %s c=%-2d rep %d: %7.0f inv/s, p50 %.3f ms, CPU %.0f µs/inv (+%.0f workers)",
+			p.Key, c, rep, float64(pt.Stats.Invocations)/pt.Stats.Duration.Seconds(), ms(pt.Stats.P50),
+			us(pt.Self)/float64(pt.Stats.Invocations), us(pt.Workers)/float64(pt.Stats.Invocations))
+		r.direct = append(r.direct, pt)
+		return nil
+	})
+	if err != nil {
+		return err
 	}
 
 	// 1. Through restate-server.
-	rs, err := startRestateServer(ctx, cfg.restateBin, cfg.workDir)
+	rs, err := restateserver.Launch(ctx, restateserver.Options{Binary: cfg.restateBin, Dir: filepath.Join(cfg.workDir, "restate-server")})
 	if err != nil {
 		return err
 	}
 	defer func() {
-		if err := rs.proc.stop(15 * time.Second); err != nil {
+		if err := rs.Close(); err != nil {
 			logf("stop restate-server: %v", err)
 		}
 	}()
-	logf("restate-server ingress %s, admin %s, pid %d", rs.ingress, rs.admin, rs.proc.pid())
+	logf("restate-server ingress %s, admin %s, pid %d", rs.IngressURL(), rs.AdminURL(), rs.PID())
 	for _, p := range all {
-		if err := rs.register(ctx, p.uri()); err != nil {
+		if _, err := rs.TryRegister(ctx, p.uri(), false); err != nil {
 			return fmt.Errorf("register %s: %w", p.Key, err)
 		}
 	}
-	for rep := 1; rep <= cfg.reps; rep++ {
-		for _, c := range cfg.concurrency {
-			for _, p := range rotate(r.peers, rep) {
-				pt, err := measureIngress(ctx, rs, p, c, cfg.pointDur)
-				if ctx.Err() != nil {
-					return ctx.Err()
-				}
-				if err != nil {
-					r.fail("ingress %s c=%d rep %d: %v", p.Key, c, rep, err)
-					continue
-				}
-				logf("ingress %s c=%-2d rep %d: %6.0f req/s, p50 %.2f ms, p99 %.2f ms, CPU %.0f µs/inv (+%.0f workers), restate-server %.0f%%, errors %d",
-					p.Key, c, rep, pt.Load.rps(), ms(percentile(pt.Load.Latencies, 50)), ms(percentile(pt.Load.Latencies, 99)),
-					us(pt.cpuPerInv(pt.Self)), us(pt.cpuPerInv(pt.Workers)), 100*pt.Server.Seconds()/pt.Load.Duration.Seconds(), pt.Load.Errors)
-				r.ingress = append(r.ingress, pt)
-			}
+	err = r.eachPoint(ctx, "ingress", cfg.concurrency, func(p *peer, c, rep int) error {
+		pt, err := measureIngress(ctx, rs, p, c, cfg.pointDur)
+		if err != nil {
+			return err
 		}
+		logf("ingress %s c=%-2d rep %d: %6.0f req/s, p50 %.2f ms, p99 %.2f ms, CPU %.0f µs/inv (+%.0f workers), restate-server %.0f%%, errors %d",
+			p.Key, c, rep, pt.Load.rps(), ms(percentile(pt.Load.Latencies, 50)), ms(percentile(pt.Load.Latencies, 99)),
+			us(pt.cpuPerInv(pt.Self)), us(pt.cpuPerInv(pt.Workers)), 100*pt.Server.Seconds()/pt.Load.Duration.Seconds(), pt.Load.Errors)
+		r.ingress = append(r.ingress, pt)
+		return nil
+	})
+	if err != nil {
+		return err
 	}
 
 	// 4. Memory with 32 in flight.
@@ -236,6 +230,26 @@ func run(args []string) error {
 		return err
 	}
 	logf("wrote %s (load average now %s)", cfg.out, r.loadAfter)
+	return nil
+}
+
+// eachPoint runs measure once per repetition, concurrency and peer, the
+// peer order rotating each repetition. A point that fails is recorded
+// (r.fail) and the run goes on; a cancelled run ends with ctx's error.
+func (r *results) eachPoint(ctx context.Context, what string, concurrency []int, measure func(p *peer, c, rep int) error) error {
+	for rep := 1; rep <= r.cfg.reps; rep++ {
+		for _, c := range concurrency {
+			for _, p := range rotate(r.peers, rep) {
+				err := measure(p, c, rep)
+				if ctx.Err() != nil {
+					return ctx.Err()
+				}
+				if err != nil {
+					r.fail("%s %s c=%d rep %d: %v", what, p.Key, c, rep, err)
+				}
+			}
+		}
+	}
 	return nil
 }
 
