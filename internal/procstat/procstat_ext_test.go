@@ -30,7 +30,7 @@ func TestParseCommWithSpacesAndParens(t *testing.T) {
 }
 
 func TestParseRejectsTruncatedLines(t *testing.T) {
-	for _, line := range []string{"", "12 sleep S 1", "12 (sleep) S 1 2", "x (sleep) S 1 2 3 4 5 6 7 8 9 10 11 12 13 14 15 16 17 18 19"} {
+	for _, line := range []string{"", "12 sleep S 1", "12 (sleep) S 1 2", "12 (y) S 1 1 1 0 -1 0 0 0 0 0 a 0 0 0 20 0 1 0 5", "x (sleep) S 1 2 3 4 5 6 7 8 9 10 11 12 13 14 15 16 17 18 19"} {
 		if _, err := procstat.Parse(line); err == nil {
 			t.Errorf("Parse(%q) succeeded", line)
 		}
