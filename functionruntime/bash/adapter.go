@@ -56,13 +56,8 @@ type adapter struct {
 // New returns the Bash adapter. The interpreter is looked up now; a missing
 // interpreter is reported by Start.
 func New(opts Options) functionruntime.Adapter {
-	if opts.Interpreter == "" {
-		opts.Interpreter = "bash"
-	}
-	proc.ApplyDefaults(&opts.Grace, &opts.MaxLogLine)
-	if opts.MaxOutput <= 0 {
-		opts.MaxOutput = DefaultMaxOutput
-	}
+	// Options has proc.Settings's fields, so both adapters default alike.
+	opts = Options(proc.Settings(opts).WithDefaults("bash", DefaultMaxOutput))
 	a := &adapter{opts: opts}
 	a.exe, a.lookErr = proc.LookInterpreter(opts.Interpreter)
 	return a

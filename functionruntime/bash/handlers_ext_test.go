@@ -1,7 +1,7 @@
 package bash_test
 
 // handlerSh is the test file h.sh. Each function serves one behaviour under
-// test; lifecycle dispatches on $1.
+// test; lifecycle dispatches on $1 (see adaptertest.Adapter.Lifecycle).
 const handlerSh = `
 echo "sourcing h.sh"
 echo "sourcing h.sh, on stderr" >&2
@@ -76,5 +76,25 @@ lifecycle() {
 		;;
 	*) printf '%s' "$1" ;;
 	esac
+}
+`
+
+// orphanSh is the handler file of the server-death test (see
+// adaptertest.Adapter.Orphans). After "bg" its worker also holds a
+// pre-forked idle subshell, which must die with the server too.
+const orphanSh = `
+run() {
+  case $1 in
+  bg)
+    sleep 60 &
+    echo "$$ $BASHPID $!"
+    ;;
+  long)
+    sleep 60 &
+    echo "$$ $BASHPID $!" >"$PWD/long.tmp"
+    mv "$PWD/long.tmp" "$PWD/long"
+    wait
+    ;;
+  esac
 }
 `

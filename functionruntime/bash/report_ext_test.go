@@ -59,9 +59,9 @@ run() {
 // read for the wrong invocation, or a marker counted twice, shows up as a
 // wrong output or a line logged under the wrong invocation ID.
 func TestEveryWayOutReportsOnce(t *testing.T) {
-	f := newFixture(t, "report.run", map[string]string{"report.sh": reportSh})
-	w := f.start(t)
-	pid := string(f.mustInvoke(t, w, "pid").Output)
+	f := conformance.NewFixture(t, "report.run", map[string]string{"report.sh": reportSh})
+	w := f.Start(t)
+	pid := string(f.MustInvoke(t, w, "pid").Output)
 
 	steps := []struct {
 		input   string
@@ -85,7 +85,7 @@ func TestEveryWayOutReportsOnce(t *testing.T) {
 	for i, st := range steps {
 		id := fmt.Sprintf("inv-%d-%s", i, st.input)
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-		res, err := w.Invoke(ctx, f.invocation(id, []byte(st.input)))
+		res, err := w.Invoke(ctx, f.Invocation(id, []byte(st.input)))
 		cancel()
 		if st.status == 0 {
 			if err != nil || string(res.Output) != st.output {
@@ -101,27 +101,27 @@ func TestEveryWayOutReportsOnce(t *testing.T) {
 			continue
 		}
 		found := false
-		for _, r := range f.logs.Records(st.logLine) {
+		for _, r := range f.Logs.Records(st.logLine) {
 			if r["message"] == st.logLine && r["invocation_id"] == id {
 				found = true
 			}
 		}
 		if !found {
-			t.Fatalf("step %d (%s): no %q record on invocation %s; messages: %q", i, st.input, st.logLine, id, f.logs.Messages())
+			t.Fatalf("step %d (%s): no %q record on invocation %s; messages: %q", i, st.input, st.logLine, id, f.Logs.Messages())
 		}
 	}
 	// The worker sets no trap in the invocation's subshell: with one, bash
 	// would catch SIGTERM and the like and run it in the middle of a
 	// builtin, flushing half-written output, instead of dying at once.
-	if got := string(f.mustInvoke(t, w, "traps").Output); got != "" {
+	if got := string(f.MustInvoke(t, w, "traps").Output); got != "" {
 		t.Fatalf("traps set in the invocation's subshell: %q", got)
 	}
 	// The status the loop had to report (own trap, exec) did not desync
 	// the protocol into a restart: the same worker served every step.
-	if got := string(f.mustInvoke(t, w, "pid").Output); got != pid {
+	if got := string(f.MustInvoke(t, w, "pid").Output); got != pid {
 		t.Fatalf("worker pid %s after the steps, want the first worker %s", got, pid)
 	}
-	for _, m := range f.logs.Messages() {
+	for _, m := range f.Logs.Messages() {
 		if strings.Contains(m, "__fnb") || strings.Contains(m, "fnbridge-log-sync") {
 			t.Fatalf("the worker's own reporting leaked into the logs: %q", m)
 		}
@@ -140,16 +140,16 @@ func TestOutputsFileSurvivesCdWithRelativeTMPDIR(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Setenv("TMPDIR", "scratch")
-	f := newFixture(t, "away.run", map[string]string{"away.sh": `
+	f := conformance.NewFixture(t, "away.run", map[string]string{"away.sh": `
 run() {
 	cd /
 	echo "where=$PWD" >>"$FNBRIDGE_OUTPUTS"
 	printf 'moved'
 }
 `})
-	w := f.start(t)
+	w := f.Start(t)
 	for i := range 2 {
-		res := f.mustInvoke(t, w, "x")
+		res := f.MustInvoke(t, w, "x")
 		if string(res.Output) != "moved" || res.Outputs["where"] != "/" {
 			t.Fatalf("call %d: output %q, outputs %v; want \"moved\" and where=/", i, res.Output, res.Outputs)
 		}

@@ -12,7 +12,6 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
-	"sync"
 	"time"
 	"unicode/utf8"
 
@@ -41,24 +40,13 @@ type launcher struct {
 
 // session is one live bash worker.
 type session struct {
-	p         *proc.Process
+	proc.Base // the process and its scratch directory
 	r         *bufio.Reader
 	stdout    string // where the function's stdout goes
 	outputs   string // FNBRIDGE_OUTPUTS
-	tmp       string
 	maxOutput int
 	buf       []byte // request buffer, reused
 	owedD     int    // "D" lines still to come for invocations already answered by "R"
-	stopOnce  sync.Once
-}
-
-func (s *session) Proc() *proc.Process { return s.p }
-
-func (s *session) Stop(grace time.Duration) {
-	s.stopOnce.Do(func() {
-		s.p.Terminate(grace)
-		_ = os.RemoveAll(s.tmp)
-	})
 }
 
 // start resolves the handler file, launches a worker and waits until it
@@ -95,11 +83,10 @@ func (l *launcher) start(ctx context.Context) (proc.Session, error) {
 		return nil, fail(err)
 	}
 	s := &session{
-		p:         p,
+		Base:      proc.Base{P: p, Tmp: tmp},
 		r:         bufio.NewReaderSize(p.Responses(), 4096),
 		stdout:    filepath.Join(tmp, "stdout"),
 		outputs:   outputs,
-		tmp:       tmp,
 		maxOutput: l.opts.MaxOutput,
 	}
 	if err := l.handshake(ctx, s); err != nil {
@@ -111,7 +98,7 @@ func (l *launcher) start(ctx context.Context) (proc.Session, error) {
 
 // handshake waits for "K", "E source N" or "E nofunc".
 func (l *launcher) handshake(ctx context.Context, s *session) error {
-	stop := context.AfterFunc(ctx, s.p.Interrupt)
+	stop := context.AfterFunc(ctx, s.P.Interrupt)
 	line, err := s.r.ReadString('\n')
 	stop()
 	if err != nil {
@@ -119,18 +106,18 @@ func (l *launcher) handshake(ctx context.Context, s *session) error {
 			return fmt.Errorf("start interrupted: %w", ctx.Err())
 		}
 		s.Stop(l.opts.Grace) // so the exit status and last lines are known
-		return fmt.Errorf("worker exited while sourcing %s (%s)%s", l.file, s.p.ExitDescription(), proc.LastLinesSuffix(s.p.RecentLines(3)))
+		return fmt.Errorf("worker exited while sourcing %s (%s)%s", l.file, s.P.ExitDescription(), proc.LastLinesSuffix(s.P.RecentLines(3)))
 	}
-	if !s.p.LogBarrier(logSync) {
+	if !s.P.LogBarrier(logSync) {
 		l.spec.Logger.Warn().Msg(proc.MarkerMissing)
 	}
 	line = strings.TrimSuffix(line, "\n")
 	switch {
 	case strings.HasPrefix(line, "K "):
-		l.spec.Logger.Debug().Int("pid", s.p.Pid()).Str("bash", line[2:]).Msg("bash worker ready")
+		l.spec.Logger.Debug().Int("pid", s.P.Pid()).Str("bash", line[2:]).Msg("bash worker ready")
 		return nil
 	case strings.HasPrefix(line, "E source "):
-		return fmt.Errorf("sourcing %s failed with status %s%s", l.file, line[len("E source "):], proc.LastLinesSuffix(s.p.RecentLines(3)))
+		return fmt.Errorf("sourcing %s failed with status %s%s", l.file, line[len("E source "):], proc.LastLinesSuffix(s.P.RecentLines(3)))
 	case line == "E nofunc":
 		return fmt.Errorf("function %s is not defined in %s", l.function, l.file)
 	default:
@@ -172,9 +159,9 @@ func (s *session) invoke(input []byte) (functionruntime.Result, error) {
 	var err error
 	if len(input) <= 64<<10 {
 		s.buf = append(s.buf, input...)
-		_, err = s.p.Requests().Write(s.buf)
-	} else if _, err = s.p.Requests().Write(s.buf); err == nil {
-		_, err = s.p.Requests().Write(input)
+		_, err = s.P.Requests().Write(s.buf)
+	} else if _, err = s.P.Requests().Write(s.buf); err == nil {
+		_, err = s.P.Requests().Write(input)
 	}
 	if err != nil {
 		return functionruntime.Result{}, &proc.ProtocolError{Err: fmt.Errorf("send payload: %w", err)}
@@ -244,9 +231,9 @@ func (s *session) readStatus() (int, error) {
 func (s *session) statusError(status int) error {
 	// The marker was consumed before the status line was read only if the
 	// log capture kept up; wait for it so the last line is known.
-	s.p.LogBarrier(logSync)
+	s.P.LogBarrier(logSync)
 	msg := fmt.Sprintf("exit status %d", status)
-	lines := s.p.RecentLines(recentForMessage)
+	lines := s.P.RecentLines(recentForMessage)
 	for i := len(lines) - 1; i >= 0; i-- {
 		if strings.TrimSpace(lines[i]) != "" {
 			msg += ": " + lines[i]

@@ -1,10 +1,19 @@
 package python_test
 
+import (
+	"strings"
+
+	"github.com/fnbridge/fnbridge/functionruntime/internal/adaptertest"
+)
+
 // handlerPy is the test module h.py. Each function serves one behaviour
-// under test; lifecycle dispatches on its input.
+// under test; lifecycle dispatches on its input (see
+// adaptertest.Adapter.Lifecycle).
 const handlerPy = `
 import json, logging, os, subprocess, sys, time
 import fnbridge
+
+print("importing h.py", file=sys.stderr)
 
 calls = 0
 
@@ -55,6 +64,11 @@ def outputs(event):
             f.write(event["file"])
     return "ok"
 
+def outputs_file(event):
+    with open(os.environ["FNBRIDGE_OUTPUTS"], "a") as f:
+        f.write(event)
+    return "ok"
+
 def huge_outputs(event):
     for i in range(2048):
         fnbridge.set_output("k%d" % i, "v" * 1024)
@@ -94,11 +108,11 @@ def lifecycle(event):
         # a grandchild whose parent exits at once: it is orphaned right away
         out = subprocess.check_output(["sh", "-c", "sleep 300 >/dev/null 2>&1 & echo $!"])
         return int(out)
-    if isinstance(event, dict) and "sleep" in event:
+    if event == "sleep":
         open("sleeping", "w").close()  # tells the test the handler is running
-        time.sleep(event["sleep"])
+        time.sleep(60)
         return "slept"
-    if event == "ignore_term_and_sleep":
+    if event == "ignore_term":
         import signal
         signal.signal(signal.SIGTERM, signal.SIG_IGN)
         time.sleep(300)
@@ -107,14 +121,41 @@ def lifecycle(event):
 
 // brokenModules are handler modules that cannot be loaded, with the text
 // the registration's fatal error must carry.
-var brokenModules = []struct {
-	name, handler, file, content, want string
-}{
-	{"syntax error", "bad.handle", "bad.py", "def handle(event)\n    return 1\n", "SyntaxError"},
-	{"missing module", "nosuchmodule.handle", "", "", "ModuleNotFoundError: No module named 'nosuchmodule'"},
-	{"missing function", "h.nosuch", "h.py", "def handle(e):\n    return e\n", "has no attribute 'nosuch'"},
-	{"not callable", "h.handle", "h.py", "handle = 42\n", "h.handle is not callable (it is a int)"},
-	{"raises at import", "h.handle", "h.py", "raise RuntimeError('config missing')\ndef handle(e): pass\n", "RuntimeError: config missing"},
-	{"exits at import", "h.handle", "h.py", "import sys\nsys.exit(7)\n", "SystemExit: 7"},
-	{"missing submodule", "pkg.nosuch.handle", "pkg/__init__.py", "", "ModuleNotFoundError: No module named 'pkg.nosuch'"},
+var brokenModules = []adaptertest.StartFailure{
+	broken("syntax error", "bad.handle", "bad.py", "def handle(event)\n    return 1\n", "SyntaxError"),
+	broken("missing module", "nosuchmodule.handle", "", "", "ModuleNotFoundError: No module named 'nosuchmodule'"),
+	broken("missing function", "h.nosuch", "h.py", "def handle(e):\n    return e\n", "has no attribute 'nosuch'"),
+	broken("not callable", "h.handle", "h.py", "handle = 42\n", "h.handle is not callable (it is a int)"),
+	broken("raises at import", "h.handle", "h.py", "raise RuntimeError('config missing')\ndef handle(e): pass\n", "RuntimeError: config missing"),
+	broken("exits at import", "h.handle", "h.py", "import sys\nsys.exit(7)\n", "SystemExit: 7"),
+	broken("missing submodule", "pkg.nosuch.handle", "pkg/__init__.py", "", "ModuleNotFoundError: No module named 'pkg.nosuch'"),
 }
+
+// broken is a handler whose one file (if any) cannot be loaded.
+func broken(name, handler, file, content, want string) adaptertest.StartFailure {
+	files := map[string]string{}
+	if file != "" {
+		files[file] = content
+	}
+	return adaptertest.StartFailure{Name: name, Handler: adaptertest.Handler{Handler: handler, Files: files}, Want: []string{want}}
+}
+
+// longDotted is a handler string over the length bound.
+var longDotted = strings.Repeat("a.", 300) + "b"
+
+// orphanPy is the handler of the server-death test (see
+// adaptertest.Adapter.Orphans); the worker runs the function itself, so
+// it is its own "subshell".
+const orphanPy = `
+import os, subprocess
+
+def run(event):
+    child = subprocess.Popen(["sleep", "60"])
+    pids = "%d %d %d" % (os.getpid(), os.getpid(), child.pid)
+    if event == "bg":
+        return pids
+    with open("long.tmp", "w") as f:
+        f.write(pids)
+    os.rename("long.tmp", "long")
+    child.wait()
+`

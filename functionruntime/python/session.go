@@ -11,7 +11,6 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/fnbridge/fnbridge/functionruntime"
@@ -45,20 +44,9 @@ type launcher struct {
 
 // session is one live worker process.
 type session struct {
-	p        *proc.Process
-	r        *bufio.Reader
-	tmp      string // scratch directory holding the outputs file
-	limit    int    // largest frame accepted
-	stopOnce sync.Once
-}
-
-func (s *session) Proc() *proc.Process { return s.p }
-
-func (s *session) Stop(grace time.Duration) {
-	s.stopOnce.Do(func() {
-		s.p.Terminate(grace)
-		_ = os.RemoveAll(s.tmp)
-	})
+	proc.Base // the process and its scratch directory
+	r         *bufio.Reader
+	limit     int // largest frame accepted
 }
 
 // start launches a worker and waits until it imported the handler.
@@ -93,9 +81,8 @@ func (l *launcher) start(ctx context.Context) (proc.Session, error) {
 		return nil, fmt.Errorf("python handler %q: %w", l.spec.Handler, err)
 	}
 	s := &session{
-		p:     p,
+		Base:  proc.Base{P: p, Tmp: tmp},
 		r:     bufio.NewReaderSize(p.Responses(), 64<<10),
-		tmp:   tmp,
 		limit: l.opts.MaxOutput + proc.MaxOutputsFile + 64<<10,
 	}
 	if err := l.handshake(ctx, s); err != nil {
@@ -107,7 +94,7 @@ func (l *launcher) start(ctx context.Context) (proc.Session, error) {
 
 // handshake waits for the worker's ready or load-failure frame.
 func (l *launcher) handshake(ctx context.Context, s *session) error {
-	stop := context.AfterFunc(ctx, s.p.Interrupt)
+	stop := context.AfterFunc(ctx, s.P.Interrupt)
 	kind, payload, err := proc.ReadFrame(s.r, 1<<20)
 	stop()
 	if err != nil {
@@ -116,16 +103,16 @@ func (l *launcher) handshake(ctx context.Context, s *session) error {
 		}
 		s.Stop(l.opts.Grace) // so the exit status and last lines are known
 		return fmt.Errorf("python handler %q: worker exited while loading (%s)%s",
-			l.spec.Handler, s.p.ExitDescription(), proc.LastLinesSuffix(s.p.RecentLines(5)))
+			l.spec.Handler, s.P.ExitDescription(), proc.LastLinesSuffix(s.P.RecentLines(5)))
 	}
-	if !s.p.LogBarrier(logSync) {
+	if !s.P.LogBarrier(logSync) {
 		l.spec.Logger.Warn().Msg(proc.MarkerMissing)
 	}
 	switch kind {
 	case frameReady:
 		var ready struct{ Python, File string }
 		_ = json.Unmarshal(payload, &ready)
-		l.spec.Logger.Debug().Int("pid", s.p.Pid()).Str("python", ready.Python).Str("file", ready.File).
+		l.spec.Logger.Debug().Int("pid", s.P.Pid()).Str("python", ready.Python).Str("file", ready.File).
 			Msg("python worker ready")
 		return nil
 	case frameLoadFailed:
@@ -184,7 +171,7 @@ func checkContentType(ct string) error {
 
 // invoke sends one input and reads frames up to the result or error.
 func (s *session) invoke(input []byte) (functionruntime.Result, error) {
-	if err := proc.WriteFrame(s.p.Requests(), frameInput, input); err != nil {
+	if err := proc.WriteFrame(s.P.Requests(), frameInput, input); err != nil {
 		return functionruntime.Result{}, &proc.ProtocolError{Err: fmt.Errorf("send input: %w", err)}
 	}
 	var set map[string]string

@@ -18,13 +18,32 @@ func LookInterpreter(name string) (string, error) {
 	return filepath.Abs(exe)
 }
 
-// ApplyDefaults fills the worker settings both adapters share when they
-// are unset: the SIGTERM-to-SIGKILL grace and the log line bound.
-func ApplyDefaults(grace *time.Duration, maxLogLine *int) {
-	if *grace <= 0 {
-		*grace = DefaultGrace
+// Settings are the options both adapters take, field for field, so that
+// an adapter's Options converts to Settings and back and the two adapters
+// default them in one place.
+type Settings struct {
+	Interpreter string
+	Grace       time.Duration
+	MaxLogLine  int
+	MaxOutput   int
+	NoSubreaper bool
+}
+
+// WithDefaults returns s with what is unset filled in: the interpreter
+// and the output bound from the adapter's defaults, the SIGTERM-to-SIGKILL
+// grace and the log line bound from this package's.
+func (s Settings) WithDefaults(interpreter string, maxOutput int) Settings {
+	if s.Interpreter == "" {
+		s.Interpreter = interpreter
 	}
-	if *maxLogLine <= 0 {
-		*maxLogLine = DefaultMaxLogLine
+	if s.Grace <= 0 {
+		s.Grace = DefaultGrace
 	}
+	if s.MaxLogLine <= 0 {
+		s.MaxLogLine = DefaultMaxLogLine
+	}
+	if s.MaxOutput <= 0 {
+		s.MaxOutput = maxOutput
+	}
+	return s
 }

@@ -25,15 +25,13 @@ func TestLookInterpreterPinsAnAbsolutePath(t *testing.T) {
 	}
 }
 
-func TestApplyDefaultsFillsOnlyUnset(t *testing.T) {
-	grace, line := time.Duration(0), -1
-	ApplyDefaults(&grace, &line)
-	if grace != DefaultGrace || line != DefaultMaxLogLine {
-		t.Fatalf("defaults = %v, %d", grace, line)
+func TestWithDefaultsFillsOnlyUnset(t *testing.T) {
+	got := Settings{MaxLogLine: -1, NoSubreaper: true}.WithDefaults("sh", 99)
+	if want := (Settings{Interpreter: "sh", Grace: DefaultGrace, MaxLogLine: DefaultMaxLogLine, MaxOutput: 99, NoSubreaper: true}); got != want {
+		t.Fatalf("defaults = %+v, want %+v", got, want)
 	}
-	grace, line = time.Second, 10
-	ApplyDefaults(&grace, &line)
-	if grace != time.Second || line != 10 {
-		t.Fatalf("set values changed to %v, %d", grace, line)
+	set := Settings{Interpreter: "bash", Grace: time.Second, MaxLogLine: 10, MaxOutput: 5}
+	if got := set.WithDefaults("sh", 99); got != set {
+		t.Fatalf("set values changed to %+v", got)
 	}
 }

@@ -3,16 +3,14 @@
 package proc
 
 import (
-	"bytes"
 	"errors"
 	"os"
 	"runtime"
-	"strconv"
-	"strings"
 	"sync"
 	"syscall"
 	"unsafe"
 
+	"github.com/fnbridge/fnbridge/internal/procstat"
 	"golang.org/x/sys/unix"
 )
 
@@ -119,48 +117,19 @@ func groupAlive(pgid int) bool {
 	if groupGone(pgid) {
 		return false
 	}
-	entries, err := os.ReadDir("/proc")
-	if err != nil {
+	all := procstat.All()
+	if len(all) == 0 {
+		// /proc is unreadable (it always lists this process otherwise):
+		// the group is known to exist, so count it as alive.
 		return true
 	}
 	self := os.Getpid()
-	for _, e := range entries {
-		pid, err := strconv.Atoi(e.Name())
-		if err != nil {
-			continue
-		}
-		state, ppid, pgrp, ok := procStat(pid)
-		if !ok || pgrp != pgid {
-			continue
-		}
-		if state != 'Z' || ppid == self {
+	for _, st := range all {
+		if st.PGID == pgid && (!st.Dead() || st.PPID == self) {
 			return true
 		}
 	}
 	return false
-}
-
-// procStat reads state, parent and process group from /proc/pid/stat.
-func procStat(pid int) (state byte, ppid, pgrp int, ok bool) {
-	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
-	if err != nil {
-		return 0, 0, 0, false
-	}
-	// "pid (comm) state ppid pgrp ...": comm may hold spaces and parens.
-	i := bytes.LastIndexByte(b, ')')
-	if i < 0 {
-		return 0, 0, 0, false
-	}
-	f := strings.Fields(string(b[i+1:]))
-	if len(f) < 3 || len(f[0]) != 1 {
-		return 0, 0, 0, false
-	}
-	ppid, err1 := strconv.Atoi(f[1])
-	pgrp, err2 := strconv.Atoi(f[2])
-	if err1 != nil || err2 != nil {
-		return 0, 0, 0, false
-	}
-	return f[0][0], ppid, pgrp, true
 }
 
 // hasExited reports whether pid, a child of the server, has exited: it is

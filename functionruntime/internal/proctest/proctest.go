@@ -15,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/fnbridge/fnbridge/internal/procstat"
 	"github.com/rs/zerolog"
 )
 
@@ -88,17 +89,7 @@ func GroupGone(pgid int) bool {
 }
 
 // ProcessDead reports whether pid is gone or a zombie.
-func ProcessDead(pid int) bool {
-	if errors.Is(syscall.Kill(pid, 0), syscall.ESRCH) {
-		return true
-	}
-	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
-	if err != nil {
-		return true
-	}
-	i := bytes.LastIndexByte(b, ')')
-	return i >= 0 && i+2 < len(b) && b[i+2] == 'Z'
-}
+func ProcessDead(pid int) bool { return !procstat.Alive(pid) }
 
 // Env returns the value of key in /proc/pid/environ, and whether it is set.
 func Env(pid int, key string) (string, bool) {
@@ -140,22 +131,28 @@ func ExtraPipes(pid int) ([]string, error) {
 // FindChild returns the pid of a child of this process whose command line
 // contains substr, or 0.
 func FindChild(substr string) int {
-	entries, _ := os.ReadDir("/proc")
-	self := strconv.Itoa(os.Getpid())
-	for _, e := range entries {
-		pid, err := strconv.Atoi(e.Name())
-		if err != nil {
+	self := os.Getpid()
+	for _, st := range procstat.All() {
+		if st.PPID != self {
 			continue
 		}
-		status, err := os.ReadFile("/proc/" + e.Name() + "/status")
-		if err != nil || !bytes.Contains(status, []byte("\nPPid:\t"+self+"\n")) {
-			continue
-		}
-		if cmd, _ := os.ReadFile("/proc/" + e.Name() + "/cmdline"); bytes.Contains(cmd, []byte(substr)) {
-			return pid
+		if cmd, _ := os.ReadFile("/proc/" + strconv.Itoa(st.PID) + "/cmdline"); bytes.Contains(cmd, []byte(substr)) {
+			return st.PID
 		}
 	}
 	return 0
+}
+
+// LiveInGroup lists the processes of group pgid that can still run code
+// (neither gone nor zombies).
+func LiveInGroup(pgid int) []int {
+	var live []int
+	for _, st := range procstat.All() {
+		if st.PGID == pgid && !st.Dead() {
+			live = append(live, st.PID)
+		}
+	}
+	return live
 }
 
 // CPU is CPU time consumed (user plus system).
@@ -185,17 +182,8 @@ func MeasureCPU(worker int) CPU {
 		c.Children = time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 	}
 	if worker > 0 {
-		b, err := os.ReadFile("/proc/" + strconv.Itoa(worker) + "/stat")
-		if i := bytes.LastIndexByte(b, ')'); err == nil && i > 0 {
-			f := strings.Fields(string(b[i+1:]))
-			// utime, stime, cutime, cstime are fields 14-17 of stat,
-			// 12-15 after "pid (comm)", in clock ticks (USER_HZ = 100).
-			var ticks int64
-			for _, s := range f[11:15] {
-				n, _ := strconv.ParseInt(s, 10, 64)
-				ticks += n
-			}
-			c.Worker = time.Duration(ticks) * 10 * time.Millisecond
+		if st, err := procstat.Read(worker); err == nil {
+			c.Worker = st.CPU() + st.Cutime + st.Cstime
 		}
 	}
 	return c
