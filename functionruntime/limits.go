@@ -41,11 +41,11 @@ type Limits struct {
 	Outputs OutputLimits
 }
 
-// OutputLimits bounds the outputs map of one invocation. The contract says
-// outputs "follow the key, count, and value bounds used by Run.status.outputs";
-// those are not published, so these follow Kubernetes conventions (a key is
-// at most a DNS label long; values are small strings kept in an object's
-// status).
+// OutputLimits bounds the outputs map of one invocation.
+// docs/spec/function-runtime-server-contract.md says outputs "follow the
+// key, count, and value bounds used by Run.status.outputs"; those are not
+// published, so these follow Kubernetes conventions (a key is at most a DNS
+// label long; values are small strings kept in an object's status).
 type OutputLimits struct {
 	// MaxCount bounds the number of outputs.
 	MaxCount int
@@ -78,7 +78,8 @@ const (
 	// MaxFatalErrorBytes bounds FunctionStatusResponse.fatal_error: it is
 	// "bounded diagnostic text, not logs".
 	MaxFatalErrorBytes = 1 << 10
-	// MaxInvocationIDBytes is the contract's bound on invocation_id.
+	// MaxInvocationIDBytes is the bound on invocation_id that
+	// docs/spec/function-runtime-server-contract.md sets.
 	MaxInvocationIDBytes = 128
 	// MaxRunUIDBytes bounds run_uid; a Kubernetes UID is 36 bytes.
 	MaxRunUIDBytes = 128
