@@ -36,11 +36,7 @@ func newInvokeCmd(g *globalFlags) *cobra.Command {
 			if !json.Valid([]byte(args[1])) {
 				return fmt.Errorf("input %q is not valid JSON", args[1])
 			}
-			cfg, err := bridge.LoadConfig(configPath)
-			if err != nil {
-				return err
-			}
-			b, err := bridge.New(cfg, bridge.Options{Logger: log})
+			_, b, err := loadBridge(configPath, "", bridge.Options{Logger: log})
 			if err != nil {
 				return err
 			}
@@ -62,6 +58,6 @@ func newInvokeCmd(g *globalFlags) *cobra.Command {
 			return err
 		},
 	}
-	cmd.Flags().StringVar(&configPath, "config", "bridge.yaml", "configuration file")
+	addConfigFlag(cmd, &configPath)
 	return cmd
 }

@@ -7,11 +7,13 @@ package main
 
 import (
 	"fmt"
+	"net"
 	"os"
 
 	"github.com/rs/zerolog"
 	"github.com/spf13/cobra"
 
+	"github.com/fnbridge/fnbridge/bridge"
 	"github.com/fnbridge/fnbridge/internal/version"
 )
 
@@ -81,4 +83,40 @@ func (g *globalFlags) logger() (zerolog.Logger, error) {
 		return zerolog.Nop(), fmt.Errorf("--log-format %q: want json or console", g.logFormat)
 	}
 	return l.Level(level).With().Timestamp().Logger(), nil
+}
+
+// addConfigFlag registers --config, the configuration file of the
+// subcommands that run it.
+func addConfigFlag(cmd *cobra.Command, path *string) {
+	cmd.Flags().StringVar(path, "config", "bridge.yaml", "configuration file")
+}
+
+// loadConfig loads the configuration file and applies a --listen
+// override, validated like the file's own value.
+func loadConfig(path, listen string) (*bridge.Config, error) {
+	cfg, err := bridge.LoadConfig(path)
+	if err != nil {
+		return nil, err
+	}
+	if listen != "" {
+		if _, _, err := net.SplitHostPort(listen); err != nil {
+			return nil, fmt.Errorf("--listen %q: want host:port", listen)
+		}
+		cfg.Listen = listen
+	}
+	return cfg, nil
+}
+
+// loadBridge loads the configuration (loadConfig) and builds its bridge:
+// the start of every subcommand that runs the configuration.
+func loadBridge(path, listen string, opts bridge.Options) (*bridge.Config, *bridge.Bridge, error) {
+	cfg, err := loadConfig(path, listen)
+	if err != nil {
+		return nil, nil, err
+	}
+	b, err := bridge.New(cfg, opts)
+	if err != nil {
+		return nil, nil, err
+	}
+	return cfg, b, nil
 }
