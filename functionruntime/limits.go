@@ -154,22 +154,23 @@ func (l Limits) withDefaults() Limits {
 
 // invokeTimeout turns timeout_millis into the bound of one invocation.
 func (l Limits) invokeTimeout(millis int64) time.Duration {
-	if millis == 0 {
-		return l.DefaultTimeout
-	}
-	if millis > l.MaxTimeout.Milliseconds() {
-		return l.MaxTimeout
-	}
-	return time.Duration(millis) * time.Millisecond
+	return requestedTimeout(millis, l.DefaultTimeout, l.MaxTimeout)
 }
 
 // drainTimeout turns drain_timeout_millis into the bound of a graceful drain.
 func (l Limits) drainTimeout(millis int64) time.Duration {
+	return requestedTimeout(millis, l.DefaultDrainTimeout, l.MaxDrainTimeout)
+}
+
+// requestedTimeout reads a request's *_millis field: 0 asks for def, and
+// anything above max is capped at max (negative values were refused by
+// validation).
+func requestedTimeout(millis int64, def, max time.Duration) time.Duration {
 	if millis == 0 {
-		return l.DefaultDrainTimeout
+		return def
 	}
-	if millis > l.MaxDrainTimeout.Milliseconds() {
-		return l.MaxDrainTimeout
+	if millis > max.Milliseconds() {
+		return max
 	}
 	return time.Duration(millis) * time.Millisecond
 }
