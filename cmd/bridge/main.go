@@ -1,8 +1,9 @@
 // Command bridge runs fnbridge: a Restate service deployment whose handlers
 // are Python and Bash functions executed through FunctionRuntime.
 //
-// Subcommands live one per file; this file holds the root command and the
-// flags every subcommand shares.
+// Subcommands live one per file; this file holds the root command, the
+// flags every subcommand shares, and the configuration loading of those
+// that run the configuration.
 package main
 
 import (
