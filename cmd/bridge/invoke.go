@@ -13,8 +13,6 @@ import (
 	"github.com/fnbridge/fnbridge/bridge"
 )
 
-func init() { subcommands = append(subcommands, newInvokeCmd) }
-
 func newInvokeCmd(g *globalFlags) *cobra.Command {
 	var configPath string
 	cmd := &cobra.Command{

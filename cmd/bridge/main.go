@@ -41,16 +41,9 @@ func newRootCmd() *cobra.Command {
 	}
 	root.PersistentFlags().StringVar(&g.logLevel, "log-level", "info", "log level: trace, debug, info, warn, error")
 	root.PersistentFlags().StringVar(&g.logFormat, "log-format", "json", "log format: json or console")
-	root.AddCommand(newVersionCmd())
-	for _, add := range subcommands {
-		root.AddCommand(add(g))
-	}
+	root.AddCommand(newVersionCmd(), newServeCmd(g), newInvokeCmd(g), newManifestCmd(g), newRuntimeCmd(g))
 	return root
 }
-
-// subcommands is filled by init functions of the files that define them, so
-// each subcommand stays in its own file.
-var subcommands []func(*globalFlags) *cobra.Command
 
 func newVersionCmd() *cobra.Command {
 	return &cobra.Command{

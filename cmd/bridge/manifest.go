@@ -10,8 +10,6 @@ import (
 	"github.com/fnbridge/fnbridge/restate/discovery"
 )
 
-func init() { subcommands = append(subcommands, newManifestCmd) }
-
 func newManifestCmd(g *globalFlags) *cobra.Command {
 	var (
 		configPath string

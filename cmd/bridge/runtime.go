@@ -15,8 +15,6 @@ import (
 	"github.com/fnbridge/fnbridge/functionruntime/kinds"
 )
 
-func init() { subcommands = append(subcommands, newRuntimeCmd) }
-
 // runtimeKinds lists the kinds `bridge runtime serve` can run, for its help
 // and errors: "bash or python".
 func runtimeKinds() string {

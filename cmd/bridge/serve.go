@@ -17,8 +17,6 @@ import (
 	"github.com/fnbridge/fnbridge/restate"
 )
 
-func init() { subcommands = append(subcommands, newServeCmd) }
-
 func newServeCmd(g *globalFlags) *cobra.Command {
 	var (
 		configPath, listen string
