@@ -1,6 +1,7 @@
 package kinds_test
 
 import (
+	"errors"
 	"os"
 	"path/filepath"
 	"slices"
@@ -77,14 +78,13 @@ func TestCheckHandler(t *testing.T) {
 // a package's __init__.py, or file.sh.
 func TestSourceFiles(t *testing.T) {
 	dir := t.TempDir()
-	for _, rel := range []string{"mod.py", "pkg/sub/__init__.py"} {
-		p := filepath.Join(dir, filepath.FromSlash(rel))
-		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(p, nil, 0o644); err != nil {
-			t.Fatal(err)
-		}
+	err := errors.Join(
+		os.MkdirAll(filepath.Join(dir, "pkg", "sub"), 0o755),
+		os.WriteFile(filepath.Join(dir, "mod.py"), nil, 0o644),
+		os.WriteFile(filepath.Join(dir, "pkg", "sub", "__init__.py"), nil, 0o644),
+	)
+	if err != nil {
+		t.Fatal(err)
 	}
 	tests := []struct {
 		kind, handler, want string
