@@ -163,7 +163,8 @@ func errorOf(t *testing.T, frames []restatetest.Frame) *servicev1.ErrorMessage {
 	return e
 }
 
-// DESIGN "The path of one invocation": Input → Run("invoke") → Output. The
+// docs/ARCHITECTURE.md, the path of one invocation: Input → Run("invoke") →
+// Output. The
 // invoke result is journaled as the run's completion before the output,
 // and InvokeFunction carries the Restate invocation id.
 func TestInvokeResultIsJournaledAsRunBeforeOutput(t *testing.T) {
@@ -192,9 +193,9 @@ func TestInvokeResultIsJournaledAsRunBeforeOutput(t *testing.T) {
 	}
 }
 
-// DESIGN replay rule: "when the journal already holds the completion of the
-// invoke run, the bridge returns that recorded result and does not call
-// InvokeFunction."
+// The replay rule (docs/ARCHITECTURE.md): "when the journal already holds
+// the completion of the invoke run, the bridge returns that recorded result
+// and does not call InvokeFunction."
 func TestReplayWithRecordedCompletionDoesNotInvoke(t *testing.T) {
 	for _, v := range []int{6, 7} {
 		h := newHarness(t, "")

@@ -15,13 +15,12 @@ import (
 
 	"go.yaml.in/yaml/v3"
 
-	"github.com/fnbridge/fnbridge/functionruntime/bash"
-	"github.com/fnbridge/fnbridge/functionruntime/python"
+	"github.com/fnbridge/fnbridge/functionruntime/kinds"
 )
 
-// Config is the bridge configuration file (see DESIGN.md and the README's
-// configuration reference). Relative paths are resolved against the
-// directory of the file.
+// Config is the bridge configuration file (see docs/ARCHITECTURE.md and the
+// README's configuration reference). Relative paths are resolved against
+// the directory of the file.
 type Config struct {
 	// Listen is the Restate endpoint address, host:port.
 	Listen string `yaml:"listen"`
@@ -55,11 +54,12 @@ type HandlerConfig struct {
 	Name          string            `yaml:"name"`
 	Documentation string            `yaml:"documentation"`
 	Metadata      map[string]string `yaml:"metadata"`
-	// Runtime is "python" or "bash".
+	// Runtime is a runtime kind of package kinds: "python" or "bash".
 	Runtime string `yaml:"runtime"`
 	// Dir is the registration working directory, relative to the config file.
 	Dir string `yaml:"dir"`
-	// Handler is module.function (python) or file.function (bash).
+	// Handler names the function in the kind's grammar (kinds.Kind
+	// CheckHandler): module.function (python) or file.function (bash).
 	Handler string            `yaml:"handler"`
 	Env     map[string]string `yaml:"env"`
 	// Timeout bounds one invocation (InvokeFunction timeout_millis).
@@ -139,9 +139,10 @@ const (
 var (
 	serviceNameRE = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
 	envNameRE     = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
-	pyHandlerRE   = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)+$`)
-	bashHandlerRE = regexp.MustCompile(`^[A-Za-z0-9_][A-Za-z0-9_-]*\.[A-Za-z_][A-Za-z0-9_]*$`)
 )
+
+// kindChoices is what a runtime field may hold, for its error messages.
+var kindChoices = "(" + strings.Join(kinds.Names(), " | ") + ")"
 
 // LoadConfig reads, decodes (unknown fields are errors), resolves and
 // validates a configuration file. Every error names the field path.
@@ -205,8 +206,8 @@ func (c *Config) resolve(baseDir string) error {
 		}
 	}
 	for kind, addr := range c.Runtimes {
-		if kind != "python" && kind != "bash" {
-			bad("runtimes."+kind, "unknown runtime kind (python | bash)")
+		if _, ok := kinds.Lookup(kind); !ok {
+			bad("runtimes."+kind, "unknown runtime kind %s", kindChoices)
 			continue
 		}
 		if addr != "" && !strings.HasPrefix(addr, "unix://") {
@@ -253,24 +254,14 @@ func (c *Config) resolve(baseDir string) error {
 }
 
 func (h *HandlerConfig) resolve(hp, baseDir string, bad func(path, format string, args ...any)) {
-	switch h.Runtime {
-	case "python":
-		if !pyHandlerRE.MatchString(h.Handler) {
-			bad(hp+".handler", "%q is not module.function (python identifiers, module may be dotted)", h.Handler)
-		} else if err := python.ValidateHandler(h.Handler); err != nil {
-			// The adapter's own bounds (length) on top of the shape.
+	if k, ok := kinds.Lookup(h.Runtime); ok {
+		if err := k.CheckHandler(h.Handler); err != nil {
 			bad(hp+".handler", "%v", err)
 		}
-	case "bash":
-		if !bashHandlerRE.MatchString(h.Handler) {
-			bad(hp+".handler", "%q is not file.function (file.sh in dir; no paths, no shell characters)", h.Handler)
-		} else if err := bash.ValidateHandler(h.Handler); err != nil {
-			bad(hp+".handler", "%v", err)
-		}
-	case "":
-		bad(hp+".runtime", "missing (python | bash)")
-	default:
-		bad(hp+".runtime", "%q is not allowed (python | bash)", h.Runtime)
+	} else if h.Runtime == "" {
+		bad(hp+".runtime", "missing %s", kindChoices)
+	} else {
+		bad(hp+".runtime", "%q is not allowed %s", h.Runtime, kindChoices)
 	}
 	if h.Dir == "" {
 		bad(hp+".dir", "missing: the directory holding the handler's code")

@@ -76,10 +76,19 @@ func TestLoadConfigRejectsInvalidNamingFieldPath(t *testing.T) {
 		want           []string
 	}{
 		{"unknown runtime", "runtime: python", "runtime: ruby", []string{"services[0].handlers[0].runtime", `"ruby" is not allowed (python | bash)`}},
+		{"missing runtime", "        runtime: python\n", "", []string{"services[0].handlers[0].runtime", "missing (python | bash)"}},
+		{"unknown runtime kind for a remote address", "protocol_mode: bidi", "protocol_mode: bidi\nruntimes: {ruby: 127.0.0.1:9090}",
+			[]string{"runtimes.ruby", "unknown runtime kind (python | bash)"}},
+		{"bad remote runtime address", "protocol_mode: bidi", "protocol_mode: bidi\nruntimes: {bash: nine}",
+			[]string{"runtimes.bash", `"nine" is neither host:port nor unix:///path`}},
+		{"bad bash handler", "runtime: python\n        dir: functions\n        handler: greeter.greet", "runtime: bash\n        dir: functions\n        handler: ../h.f",
+			[]string{"services[0].handlers[0].handler", `"../h.f" is not file.function (file.sh in dir; no paths, no shell characters)`}},
+		{"bash handler over the adapter's length bound", "runtime: python\n        dir: functions\n        handler: greeter.greet", "runtime: bash\n        dir: functions\n        handler: h." + strings.Repeat("f", 200),
+			[]string{"services[0].handlers[0].handler", "must be 1-128"}},
 		{"bad protocol mode", "protocol_mode: bidi", "protocol_mode: grpc", []string{"protocol_mode", "bidi | request_response"}},
 		{"missing dir", "dir: functions", "dir: nowhere", []string{"services[0].handlers[0].dir", "does not exist"}},
 		{"dir is a file", "dir: functions", "dir: functions/notafile", []string{"services[0].handlers[0].dir", "is not a directory"}},
-		{"bad python handler", "handler: greeter.greet", "handler: greet", []string{"services[0].handlers[0].handler", "module.function"}},
+		{"bad python handler", "handler: greeter.greet", "handler: greet", []string{"services[0].handlers[0].handler", `"greet" is not module.function (python identifiers, module may be dotted)`}},
 		{"path in handler", "handler: greeter.greet", "handler: ../x.greet", []string{"services[0].handlers[0].handler"}},
 		// Well-formed but over the adapter's bound: the configuration must
 		// not accept what the runtime would refuse at registration.

@@ -3,10 +3,12 @@ package bridge
 import (
 	"fmt"
 	"time"
+
+	"github.com/fnbridge/fnbridge/restate"
 )
 
 // Class is what kind of failure an invocation met, which decides what
-// Restate sees (DESIGN.md, error classification).
+// Restate sees (docs/ARCHITECTURE.md, error classification).
 type Class int
 
 const (
@@ -52,20 +54,20 @@ func (c Class) String() string {
 }
 
 // Code is the HTTP-style code Restate records for the class.
-func (c Class) Code() uint16 {
+func (c Class) Code() restate.Code {
 	switch c {
 	case ClassTimeout:
-		return 504
+		return restate.CodeGatewayTimeout
 	case ClassBusy:
-		return 429
+		return restate.CodeTooManyRequests
 	case ClassUnavailable:
-		return 503
+		return restate.CodeUnavailable
 	case ClassCancelled:
-		return 409
+		return restate.CodeCancelled
 	case ClassInvalidInput:
-		return 400
+		return restate.CodeBadRequest
 	}
-	return 500
+	return restate.CodeInternal
 }
 
 // Error is a classified invocation failure.

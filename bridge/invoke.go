@@ -48,7 +48,7 @@ func (b *Bridge) handlerFunc(p *pool) restate.HandlerFunc {
 			if res, err = decodeRecord(value); err == nil {
 				out = res.Output
 			} else {
-				err = &restate.TerminalError{Code: 500, Message: err.Error()}
+				err = &restate.TerminalError{Code: restate.CodeInternal, Message: err.Error()}
 			}
 		}
 		if err != nil {
@@ -104,7 +104,7 @@ func contentTypeOf(ctx restate.Context) string {
 func outcomeOf(err error) string {
 	var te *restate.TerminalError
 	if errors.As(err, &te) {
-		if te.Code == 409 {
+		if te.Code == restate.CodeCancelled {
 			return "cancelled"
 		}
 		return "terminal_failure"
@@ -182,7 +182,7 @@ func classifyCtx(ctx context.Context, err error) error {
 }
 
 // classifyInvoke maps an InvokeFunction failure onto the bridge's classes
-// (DESIGN.md, error classification).
+// (docs/ARCHITECTURE.md, error classification).
 func (p *pool) classifyInvoke(ctx context.Context, err error) *Error {
 	msg := status.Convert(err).Message()
 	if ctx.Err() != nil {
@@ -217,7 +217,7 @@ func (p *pool) classifyInvoke(ctx context.Context, err error) *Error {
 func toRestate(err error) error {
 	var e *Error
 	if !errors.As(err, &e) {
-		return &restate.RetryableError{Code: 500, Message: err.Error()}
+		return &restate.RetryableError{Code: restate.CodeInternal, Message: err.Error()}
 	}
 	switch e.Class {
 	case ClassTerminal, ClassInvalidInput:
@@ -225,7 +225,7 @@ func toRestate(err error) error {
 	case ClassCancelled:
 		return restate.ErrCancelled
 	case ClassPermanent:
-		return &restate.RetryableError{Code: 500, Message: e.Message, Pause: true, RetryAfter: PermanentRetryDelay}
+		return &restate.RetryableError{Code: restate.CodeInternal, Message: e.Message, Pause: true, RetryAfter: PermanentRetryDelay}
 	}
 	return &restate.RetryableError{Code: e.Class.Code(), Message: e.Message}
 }

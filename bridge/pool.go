@@ -16,10 +16,11 @@ import (
 )
 
 // pool keeps up to Concurrency registrations of one handler, each leased
-// by one invocation at a time. It plays the contract's runtimed: it chooses
-// run_uid and registration_attempt, resolves run_uid to the current
-// registration_id itself, polls FunctionStatus, unregisters idle
-// registrations and re-registers failed ones with backoff.
+// by one invocation at a time. It plays runtimed of
+// docs/spec/function-runtime-server-contract.md: it chooses run_uid and
+// registration_attempt, resolves run_uid to the current registration_id
+// itself, polls FunctionStatus, unregisters idle registrations and
+// re-registers failed ones with backoff.
 type pool struct {
 	service string
 	h       *HandlerConfig

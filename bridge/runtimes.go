@@ -10,8 +10,7 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 
 	"github.com/fnbridge/fnbridge/functionruntime"
-	"github.com/fnbridge/fnbridge/functionruntime/bash"
-	"github.com/fnbridge/fnbridge/functionruntime/python"
+	"github.com/fnbridge/fnbridge/functionruntime/kinds"
 	executorv1 "github.com/fnbridge/fnbridge/proto/executor/v1"
 )
 
@@ -24,26 +23,16 @@ type runtimeConn struct {
 	conn     *grpc.ClientConn
 }
 
-func newAdapter(kind string) (functionruntime.Adapter, error) {
-	switch kind {
-	case "python":
-		return python.New(python.Options{}), nil
-	case "bash":
-		return bash.New(bash.Options{}), nil
-	}
-	return nil, fmt.Errorf("unknown runtime kind %q", kind)
-}
-
 // dialRuntime connects one runtime kind: embedded when address is empty,
 // else a remote server at host:port or unix:///path.
 func dialRuntime(kind, address string, log zerolog.Logger) (*runtimeConn, error) {
 	if address == "" {
-		ad, err := newAdapter(kind)
-		if err != nil {
-			return nil, err
+		k, ok := kinds.Lookup(kind)
+		if !ok {
+			return nil, fmt.Errorf("unknown runtime kind %q", kind)
 		}
 		srv := functionruntime.NewServer(functionruntime.Options{
-			Adapter: ad,
+			Adapter: k.New(),
 			Logger:  log.With().Str("runtime", kind).Logger(),
 		})
 		return &runtimeConn{kind: kind, client: functionruntime.NewLocalClient(srv), embedded: srv}, nil

@@ -8,10 +8,12 @@ import (
 	"github.com/rs/zerolog"
 )
 
-// Adapter is one built-in runtime kind (python, bash). The server owns the
-// registration table; an adapter owns worker processes and nothing else.
+// Adapter is one built-in runtime kind (python, bash; package kinds lists
+// them). The server owns the registration table; an adapter owns worker
+// processes and nothing else.
 type Adapter interface {
-	// Kind is the runtime kind this adapter serves: "python" or "bash".
+	// Kind is the runtime kind this adapter serves: its name in package
+	// kinds, "python" or "bash".
 	Kind() string
 	// ValidateHandler checks the handler string's syntax (and, for Bash,
 	// that it cannot name a file outside the working directory). It runs

@@ -1,8 +1,8 @@
 // Package functionruntime owns the FunctionRuntime side of fnbridge: the
 // executor.v1.FunctionRuntime gRPC server (registration table, states,
 // fencing, digests, bounds), its in-process client, and the Adapter
-// interface that the built-in python and bash adapters implement. It knows
-// nothing about Restate.
+// interface that the built-in python and bash adapters implement (package
+// kinds lists them). It knows nothing about Restate.
 //
 // # Server
 //
@@ -53,10 +53,11 @@
 // "retry later" and the same payload will never fit.
 //
 // Results are bounded too: output at most Limits.MaxOutputBytes (6 MiB), and
-// outputs — whose bounds the contract ties to Run.status.outputs without
-// stating them — follow Kubernetes-like bounds: at most 32 entries; keys of
-// 1 to 63 bytes matching [A-Za-z_][A-Za-z0-9_.-]*; values of valid UTF-8 of
-// at most 4 KiB; at most 16 KiB for all keys and values together. A result
+// outputs — whose bounds docs/spec/function-runtime-server-contract.md ties
+// to Run.status.outputs without stating them — follow Kubernetes-like
+// bounds: at most 32 entries; keys of 1 to 63 bytes matching
+// [A-Za-z_][A-Za-z0-9_.-]*; values of valid UTF-8 of at most 4 KiB; at most
+// 16 KiB for all keys and values together. A result
 // that breaks them fails with codes.Unknown, reason OUTPUTS_INVALID, which
 // Classify treats as terminal.
 //

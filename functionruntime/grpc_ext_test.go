@@ -58,8 +58,9 @@ func served(t *testing.T, h *harness, drain time.Duration) (*grpc.ClientConn, st
 	return conn, addr, stop
 }
 
-// The network path carries the same contract: the seed's example calls,
-// status codes with their ErrorInfo details, health and reflection.
+// The network path behaves as the in-process one: the example calls of
+// docs/spec/function-runtime-server-contract.md, status codes with their
+// ErrorInfo details, health and reflection.
 func TestGRPCServerOverNetwork(t *testing.T) {
 	ad := &fakeAdapter{}
 	h := newHarness(t, ad, functionruntime.Limits{}, nil)

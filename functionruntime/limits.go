@@ -41,11 +41,11 @@ type Limits struct {
 	Outputs OutputLimits
 }
 
-// OutputLimits bounds the outputs map of one invocation. The contract says
-// outputs "follow the key, count, and value bounds used by Run.status.outputs";
-// those are not published, so these follow Kubernetes conventions (a key is
-// at most a DNS label long; values are small strings kept in an object's
-// status).
+// OutputLimits bounds the outputs map of one invocation.
+// docs/spec/function-runtime-server-contract.md says outputs "follow the
+// key, count, and value bounds used by Run.status.outputs"; those are not
+// published, so these follow Kubernetes conventions (a key is at most a DNS
+// label long; values are small strings kept in an object's status).
 type OutputLimits struct {
 	// MaxCount bounds the number of outputs.
 	MaxCount int
@@ -78,7 +78,8 @@ const (
 	// MaxFatalErrorBytes bounds FunctionStatusResponse.fatal_error: it is
 	// "bounded diagnostic text, not logs".
 	MaxFatalErrorBytes = 1 << 10
-	// MaxInvocationIDBytes is the contract's bound on invocation_id.
+	// MaxInvocationIDBytes is the bound on invocation_id that
+	// docs/spec/function-runtime-server-contract.md sets.
 	MaxInvocationIDBytes = 128
 	// MaxRunUIDBytes bounds run_uid; a Kubernetes UID is 36 bytes.
 	MaxRunUIDBytes = 128
@@ -153,22 +154,23 @@ func (l Limits) withDefaults() Limits {
 
 // invokeTimeout turns timeout_millis into the bound of one invocation.
 func (l Limits) invokeTimeout(millis int64) time.Duration {
-	if millis == 0 {
-		return l.DefaultTimeout
-	}
-	if millis > l.MaxTimeout.Milliseconds() {
-		return l.MaxTimeout
-	}
-	return time.Duration(millis) * time.Millisecond
+	return requestedTimeout(millis, l.DefaultTimeout, l.MaxTimeout)
 }
 
 // drainTimeout turns drain_timeout_millis into the bound of a graceful drain.
 func (l Limits) drainTimeout(millis int64) time.Duration {
+	return requestedTimeout(millis, l.DefaultDrainTimeout, l.MaxDrainTimeout)
+}
+
+// requestedTimeout reads a request's *_millis field: 0 asks for def, and
+// anything above max is capped at max (negative values were refused by
+// validation).
+func requestedTimeout(millis int64, def, max time.Duration) time.Duration {
 	if millis == 0 {
-		return l.DefaultDrainTimeout
+		return def
 	}
-	if millis > l.MaxDrainTimeout.Milliseconds() {
-		return l.MaxDrainTimeout
+	if millis > max.Milliseconds() {
+		return max
 	}
 	return time.Duration(millis) * time.Millisecond
 }

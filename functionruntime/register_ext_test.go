@@ -104,7 +104,8 @@ func TestRegisterAcceptsBoundaryValues(t *testing.T) {
 	if resp.GetState() != stateReady {
 		t.Fatalf("state = %v, want READY", resp.GetState())
 	}
-	// The contract's example UID "2b5d..." is accepted as written.
+	// The example UID "2b5d..." of
+	// docs/spec/function-runtime-server-contract.md is accepted as written.
 	h.mustReady("2b5d...", 1)
 }
 

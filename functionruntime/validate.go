@@ -210,9 +210,10 @@ func checkRegistrationRef(ref *executorv1.FunctionRegistration) error {
 	return nil
 }
 
-// checkInvocationID enforces the contract's 128-byte bound, plus valid UTF-8
-// without control characters, because the ID is written into every log
-// line of the invocation.
+// checkInvocationID enforces the 128-byte bound of
+// docs/spec/function-runtime-server-contract.md, plus valid UTF-8 without
+// control characters, because the ID is written into every log line of the
+// invocation.
 func checkInvocationID(id string) error {
 	if len(id) > MaxInvocationIDBytes {
 		return invalidArgument("invocation_id", "is %d bytes, at most %d allowed", len(id), MaxInvocationIDBytes)

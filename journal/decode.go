@@ -135,7 +135,7 @@ func decodeFailure(b []byte) (*Failure, error) {
 	if code > 0xFFFF {
 		code = uint64(CodeInternal)
 	}
-	return &Failure{Code: uint16(code), Message: msg}, it.err
+	return &Failure{Code: Code(code), Message: msg}, it.err
 }
 
 func decodeStart(b []byte) (*servicev1.StartMessage, error) {

@@ -8,19 +8,34 @@ import (
 	"github.com/fnbridge/fnbridge/restate/wire"
 )
 
-// Protocol-level error codes reserved for SDKs.
+// Code is the HTTP-like status code of a failure: of a Failure (the
+// invocation's or a run's terminal result) and of an Error (a failed
+// attempt). The wire carries it as a uint32; Restate uses 16 bits.
+type Code uint16
+
+// The codes fnbridge sends. Package restate re-exports those a handler
+// returns, so each is defined here only.
 const (
-	// CodeJournalMismatch: the replayed journal differs from what the
-	// handler does.
-	CodeJournalMismatch uint16 = 570
-	// CodeProtocolViolation: the runtime sent a message unexpected in the
-	// current state.
-	CodeProtocolViolation uint16 = 571
-	// CodeInternal is the code of an unclassified handler failure.
-	CodeInternal uint16 = 500
+	// CodeBadRequest: the input can never succeed (a terminal failure).
+	CodeBadRequest Code = 400
 	// CodeCancelled is the code of the terminal failure an invocation ends
 	// with after a CANCEL signal.
-	CodeCancelled uint16 = 409
+	CodeCancelled Code = 409
+	// CodeTooManyRequests: no capacity now; retried later.
+	CodeTooManyRequests Code = 429
+	// CodeInternal is the code of an unclassified handler failure, and
+	// what a zero code means.
+	CodeInternal Code = 500
+	// CodeUnavailable: what the handler needs is unavailable for now.
+	CodeUnavailable Code = 503
+	// CodeGatewayTimeout: the handler's work exceeded its timeout.
+	CodeGatewayTimeout Code = 504
+	// CodeJournalMismatch: the replayed journal differs from what the
+	// handler does (reserved for SDKs by the protocol).
+	CodeJournalMismatch Code = 570
+	// CodeProtocolViolation: the runtime sent a message unexpected in the
+	// current state (reserved for SDKs by the protocol).
+	CodeProtocolViolation Code = 571
 )
 
 // ErrClosed is returned by handler operations once the machine has sent
@@ -30,7 +45,7 @@ var ErrClosed = errors.New("journal: invocation stream already ended")
 // Error is an attempt failure, sent as ErrorMessage. The runtime retries
 // the attempt according to its policy unless Pause is set.
 type Error struct {
-	Code       uint16
+	Code       Code
 	Message    string
 	Stacktrace string
 	// Related locates the failure in the journal; RelatedIndex < 0 means
@@ -51,7 +66,7 @@ func (e *Error) Error() string {
 	return fmt.Sprintf("[%d] %s", e.Code, e.Message)
 }
 
-func newError(code uint16, format string, args ...any) *Error {
+func newError(code Code, format string, args ...any) *Error {
 	return &Error{Code: code, Message: fmt.Sprintf(format, args...), RelatedIndex: -1}
 }
 

@@ -21,7 +21,7 @@ const (
 // Failure is a terminal, user-visible failure: an invocation output or a
 // run result that is recorded in the journal and never retried.
 type Failure struct {
-	Code    uint16
+	Code    Code
 	Message string
 }
 

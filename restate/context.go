@@ -46,7 +46,7 @@ func (c invocationContext) Run(name string, fn func(ctx context.Context) ([]byte
 			}
 			var re *RetryableError
 			if !errors.As(ferr, &re) {
-				re = &RetryableError{Code: journal.CodeInternal, Message: ferr.Error()}
+				re = &RetryableError{Code: CodeInternal, Message: ferr.Error()}
 			}
 			inv.mu.Lock()
 			inv.m.Fail(retryableToJournal(re, index, wire.RunCommandType, name))
@@ -55,7 +55,7 @@ func (c invocationContext) Run(name string, fn func(ctx context.Context) ([]byte
 		}
 		res := journal.Result{Value: out}
 		if te != nil {
-			res = journal.Result{Failure: &journal.Failure{Code: te.code(), Message: te.Message}}
+			res = journal.Result{Failure: &journal.Failure{Code: orInternal(te.Code), Message: te.Message}}
 		}
 		inv.mu.Lock()
 		if inv.m.Cancelled() {
@@ -90,7 +90,7 @@ func (c invocationContext) Run(name string, fn func(ctx context.Context) ([]byte
 func runClosure(ctx context.Context, fn func(context.Context) ([]byte, error)) (out []byte, err error) {
 	defer func() {
 		if p := recover(); p != nil {
-			out, err = nil, &RetryableError{Code: journal.CodeInternal, Message: fmt.Sprintf("run closure panicked: %v", p)}
+			out, err = nil, &RetryableError{Code: CodeInternal, Message: fmt.Sprintf("run closure panicked: %v", p)}
 		}
 	}()
 	return fn(ctx)

@@ -4,7 +4,31 @@ import (
 	"errors"
 	"fmt"
 	"time"
+
+	"github.com/fnbridge/fnbridge/journal"
 )
+
+// Code is the HTTP-like status code of a TerminalError or RetryableError;
+// it is journal.Code, so the endpoint passes it on unchanged.
+type Code = journal.Code
+
+// Codes a handler commonly returns (each defined once, in package journal).
+const (
+	CodeBadRequest      = journal.CodeBadRequest
+	CodeCancelled       = journal.CodeCancelled
+	CodeTooManyRequests = journal.CodeTooManyRequests
+	CodeInternal        = journal.CodeInternal
+	CodeUnavailable     = journal.CodeUnavailable
+	CodeGatewayTimeout  = journal.CodeGatewayTimeout
+)
+
+// orInternal is code, or 500 when code is zero: a zero Code means 500.
+func orInternal(code Code) Code {
+	if code == 0 {
+		return CodeInternal
+	}
+	return code
+}
 
 // TerminalError is a failure that must not be retried. Returned by a
 // HandlerFunc it becomes the invocation's output (OutputCommand with a
@@ -12,20 +36,13 @@ import (
 // run's result, and Run returns it, on this attempt and on every replay.
 type TerminalError struct {
 	// Code is an HTTP-like status code; 0 means 500.
-	Code uint16
+	Code Code
 	// Message is shown to the caller of the invocation.
 	Message string
 }
 
 func (e *TerminalError) Error() string {
-	return fmt.Sprintf("terminal error %d: %s", e.code(), e.Message)
-}
-
-func (e *TerminalError) code() uint16 {
-	if e.Code == 0 {
-		return 500
-	}
-	return e.Code
+	return fmt.Sprintf("terminal error %d: %s", orInternal(e.Code), e.Message)
 }
 
 // RetryableError fails the current attempt with an ErrorMessage the runtime
@@ -35,7 +52,7 @@ func (e *TerminalError) code() uint16 {
 // code 500.
 type RetryableError struct {
 	// Code is an HTTP-like status code; 0 means 500.
-	Code uint16
+	Code Code
 	// Message describes the failure for operators.
 	Message string
 	// RetryAfter, when positive, overrides the delay before the next
@@ -49,17 +66,38 @@ type RetryableError struct {
 }
 
 func (e *RetryableError) Error() string {
-	code := e.Code
-	if code == 0 {
-		code = 500
-	}
-	return fmt.Sprintf("retryable error %d: %s", code, e.Message)
+	return fmt.Sprintf("retryable error %d: %s", orInternal(e.Code), e.Message)
 }
 
-// ErrCancelled is the TerminalError an invocation ends with after the
+// ErrCancelled is the terminal failure an invocation ends with after the
 // runtime's CANCEL signal: code 409. Run returns it once the invocation is
-// cancelled, and context.Cause of the handler's Context reports it.
-var ErrCancelled = &TerminalError{Code: 409, Message: "cancelled"}
+// cancelled, and context.Cause of the handler's Context reports it. Test
+// for it with errors.Is; errors.As to a *TerminalError yields a fresh copy
+// (code 409, message "cancelled"), so no caller can alter the sentinel.
+var ErrCancelled error = cancelled{}
+
+// cancelledMessage is the failure message of ErrCancelled.
+const cancelledMessage = "cancelled"
+
+// cancelled is ErrCancelled's type: comparable and without fields, so the
+// sentinel has nothing to mutate.
+type cancelled struct{}
+
+func (cancelled) Error() string { return cancelled{}.terminal().Error() }
+
+// As lets errors.As treat ErrCancelled as the *TerminalError it stands for,
+// as it was when ErrCancelled was one.
+func (cancelled) As(target any) bool {
+	te, ok := target.(**TerminalError)
+	if ok {
+		*te = cancelled{}.terminal()
+	}
+	return ok
+}
+
+func (cancelled) terminal() *TerminalError {
+	return &TerminalError{Code: CodeCancelled, Message: cancelledMessage}
+}
 
 // ErrAttemptEnded is returned by Run when this attempt cannot continue: the
 // invocation suspended (its next result can only arrive on a later

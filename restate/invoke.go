@@ -162,7 +162,7 @@ func (inv *invocation) serve(version int, bidi bool) {
 	}
 	if f := inv.m.Failure(); f != nil {
 		log.Warn().Str("invocation", inv.m.InvocationID()).Str("handler", inv.h.service+"/"+inv.h.name).
-			Uint16("code", f.Code).Msg(f.Message)
+			Uint16("code", uint16(f.Code)).Msg(f.Message)
 	}
 }
 
@@ -285,15 +285,15 @@ func (inv *invocation) runHandler() {
 	var re *RetryableError
 	switch {
 	case inv.m.Cancelled():
-		_ = inv.m.Output(journal.Result{Failure: &journal.Failure{Code: ErrCancelled.Code, Message: ErrCancelled.Message}})
+		_ = inv.m.Output(journal.Result{Failure: &journal.Failure{Code: CodeCancelled, Message: cancelledMessage}})
 	case err == nil:
 		_ = inv.m.Output(journal.Result{Value: out})
 	case errors.As(err, &te):
-		_ = inv.m.Output(journal.Result{Failure: &journal.Failure{Code: te.code(), Message: te.Message}})
+		_ = inv.m.Output(journal.Result{Failure: &journal.Failure{Code: orInternal(te.Code), Message: te.Message}})
 	case errors.As(err, &re):
 		inv.m.Fail(retryableToJournal(re, -1, 0, ""))
 	default:
-		inv.m.Fail(&journal.Error{Code: journal.CodeInternal, Message: err.Error(), RelatedIndex: -1})
+		inv.m.Fail(&journal.Error{Code: CodeInternal, Message: err.Error(), RelatedIndex: -1})
 	}
 }
 
@@ -301,18 +301,14 @@ func (inv *invocation) runHandler() {
 func (inv *invocation) call(c invocationContext) (out []byte, err error) {
 	defer func() {
 		if p := recover(); p != nil {
-			out, err = nil, &RetryableError{Code: 500, Message: fmt.Sprintf("handler panicked: %v\n%s", p, debug.Stack())}
+			out, err = nil, &RetryableError{Code: CodeInternal, Message: fmt.Sprintf("handler panicked: %v\n%s", p, debug.Stack())}
 		}
 	}()
 	return inv.h.fn(c, inv.input)
 }
 
 func retryableToJournal(re *RetryableError, index int, t wire.MessageType, name string) *journal.Error {
-	code := re.Code
-	if code == 0 {
-		code = journal.CodeInternal
-	}
-	return &journal.Error{Code: code, Message: re.Message, RetryAfter: re.RetryAfter, Pause: re.Pause,
+	return &journal.Error{Code: orInternal(re.Code), Message: re.Message, RetryAfter: re.RetryAfter, Pause: re.Pause,
 		RelatedIndex: index, RelatedType: t, RelatedName: name}
 }
 

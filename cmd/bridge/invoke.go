@@ -13,8 +13,6 @@ import (
 	"github.com/fnbridge/fnbridge/bridge"
 )
 
-func init() { subcommands = append(subcommands, newInvokeCmd) }
-
 func newInvokeCmd(g *globalFlags) *cobra.Command {
 	var configPath string
 	cmd := &cobra.Command{
@@ -36,11 +34,7 @@ func newInvokeCmd(g *globalFlags) *cobra.Command {
 			if !json.Valid([]byte(args[1])) {
 				return fmt.Errorf("input %q is not valid JSON", args[1])
 			}
-			cfg, err := bridge.LoadConfig(configPath)
-			if err != nil {
-				return err
-			}
-			b, err := bridge.New(cfg, bridge.Options{Logger: log})
+			_, b, err := loadBridge(configPath, "", bridge.Options{Logger: log})
 			if err != nil {
 				return err
 			}
@@ -62,6 +56,6 @@ func newInvokeCmd(g *globalFlags) *cobra.Command {
 			return err
 		},
 	}
-	cmd.Flags().StringVar(&configPath, "config", "bridge.yaml", "configuration file")
+	addConfigFlag(cmd, &configPath)
 	return cmd
 }

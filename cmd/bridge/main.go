@@ -1,17 +1,20 @@
 // Command bridge runs fnbridge: a Restate service deployment whose handlers
 // are Python and Bash functions executed through FunctionRuntime.
 //
-// Subcommands live one per file; this file holds the root command and the
-// flags every subcommand shares.
+// Subcommands live one per file; this file holds the root command, the
+// flags every subcommand shares, and the configuration loading of those
+// that run the configuration.
 package main
 
 import (
 	"fmt"
+	"net"
 	"os"
 
 	"github.com/rs/zerolog"
 	"github.com/spf13/cobra"
 
+	"github.com/fnbridge/fnbridge/bridge"
 	"github.com/fnbridge/fnbridge/internal/version"
 )
 
@@ -38,16 +41,9 @@ func newRootCmd() *cobra.Command {
 	}
 	root.PersistentFlags().StringVar(&g.logLevel, "log-level", "info", "log level: trace, debug, info, warn, error")
 	root.PersistentFlags().StringVar(&g.logFormat, "log-format", "json", "log format: json or console")
-	root.AddCommand(newVersionCmd())
-	for _, add := range subcommands {
-		root.AddCommand(add(g))
-	}
+	root.AddCommand(newVersionCmd(), newServeCmd(g), newInvokeCmd(g), newManifestCmd(g), newRuntimeCmd(g))
 	return root
 }
-
-// subcommands is filled by init functions of the files that define them, so
-// each subcommand stays in its own file.
-var subcommands []func(*globalFlags) *cobra.Command
 
 func newVersionCmd() *cobra.Command {
 	return &cobra.Command{
@@ -81,4 +77,40 @@ func (g *globalFlags) logger() (zerolog.Logger, error) {
 		return zerolog.Nop(), fmt.Errorf("--log-format %q: want json or console", g.logFormat)
 	}
 	return l.Level(level).With().Timestamp().Logger(), nil
+}
+
+// addConfigFlag registers --config, the configuration file of the
+// subcommands that run it.
+func addConfigFlag(cmd *cobra.Command, path *string) {
+	cmd.Flags().StringVar(path, "config", "bridge.yaml", "configuration file")
+}
+
+// loadConfig loads the configuration file and applies a --listen
+// override, validated like the file's own value.
+func loadConfig(path, listen string) (*bridge.Config, error) {
+	cfg, err := bridge.LoadConfig(path)
+	if err != nil {
+		return nil, err
+	}
+	if listen != "" {
+		if _, _, err := net.SplitHostPort(listen); err != nil {
+			return nil, fmt.Errorf("--listen %q: want host:port", listen)
+		}
+		cfg.Listen = listen
+	}
+	return cfg, nil
+}
+
+// loadBridge loads the configuration (loadConfig) and builds its bridge:
+// the start of every subcommand that runs the configuration.
+func loadBridge(path, listen string, opts bridge.Options) (*bridge.Config, *bridge.Bridge, error) {
+	cfg, err := loadConfig(path, listen)
+	if err != nil {
+		return nil, nil, err
+	}
+	b, err := bridge.New(cfg, opts)
+	if err != nil {
+		return nil, nil, err
+	}
+	return cfg, b, nil
 }

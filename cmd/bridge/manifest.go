@@ -10,8 +10,6 @@ import (
 	"github.com/fnbridge/fnbridge/restate/discovery"
 )
 
-func init() { subcommands = append(subcommands, newManifestCmd) }
-
 func newManifestCmd(g *globalFlags) *cobra.Command {
 	var (
 		configPath string
@@ -26,11 +24,7 @@ func newManifestCmd(g *globalFlags) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			cfg, err := bridge.LoadConfig(configPath)
-			if err != nil {
-				return err
-			}
-			b, err := bridge.New(cfg, bridge.Options{Logger: log})
+			_, b, err := loadBridge(configPath, "", bridge.Options{Logger: log})
 			if err != nil {
 				return err
 			}
@@ -43,7 +37,7 @@ func newManifestCmd(g *globalFlags) *cobra.Command {
 			return err
 		},
 	}
-	cmd.Flags().StringVar(&configPath, "config", "bridge.yaml", "configuration file")
+	addConfigFlag(cmd, &configPath)
 	cmd.Flags().IntVar(&version, "manifest-version", 4, "endpoint manifest version (1-4)")
 	return cmd
 }

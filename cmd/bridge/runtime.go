@@ -12,26 +12,15 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/fnbridge/fnbridge/functionruntime"
-	"github.com/fnbridge/fnbridge/functionruntime/bash"
-	"github.com/fnbridge/fnbridge/functionruntime/python"
+	"github.com/fnbridge/fnbridge/functionruntime/kinds"
 )
 
-func init() { subcommands = append(subcommands, newRuntimeCmd) }
-
-// runtimeAdapters builds the adapter of each runtime kind `bridge runtime
-// serve` can run.
-var runtimeAdapters = map[string]func() functionruntime.Adapter{
-	"python": func() functionruntime.Adapter { return python.New(python.Options{}) },
-	"bash":   func() functionruntime.Adapter { return bash.New(bash.Options{}) },
-}
-
+// runtimeKinds lists the kinds `bridge runtime serve` can run, for its help
+// and errors: "bash or python".
 func runtimeKinds() string {
-	kinds := make([]string, 0, len(runtimeAdapters))
-	for k := range runtimeAdapters {
-		kinds = append(kinds, k)
-	}
-	sort.Strings(kinds)
-	return strings.Join(kinds, " or ")
+	names := kinds.Names()
+	sort.Strings(names)
+	return strings.Join(names, " or ")
 }
 
 func newRuntimeCmd(g *globalFlags) *cobra.Command {
@@ -60,7 +49,7 @@ func newRuntimeServeCmd(g *globalFlags) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "serve",
 		Short: "Serve executor.v1.FunctionRuntime for one runtime kind, with gRPC health and reflection",
-		Long: `Serve executor.v1.FunctionRuntime for one runtime kind (python or bash),
+		Long: `Serve executor.v1.FunctionRuntime for one runtime kind (` + runtimeKinds() + `),
 like the Function Runtime Server of a Runtime Pod. gRPC health and server
 reflection are registered, so grpcurl works without proto files.
 
@@ -86,7 +75,7 @@ func runRuntimeServe(cmd *cobra.Command, g *globalFlags, f *runtimeServeFlags) e
 	if err != nil {
 		return err
 	}
-	newAdapter, ok := runtimeAdapters[f.kind]
+	kind, ok := kinds.Lookup(f.kind)
 	if !ok {
 		return fmt.Errorf("--runtime %q: want %s", f.kind, runtimeKinds())
 	}
@@ -107,7 +96,7 @@ func runRuntimeServe(cmd *cobra.Command, g *globalFlags, f *runtimeServeFlags) e
 
 	log = log.With().Str("runtime", f.kind).Logger()
 	srv := functionruntime.NewServer(functionruntime.Options{
-		Adapter: newAdapter(),
+		Adapter: kind.New(),
 		Logger:  log,
 		Limits: functionruntime.Limits{
 			MaxInputBytes:       f.maxInputBytes,

@@ -46,9 +46,9 @@ func TestRuntimeServeRejectsBadFlags(t *testing.T) {
 	}
 }
 
-// `bridge runtime serve --runtime bash --listen unix:///path` serves the
-// contract with health, and stops cleanly when its context ends (what
-// SIGTERM does through signal.NotifyContext).
+// `bridge runtime serve --runtime bash --listen unix:///path` serves
+// executor.v1.FunctionRuntime with health, and stops cleanly when its
+// context ends (what SIGTERM does through signal.NotifyContext).
 func TestRuntimeServeBashOverUnixSocket(t *testing.T) {
 	if _, err := exec.LookPath("bash"); err != nil {
 		if os.Getenv("CI") == "true" {

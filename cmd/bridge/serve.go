@@ -17,8 +17,6 @@ import (
 	"github.com/fnbridge/fnbridge/restate"
 )
 
-func init() { subcommands = append(subcommands, newServeCmd) }
-
 func newServeCmd(g *globalFlags) *cobra.Command {
 	var (
 		configPath, listen string
@@ -33,15 +31,11 @@ func newServeCmd(g *globalFlags) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			cfg, err := loadConfig(configPath, listen)
-			if err != nil {
-				return err
-			}
 			opts := bridge.Options{Logger: log}
 			if holdAfterRun != "" {
 				opts.AfterRunJournaled = holdForever(holdAfterRun)
 			}
-			b, err := bridge.New(cfg, opts)
+			cfg, b, err := loadBridge(configPath, listen, opts)
 			if err != nil {
 				return err
 			}
@@ -92,27 +86,11 @@ func newServeCmd(g *globalFlags) *cobra.Command {
 			return nil
 		},
 	}
-	cmd.Flags().StringVar(&configPath, "config", "bridge.yaml", "configuration file")
+	addConfigFlag(cmd, &configPath)
 	cmd.Flags().StringVar(&listen, "listen", "", "listen address host:port (overrides the file's listen)")
 	cmd.Flags().StringVar(&holdAfterRun, "test-hold-after-run", "", "testing only: after a run is journaled, write the invocation id to this file and block")
 	_ = cmd.Flags().MarkHidden("test-hold-after-run")
 	return cmd
-}
-
-// loadConfig loads the file and applies a --listen override, validated
-// like the file's own value.
-func loadConfig(path, listen string) (*bridge.Config, error) {
-	cfg, err := bridge.LoadConfig(path)
-	if err != nil {
-		return nil, err
-	}
-	if listen != "" {
-		if _, _, err := net.SplitHostPort(listen); err != nil {
-			return nil, fmt.Errorf("--listen %q: want host:port", listen)
-		}
-		cfg.Listen = listen
-	}
-	return cfg, nil
 }
 
 // holdForever is the crash test's hook: it records that a run completion

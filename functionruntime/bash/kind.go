@@ -1,0 +1,37 @@
+package bash
+
+import (
+	"fmt"
+	"path/filepath"
+	"regexp"
+)
+
+// What package kinds registers for the bash runtime kind: the handler
+// grammar in the words of a configuration file, and the file a handler's
+// code lives in. Kept here, beside ValidateHandler, so the grammar has one
+// owner.
+
+// configHandlerRE is file.function as the configuration explains it; the
+// length bounds are ValidateHandler's.
+var configHandlerRE = regexp.MustCompile(`^[A-Za-z0-9_][A-Za-z0-9_-]*\.[A-Za-z_][A-Za-z0-9_]*$`)
+
+// CheckHandler checks a configured handler string: first its shape, with
+// the wording a configuration error uses, then ValidateHandler's bounds, so
+// a configuration never accepts a handler the adapter would refuse.
+func CheckHandler(handler string) error {
+	if !configHandlerRE.MatchString(handler) {
+		return fmt.Errorf("%q is not file.function (file.sh in dir; no paths, no shell characters)", handler)
+	}
+	return ValidateHandler(handler)
+}
+
+// SourceFiles returns file.sh inside dir, the file the worker sources. Its
+// content goes into the registration digest, so an edited file registers
+// as a new generation.
+func SourceFiles(dir, handler string) ([]string, error) {
+	stem, _, err := splitHandler(handler)
+	if err != nil {
+		return nil, err
+	}
+	return []string{filepath.Join(dir, stem+".sh")}, nil
+}

@@ -1,0 +1,63 @@
+// Package kinds owns the table of runtime kinds fnbridge can run: for each
+// kind, its name as configuration and flags spell it, the adapter that runs
+// it, the handler grammar a configuration must follow, and the files a
+// registration digest covers. The bridge's configuration, its embedded
+// runtimes and `bridge runtime serve` all read this one table, so adding a
+// runtime kind is one entry in table (plus its adapter package).
+package kinds
+
+import (
+	"github.com/fnbridge/fnbridge/functionruntime"
+	"github.com/fnbridge/fnbridge/functionruntime/bash"
+	"github.com/fnbridge/fnbridge/functionruntime/python"
+)
+
+// Kind is one runtime kind.
+type Kind struct {
+	// Name is the kind as configuration and flags spell it, and what its
+	// adapter's Kind method returns.
+	Name string
+	// New builds the kind's adapter with its default options.
+	New func() functionruntime.Adapter
+	// CheckHandler checks a configured handler string; its error says what
+	// shape the kind wants, without naming the configuration field.
+	CheckHandler func(handler string) error
+	// SourceFiles lists, in a fixed order, the files inside dir holding the
+	// handler's code: their content goes into the registration digest.
+	SourceFiles func(dir, handler string) ([]string, error)
+}
+
+// table is every runtime kind, in the order messages list them.
+var table = []Kind{
+	{
+		Name:         python.Kind,
+		New:          func() functionruntime.Adapter { return python.New(python.Options{}) },
+		CheckHandler: python.CheckHandler,
+		SourceFiles:  python.SourceFiles,
+	},
+	{
+		Name:         bash.Kind,
+		New:          func() functionruntime.Adapter { return bash.New(bash.Options{}) },
+		CheckHandler: bash.CheckHandler,
+		SourceFiles:  bash.SourceFiles,
+	},
+}
+
+// Lookup returns the kind called name.
+func Lookup(name string) (Kind, bool) {
+	for _, k := range table {
+		if k.Name == name {
+			return k, true
+		}
+	}
+	return Kind{}, false
+}
+
+// Names lists every kind's name, in the table's order.
+func Names() []string {
+	names := make([]string, len(table))
+	for i, k := range table {
+		names[i] = k.Name
+	}
+	return names
+}

@@ -1,0 +1,107 @@
+package kinds_test
+
+import (
+	"errors"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/fnbridge/fnbridge/functionruntime/kinds"
+)
+
+// The order is what configuration errors list ("python | bash"); the
+// names are what configuration files and --runtime spell.
+func TestNamesAreTheBuiltInKindsInOrder(t *testing.T) {
+	if got := kinds.Names(); !slices.Equal(got, []string{"python", "bash"}) {
+		t.Fatalf("Names() = %q, want [python bash]", got)
+	}
+}
+
+// Each entry is complete and builds the adapter of its own kind: an entry
+// whose adapter served another kind would register handlers the wrong
+// interpreter runs.
+func TestEveryKindIsCompleteAndBuildsItsOwnAdapter(t *testing.T) {
+	for _, name := range kinds.Names() {
+		k, ok := kinds.Lookup(name)
+		if !ok {
+			t.Fatalf("Lookup(%q) failed for a listed name", name)
+		}
+		if k.New == nil || k.CheckHandler == nil || k.SourceFiles == nil {
+			t.Fatalf("kind %q has an empty field: %+v", name, k)
+		}
+		if got := k.New().Kind(); got != name {
+			t.Errorf("kind %q builds an adapter of kind %q", name, got)
+		}
+	}
+}
+
+func TestLookupRejectsAnUnknownKind(t *testing.T) {
+	for _, name := range []string{"ruby", "", "Python", " bash"} {
+		if _, ok := kinds.Lookup(name); ok {
+			t.Errorf("Lookup(%q) succeeded", name)
+		}
+	}
+}
+
+// CheckHandler speaks the configuration's words for a bad shape and the
+// adapter's for a bound; both kinds accept their documented examples.
+func TestCheckHandler(t *testing.T) {
+	tests := []struct {
+		kind, handler, wantErr string
+	}{
+		{"python", "handler.main", ""},
+		{"python", "pkg.sub.handler.main", ""},
+		{"python", "main", `"main" is not module.function (python identifiers, module may be dotted)`},
+		{"python", "../evil.f", `"../evil.f" is not module.function`},
+		{"python", "h." + strings.Repeat("g", 600), "longer than 512"},
+		{"bash", "handler.main", ""},
+		{"bash", "my-file.main", ""},
+		{"bash", "../h.f", `"../h.f" is not file.function (file.sh in dir; no paths, no shell characters)`},
+		{"bash", "h.f;rm", "no shell characters"},
+		{"bash", "h." + strings.Repeat("f", 200), "must be 1-128"},
+	}
+	for _, tt := range tests {
+		k, _ := kinds.Lookup(tt.kind)
+		err := k.CheckHandler(tt.handler)
+		switch {
+		case tt.wantErr == "" && err != nil:
+			t.Errorf("%s %q: %v, want accepted", tt.kind, tt.handler, err)
+		case tt.wantErr != "" && (err == nil || !strings.Contains(err.Error(), tt.wantErr)):
+			t.Errorf("%s %q: error %v, want it to contain %q", tt.kind, tt.handler, err, tt.wantErr)
+		}
+	}
+}
+
+// SourceFiles names the file the worker imports or sources: a module file,
+// a package's __init__.py, or file.sh.
+func TestSourceFiles(t *testing.T) {
+	dir := t.TempDir()
+	err := errors.Join(
+		os.MkdirAll(filepath.Join(dir, "pkg", "sub"), 0o755),
+		os.WriteFile(filepath.Join(dir, "mod.py"), nil, 0o644),
+		os.WriteFile(filepath.Join(dir, "pkg", "sub", "__init__.py"), nil, 0o644),
+	)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tests := []struct {
+		kind, handler, want string
+	}{
+		{"python", "mod.main", "mod.py"},
+		{"python", "pkg.sub.main", "pkg/sub/__init__.py"},
+		{"bash", "fn.shout", "fn.sh"},
+	}
+	for _, tt := range tests {
+		k, _ := kinds.Lookup(tt.kind)
+		got, err := k.SourceFiles(dir, tt.handler)
+		if want := []string{filepath.Join(dir, filepath.FromSlash(tt.want))}; err != nil || !slices.Equal(got, want) {
+			t.Errorf("%s %q: SourceFiles = %q, %v, want %q", tt.kind, tt.handler, got, err, want)
+		}
+	}
+	k, _ := kinds.Lookup("python")
+	if _, err := k.SourceFiles(dir, "missing.main"); err == nil || !strings.Contains(err.Error(), `python module "missing" not found`) {
+		t.Errorf("missing python module: error %v, want it named", err)
+	}
+}

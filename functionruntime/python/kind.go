@@ -1,0 +1,47 @@
+package python
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+)
+
+// What package kinds registers for the python runtime kind: the handler
+// grammar in the words of a configuration file, and the file a handler's
+// code lives in. Kept here, beside ValidateHandler, so the grammar has one
+// owner.
+
+// configHandlerRE is module.function as the configuration explains it; the
+// length bound is ValidateHandler's.
+var configHandlerRE = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)+$`)
+
+// CheckHandler checks a configured handler string: first its shape, with
+// the wording a configuration error uses, then ValidateHandler's bounds, so
+// a configuration never accepts a handler the adapter would refuse.
+func CheckHandler(handler string) error {
+	if !configHandlerRE.MatchString(handler) {
+		return fmt.Errorf("%q is not module.function (python identifiers, module may be dotted)", handler)
+	}
+	return ValidateHandler(handler)
+}
+
+// SourceFiles returns the file holding the handler's module inside dir:
+// module.py, or module/__init__.py for a package (a dotted module is a path
+// of directories). Its content goes into the registration digest, so an
+// edited module registers as a new generation.
+func SourceFiles(dir, handler string) ([]string, error) {
+	dot := strings.LastIndexByte(handler, '.')
+	if dot <= 0 {
+		return nil, fmt.Errorf("handler %q has no function part", handler)
+	}
+	mod := handler[:dot]
+	base := filepath.Join(dir, filepath.FromSlash(strings.ReplaceAll(mod, ".", "/")))
+	for _, cand := range []string{base + ".py", filepath.Join(base, "__init__.py")} {
+		if _, err := os.Stat(cand); err == nil {
+			return []string{cand}, nil
+		}
+	}
+	return nil, fmt.Errorf("python module %q not found in %s (want %s.py or %s/__init__.py)", mod, dir, base, base)
+}
