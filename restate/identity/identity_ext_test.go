@@ -98,7 +98,7 @@ func TestNewVerifierNamesBadKeyByIndex(t *testing.T) {
 	}
 }
 
-// "empty identity_keys: accept unsigned" (DESIGN.md configuration).
+// An empty identity_keys accepts unsigned requests (README, configuration reference).
 func TestNoKeysAcceptsEverything(t *testing.T) {
 	v, err := identity.NewVerifier(nil)
 	if err != nil || v != nil {
