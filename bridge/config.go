@@ -15,6 +15,7 @@ import (
 
 	"go.yaml.in/yaml/v3"
 
+	"github.com/fnbridge/fnbridge/functionruntime"
 	"github.com/fnbridge/fnbridge/functionruntime/kinds"
 )
 
@@ -138,7 +139,6 @@ const (
 
 var (
 	serviceNameRE = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
-	envNameRE     = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
 )
 
 // kindChoices is what a runtime field may hold, for its error messages.
@@ -282,10 +282,8 @@ func (h *HandlerConfig) resolve(hp, baseDir string, bad func(path, format string
 	}
 	sort.Strings(names)
 	for _, k := range names {
-		if !envNameRE.MatchString(k) {
-			bad(hp+".env."+k, "not a valid environment variable name")
-		} else if strings.HasPrefix(k, "FNBRIDGE_") {
-			bad(hp+".env."+k, "the FNBRIDGE_ prefix is reserved for the runtime")
+		if problem := functionruntime.EnvNameProblem(k); problem != "" {
+			bad(hp+".env."+k, "%s", problem)
 		}
 	}
 	switch {

@@ -100,6 +100,8 @@ func TestLoadConfigRejectsInvalidNamingFieldPath(t *testing.T) {
 		{"timeout over cap", "timeout: 10s", "timeout: 20h", []string{"services[0].handlers[0].timeout", "out of range"}},
 		{"bad duration", "timeout: 10s", "timeout: soon", []string{"not a duration"}},
 		{"unknown field", "concurrency: 4", "concurrency: 4\n        colour: red", []string{"colour", "not found"}},
+		{"env that changes how bash starts", "env: {GREETING: Hello}", "env: {BASH_ENV: /tmp/evil.sh}", []string{"services[0].handlers[0].env.BASH_ENV", "changes how the interpreter or the dynamic loader starts"}},
+		{"env that changes how the loader starts", "env: {GREETING: Hello}", "env: {LD_LIBRARY_PATH: /tmp}", []string{"services[0].handlers[0].env.LD_LIBRARY_PATH", "changes how"}},
 		{"bad service name", "name: Greeter", "name: Greeter-Service", []string{"services[0].name", "not a valid service name"}},
 		{"bad listen", "listen: 127.0.0.1:9080", "listen: nine", []string{"listen", "host:port"}},
 	}

@@ -59,6 +59,8 @@ func TestRegisterValidatesBeforeAcceptingWork(t *testing.T) {
 		{"env name empty", func(r *executorv1.RegisterFunctionRequest) { r.Env = map[string]string{"": "x"} }, `env[""]`},
 		{"env name reserved", func(r *executorv1.RegisterFunctionRequest) { r.Env = map[string]string{"FNBRIDGE_PROTOCOL": "x"} }, `env["FNBRIDGE_PROTOCOL"]`},
 		{"env name reserved in lower case", func(r *executorv1.RegisterFunctionRequest) { r.Env = map[string]string{"fnbridge_x": "x"} }, `env["fnbridge_x"]`},
+		{"env name that changes how bash starts", func(r *executorv1.RegisterFunctionRequest) { r.Env = map[string]string{"BASH_ENV": "/tmp/x"} }, `env["BASH_ENV"]`},
+		{"env name that changes how the loader starts", func(r *executorv1.RegisterFunctionRequest) { r.Env = map[string]string{"LD_PRELOAD": "/tmp/x.so"} }, `env["LD_PRELOAD"]`},
 		{"env value with NUL", func(r *executorv1.RegisterFunctionRequest) { r.Env = map[string]string{"A": "x\x00y"} }, `env["A"]`},
 		{"env total size", func(r *executorv1.RegisterFunctionRequest) { r.Env = map[string]string{"A": big, "B": big} }, "env"},
 		{"idle_timeout_seconds negative", func(r *executorv1.RegisterFunctionRequest) { r.IdleTimeoutSeconds = -1 }, "idle_timeout_seconds"},

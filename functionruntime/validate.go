@@ -172,22 +172,54 @@ func checkEnv(env map[string]string, lim Limits) error {
 }
 
 func checkEnvName(field, k string) error {
-	if k == "" {
-		return invalidArgument(field, "name must not be empty")
-	}
-	if len(k) > MaxEnvNameBytes {
-		return invalidArgument(field, "name is %d bytes, at most %d allowed", len(k), MaxEnvNameBytes)
-	}
-	for i := 0; i < len(k); i++ {
-		c := k[i]
-		if !(isASCIIAlnum(c) || c == '_') || (i == 0 && c >= '0' && c <= '9') {
-			return invalidArgument(field, "name must match [A-Za-z_][A-Za-z0-9_]*")
-		}
-	}
-	if strings.HasPrefix(strings.ToUpper(k), ReservedEnvPrefix) {
-		return invalidArgument(field, "names starting with %s are reserved for the runtime", ReservedEnvPrefix)
+	if problem := EnvNameProblem(k); problem != "" {
+		return invalidArgument(field, "%s", problem)
 	}
 	return nil
+}
+
+// startupEnv are the variables that change how an interpreter or the
+// dynamic loader starts, before any handler code runs: bash reads
+// BASH_ENV, ENV (sh mode), SHELLOPTS, BASHOPTS, BASH_XTRACEFD and
+// POSIXLY_CORRECT at start-up, glibc GLIBC_TUNABLES, GCONV_PATH and every
+// LD_ variable. A registration's env is data for the function, never a
+// way to change the worker around it. (Python's PYTHON* variables are
+// ignored by the worker, which runs with -I, so they stay allowed for the
+// function's own child processes.)
+var startupEnv = map[string]bool{
+	"BASH_ENV": true, "ENV": true, "SHELLOPTS": true, "BASHOPTS": true,
+	"BASH_XTRACEFD": true, "POSIXLY_CORRECT": true,
+	"GLIBC_TUNABLES": true, "GCONV_PATH": true,
+}
+
+// EnvNameProblem says why name cannot be a variable of a registration's
+// env, or returns "" when it can: it must match [A-Za-z_][A-Za-z0-9_]* (at
+// most MaxEnvNameBytes), must not start with ReservedEnvPrefix (in any
+// case), and must not be one that changes how the interpreter or the
+// dynamic loader starts (BASH_ENV, ENV, SHELLOPTS, BASHOPTS, BASH_XTRACEFD,
+// POSIXLY_CORRECT, GLIBC_TUNABLES, GCONV_PATH, LD_*). The bridge's
+// configuration check uses the same rule, so a config that loads is never
+// refused by the runtime.
+func EnvNameProblem(name string) string {
+	if name == "" {
+		return "name must not be empty"
+	}
+	if len(name) > MaxEnvNameBytes {
+		return fmt.Sprintf("name is %d bytes, at most %d allowed", len(name), MaxEnvNameBytes)
+	}
+	for i := 0; i < len(name); i++ {
+		c := name[i]
+		if !(isASCIIAlnum(c) || c == '_') || (i == 0 && c >= '0' && c <= '9') {
+			return "not a valid environment variable name: it must match [A-Za-z_][A-Za-z0-9_]*"
+		}
+	}
+	if strings.HasPrefix(strings.ToUpper(name), ReservedEnvPrefix) {
+		return "names starting with " + ReservedEnvPrefix + " are reserved for the runtime"
+	}
+	if startupEnv[name] || strings.HasPrefix(name, "LD_") {
+		return name + " changes how the interpreter or the dynamic loader starts, so a registration may not set it"
+	}
+	return ""
 }
 
 // checkRegistrationRef validates the reference every call after
