@@ -1,9 +1,9 @@
-// Package e2e holds end-to-end tests against a real restate-server. They
-// skip (or, under CI=true, fail) when RESTATE_SERVER_BIN is missing.
 package e2e
 
+// The restate package's endpoint, served in process, behind a real
+// restate-server: every transport, protocol version and identity setting.
+
 import (
-	"bytes"
 	"context"
 	"crypto/ed25519"
 	"crypto/rand"
@@ -35,9 +35,10 @@ type transport struct {
 	useHTTP11 bool
 }
 
-// "Bidirectional (HTTP/2 only)" plus full-duplex HTTP/1.1 (RESTATE-FACTS:
-// "with use_http_11 … if the manifest says BIDI_STREAM, still streams full
-// duplex over HTTP/1.1"), and "Request/Response".
+// "Bidirectional (HTTP/2 only)" plus full-duplex HTTP/1.1 (restate-server
+// 1.7.12 "with use_http_11 … if the manifest says BIDI_STREAM, still streams
+// full duplex over HTTP/1.1"), and "Request/Response"
+// (docs/spec/restate-service-invocation-protocol.md).
 var transports = []transport{
 	{"bidi_h2c", restate.BidiStream, false},
 	{"bidi_http11", restate.BidiStream, true},
@@ -134,24 +135,6 @@ func writeIdentityKey(t *testing.T) (pemPath, publicKey string) {
 	return pemPath, identity.EncodeKey(pub)
 }
 
-// logSink collects endpoint logs so a test can assert what was logged.
-type logSink struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (l *logSink) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.buf.Write(p)
-}
-
-func (l *logSink) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.buf.String()
-}
-
 // TestEndpointMatrix invokes a Run-using handler through a real
 // restate-server for every transport × service protocol (v6 default, v7
 // enabled) × request identity (off, signed), and checks the results, that
@@ -193,7 +176,7 @@ func runMatrixCell(t *testing.T, srv *restateserver.Server, tr transport, keys [
 	defer cancel()
 	counter := newRunCounter()
 	service := "E2E_" + tr.name
-	logs := &logSink{}
+	logs := &lockedBuffer{}
 	uri := serve(t, restate.Config{
 		ProtocolMode: tr.mode,
 		IdentityKeys: keys,
@@ -264,7 +247,7 @@ func TestEndpointRejectsUnverifiedServer(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			srv := restateserver.Start(t, tc.opts)
-			logs := &logSink{}
+			logs := &lockedBuffer{}
 			counter := newRunCounter()
 			uri := serve(t, restate.Config{IdentityKeys: []string{endpointKey}, Logger: zerolog.New(logs)},
 				restate.Service{Name: "E2E_guarded", Handlers: []restate.Handler{{Name: "work", Fn: counter.handler}}})
@@ -344,7 +327,7 @@ func waitStatus(ctx context.Context, t *testing.T, srv *restateserver.Server, id
 // Send, InvocationStatus and CancelInvocation against a live endpoint: a
 // sent invocation completes without a caller waiting, and a handler blocked
 // inside a run sees the runtime's CANCEL ("in-flight invoke cancelled …
-// invocation ends with a terminal failure", DESIGN.md) and the invocation
+// invocation ends with a terminal failure", docs/ARCHITECTURE.md) and the invocation
 // completes instead of being retried.
 func TestSendStatusAndCancel(t *testing.T) {
 	restateserver.Binary(t)
