@@ -43,7 +43,6 @@ import (
 	"crypto/rand"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -58,7 +57,6 @@ import (
 	"github.com/fnbridge/fnbridge/bridge"
 	"github.com/fnbridge/fnbridge/internal/procstat"
 	servicev1 "github.com/fnbridge/fnbridge/proto/restate/service/v1"
-	"github.com/fnbridge/fnbridge/restate"
 	"github.com/fnbridge/fnbridge/restate/identity"
 	"github.com/fnbridge/fnbridge/restate/restatetest"
 	"github.com/fnbridge/fnbridge/restate/wire"
@@ -123,30 +121,16 @@ func newBadFixture(t *testing.T, identityKeys []string) *badFixture {
 	if err := f.b.Start(context.Background()); err != nil {
 		t.Fatal(err)
 	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv := restate.NewHTTPServer(ln.Addr().String(), f.b.Handler())
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		_ = srv.Serve(ln)
-	}()
+	// Registered before serveHTTP's own cleanup, so it runs after the
+	// listener is shut down.
 	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
-		if err := srv.Shutdown(ctx); err != nil {
-			_ = srv.Close()
-		}
-		<-done
 		f.close(t)
 		f.client.CloseIdleConnections()
 		if t.Failed() {
 			t.Logf("bridge logs:\n%s", f.logs)
 		}
 	})
-	f.url = "http://" + ln.Addr().String()
+	f.url = serveHTTP(t, f.b.Handler())
 	return f
 }
 

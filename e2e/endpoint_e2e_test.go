@@ -12,7 +12,6 @@ import (
 	"encoding/pem"
 	"errors"
 	"fmt"
-	"net"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -79,9 +78,7 @@ func (c *runCounter) count(input string) int {
 	return c.runs[input]
 }
 
-// serve binds one service to a new endpoint and serves it on a loopback
-// listener with restate.NewHTTPServer (HTTP/1.1 and h2c with prior
-// knowledge).
+// serve binds one service to a new endpoint and serves it with serveHTTP.
 func serve(t *testing.T, cfg restate.Config, svc restate.Service) string {
 	t.Helper()
 	ep := restate.NewEndpoint(cfg)
@@ -91,28 +88,7 @@ func serve(t *testing.T, cfg restate.Config, svc restate.Service) string {
 	if err := ep.Bind(svc); err != nil {
 		t.Fatalf("Bind: %v", err)
 	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	// The production server set-up (HTTP/1.1 and h2c), as `bridge serve` uses.
-	srv := restate.NewHTTPServer(ln.Addr().String(), ep)
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
-			t.Errorf("endpoint server: %v", err)
-		}
-	}()
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer cancel()
-		if err := srv.Shutdown(ctx); err != nil {
-			_ = srv.Close()
-		}
-		<-done
-	})
-	return "http://" + ln.Addr().String()
+	return serveHTTP(t, ep)
 }
 
 // writeIdentityKey generates an ed25519 key, writes its private half as a

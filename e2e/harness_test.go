@@ -25,6 +25,7 @@ import (
 	"time"
 
 	"github.com/fnbridge/fnbridge/internal/procstat"
+	"github.com/fnbridge/fnbridge/restate"
 )
 
 // Bounds of the harness's waits. They are deadlines for polling, not
@@ -129,6 +130,35 @@ func freeAddr(t testing.TB) string {
 	addr := lis.Addr().String()
 	lis.Close()
 	return addr
+}
+
+// serveHTTP serves h in process on a loopback listener with
+// restate.NewHTTPServer (HTTP/1.1 and h2c with prior knowledge), as `bridge
+// serve` does, until the test's cleanup shuts it down; it returns the base
+// URL.
+func serveHTTP(t testing.TB, h http.Handler) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := restate.NewHTTPServer(ln.Addr().String(), h)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			t.Errorf("in-process server: %v", err)
+		}
+	}()
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		if err := srv.Shutdown(ctx); err != nil {
+			_ = srv.Close()
+		}
+		<-done
+	})
+	return "http://" + ln.Addr().String()
 }
 
 // lockedBuffer collects what several goroutines write (logs).
