@@ -41,17 +41,13 @@ import (
 	"context"
 	"crypto/ed25519"
 	"crypto/rand"
-	"errors"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"sync/atomic"
-	"syscall"
 	"testing"
 	"time"
 
@@ -59,28 +55,16 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/fnbridge/fnbridge/bridge"
+	"github.com/fnbridge/fnbridge/internal/procstat"
 	servicev1 "github.com/fnbridge/fnbridge/proto/restate/service/v1"
-	"github.com/fnbridge/fnbridge/restate"
 	"github.com/fnbridge/fnbridge/restate/identity"
 	"github.com/fnbridge/fnbridge/restate/restatetest"
 	"github.com/fnbridge/fnbridge/restate/wire"
 )
 
-// badFunctions are the fixture's handlers: two good ones (the "other
-// registrations") and one per kind of misbehaviour.
-var badFunctions = map[string]string{
-	"echo.py": "def echo(x):\n    return {\"echo\": x}\n",
-	"echo.sh": "respond() { printf '{\"echo\":%s}\\n' \"$1\"; }\n",
-	"hang.py": "import time\n\ndef hang(x):\n    time.sleep(3600)\n",
-	// The background child outlives the invocation; it prints its PID.
-	"fork.sh": "spawn() { sleep 300 & printf '{\"child\":%d}\\n' \"$!\"; }\n",
-	// 3 MB on stderr, in one line, then a normal result.
-	"loud.sh": "shout() { head -c 3000000 /dev/zero | tr '\\0' x >&2; echo >&2; echo '{\"ok\":true}'; }\n",
-	// 40 outputs, over the bound of 32.
-	"outs.sh": "many() { for i in $(seq 1 40); do echo \"k$i=v\" >>\"$FNBRIDGE_OUTPUTS\"; done; echo '{}'; }\n",
-	// 7 MB of stdout, over the 6 MiB output bound.
-	"big.sh": "big() { head -c 7000000 /dev/zero | tr '\\0' a; }\n",
-}
+// badFunctions are the fixture's handlers in testdata/: two good ones (the
+// "other registrations") and one per kind of misbehaviour.
+var badFunctions = []string{"echo.py", "echo.sh", "hang.py", "fork.sh", "loud.sh", "outs.sh", "big.sh"}
 
 const badConfig = `services:
   - name: Bad
@@ -102,44 +86,34 @@ type badFixture struct {
 	url    string
 	client *http.Client
 	b      *bridge.Bridge
-	logs   *logSink
+	logs   *lockedBuffer
 	n      atomic.Int64
 }
 
 func newBadFixture(t *testing.T, identityKeys []string) *badFixture {
 	t.Helper()
-	requireChaosCommand(t, "python3")
-	requireChaosCommand(t, "bash")
-	root, err := filepath.EvalSymlinks(t.TempDir())
-	if err != nil {
-		t.Fatal(err)
-	}
-	for name, body := range badFunctions {
-		chaosWriteFile(t, filepath.Join(root, "fn", name), body)
-	}
-	// escape.sh is a symlink to a file outside the working directory.
-	chaosWriteFile(t, filepath.Join(root, "outside", "evil.sh"), "f() { echo '{\"escaped\":true}'; }\n")
-	if err := os.Symlink(filepath.Join(root, "outside", "evil.sh"), filepath.Join(root, "fn", "escape.sh")); err != nil {
-		t.Fatal(err)
-	}
-	// pyescape.py is a symlink to a Python module outside it, which leaves
-	// a file behind if it is ever imported.
-	chaosWriteFile(t, filepath.Join(root, "outside", "evil.py"),
-		fmt.Sprintf("open(%q, 'w').close()\n\ndef f(x):\n    return {'escaped': True}\n", filepath.Join(root, "outside", "imported")))
-	if err := os.Symlink(filepath.Join(root, "outside", "evil.py"), filepath.Join(root, "fn", "pyescape.py")); err != nil {
-		t.Fatal(err)
+	requireInterpreters(t)
+	ws := newWorkspace(t, badFunctions...)
+	root := ws.root
+	// escape.sh and pyescape.py are symlinks to files outside the working
+	// directory; evil.py leaves outside/imported behind if it is ever
+	// imported.
+	for link, target := range map[string]string{"escape.sh": "evil.sh", "pyescape.py": "evil.py"} {
+		copyTestdata(t, target, filepath.Join(root, "outside", target))
+		if err := os.Symlink(filepath.Join(root, "outside", target), filepath.Join(ws.fn, link)); err != nil {
+			t.Fatal(err)
+		}
 	}
 	yaml := badConfig
 	if len(identityKeys) > 0 {
 		yaml = "identity_keys: [" + strings.Join(identityKeys, ", ") + "]\n" + yaml
 	}
-	cfgPath := filepath.Join(root, "bridge.yaml")
-	chaosWriteFile(t, cfgPath, yaml)
+	cfgPath := ws.config(t, yaml)
 	cfg, err := bridge.LoadConfig(cfgPath)
 	if err != nil {
 		t.Fatal(err)
 	}
-	f := &badFixture{root: root, logs: &logSink{}, client: restatetest.NewH2CClient()}
+	f := &badFixture{root: root, logs: &lockedBuffer{}, client: restatetest.NewH2CClient()}
 	f.b, err = bridge.New(cfg, bridge.Options{Logger: zerolog.New(f.logs)})
 	if err != nil {
 		t.Fatal(err)
@@ -147,30 +121,16 @@ func newBadFixture(t *testing.T, identityKeys []string) *badFixture {
 	if err := f.b.Start(context.Background()); err != nil {
 		t.Fatal(err)
 	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv := restate.NewHTTPServer(ln.Addr().String(), f.b.Handler())
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		_ = srv.Serve(ln)
-	}()
+	// Registered before serveHTTP's own cleanup, so it runs after the
+	// listener is shut down.
 	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
-		if err := srv.Shutdown(ctx); err != nil {
-			_ = srv.Close()
-		}
-		<-done
 		f.close(t)
 		f.client.CloseIdleConnections()
 		if t.Failed() {
 			t.Logf("bridge logs:\n%s", f.logs)
 		}
 	})
-	f.url = "http://" + ln.Addr().String()
+	f.url = serveHTTP(t, f.b.Handler())
 	return f
 }
 
@@ -532,23 +492,16 @@ func TestBadInputBackgroundChild(t *testing.T) {
 	if _, err := fmt.Sscanf(string(out.GetValue().GetContent()), `{"child":%d}`, &child); err != nil || child <= 0 {
 		t.Fatalf("output %q does not name the child", out.GetValue().GetContent())
 	}
-	if st, ok := readProcStat(child); !ok || st.state == 'Z' {
+	if !procstat.Alive(child) {
 		t.Fatalf("the background child %d is not running after the invocation returned", child)
 	}
 	f.mustServe(t)
 	// The registration goes away: the bridge unregisters everything.
 	f.close(t)
-	deadline := time.Now().Add(15 * time.Second)
-	for {
-		st, ok := readProcStat(child)
-		if !ok || st.state == 'Z' {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("background child %d still alive 15s after its registration was unregistered: %+v", child, st)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	eventually(t, 15*time.Second, fmt.Sprintf("background child %d is killed once its registration is unregistered", child), func() (bool, string) {
+		st, err := procstat.Read(child)
+		return err != nil || st.Dead(), fmt.Sprintf("%+v", st)
+	})
 }
 
 // TestBadInputIdentity: with identity keys configured, requests restate-
@@ -617,13 +570,7 @@ func TestBadInputIdentity(t *testing.T) {
 // fields and invalid values fail at start with the field path and what is
 // allowed, before anything starts").
 func TestBadInputConfig(t *testing.T) {
-	bin := rtBridgeBinary(t)
-	root, err := filepath.EvalSymlinks(t.TempDir())
-	if err != nil {
-		t.Fatal(err)
-	}
-	chaosWriteFile(t, filepath.Join(root, "fn", "h.py"), "def f(x):\n    return x\n")
-	chaosWriteFile(t, filepath.Join(root, "fn", "h.sh"), "f() { echo '{}'; }\n")
+	ws := newWorkspace(t, "h.py", "h.sh")
 	handler := func(runtime, h, extra string) string {
 		return fmt.Sprintf("services:\n  - name: S\n    handlers:\n      - {name: h, runtime: %s, dir: fn, handler: %q%s}\n", runtime, h, extra)
 	}
@@ -657,10 +604,9 @@ func TestBadInputConfig(t *testing.T) {
 			[]string{"identity_keys[0]", "publickeyv1_"}},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			cfg := filepath.Join(root, strings.NewReplacer(" ", "_", "/", "_").Replace(c.name)+".yaml")
-			chaosWriteFile(t, cfg, c.yaml)
-			addr := rtFreeAddr(t)
-			stdout, stderr, code := badRun(t, bin, "serve", "--config", cfg, "--listen", addr)
+			cfg := filepath.Join(ws.root, strings.NewReplacer(" ", "_", "/", "_").Replace(c.name)+".yaml")
+			writeFile(t, cfg, c.yaml)
+			stdout, stderr, code := runBridge(t, 30*time.Second, "serve", "--config", cfg, "--listen", freeAddr(t))
 			if code != 1 {
 				t.Fatalf("exit %d, want 1\nstdout: %s\nstderr: %s", code, stdout, stderr)
 			}
@@ -669,33 +615,9 @@ func TestBadInputConfig(t *testing.T) {
 					t.Errorf("stderr does not name %q:\n%s", w, stderr)
 				}
 			}
-			if _, err := os.Stat(filepath.Join(root, "fn", "pwned")); err == nil {
+			if _, err := os.Stat(filepath.Join(ws.fn, "pwned")); err == nil {
 				t.Fatal("the handler string was executed")
 			}
 		})
 	}
-}
-
-// badRun runs a short bridge command in its own process group.
-func badRun(t *testing.T, bin string, args ...string) (string, string, int) {
-	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	cmd := exec.CommandContext(ctx, bin, args...)
-	var out, errb bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &out, &errb
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
-	cmd.Cancel = func() error { return syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) }
-	err := cmd.Run()
-	if ctx.Err() != nil {
-		t.Fatalf("bridge %v did not finish within 30s", args)
-	}
-	code := 0
-	var ee interface{ ExitCode() int }
-	if errors.As(err, &ee) {
-		code = ee.ExitCode()
-	} else if err != nil {
-		t.Fatal(err)
-	}
-	return out.String(), errb.String(), code
 }

@@ -15,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/fnbridge/fnbridge/internal/procstat"
 	"github.com/fnbridge/fnbridge/internal/restateserver"
 )
 
@@ -25,15 +26,12 @@ type bridgeCase struct {
 }
 
 // TestBridge runs the real `bridge serve` binary with real python3 and bash
-// functions behind a real restate-server 1.7.12 (issue 4's end-to-end
-// cases). Each group shares one server and registers one bridge per case
+// functions behind a real restate-server 1.7.12. Each group shares one server and registers one bridge per case
 // under the case's own service names; the cases of a group run in parallel.
 // The server groups skip (fail under CI=true) without RESTATE_SERVER_BIN;
 // the CLI group needs no server.
 func TestBridge(t *testing.T) {
-	requireCommand(t, "python3", "to run the Python functions")
-	requireCommand(t, "bash", "to run the Bash functions")
-	bin := rtBridgeBinary(t)
+	requireInterpreters(t)
 
 	groups := []struct {
 		name  string
@@ -95,7 +93,7 @@ func TestBridge(t *testing.T) {
 	for _, g := range groups {
 		t.Run(g.name, func(t *testing.T) {
 			t.Parallel()
-			env := &bridgeEnv{bin: bin}
+			env := &bridgeEnv{}
 			if g.setup != nil {
 				g.setup(t, env)
 			}
@@ -120,36 +118,19 @@ func caseContext(t *testing.T) context.Context {
 
 // serveAndRegister starts `bridge serve` with the workspace's config on a
 // free loopback port and registers it with the group's server.
-func serveAndRegister(t *testing.T, env *bridgeEnv, configPath string, extra ...string) *bridgeProcess {
+func serveAndRegister(t *testing.T, env *bridgeEnv, configPath string, extra ...string) *bridgeServe {
 	t.Helper()
-	b := startBridge(t, env.bin, configPath, rtFreeAddr(t), extra...)
+	b := startBridge(t, configPath, freeAddr(t), extra...)
 	env.srv.Register(t, b.URI(), false)
 	return b
 }
 
-const greeterPy = `import os
-import fnbridge
-
-def greet(request):
-    with open("calls_py.log", "a") as f:
-        f.write("greet\n")
-    fnbridge.set_output("greeted", request["name"])
-    return {"greeting": os.environ["GREETING"] + ", " + request["name"], "lang": "python"}
-`
-
-const shellSh = `respond() {
-  echo respond >> calls_sh.log
-  echo "bash got $1" >&2
-  printf '{"input":%s,"lang":"bash"}\n' "$1"
-}
-`
-
 // "handler returned | run completed with the value; output = handler
-// output" (DESIGN.md error classes), for both runtimes, and "Protocol v6 and
+// output" (docs/ARCHITECTURE.md, error classes), for both runtimes, and "Protocol v6 and
 // v7": the server pins the version it was meant to negotiate.
 func testFunctionsReturnResults(version int) func(*testing.T, *bridgeEnv) {
 	return func(t *testing.T, env *bridgeEnv) {
-		ws := newWorkspace(t, map[string]string{"greeter.py": greeterPy, "shell.sh": shellSh})
+		ws := newWorkspace(t, "greeter.py", "shell.sh")
 		py, sh := fmt.Sprintf("Greeter_v%d", version), fmt.Sprintf("Shell_v%d", version)
 		cfg := ws.config(t, fmt.Sprintf(`services:
   - name: %s
@@ -197,13 +178,7 @@ func testFunctionsReturnResults(version int) func(*testing.T, *bridgeEnv) {
 // again"; a different key is a new invocation (which proves the marker
 // counts executions at all).
 func testIdempotencyKey(t *testing.T, env *bridgeEnv) {
-	ws := newWorkspace(t, map[string]string{"once.py": `import uuid
-
-def once(request):
-    with open("calls.log", "a") as f:
-        f.write("once\n")
-    return {"order": request["order"], "nonce": uuid.uuid4().hex}
-`})
+	ws := newWorkspace(t, "once.py")
 	cfg := ws.config(t, `services:
   - name: Idempotent
     handlers:
@@ -234,15 +209,7 @@ def once(request):
 // the caller gets the success. The handler's retry_policy flows into the
 // manifest and restate-server accepts it (its registration answer shows it).
 func testRetryableFailureRetried(t *testing.T, env *bridgeEnv) {
-	ws := newWorkspace(t, map[string]string{"flaky.py": `def flaky(request):
-    with open("calls.log", "a") as f:
-        f.write("call\n")
-    with open("calls.log") as f:
-        n = sum(1 for line in f if line.strip())
-    if n <= 2:
-        raise RuntimeError("transient failure %d" % n)
-    return {"order": request["order"], "attempt": n}
-`})
+	ws := newWorkspace(t, "flaky.py")
 	cfg := ws.config(t, `services:
   - name: Flaky
     handlers:
@@ -257,7 +224,7 @@ func testRetryableFailureRetried(t *testing.T, env *bridgeEnv) {
           max_attempts: 10
           on_max_attempts: kill
 `)
-	b := startBridge(t, env.bin, cfg, rtFreeAddr(t))
+	b := startBridge(t, cfg, freeAddr(t))
 	answer := env.srv.Register(t, b.URI(), false)
 	var reg struct {
 		Services []struct {
@@ -292,21 +259,7 @@ func testRetryableFailureRetried(t *testing.T, env *bridgeEnv) {
 // fnbridge.TerminalError and Bash's exit 100 reach the caller, and the
 // invocation is completed (not backing off) after one execution.
 func testTerminalFailure(t *testing.T, env *bridgeEnv) {
-	ws := newWorkspace(t, map[string]string{
-		"refuse.py": `import fnbridge
-
-def refuse(request):
-    with open("calls_py.log", "a") as f:
-        f.write("call\n")
-    raise fnbridge.TerminalError("order %s not found" % request["order"])
-`,
-		"refuse.sh": `refuse() {
-  echo call >> calls_sh.log
-  echo "order refused by bash" >&2
-  exit 100
-}
-`,
-	})
+	ws := newWorkspace(t, "refuse.py", "refuse.sh")
 	cfg := ws.config(t, `services:
   - name: TerminalPy
     handlers:
@@ -351,15 +304,7 @@ def refuse(request):
 // records the 504 and its retries; max_attempts with on_max_attempts: kill
 // ends the invocation with that failure.
 func testTimeoutRetried(t *testing.T, env *bridgeEnv) {
-	ws := newWorkspace(t, map[string]string{"hang.py": `import os
-import time
-
-def hang(request):
-    with open("calls.log", "a") as f:
-        f.write("%d\n" % os.getpid())
-    time.sleep(120)
-    return "never"
-`})
+	ws := newWorkspace(t, "hang.py")
 	cfg := ws.config(t, `services:
   - name: Timeout
     handlers:
@@ -400,24 +345,14 @@ def hang(request):
 			t.Errorf("PID %d ran two attempts: the timed-out worker was not replaced", pid)
 		}
 		seen[pid] = true
-		eventually(t, 10*time.Second, fmt.Sprintf("timed-out worker %d is killed", pid), func() (bool, string) {
-			return !pidAlive(pid), "alive"
-		})
+		waitDead(t, 10*time.Second, "the timed-out worker is killed", pid)
 	}
 }
 
 // "Restate CANCEL signal | in-flight invoke cancelled (worker killed),
 // invocation ends with a terminal 'cancelled' failure".
 func testCancelKillsWorker(t *testing.T, env *bridgeEnv) {
-	ws := newWorkspace(t, map[string]string{"hang.py": `import os
-import time
-
-def hang(request):
-    with open("calls.log", "a") as f:
-        f.write("started %d\n" % os.getpid())
-    time.sleep(120)
-    return "never"
-`})
+	ws := newWorkspace(t, "hang.py")
 	cfg := ws.config(t, `services:
   - name: Cancel
     handlers:
@@ -433,15 +368,13 @@ def hang(request):
 		return len(ws.lines(t, "calls.log")) == 1, fmt.Sprint(ws.lines(t, "calls.log"))
 	})
 	pid := ws.pids(t, "calls.log")[0]
-	if !pidAlive(pid) {
+	if !procstat.Alive(pid) {
 		t.Fatalf("worker %d is not running before the cancellation", pid)
 	}
 	if err := env.srv.CancelInvocation(ctx, id); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, 15*time.Second, fmt.Sprintf("worker %d is killed", pid), func() (bool, string) {
-		return !pidAlive(pid), "alive"
-	})
+	waitDead(t, 15*time.Second, "the worker is killed", pid)
 	waitCompleted(t, env.srv, id, 30*time.Second)
 	r := invocationRow(ctx, t, env.srv, id, "completion_result, completion_failure")
 	if f := fmt.Sprint(r["completion_failure"]); r["completion_result"] != "failure" || !strings.Contains(f, "409") || !strings.Contains(f, "cancelled") {
@@ -460,11 +393,7 @@ def hang(request):
 // must return the recorded result without executing the function again.
 func testRequestResponse(version int) func(*testing.T, *bridgeEnv) {
 	return func(t *testing.T, env *bridgeEnv) {
-		ws := newWorkspace(t, map[string]string{"square.py": `def square(request):
-    with open("calls.log", "a") as f:
-        f.write("call\n")
-    return {"square": request["n"] * request["n"]}
-`})
+		ws := newWorkspace(t, "square.py")
 		svc := fmt.Sprintf("RequestResponse_v%d", version)
 		cfg := ws.config(t, fmt.Sprintf(`protocol_mode: request_response
 services:
@@ -482,7 +411,7 @@ services:
 		// The bridge logs each attempt's outcome: the first executed the
 		// run, the one that answered had it replayed.
 		eventually(t, 5*time.Second, "the bridge logs a replayed attempt", func() (bool, string) {
-			return strings.Contains(b.logs.String(), `"outcome":"replayed"`), "no replayed outcome yet"
+			return strings.Contains(b.logs(), `"outcome":"replayed"`), "no replayed outcome yet"
 		})
 		rows := invocationRows(ctx, t, env.srv, svc, "pinned_service_protocol_version")
 		if len(rows) != 1 || rows[0]["pinned_service_protocol_version"] != float64(version) {
@@ -498,13 +427,7 @@ services:
 // and does not execute the function again. No worker of the killed bridge
 // survives it.
 func testCrashReplays(t *testing.T, env *bridgeEnv) {
-	ws := newWorkspace(t, map[string]string{"work.py": `import os
-
-def work(request):
-    with open("calls.log", "a") as f:
-        f.write("%d\n" % os.getpid())
-    return {"order": request["order"], "pid": os.getpid()}
-`})
+	ws := newWorkspace(t, "work.py")
 	cfg := ws.config(t, `services:
   - name: Crash
     handlers:
@@ -515,8 +438,8 @@ def work(request):
         retry_policy: {initial_interval: 100ms, max_interval: 500ms}
 `)
 	hold := filepath.Join(ws.root, "held-invocation")
-	addr := rtFreeAddr(t)
-	first := startBridge(t, env.bin, cfg, addr, "--test-hold-after-run", hold)
+	addr := freeAddr(t)
+	first := startBridge(t, cfg, addr, "--test-hold-after-run", hold)
 	env.srv.Register(t, first.URI(), false)
 	ctx := caseContext(t)
 	id, err := env.srv.Send(ctx, "Crash", "work", []byte(`{"order":"D-4"}`), nil)
@@ -533,22 +456,20 @@ def work(request):
 	}
 	worker := pids[0]
 
-	first.kill(t)
-	if !groupGone(first.pgid) {
-		t.Fatalf("the killed bridge's process group %d still has members", first.pgid)
+	first.kill()
+	if !groupGone(first.group()) {
+		t.Fatalf("the killed bridge's process group %d still has members", first.group())
 	}
-	eventually(t, 10*time.Second, fmt.Sprintf("worker %d of the killed bridge dies (Pdeathsig)", worker), func() (bool, string) {
-		return !pidAlive(worker), "alive"
-	})
+	waitDead(t, 10*time.Second, "the worker of the killed bridge dies (Pdeathsig)", worker)
 	// The worker's guardian sees its lifeline close when the bridge dies and
 	// then kills the whole worker group, itself included; that takes a moment
 	// after the worker's own Pdeathsig, so wait for it rather than look once.
 	eventually(t, 10*time.Second, "no process of the killed bridge's workers survives", func() (bool, string) {
-		procs := rtProcsInDir(ws.fn)
+		procs := procsInDir(ws.fn)
 		return len(procs) == 0, fmt.Sprint(procs)
 	})
 
-	second := startBridge(t, env.bin, cfg, addr)
+	second := startBridge(t, cfg, addr)
 	status, body := invocationOutput(t, env.srv, id, 60*time.Second)
 	if status != http.StatusOK {
 		t.Fatalf("output after the restart: %d %s", status, body)
@@ -559,7 +480,7 @@ def work(request):
 	if n := len(ws.lines(t, "calls.log")); n != 1 {
 		t.Errorf("%d executions across the crash, want exactly 1", n)
 	}
-	if !strings.Contains(second.logs.String(), `"outcome":"replayed"`) {
+	if !strings.Contains(second.logs(), `"outcome":"replayed"`) {
 		t.Errorf("the restarted bridge did not log a replayed invocation")
 	}
 }
@@ -568,14 +489,14 @@ def work(request):
 // through a server that does not sign fails with the bridge's 401.
 func testUnsignedServerRejected(t *testing.T, env *bridgeEnv) {
 	_, pub := writeIdentityKey(t)
-	ws := newWorkspace(t, map[string]string{"greeter.py": greeterPy})
+	ws := newWorkspace(t, "greeter.py")
 	cfg := ws.config(t, fmt.Sprintf(`identity_keys: [%s]
 services:
   - name: Guarded
     handlers:
       - {name: greet, runtime: python, dir: fn, handler: greeter.greet, env: {GREETING: Hi}}
 `, pub))
-	b := startBridge(t, env.bin, cfg, rtFreeAddr(t))
+	b := startBridge(t, cfg, freeAddr(t))
 	body, err := env.srv.TryRegister(caseContext(t), b.URI(), false)
 	var he *restateserver.HTTPError
 	if !errors.As(err, &he) {
@@ -584,14 +505,14 @@ services:
 	if !strings.Contains(he.Body, "401") {
 		t.Errorf("registration error does not carry the bridge's 401: %s", he.Body)
 	}
-	if !strings.Contains(b.logs.String(), "unsigned") {
+	if !strings.Contains(b.logs(), "unsigned") {
 		t.Errorf("the bridge did not log why it rejected the request")
 	}
 }
 
 // Keys configured on both sides: the signing server registers and invokes.
 func testIdentityVerified(t *testing.T, env *bridgeEnv) {
-	ws := newWorkspace(t, map[string]string{"greeter.py": greeterPy})
+	ws := newWorkspace(t, "greeter.py")
 	cfg := ws.config(t, fmt.Sprintf(`identity_keys: [%s]
 services:
   - name: Signed
@@ -601,8 +522,8 @@ services:
 	b := serveAndRegister(t, env, cfg)
 	out := callOK(caseContext(t), t, env.srv, "Signed", "greet", `{"name":"signer"}`, nil)
 	assertJSON(t, "output", out, `{"greeting":"Welcome, signer","lang":"python"}`)
-	if strings.Contains(b.logs.String(), "request identity") {
-		t.Errorf("the bridge rejected a signed request:\n%s", b.logs.String())
+	if strings.Contains(b.logs(), "request identity") {
+		t.Errorf("the bridge rejected a signed request:\n%s", b.logs())
 	}
 }
 
@@ -611,40 +532,27 @@ services:
 // SIGTERM completes with one successful result, the bridge exits 0 within
 // shutdown_timeout, and no worker remains.
 func testGracefulShutdown(t *testing.T, env *bridgeEnv) {
-	ws := newWorkspace(t, map[string]string{"slow.py": `import os
-import time
-
-def slow(request):
-    with open("calls.log", "a") as f:
-        f.write("started %d\n" % os.getpid())
-    time.sleep(1)
-    with open("calls.log", "a") as f:
-        f.write("done %d\n" % os.getpid())
-    return {"job": request["job"], "pid": os.getpid()}
-`})
+	ws := newWorkspace(t, "slow.py")
 	const shutdownTimeout = 10 * time.Second
-	run := termInFlight(t, env, ws, "Graceful", `{"job":"E-5"}`, shutdownTimeout)
-	b, cfg, addr, ctx, id, worker, sent := run.b, run.cfg, run.addr, run.ctx, run.id, run.first, run.sent
-	select {
-	case <-b.done:
-	case <-time.After(shutdownTimeout + 10*time.Second):
+	run := termInFlight(t, env, ws, "Graceful", "slow.slow", `{"job":"E-5"}`, shutdownTimeout)
+	cfg, addr, ctx, id, worker := run.cfg, run.addr, run.ctx, run.id, run.first
+	exited, ok := run.b.waitExit(shutdownTimeout + 10*time.Second)
+	if !ok {
 		t.Fatalf("bridge serve still running %s after SIGTERM", shutdownTimeout+10*time.Second)
 	}
-	took := b.ended.Sub(sent)
-	if b.err != nil {
-		t.Errorf("bridge serve exited with %v after SIGTERM, want status 0", b.err)
+	took := exited.at.Sub(run.sent)
+	if exited.err != nil {
+		t.Errorf("bridge serve exited with %v after SIGTERM, want status 0", exited.err)
 	}
 	if took > shutdownTimeout {
 		t.Errorf("bridge serve took %s to exit, over its shutdown_timeout %s", took, shutdownTimeout)
 	}
 	t.Logf("bridge serve exited %s after SIGTERM", took.Round(time.Millisecond))
-	eventually(t, 5*time.Second, fmt.Sprintf("worker %d is gone after shutdown", worker), func() (bool, string) {
-		return !pidAlive(worker), "alive"
-	})
+	waitDead(t, 5*time.Second, "the worker is gone after shutdown", worker)
 	// Shutdown SIGKILLs what is left of each worker group after its grace;
 	// a killed process may take a moment to disappear from /proc.
 	eventually(t, 5*time.Second, "no process left behind after shutdown", func() (bool, string) {
-		procs := rtProcsInDir(ws.fn)
+		procs := procsInDir(ws.fn)
 		return len(procs) == 0, fmt.Sprint(procs)
 	})
 
@@ -660,7 +568,7 @@ def slow(request):
 	}
 	if !finished {
 		t.Logf("the invocation did not finish before exit; restarting the bridge for Restate's retry")
-		startBridge(t, env.bin, cfg, addr)
+		startBridge(t, cfg, addr)
 	}
 	status, body := invocationOutput(t, env.srv, id, 30*time.Second)
 	if status != http.StatusOK {
@@ -693,43 +601,27 @@ def slow(request):
 // bridge with one successful execution.
 func testShutdownDeadline(t *testing.T, env *bridgeEnv) {
 	// The first execution outlives the deadline; the retry is quick.
-	ws := newWorkspace(t, map[string]string{"slow.py": `import os
-import time
-
-def slow(request):
-    with open("calls.log", "a") as f:
-        f.write("started %d\n" % os.getpid())
-    with open("calls.log") as f:
-        first = sum(1 for line in f if line.startswith("started")) == 1
-    if first:
-        time.sleep(120)
-    with open("calls.log", "a") as f:
-        f.write("done %d\n" % os.getpid())
-    return {"job": request["job"], "pid": os.getpid()}
-`})
+	ws := newWorkspace(t, "slowfirst.py")
 	const shutdownTimeout = time.Second
-	run := termInFlight(t, env, ws, "Deadline", `{"job":"G-7"}`, shutdownTimeout)
-	b, cfg, addr, ctx, id, first, sent := run.b, run.cfg, run.addr, run.ctx, run.id, run.first, run.sent
+	run := termInFlight(t, env, ws, "Deadline", "slowfirst.slow", `{"job":"G-7"}`, shutdownTimeout)
+	cfg, addr, ctx, id, first := run.cfg, run.addr, run.ctx, run.id, run.first
 	// The deadline plus the time to kill the worker (TERM, then KILL after
 	// the runtime's grace) and unregister.
 	const slack = 5 * time.Second
-	select {
-	case <-b.done:
-	case <-time.After(shutdownTimeout + slack):
+	exited, ok := run.b.waitExit(shutdownTimeout + slack)
+	if !ok {
 		t.Fatalf("bridge serve still running %s after SIGTERM with shutdown_timeout %s", shutdownTimeout+slack, shutdownTimeout)
 	}
-	t.Logf("bridge serve exited %s after SIGTERM", b.ended.Sub(sent).Round(time.Millisecond))
-	if b.err != nil {
-		t.Errorf("bridge serve exited with %v after SIGTERM, want status 0", b.err)
+	t.Logf("bridge serve exited %s after SIGTERM", exited.at.Sub(run.sent).Round(time.Millisecond))
+	if exited.err != nil {
+		t.Errorf("bridge serve exited with %v after SIGTERM, want status 0", exited.err)
 	}
-	eventually(t, 5*time.Second, fmt.Sprintf("worker %d is killed at the deadline", first), func() (bool, string) {
-		return !pidAlive(first), "alive"
-	})
+	waitDead(t, 5*time.Second, "the worker is killed at the deadline", first)
 	if st, err := env.srv.InvocationStatus(ctx, id); err != nil || st == "completed" {
 		t.Fatalf("invocation status after the cut: %q, %v; want it pending a retry", st, err)
 	}
 
-	startBridge(t, env.bin, cfg, addr)
+	startBridge(t, cfg, addr)
 	status, body := invocationOutput(t, env.srv, id, 30*time.Second)
 	if status != http.StatusOK {
 		t.Fatalf("output after the restart: %d %s", status, body)
@@ -742,10 +634,10 @@ def slow(request):
 	assertJSON(t, "output", body, fmt.Sprintf(`{"job":"G-7","pid":%d}`, retry))
 }
 
-// inFlightAtTerm is a bridge that got SIGTERM while an invocation of
-// slow.slow (in ws) was running.
+// inFlightAtTerm is a bridge that got SIGTERM while an invocation of a
+// slow handler (in ws) was running.
 type inFlightAtTerm struct {
-	b         *bridgeProcess
+	b         *bridgeServe
 	cfg, addr string
 	ctx       context.Context
 	id        string    // the Restate invocation id
@@ -753,10 +645,11 @@ type inFlightAtTerm struct {
 	sent      time.Time // when SIGTERM was sent
 }
 
-// termInFlight serves ws's slow.slow as service/slow with shutdown_timeout,
-// sends it input, waits until the handler has started and SIGTERMs the
-// bridge: the common start of the shutdown tests.
-func termInFlight(t *testing.T, env *bridgeEnv, ws *fnWorkspace, service, input string, shutdownTimeout time.Duration) inFlightAtTerm {
+// termInFlight serves ws's handler (which logs "started PID" to calls.log)
+// as service/slow with shutdown_timeout, sends it input, waits until the
+// handler has started and SIGTERMs the bridge: the common start of the
+// shutdown tests.
+func termInFlight(t *testing.T, env *bridgeEnv, ws *fnWorkspace, service, handler, input string, shutdownTimeout time.Duration) inFlightAtTerm {
 	t.Helper()
 	cfg := ws.config(t, fmt.Sprintf(`shutdown_timeout: %s
 services:
@@ -765,11 +658,11 @@ services:
       - name: slow
         runtime: python
         dir: fn
-        handler: slow.slow
+        handler: %s
         retry_policy: {initial_interval: 100ms, max_interval: 500ms}
-`, shutdownTimeout, service))
-	addr := rtFreeAddr(t)
-	b := startBridge(t, env.bin, cfg, addr)
+`, shutdownTimeout, service, handler))
+	addr := freeAddr(t)
+	b := startBridge(t, cfg, addr)
 	env.srv.Register(t, b.URI(), false)
 	ctx := caseContext(t)
 	id, err := env.srv.Send(ctx, service, "slow", []byte(input), nil)
@@ -781,24 +674,22 @@ services:
 	})
 	first := ws.pids(t, "calls.log")[0]
 	sent := time.Now()
-	if err := b.cmd.Process.Signal(syscall.SIGTERM); err != nil {
-		t.Fatal(err)
-	}
+	b.signal(syscall.SIGTERM)
 	return inFlightAtTerm{b: b, cfg: cfg, addr: addr, ctx: ctx, id: id, first: first, sent: sent}
 }
 
-// RESTATE-FACTS: "with use_http_11: true it speaks HTTP/1.1 and, if the
+// restate-server 1.7.12 "with use_http_11: true speaks HTTP/1.1 and, if the
 // manifest says BIDI_STREAM, still streams full duplex over HTTP/1.1";
 // `bridge serve` must serve that transport as well as h2c.
 func testHTTP11(t *testing.T, env *bridgeEnv) {
-	ws := newWorkspace(t, map[string]string{"greeter.py": greeterPy, "shell.sh": shellSh})
+	ws := newWorkspace(t, "greeter.py", "shell.sh")
 	cfg := ws.config(t, `services:
   - name: Http11
     handlers:
       - {name: greet, runtime: python, dir: fn, handler: greeter.greet, env: {GREETING: Hey}}
       - {name: respond, runtime: bash, dir: fn, handler: shell.respond}
 `)
-	b := startBridge(t, env.bin, cfg, rtFreeAddr(t))
+	b := startBridge(t, cfg, freeAddr(t))
 	env.srv.Register(t, b.URI(), true)
 	ctx := caseContext(t)
 	out := callOK(ctx, t, env.srv, "Http11", "greet", `{"name":"h1"}`, nil)
@@ -815,14 +706,7 @@ func testHTTP11(t *testing.T, env *bridgeEnv) {
 // busy fail their attempt with 429 before the function is called, are
 // retried by Restate, and every invocation executes exactly once.
 func testBusyRetried(t *testing.T, env *bridgeEnv) {
-	ws := newWorkspace(t, map[string]string{"busy.py": `import time
-
-def busy(request):
-    with open("calls.log", "a") as f:
-        f.write("%s\n" % request["n"])
-    time.sleep(1)
-    return {"n": request["n"]}
-`})
+	ws := newWorkspace(t, "busy.py")
 	cfg := ws.config(t, `services:
   - name: Busy
     handlers:
@@ -877,15 +761,7 @@ def busy(request):
 // once, locally, without Restate": the output on stdout, exit 0; a terminal
 // failure is a clear message and a non-zero exit.
 func testCLIInvoke(t *testing.T, env *bridgeEnv) {
-	ws := newWorkspace(t, map[string]string{
-		"greeter.py": greeterPy,
-		"shell.sh":   shellSh,
-		"refuse.py": `import fnbridge
-
-def refuse(request):
-    raise fnbridge.TerminalError("order %s not found" % request["order"])
-`,
-	})
+	ws := newWorkspace(t, "greeter.py", "shell.sh", "refuse.py")
 	cfg := ws.config(t, `services:
   - name: Cli
     handlers:
@@ -893,7 +769,7 @@ def refuse(request):
       - {name: respond, runtime: bash, dir: fn, handler: shell.respond}
       - {name: refuse, runtime: python, dir: fn, handler: refuse.refuse}
 `)
-	stdout, stderr, code := runBridgeCLI(t, env.bin, 60*time.Second, "invoke", "--config", cfg, "Cli/greet", `{"name":"cli"}`)
+	stdout, stderr, code := runBridge(t, 60*time.Second, "invoke", "--config", cfg, "Cli/greet", `{"name":"cli"}`)
 	if code != 0 {
 		t.Fatalf("bridge invoke Cli/greet: exit %d\n%s", code, stderr)
 	}
@@ -905,13 +781,13 @@ def refuse(request):
 		t.Errorf("stderr does not show the outputs (greeted=cli):\n%s", stderr)
 	}
 
-	stdout, stderr, code = runBridgeCLI(t, env.bin, 60*time.Second, "invoke", "--config", cfg, "Cli/respond", `[1,2]`)
+	stdout, stderr, code = runBridge(t, 60*time.Second, "invoke", "--config", cfg, "Cli/respond", `[1,2]`)
 	if code != 0 {
 		t.Fatalf("bridge invoke Cli/respond: exit %d\n%s", code, stderr)
 	}
 	assertJSON(t, "bridge invoke Cli/respond stdout", []byte(stdout), `{"input":[1,2],"lang":"bash"}`)
 
-	stdout, stderr, code = runBridgeCLI(t, env.bin, 60*time.Second, "invoke", "--config", cfg, "Cli/refuse", `{"order":"F-6"}`)
+	stdout, stderr, code = runBridge(t, 60*time.Second, "invoke", "--config", cfg, "Cli/refuse", `{"order":"F-6"}`)
 	if code == 0 {
 		t.Fatalf("bridge invoke of a terminal failure exited 0 (stdout %q)", stdout)
 	}
@@ -932,7 +808,7 @@ func lastLine(s string) string {
 // `bridge manifest --config FILE` prints the discovery manifest: services,
 // documentation and the per-handler retry policy and timeouts.
 func testCLIManifest(t *testing.T, env *bridgeEnv) {
-	ws := newWorkspace(t, map[string]string{"greeter.py": greeterPy, "shell.sh": shellSh})
+	ws := newWorkspace(t, "greeter.py", "shell.sh")
 	cfg := ws.config(t, `services:
   - name: Documented
     documentation: Greets people in Python.
@@ -954,7 +830,7 @@ func testCLIManifest(t *testing.T, env *bridgeEnv) {
     handlers:
       - {name: respond, runtime: bash, dir: fn, handler: shell.respond}
 `)
-	stdout, stderr, code := runBridgeCLI(t, env.bin, 30*time.Second, "manifest", "--config", cfg)
+	stdout, stderr, code := runBridge(t, 30*time.Second, "manifest", "--config", cfg)
 	if code != 0 {
 		t.Fatalf("bridge manifest: exit %d\n%s", code, stderr)
 	}
@@ -1008,15 +884,15 @@ func testCLIManifest(t *testing.T, env *bridgeEnv) {
 // "Unknown fields and invalid values fail at start with the field path and
 // what is allowed, before anything starts" (README): nothing listens.
 func testInvalidConfig(t *testing.T, env *bridgeEnv) {
-	ws := newWorkspace(t, map[string]string{"greeter.rb": "def greet(x) x end\n"})
+	ws := newWorkspace(t, "greeter.rb")
 	cfg := ws.config(t, `services:
   - name: Ruby
     handlers:
       - {name: greet, runtime: ruby, dir: fn, handler: greeter.greet}
 `)
-	addr := rtFreeAddr(t)
+	addr := freeAddr(t)
 	start := time.Now()
-	_, stderr, code := runBridgeCLI(t, env.bin, 30*time.Second, "serve", "--config", cfg, "--listen", addr)
+	_, stderr, code := runBridge(t, 30*time.Second, "serve", "--config", cfg, "--listen", addr)
 	took := time.Since(start)
 	if code == 0 {
 		t.Fatalf("bridge serve with runtime: ruby exited 0\n%s", stderr)
@@ -1031,7 +907,7 @@ func testInvalidConfig(t *testing.T, env *bridgeEnv) {
 		c.Close()
 		t.Errorf("something listens on %s after a rejected config", addr)
 	}
-	if procs := rtProcsInDir(ws.fn); len(procs) != 0 {
+	if procs := procsInDir(ws.fn); len(procs) != 0 {
 		t.Errorf("processes started for a rejected config: %v", procs)
 	}
 }

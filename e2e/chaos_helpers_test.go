@@ -4,230 +4,21 @@ import (
 	"bufio"
 	"bytes"
 	"fmt"
-	"io"
-	"net/http"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"sort"
 	"strconv"
 	"strings"
 	"sync"
-	"syscall"
-	"testing"
 	"time"
+
+	"github.com/fnbridge/fnbridge/internal/procstat"
 )
 
-// This file holds the fault-injection machinery of chaos_test.go: a
-// `bridge serve` child that can be SIGKILLed and restarted on the same
-// port, /proc readers for its workers, descriptors and memory, and the
-// parser of the handlers' marker file.
-
-// chaosBridge is a `bridge serve` child the test kills and restarts on the
-// same address. Every incarnation appends its logs to one file.
-type chaosBridge struct {
-	bin, config, addr, logPath string
-
-	mu   sync.Mutex
-	cmd  *exec.Cmd
-	done chan struct{}
-	err  error // Wait's result, valid after done
-}
-
-func newChaosBridge(t *testing.T, bin, config, addr, logPath string) *chaosBridge {
-	b := &chaosBridge{bin: bin, config: config, addr: addr, logPath: logPath}
-	t.Cleanup(func() {
-		b.stop(10 * time.Second)
-		if t.Failed() {
-			t.Logf("bridge log tail (%s):\n%s", logPath, chaosTail(logPath, 60))
-		}
-	})
-	return b
-}
-
-// start launches a new incarnation and waits until /health answers 200.
-func (b *chaosBridge) start() error {
-	logFile, err := os.OpenFile(b.logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
-	if err != nil {
-		return err
-	}
-	cmd := exec.Command(b.bin, "serve", "--config", b.config, "--listen", b.addr, "--log-format", "json", "--log-level", "warn")
-	cmd.Stdout, cmd.Stderr = logFile, logFile
-	// Own group; Pdeathsig so a crashed test binary leaves no bridge.
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
-	if err := cmd.Start(); err != nil {
-		logFile.Close()
-		return fmt.Errorf("start bridge serve: %w", err)
-	}
-	done := make(chan struct{})
-	b.mu.Lock()
-	b.cmd, b.done, b.err = cmd, done, nil
-	b.mu.Unlock()
-	go func() {
-		err := cmd.Wait()
-		logFile.Close()
-		b.mu.Lock()
-		if b.cmd == cmd {
-			b.err = err
-		}
-		b.mu.Unlock()
-		close(done)
-	}()
-	client := &http.Client{Timeout: 2 * time.Second}
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		resp, err := client.Get("http://" + b.addr + "/health")
-		if err == nil {
-			_, _ = io.Copy(io.Discard, resp.Body)
-			resp.Body.Close()
-			if resp.StatusCode == http.StatusOK {
-				return nil
-			}
-		}
-		select {
-		case <-done:
-			return fmt.Errorf("bridge serve exited before it was healthy: %v\n%s", b.exitErr(), chaosTail(b.logPath, 30))
-		case <-time.After(20 * time.Millisecond):
-		}
-		if time.Now().After(deadline) {
-			return fmt.Errorf("bridge serve not healthy on %s within 30s", b.addr)
-		}
-	}
-}
-
-// pid is the current incarnation's PID (0 when none runs).
-func (b *chaosBridge) pid() int {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	if b.cmd == nil {
-		return 0
-	}
-	select {
-	case <-b.done:
-		return 0
-	default:
-		return b.cmd.Process.Pid
-	}
-}
-
-func (b *chaosBridge) exitErr() error {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.err
-}
-
-// kill SIGKILLs the bridge process itself (a crash: no shutdown code runs)
-// and reaps it. Its workers are left to their Pdeathsig.
-func (b *chaosBridge) kill() {
-	b.mu.Lock()
-	cmd, done := b.cmd, b.done
-	b.mu.Unlock()
-	if cmd == nil {
-		return
-	}
-	_ = syscall.Kill(cmd.Process.Pid, syscall.SIGKILL)
-	<-done
-}
-
-// terminate sends SIGTERM and waits at most wait for the exit; it reports
-// the exit error and whether the process exited in time.
-func (b *chaosBridge) terminate(wait time.Duration) (error, bool) {
-	b.mu.Lock()
-	cmd, done := b.cmd, b.done
-	b.mu.Unlock()
-	if cmd == nil {
-		return nil, true
-	}
-	_ = syscall.Kill(cmd.Process.Pid, syscall.SIGTERM)
-	select {
-	case <-done:
-		return b.exitErr(), true
-	case <-time.After(wait):
-		return nil, false
-	}
-}
-
-// stop is the owner's cleanup: TERM, KILL after grace, reap.
-func (b *chaosBridge) stop(grace time.Duration) {
-	b.mu.Lock()
-	cmd, done := b.cmd, b.done
-	b.mu.Unlock()
-	if cmd == nil {
-		return
-	}
-	select {
-	case <-done:
-		return
-	default:
-	}
-	_ = syscall.Kill(cmd.Process.Pid, syscall.SIGTERM)
-	select {
-	case <-done:
-	case <-time.After(grace):
-		_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
-		<-done
-	}
-}
-
-// chaosTail returns the last n lines of a file.
-func chaosTail(path string, n int) string {
-	b, err := os.ReadFile(path)
-	if err != nil {
-		return "(" + err.Error() + ")"
-	}
-	lines := strings.Split(strings.TrimRight(string(b), "\n"), "\n")
-	if len(lines) > n {
-		lines = lines[len(lines)-n:]
-	}
-	return strings.Join(lines, "\n")
-}
-
-// procStat is what the tests need from /proc/PID/stat.
-type procStat struct {
-	pid, ppid, pgid int
-	state           byte
-	comm            string
-	start           uint64 // start time in clock ticks since boot: tells a PID's reuse apart
-}
-
-func readProcStat(pid int) (procStat, bool) {
-	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
-	if err != nil {
-		return procStat{}, false
-	}
-	s := string(b)
-	open, closing := strings.IndexByte(s, '('), strings.LastIndexByte(s, ')')
-	if open < 0 || closing < open {
-		return procStat{}, false
-	}
-	// Fields after the command: state ppid pgrp session tty tpgid flags
-	// minflt cminflt majflt cmajflt utime stime cutime cstime priority nice
-	// threads itrealvalue starttime ...
-	f := strings.Fields(s[closing+1:])
-	if len(f) < 20 {
-		return procStat{}, false
-	}
-	ppid, _ := strconv.Atoi(f[1])
-	pgid, _ := strconv.Atoi(f[2])
-	start, _ := strconv.ParseUint(f[19], 10, 64)
-	return procStat{pid: pid, ppid: ppid, pgid: pgid, state: f[0][0], comm: s[open+1 : closing], start: start}, true
-}
-
-// allProcs reads every process's stat.
-func allProcs() []procStat {
-	entries, _ := os.ReadDir("/proc")
-	var out []procStat
-	for _, e := range entries {
-		pid, err := strconv.Atoi(e.Name())
-		if err != nil {
-			continue
-		}
-		if st, ok := readProcStat(pid); ok {
-			out = append(out, st)
-		}
-	}
-	return out
-}
+// This file holds the measuring side of chaos_test.go: /proc readers for
+// the bridge's workers, descriptors and memory, the parser of the
+// handlers' marker file, and the log of injected faults that explains
+// duplicate executions.
 
 // isWorkerComm matches the adapters' worker processes (python3, bash).
 func isWorkerComm(comm string) bool {
@@ -236,33 +27,10 @@ func isWorkerComm(comm string) bool {
 
 // workersOf lists the live python/bash children of pid: the adapters'
 // workers, each the leader of its own process group.
-func workersOf(pid int) []procStat {
-	var out []procStat
-	for _, p := range allProcs() {
-		if p.ppid == pid && p.state != 'Z' && isWorkerComm(p.comm) {
-			out = append(out, p)
-		}
-	}
-	return out
-}
-
-// childrenOf lists the live children of pid, whatever they run.
-func childrenOf(pid int) []procStat {
-	var out []procStat
-	for _, p := range allProcs() {
-		if p.ppid == pid && p.state != 'Z' {
-			out = append(out, p)
-		}
-	}
-	return out
-}
-
-// liveInGroups lists the live (not zombie) processes whose process group is
-// one of pgids: what is left of the workers and everything they started.
-func liveInGroups(pgids map[int]bool) []procStat {
-	var out []procStat
-	for _, p := range allProcs() {
-		if pgids[p.pgid] && p.state != 'Z' && p.state != 'X' {
+func workersOf(pid int) []procstat.Stat {
+	var out []procstat.Stat
+	for _, p := range childrenOf(pid) {
+		if isWorkerComm(p.Comm) {
 			out = append(out, p)
 		}
 	}
@@ -472,17 +240,6 @@ func sortedCounts(m map[string]int) string {
 	return b.String()
 }
 
-// chaosWriteFile writes a file or fails the test.
-func chaosWriteFile(t *testing.T, path, content string) {
-	t.Helper()
-	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(path, []byte(content), 0o644); err != nil {
-		t.Fatal(err)
-	}
-}
-
 // fdLinks returns the targets of pid's open descriptors ("pipe:[123]",
 // "socket:[456]", "/path").
 func fdLinks(pid int) []string {
@@ -511,11 +268,11 @@ func bridgeFDs(pid int) (total, own, sockets, pidfds, workers int) {
 	ws := workersOf(pid)
 	groups := map[int]bool{}
 	for _, w := range ws {
-		groups[w.pgid] = true
+		groups[w.PGID] = true
 	}
 	held := map[string]bool{}
 	for _, p := range liveInGroups(groups) {
-		for _, l := range fdLinks(p.pid) {
+		for _, l := range fdLinks(p.PID) {
 			if strings.HasPrefix(l, "pipe:") {
 				held[l] = true
 			}

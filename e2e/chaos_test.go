@@ -8,7 +8,6 @@ import (
 	"math/rand/v2"
 	"net/http"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"sort"
 	"strings"
@@ -18,54 +17,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/fnbridge/fnbridge/internal/procstat"
 	"github.com/fnbridge/fnbridge/internal/restateserver"
 )
-
-// The chaos functions. Each execution appends "start ID PID NS TOKEN" to
-// the marker file before its work and "end ID PID NS TOKEN" after it, with
-// O_APPEND and one write per line (no buffering), and returns a result
-// derived from its input that names the execution (TOKEN). PID is the
-// worker process (for bash $$, the worker, not the invocation's subshell),
-// NS the wall clock in nanoseconds, the clock Restate stamps its journal
-// with.
-const chaosPython = `import os, time
-
-MARKER = os.environ["CHAOS_MARKER"]
-
-
-def _append(line):
-    fd = os.open(MARKER, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
-    try:
-        os.write(fd, line.encode())
-    finally:
-        os.close(fd)
-
-
-def work(inp):
-    cid, pid, t = inp["id"], os.getpid(), time.time_ns()
-    token = "%d-%d" % (pid, t)
-    _append("start %s %d %d %s\n" % (cid, pid, t, token))
-    time.sleep(float(inp["sleep"]))
-    _append("end %s %d %d %s\n" % (cid, pid, time.time_ns(), token))
-    return {"id": cid, "double": inp["n"] * 2, "runtime": "python", "exec": token}
-`
-
-const chaosBash = `work() {
-  local re_id='"id":"([A-Za-z0-9_-]+)"' re_n='"n":([0-9]+)' re_s='"sleep":"([0-9.]+)"'
-  [[ $1 =~ $re_id ]] || { echo "no id in $1" >&2; exit 100; }
-  local id=${BASH_REMATCH[1]}
-  [[ $1 =~ $re_n ]] || { echo "no n in $1" >&2; exit 100; }
-  local n=${BASH_REMATCH[1]}
-  [[ $1 =~ $re_s ]] || { echo "no sleep in $1" >&2; exit 100; }
-  local s=${BASH_REMATCH[1]}
-  local t=${EPOCHREALTIME/./}000
-  local token="$$-$t"
-  printf 'start %s %s %s %s\n' "$id" "$$" "$t" "$token" >>"$CHAOS_MARKER"
-  sleep "$s"
-  printf 'end %s %s %s %s\n' "$id" "$$" "${EPOCHREALTIME/./}000" "$token" >>"$CHAOS_MARKER"
-  printf '{"id":"%s","double":%d,"runtime":"bash","exec":"%s"}\n' "$id" $((n * 2)) "$token"
-}
-`
 
 // chaosPlan sizes one chaos run.
 type chaosPlan struct {
@@ -124,8 +78,8 @@ type chaosOutcome struct {
 // TestChaos drives many durable invocations of a Python and a Bash function
 // through restate-server and `bridge serve` while faults are injected: the
 // bridge is SIGKILLed and restarted on the same port, random workers are
-// SIGKILLed, restate-server is restarted once. It checks the design's
-// replay rule, "only a run that was never completed durably may execute
+// SIGKILLed, restate-server is restarted once. It checks the replay rule
+// (docs/ARCHITECTURE.md), "only a run that was never completed durably may execute
 // again (at-least-once while in flight, never after completion)", and that
 // nothing is lost.
 //
@@ -197,309 +151,250 @@ func TestChaos(t *testing.T) {
 	if os.Getenv("CHAOS_FULL") == "1" {
 		plan = chaosFull
 	}
-	restateserver.Binary(t)
-	requireChaosCommand(t, "python3")
-	requireChaosCommand(t, "bash")
-	bin := rtBridgeBinary(t)
+	r := newChaosRun(t, plan)
+	r.load()
+	r.injectFaults()
+	r.checkResources()
+	r.verify()
+}
 
-	root, err := filepath.EvalSymlinks(t.TempDir())
-	if err != nil {
-		t.Fatal(err)
+// chaosRun is one TestChaos run: the load (client goroutines), the fault
+// injector on the test goroutine, and what both leave for verify.
+type chaosRun struct {
+	t    *testing.T
+	plan chaosPlan
+	*chaosEnv
+	runKey string
+
+	// The load.
+	begin     time.Time
+	elapsed   time.Duration
+	outcomes  []chaosOutcome
+	completed atomic.Int64
+	retryMu   sync.Mutex
+	retries   map[string]int // client retries by reason
+	loadDone  chan struct{}
+
+	// The faults.
+	faults             *chaosLog
+	rng                *rand.Rand
+	lingered           int           // processes of killed bridges' worker groups alive right after a kill
+	lingerMax          time.Duration // how long the last of them took to go
+	workerKillsSkipped int           // no worker alive to kill
+
+	// The surviving bridge's resources.
+	baseline *chaosResources
+	after    chaosResources
+}
+
+func newChaosRun(t *testing.T, plan chaosPlan) *chaosRun {
+	return &chaosRun{
+		t: t, plan: plan,
+		chaosEnv: newChaosEnv(t, plan.perHandler, 10*time.Second),
+		runKey:   fmt.Sprintf("%d", time.Now().UnixNano()),
+		outcomes: make([]chaosOutcome, plan.invocations),
+		retries:  map[string]int{},
+		loadDone: make(chan struct{}),
+		faults:   &chaosLog{},
+		rng:      rand.New(rand.NewPCG(uint64(time.Now().UnixNano()), 7)),
 	}
-	fnDir := filepath.Join(root, "fn")
-	marker := filepath.Join(root, "marker.log")
-	chaosWriteFile(t, filepath.Join(fnDir, "chaos.py"), chaosPython)
-	chaosWriteFile(t, filepath.Join(fnDir, "chaos.sh"), chaosBash)
-	addr := rtFreeAddr(t)
-	cfg := filepath.Join(root, "bridge.yaml")
-	chaosWriteFile(t, cfg, chaosConfig(addr, marker, plan.perHandler))
+}
 
-	srv := restateserver.Start(t, restateserver.Options{})
-	b := newChaosBridge(t, bin, cfg, addr, filepath.Join(root, "bridge.log"))
-	if err := b.start(); err != nil {
-		t.Fatal(err)
-	}
-	srv.Register(t, "http://"+addr, false)
-
-	t.Logf("chaos plan %q: %d invocations at concurrency %d", plan.name, plan.invocations, plan.concurrency)
-	begin := time.Now()
-	outcomes := make([]chaosOutcome, plan.invocations)
+// load starts plan.concurrency clients working through the invocations;
+// loadDone closes when all have their outcome.
+func (r *chaosRun) load() {
+	r.t.Logf("chaos plan %q: %d invocations at concurrency %d", r.plan.name, r.plan.invocations, r.plan.concurrency)
+	r.begin = time.Now()
 	var (
-		completed         atomic.Int64
 		next              atomic.Int64
-		retryMu           sync.Mutex
-		retries           = map[string]int{}
 		wg                sync.WaitGroup
 		loadCtx, stopLoad = context.WithCancel(context.Background())
 	)
-	loadDone := make(chan struct{})
 	// Registered after restateserver.Start, so it runs before the server is
 	// stopped: no client goroutine outlives the test.
-	t.Cleanup(func() { stopLoad(); <-loadDone })
-	runKey := fmt.Sprintf("%d", time.Now().UnixNano())
-	for range plan.concurrency {
+	r.t.Cleanup(func() { stopLoad(); <-r.loadDone })
+	for range r.plan.concurrency {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
 			for {
 				i := int(next.Add(1)) - 1
-				if i >= plan.invocations || loadCtx.Err() != nil {
+				if i >= r.plan.invocations || loadCtx.Err() != nil {
 					return
 				}
-				outcomes[i] = chaosCall(loadCtx, srv, plan, runKey, i, func(reason string) {
-					retryMu.Lock()
-					retries[reason]++
-					retryMu.Unlock()
+				r.outcomes[i] = chaosCall(loadCtx, r.srv, r.plan, r.runKey, i, func(reason string) {
+					r.retryMu.Lock()
+					r.retries[reason]++
+					r.retryMu.Unlock()
 				})
-				completed.Add(1)
+				r.completed.Add(1)
 			}
 		}()
 	}
-	go func() { wg.Wait(); close(loadDone) }()
+	go func() { wg.Wait(); close(r.loadDone) }()
+}
 
-	// The fault injector runs on the test goroutine.
-	faults := &chaosLog{}
-	rng := rand.New(rand.NewPCG(uint64(time.Now().UnixNano()), 7))
-	interval := func(d time.Duration) time.Duration {
-		if d <= 0 {
-			return time.Hour // that periodic fault is off in this plan
-		}
-		return d + time.Duration(rng.Int64N(int64(d)))
+// interval draws a periodic fault's next interval from [d, 2d).
+func (r *chaosRun) interval(d time.Duration) time.Duration {
+	if d <= 0 {
+		return time.Hour // that periodic fault is off in this plan
 	}
-	var (
-		lingered, lingerMax = 0, time.Duration(0)
-		baseline            *chaosResources
-		workerKillsSkipped  int
-	)
-	killBridge := func() {
-		pid := b.pid()
-		// Every child counts, also one forked a moment ago that has not
-		// exec'd python3 or bash yet; each is its own group's leader.
-		groups, workers := map[int]bool{}, map[int]bool{}
-		for _, c := range childrenOf(pid) {
-			groups[c.pid], groups[c.pgid], workers[c.pid] = true, true, true
-		}
-		at := time.Now()
-		b.kill()
-		faults.add(chaosEvent{kind: "bridge-kill", at: at.UnixNano(), workers: workers})
-		if left := liveInGroups(groups); len(left) > 0 {
-			lingered += len(left)
-			deadline := time.Now().Add(10 * time.Second)
-			for len(left) > 0 && time.Now().Before(deadline) {
-				time.Sleep(20 * time.Millisecond)
-				left = liveInGroups(groups)
-			}
-			lingerMax = max(lingerMax, time.Since(at))
-			if len(left) > 0 {
-				t.Errorf("processes of the killed bridge's worker groups still alive 10s after the SIGKILL: %+v", left)
-			}
-		}
-		if err := b.start(); err != nil {
-			t.Fatalf("restarting the bridge: %v", err)
-		}
-	}
-	killWorker := func() {
-		// Workers lead their own process group; other children (the
-		// adapter's one-off interpreter probe) do not.
-		var ws []procStat
-		for _, w := range workersOf(b.pid()) {
-			if w.pgid == w.pid {
-				ws = append(ws, w)
-			}
-		}
-		if len(ws) == 0 {
-			workerKillsSkipped++
-			return
-		}
-		// Prefer a worker with an execution in flight (a start line
-		// without its end line), so the kill interrupts work.
-		busy := busyWorkers(marker)
-		var candidates []procStat
-		for _, w := range ws {
-			if busy[w.pid] {
-				candidates = append(candidates, w)
-			}
-		}
-		if len(candidates) == 0 {
-			candidates = ws
-		}
-		w := candidates[rng.IntN(len(candidates))]
-		faults.add(chaosEvent{kind: "worker-kill", at: time.Now().UnixNano(), pid: w.pid})
-		_ = syscall.Kill(w.pid, syscall.SIGKILL)
-	}
-	restartRestate := func() {
-		at := time.Now().UnixNano()
-		srv.Restart(t)
-		faults.add(chaosEvent{kind: "restate-restart", at: at, till: time.Now().UnixNano()})
-	}
-	do := func(kind string) {
-		switch kind {
-		case "bridge-kill":
-			killBridge()
-		case "worker-kill":
-			killWorker()
-		case "restate-restart":
-			restartRestate()
-		}
-	}
+	return d + time.Duration(r.rng.Int64N(int64(d)))
+}
+
+// injectFaults runs the plan's scheduled and periodic faults until the
+// load is done, and takes the resource baseline on the way.
+func (r *chaosRun) injectFaults() {
+	plan := r.plan
 	sched := append([]scheduledFault(nil), plan.schedule...)
 	sort.Slice(sched, func(i, j int) bool { return sched[i].at < sched[j].at })
-	nextBridge, nextWorker := time.Now().Add(interval(plan.bridgeEvery)), time.Now().Add(interval(plan.workerEvery))
+	nextBridge, nextWorker := time.Now().Add(r.interval(plan.bridgeEvery)), time.Now().Add(r.interval(plan.workerEvery))
 	tick := time.NewTicker(10 * time.Millisecond)
+	defer tick.Stop()
 injector:
 	for {
 		select {
-		case <-loadDone:
+		case <-r.loadDone:
 			break injector
 		case <-tick.C:
 		}
-		frac := float64(completed.Load()) / float64(plan.invocations)
+		frac := float64(r.completed.Load()) / float64(plan.invocations)
 		now := time.Now()
 		switch {
 		case len(sched) > 0 && frac >= sched[0].at:
-			do(sched[0].kind)
+			r.inject(sched[0].kind)
 			sched = sched[1:]
 		case plan.bridgeEvery > 0 && frac < plan.bridgeUntil && now.After(nextBridge):
-			killBridge()
-			nextBridge = time.Now().Add(interval(plan.bridgeEvery))
+			r.killBridge()
+			nextBridge = time.Now().Add(r.interval(plan.bridgeEvery))
 		case plan.workerEvery > 0 && frac < plan.workerUntil && now.After(nextWorker):
-			killWorker()
-			nextWorker = time.Now().Add(interval(plan.workerEvery))
-		case baseline == nil && frac >= plan.leakBaselineAt:
-			r := measureBridge(b.pid())
-			baseline = &r
+			r.killWorker()
+			nextWorker = time.Now().Add(r.interval(plan.workerEvery))
+		case r.baseline == nil && frac >= plan.leakBaselineAt:
+			b := measureBridge(r.b.pid())
+			r.baseline = &b
 		}
 	}
-	tick.Stop()
-	elapsed := time.Since(begin)
+	r.elapsed = time.Since(r.begin)
 	if len(sched) > 0 {
-		t.Errorf("the load finished before %d scheduled faults could be injected: %v", len(sched), sched)
+		r.t.Errorf("the load finished before %d scheduled faults could be injected: %v", len(sched), sched)
 	}
+}
 
-	// Resources of the surviving bridge, once settled.
-	var after chaosResources
-	if baseline == nil {
-		t.Errorf("the load finished before the resource baseline (at %.0f%%) was taken", 100*plan.leakBaselineAt)
-	} else {
-		deadline := time.Now().Add(30 * time.Second)
-		for {
-			after = measureBridge(b.pid())
-			if after.settled(*baseline) {
-				break
-			}
-			if time.Now().After(deadline) {
-				t.Errorf("bridge resources did not return near the baseline within 30s: baseline %v, now %v (own fds other than sockets may exceed it by 8, sockets at most %d, pidfds at most the workers + %d, RSS limit %d MiB)",
-					*baseline, after, maxBridgeSockets, maxStrayPidfds, baseline.rssLimit()>>20)
-				break
-			}
-			time.Sleep(200 * time.Millisecond)
-		}
+func (r *chaosRun) inject(kind string) {
+	switch kind {
+	case "bridge-kill":
+		r.killBridge()
+	case "worker-kill":
+		r.killWorker()
+	case "restate-restart":
+		r.restartRestate()
 	}
+}
 
-	// Lost invocations.
-	lost := 0
-	var lostSamples []string
-	tokens := map[string]string{} // id -> returned execution token
-	for i, o := range outcomes {
-		if !o.ok {
-			lost++
-			if len(lostSamples) < 10 {
-				lostSamples = append(lostSamples, fmt.Sprintf("%s: %s", chaosID(i), o.failure))
-			}
-			continue
-		}
-		tokens[chaosID(i)] = o.token
+// killBridge SIGKILLs the bridge process, checks that nothing of its
+// workers' groups outlives it by 10 s, and starts a new bridge on the same
+// address.
+func (r *chaosRun) killBridge() {
+	// Every child counts, also one forked a moment ago that has not
+	// exec'd python3 or bash yet; each is its own group's leader.
+	groups, workers := map[int]bool{}, map[int]bool{}
+	for _, c := range childrenOf(r.b.pid()) {
+		groups[c.PID], groups[c.PGID], workers[c.PID] = true, true, true
 	}
+	at := time.Now()
+	r.b.killLeader()
+	r.faults.add(chaosEvent{kind: "bridge-kill", at: at.UnixNano(), workers: workers})
+	if left := liveInGroups(groups); len(left) > 0 {
+		r.lingered += len(left)
+		poll(10*time.Second, func() bool { left = liveInGroups(groups); return len(left) == 0 })
+		r.lingerMax = max(r.lingerMax, time.Since(at))
+		if len(left) > 0 {
+			r.t.Errorf("processes of the killed bridge's worker groups still alive 10s after the SIGKILL: %+v", left)
+		}
+	}
+	r.b.start()
+}
 
-	// Executions, from the marker file.
-	execs, lines, err := readMarker(marker)
-	if err != nil {
-		t.Fatalf("marker file: %v", err)
-	}
-	journaled := chaosJournalTimes(t, srv, runKey)
-	var (
-		executions, afterCompletion, afterJournal, journalChecked int
-		noWinner                                                  []string
-		causes                                                    = map[string]int{}
-		unexplained                                               []string
-		workerKillHits                                            = map[int64]bool{}
-		exposures                                                 []time.Duration
-		journalLag                                                time.Duration
-	)
-	for id, xs := range execs {
-		executions += len(xs)
-		for _, e := range faults.events {
-			if e.kind != "worker-kill" {
-				continue
-			}
-			for _, x := range xs {
-				if x.pid == e.pid && x.startNS <= e.at && (x.endLine < 0 || x.endNS >= e.at) {
-					workerKillHits[e.at] = true
-				}
-			}
-		}
-		token, ok := tokens[id]
-		if !ok {
-			continue // lost: reported above
-		}
-		var w *execution
-		for _, x := range xs {
-			if x.token == token {
-				w = x
-			}
-		}
-		if w == nil || w.endLine < 0 {
-			noWinner = append(noWinner, fmt.Sprintf("%s (token %s)", id, token))
-			continue
-		}
-		if at, ok := journaled[id]; ok {
-			journalChecked++
-			// How far restate-server's stamp trails the real end of the
-			// execution whose result it journaled (positive: trails).
-			journalLag = max(journalLag, time.Duration(w.endNS-at))
-			for _, x := range xs {
-				if x != w && x.startNS > at+int64(journalTolerance) {
-					afterJournal++
-					t.Errorf("%s: execution %s started at %s, more than %s after its output (so its run completion) was journaled at %s",
-						id, x.token, time.Unix(0, x.startNS).UTC().Format(time.RFC3339Nano), journalTolerance, time.Unix(0, at).UTC().Format(time.RFC3339Nano))
-				}
-			}
-		}
-		for k, x := range xs {
-			if x == w {
-				continue
-			}
-			if x.startLine > w.endLine {
-				afterCompletion++
-				t.Errorf("%s: execution %s started (marker line %d) after the journaled execution %s had completed (line %d)",
-					id, x.token, x.startLine, w.token, w.endLine)
-				continue
-			}
-			nextNS := w.endNS
-			if k+1 < len(xs) {
-				nextNS = xs[k+1].startNS
-			}
-			c, exposed := faults.cause(x, nextNS)
-			causes[c]++
-			if exposed > 0 {
-				exposures = append(exposures, exposed)
-			}
-			if strings.HasPrefix(c, "unexplained") && len(unexplained) < 10 {
-				unexplained = append(unexplained, fmt.Sprintf("%s: %+v (next execution at %d; faults: %s)", id, *x, nextNS, faults.around(x.startNS)))
-			}
+// killWorker SIGKILLs one worker, preferring one with an execution in
+// flight.
+func (r *chaosRun) killWorker() {
+	// Workers lead their own process group; other children (the
+	// adapter's one-off interpreter probe) do not.
+	var ws []procstat.Stat
+	for _, w := range workersOf(r.b.pid()) {
+		if w.PGID == w.PID {
+			ws = append(ws, w)
 		}
 	}
-	neverRan := 0
-	for id := range tokens {
-		if len(execs[id]) == 0 {
-			neverRan++
+	if len(ws) == 0 {
+		r.workerKillsSkipped++
+		return
+	}
+	// Prefer a worker with an execution in flight (a start line
+	// without its end line), so the kill interrupts work.
+	busy := busyWorkers(r.marker)
+	var candidates []procstat.Stat
+	for _, w := range ws {
+		if busy[w.PID] {
+			candidates = append(candidates, w)
 		}
 	}
-	duplicates := executions - (plan.invocations - lost)
+	if len(candidates) == 0 {
+		candidates = ws
+	}
+	w := candidates[r.rng.IntN(len(candidates))]
+	r.faults.add(chaosEvent{kind: "worker-kill", at: time.Now().UnixNano(), pid: w.PID})
+	_ = syscall.Kill(w.PID, syscall.SIGKILL)
+}
 
-	retryMu.Lock()
-	retryReport := sortedCounts(retries)
-	retryMu.Unlock()
+func (r *chaosRun) restartRestate() {
+	at := time.Now().UnixNano()
+	r.srv.Restart(r.t)
+	r.faults.add(chaosEvent{kind: "restate-restart", at: at, till: time.Now().UnixNano()})
+}
+
+// checkResources waits (30 s at most) for the surviving bridge's
+// descriptors and memory to settle near the baseline.
+func (r *chaosRun) checkResources() {
+	if r.baseline == nil {
+		r.t.Errorf("the load finished before the resource baseline (at %.0f%%) was taken", 100*r.plan.leakBaselineAt)
+		return
+	}
+	if !poll(30*time.Second, func() bool { r.after = measureBridge(r.b.pid()); return r.after.settled(*r.baseline) }) {
+		r.t.Errorf("bridge resources did not return near the baseline within 30s: baseline %v, now %v (own fds other than sockets may exceed it by 8, sockets at most %d, pidfds at most the workers + %d, RSS limit %d MiB)",
+			*r.baseline, r.after, maxBridgeSockets, maxStrayPidfds, r.baseline.rssLimit()>>20)
+	}
+}
+
+// chaosTally is what verify reads from the outcomes, the marker file and
+// the journal.
+type chaosTally struct {
+	lost        int
+	lostSamples []string
+	tokens      map[string]string // id -> returned execution token
+	lines       int               // of the marker file
+
+	executions, afterCompletion, afterJournal, journalChecked int
+	noWinner                                                  []string
+	causes                                                    map[string]int
+	unexplained                                               []string
+	workerKillHits                                            map[int64]bool
+	exposures                                                 []time.Duration
+	journalLag                                                time.Duration
+	neverRan                                                  int
+}
+
+// verify checks the outcomes against the marker file and the journal,
+// prints the figures and fails on anything the replay rule forbids.
+func (r *chaosRun) verify() {
+	t, plan := r.t, r.plan
+	x := r.tally()
+	duplicates := x.executions - (plan.invocations - x.lost)
+
+	r.retryMu.Lock()
+	retryReport := sortedCounts(r.retries)
+	r.retryMu.Unlock()
 	t.Logf(`chaos figures (%s):
   invocations:                     %d (python %d, bash %d), concurrency %d, %s
   completed with expected result:  %d
@@ -515,47 +410,170 @@ injector:
   started > %s after the output's sys_journal appended_at:   %d (checked %d invocations; the stamp trailed the journaled execution's end by up to %s)
   processes of killed bridges' worker groups alive right after the kill: %d (all gone within %s)
   bridge resources: baseline %v, after %v`,
-		plan.name, plan.invocations, (plan.invocations+1)/2, plan.invocations/2, plan.concurrency, elapsed.Round(time.Millisecond),
-		plan.invocations-lost, lost,
-		faults.count("bridge-kill"), faults.count("worker-kill"), len(workerKillHits), workerKillsSkipped,
-		faults.count("restate-restart"), retryReport,
-		executions, lines, duplicates, sortedCounts(causes), durationSpread(exposures),
-		afterCompletion, journalTolerance, afterJournal, journalChecked, journalLag.Round(time.Millisecond),
-		lingered, lingerMax.Round(time.Millisecond), baselineString(baseline), after)
+		plan.name, plan.invocations, (plan.invocations+1)/2, plan.invocations/2, plan.concurrency, r.elapsed.Round(time.Millisecond),
+		plan.invocations-x.lost, x.lost,
+		r.faults.count("bridge-kill"), r.faults.count("worker-kill"), len(x.workerKillHits), r.workerKillsSkipped,
+		r.faults.count("restate-restart"), retryReport,
+		x.executions, x.lines, duplicates, sortedCounts(x.causes), durationSpread(x.exposures),
+		x.afterCompletion, journalTolerance, x.afterJournal, x.journalChecked, x.journalLag.Round(time.Millisecond),
+		r.lingered, r.lingerMax.Round(time.Millisecond), baselineString(r.baseline), r.after)
 
-	if lost > 0 {
-		t.Errorf("%d invocations lost, e.g. %v", lost, lostSamples)
-		chaosDiagnoseLost(t, srv, runKey, outcomes)
+	if x.lost > 0 {
+		t.Errorf("%d invocations lost, e.g. %v", x.lost, x.lostSamples)
+		chaosDiagnoseLost(t, r.srv, r.runKey, r.outcomes)
 	}
-	if len(noWinner) > 0 {
-		t.Errorf("%d results name an execution the marker file has not completed, e.g. %v", len(noWinner), noWinner[:min(len(noWinner), 5)])
+	if len(x.noWinner) > 0 {
+		t.Errorf("%d results name an execution the marker file has not completed, e.g. %v", len(x.noWinner), x.noWinner[:min(len(x.noWinner), 5)])
 	}
-	if neverRan > 0 {
-		t.Errorf("%d invocations returned a result but no execution is in the marker file", neverRan)
+	if x.neverRan > 0 {
+		t.Errorf("%d invocations returned a result but no execution is in the marker file", x.neverRan)
 	}
-	if journalChecked < plan.invocations-lost {
-		t.Errorf("sys_journal has an output for only %d of %d completed invocations", journalChecked, plan.invocations-lost)
+	if x.journalChecked < plan.invocations-x.lost {
+		t.Errorf("sys_journal has an output for only %d of %d completed invocations", x.journalChecked, plan.invocations-x.lost)
 	}
-	if len(unexplained) > 0 {
-		t.Logf("unexplained duplicates (allowed by the replay rule, shown for inspection): %v", unexplained)
+	if len(x.unexplained) > 0 {
+		t.Logf("unexplained duplicates (allowed by the replay rule, shown for inspection): %v", x.unexplained)
 	}
-	if faults.count("bridge-kill") == 0 || faults.count("restate-restart") == 0 {
-		t.Errorf("faults injected: %d bridge kills, %d restate restarts; want at least one of each", faults.count("bridge-kill"), faults.count("restate-restart"))
+	if r.faults.count("bridge-kill") == 0 || r.faults.count("restate-restart") == 0 {
+		t.Errorf("faults injected: %d bridge kills, %d restate restarts; want at least one of each", r.faults.count("bridge-kill"), r.faults.count("restate-restart"))
 	}
 }
 
-func requireChaosCommand(t *testing.T, name string) {
-	t.Helper()
-	if _, err := exec.LookPath(name); err != nil {
-		msg := name + " not found in PATH: needed to run the chaos functions"
-		if os.Getenv("CI") == "true" {
-			t.Fatal(msg)
+// tally counts lost invocations and, per id, the executions in the marker
+// file: the journaled one (W, named by the returned token), any that
+// started after W completed (file order) or after the journal's output
+// stamp (both fail the test here), and the allowed duplicates by cause.
+func (r *chaosRun) tally() chaosTally {
+	t := r.t
+	x := chaosTally{tokens: map[string]string{}, causes: map[string]int{}, workerKillHits: map[int64]bool{}}
+	for i, o := range r.outcomes {
+		if !o.ok {
+			x.lost++
+			if len(x.lostSamples) < 10 {
+				x.lostSamples = append(x.lostSamples, fmt.Sprintf("%s: %s", chaosID(i), o.failure))
+			}
+			continue
 		}
-		t.Skip(msg)
+		x.tokens[chaosID(i)] = o.token
+	}
+
+	execs, lines, err := readMarker(r.marker)
+	if err != nil {
+		t.Fatalf("marker file: %v", err)
+	}
+	x.lines = lines
+	journaled := chaosJournalTimes(t, r.srv, r.runKey)
+	for id, xs := range execs {
+		x.executions += len(xs)
+		for _, e := range r.faults.events {
+			if e.kind != "worker-kill" {
+				continue
+			}
+			for _, ex := range xs {
+				if ex.pid == e.pid && ex.startNS <= e.at && (ex.endLine < 0 || ex.endNS >= e.at) {
+					x.workerKillHits[e.at] = true
+				}
+			}
+		}
+		token, ok := x.tokens[id]
+		if !ok {
+			continue // lost: reported by verify
+		}
+		var w *execution
+		for _, ex := range xs {
+			if ex.token == token {
+				w = ex
+			}
+		}
+		if w == nil || w.endLine < 0 {
+			x.noWinner = append(x.noWinner, fmt.Sprintf("%s (token %s)", id, token))
+			continue
+		}
+		if at, ok := journaled[id]; ok {
+			x.journalChecked++
+			// How far restate-server's stamp trails the real end of the
+			// execution whose result it journaled (positive: trails).
+			x.journalLag = max(x.journalLag, time.Duration(w.endNS-at))
+			for _, ex := range xs {
+				if ex != w && ex.startNS > at+int64(journalTolerance) {
+					x.afterJournal++
+					t.Errorf("%s: execution %s started at %s, more than %s after its output (so its run completion) was journaled at %s",
+						id, ex.token, time.Unix(0, ex.startNS).UTC().Format(time.RFC3339Nano), journalTolerance, time.Unix(0, at).UTC().Format(time.RFC3339Nano))
+				}
+			}
+		}
+		for k, ex := range xs {
+			if ex == w {
+				continue
+			}
+			if ex.startLine > w.endLine {
+				x.afterCompletion++
+				t.Errorf("%s: execution %s started (marker line %d) after the journaled execution %s had completed (line %d)",
+					id, ex.token, ex.startLine, w.token, w.endLine)
+				continue
+			}
+			nextNS := w.endNS
+			if k+1 < len(xs) {
+				nextNS = xs[k+1].startNS
+			}
+			c, exposed := r.faults.cause(ex, nextNS)
+			x.causes[c]++
+			if exposed > 0 {
+				x.exposures = append(x.exposures, exposed)
+			}
+			if strings.HasPrefix(c, "unexplained") && len(x.unexplained) < 10 {
+				x.unexplained = append(x.unexplained, fmt.Sprintf("%s: %+v (next execution at %d; faults: %s)", id, *ex, nextNS, r.faults.around(ex.startNS)))
+			}
+		}
+	}
+	for id := range x.tokens {
+		if len(execs[id]) == 0 {
+			x.neverRan++
+		}
+	}
+	return x
+}
+
+// chaosEnv is the set-up every chaos test shares: the chaos functions
+// (testdata/chaos.py and chaos.sh, handlers Chaos/py and Chaos/sh) in a
+// fresh workspace, a restate-server, and a `bridge serve` registered with
+// it. Each execution appends "start ID PID NS TOKEN" to the marker file
+// before its work and "end ID PID NS TOKEN" after it, with O_APPEND and one
+// write per line (no buffering), and returns a result derived from its
+// input that names the execution (TOKEN). PID is the worker process (for
+// bash $$, the worker, not the invocation's subshell), NS the wall clock in
+// nanoseconds, the clock Restate stamps its journal with.
+type chaosEnv struct {
+	marker string
+	srv    *restateserver.Server
+	b      *bridgeServe
+}
+
+func newChaosEnv(t *testing.T, perHandler int, shutdownTimeout time.Duration) *chaosEnv {
+	t.Helper()
+	restateserver.Binary(t)
+	requireInterpreters(t)
+	ws := newWorkspace(t, "chaos.py", "chaos.sh")
+	marker := filepath.Join(ws.root, "marker.log")
+	addr := freeAddr(t)
+	cfg := ws.config(t, chaosConfig(addr, marker, perHandler, shutdownTimeout))
+	srv := restateserver.Start(t, restateserver.Options{})
+	b := newBridgeServe(t, cfg, addr, "warn")
+	b.start()
+	srv.Register(t, b.URI(), false)
+	return &chaosEnv{marker: marker, srv: srv, b: b}
+}
+
+// waitStarted waits until n invocations have started an execution.
+func (e *chaosEnv) waitStarted(t *testing.T, n int, timeout time.Duration) {
+	t.Helper()
+	got := 0
+	if !poll(timeout, func() bool { execs, _, _ := readMarker(e.marker); got = len(execs); return got == n }) {
+		t.Fatalf("only %d of %d invocations started within %s", got, n, timeout)
 	}
 }
 
-func chaosConfig(addr, marker string, perHandler int) string {
+func chaosConfig(addr, marker string, perHandler int, shutdownTimeout time.Duration) string {
 	h := func(name, runtime string) string {
 		return fmt.Sprintf(`      - name: %s
         runtime: %s
@@ -568,7 +586,7 @@ func chaosConfig(addr, marker string, perHandler int) string {
         retry_policy: {initial_interval: 50ms, max_interval: 1s, exponentiation_factor: 2, max_attempts: 100000, on_max_attempts: pause}
 `, name, runtime, marker, perHandler)
 	}
-	return fmt.Sprintf("listen: %s\nshutdown_timeout: 10s\nservices:\n  - name: Chaos\n    handlers:\n%s%s", addr, h("py", "python"), h("sh", "bash"))
+	return fmt.Sprintf("listen: %s\nshutdown_timeout: %s\nservices:\n  - name: Chaos\n    handlers:\n%s%s", addr, shutdownTimeout, h("py", "python"), h("sh", "bash"))
 }
 
 // journalTolerance is how far after restate-server's appended_at stamp of
@@ -701,7 +719,7 @@ const maxStrayPidfds = 4
 
 // maxBridgeSockets bounds the bridge's sockets: its listener and the h2c
 // connections restate-server opens to a deployment, one per partition
-// (24 by default, see RESTATE-FACTS), plus a few changing hands. How many
+// (24 by default in restate-server 1.7.12), plus a few changing hands. How many
 // of those exist at the baseline depends only on which partitions the load
 // had reached, so sockets are held to this bound, not to the baseline.
 const maxBridgeSockets = 1 + 24 + 4
@@ -763,31 +781,11 @@ func chaosDiagnoseLost(t *testing.T, srv *restateserver.Server, runKey string, o
 // never executed again), the bridge must exit 0 within the deadline, and
 // once a new bridge is up every caller gets its result: none is lost.
 func TestChaosGracefulShutdown(t *testing.T) {
-	restateserver.Binary(t)
-	requireChaosCommand(t, "python3")
-	requireChaosCommand(t, "bash")
-	bin := rtBridgeBinary(t)
-	root, err := filepath.EvalSymlinks(t.TempDir())
-	if err != nil {
-		t.Fatal(err)
-	}
-	marker := filepath.Join(root, "marker.log")
-	chaosWriteFile(t, filepath.Join(root, "fn", "chaos.py"), chaosPython)
-	chaosWriteFile(t, filepath.Join(root, "fn", "chaos.sh"), chaosBash)
-	addr := rtFreeAddr(t)
-	cfg := filepath.Join(root, "bridge.yaml")
-	chaosWriteFile(t, cfg, strings.Replace(chaosConfig(addr, marker, 8), "shutdown_timeout: 10s", "shutdown_timeout: 20s", 1))
 	const shutdownTimeout = 20 * time.Second
-
-	srv := restateserver.Start(t, restateserver.Options{})
-	b := newChaosBridge(t, bin, cfg, addr, filepath.Join(root, "bridge.log"))
-	if err := b.start(); err != nil {
-		t.Fatal(err)
-	}
-	srv.Register(t, "http://"+addr, false)
+	env := newChaosEnv(t, 8, shutdownTimeout)
 
 	const n = 16
-	plan := chaosPlan{maxSleep: 0, callDeadline: 2 * time.Minute}
+	plan := chaosPlan{maxSleep: 0, callDeadline: 2 * time.Minute, fixedSleep: 1500 * time.Millisecond}
 	outcomes := make([]chaosOutcome, n)
 	ctx, cancel := context.WithCancel(context.Background())
 	var wg sync.WaitGroup
@@ -797,34 +795,24 @@ func TestChaosGracefulShutdown(t *testing.T) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			outcomes[i] = chaosCallSleep(ctx, srv, plan, runKey, i, 1500*time.Millisecond)
+			outcomes[i] = chaosCall(ctx, env.srv, plan, runKey, i, func(string) {})
 		}()
 	}
-	// All sixteen executing.
-	deadline := time.Now().Add(60 * time.Second)
-	for {
-		execs, _, _ := readMarker(marker)
-		if len(execs) == n {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("only %d of %d invocations started within 60s", len(execs), n)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	env.waitStarted(t, n, 60*time.Second) // all sixteen executing
 	sigterm := time.Now()
-	exitErr, exited := b.terminate(shutdownTimeout + 10*time.Second)
+	env.b.signal(syscall.SIGTERM)
+	exited, ok := env.b.waitExit(shutdownTimeout + 10*time.Second)
 	stopped := time.Now()
-	if !exited {
+	if !ok {
 		t.Fatalf("bridge still running %s after SIGTERM (shutdown_timeout %s)", shutdownTimeout+10*time.Second, shutdownTimeout)
 	}
-	if exitErr != nil {
-		t.Errorf("bridge exit after SIGTERM: %v, want status 0\n%s", exitErr, chaosTail(b.logPath, 20))
+	if exited.err != nil {
+		t.Errorf("bridge exit after SIGTERM: %v, want status 0\n%s", exited.err, tail(env.b.logPath, 20))
 	}
 	if d := stopped.Sub(sigterm); d > shutdownTimeout {
 		t.Errorf("bridge took %s to stop, beyond its shutdown_timeout %s", d, shutdownTimeout)
 	}
-	execs, _, err := readMarker(marker)
+	execs, _, err := readMarker(env.marker)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -834,16 +822,14 @@ func TestChaosGracefulShutdown(t *testing.T) {
 		}
 	}
 	// A new bridge takes over whatever Restate still has to deliver.
-	if err := b.start(); err != nil {
-		t.Fatal(err)
-	}
+	env.b.start()
 	wg.Wait()
 	for i, o := range outcomes {
 		if !o.ok {
 			t.Errorf("%s lost: %s", chaosID(i), o.failure)
 		}
 	}
-	execs, _, _ = readMarker(marker)
+	execs, _, _ = readMarker(env.marker)
 	total := 0
 	for _, xs := range execs {
 		total += len(xs)
@@ -855,77 +841,39 @@ func TestChaosGracefulShutdown(t *testing.T) {
 	}
 }
 
-// chaosCallSleep is chaosCall with a fixed handler sleep.
-func chaosCallSleep(ctx context.Context, srv *restateserver.Server, plan chaosPlan, runKey string, i int, sleep time.Duration) chaosOutcome {
-	plan.fixedSleep = sleep
-	return chaosCall(ctx, srv, plan, runKey, i, func(string) {})
-}
-
-// TestChaosBridgeKillLeavesNoHandlerProcess: "Processes you start are
-// owned: own process group, Pdeathsig on Linux ... no orphans." When the
-// bridge is SIGKILLed while a Python and a Bash function are running (60 s
-// sleeps), nothing of either worker's process group may stay alive: the
-// workers have Pdeathsig, and what they started must go with them.
+// TestChaosBridgeKillLeavesNoHandlerProcess: processes the bridge starts
+// are owned (own process group, Pdeathsig on Linux), so it leaves no
+// orphans. When the bridge is SIGKILLed while a Python and a Bash function
+// are running (60 s sleeps), nothing of either worker's process group may
+// stay alive: the workers have Pdeathsig, and what they started must go
+// with them.
 func TestChaosBridgeKillLeavesNoHandlerProcess(t *testing.T) {
-	restateserver.Binary(t)
-	requireChaosCommand(t, "python3")
-	requireChaosCommand(t, "bash")
-	bin := rtBridgeBinary(t)
-	root, err := filepath.EvalSymlinks(t.TempDir())
-	if err != nil {
-		t.Fatal(err)
-	}
-	marker := filepath.Join(root, "marker.log")
-	chaosWriteFile(t, filepath.Join(root, "fn", "chaos.py"), chaosPython)
-	chaosWriteFile(t, filepath.Join(root, "fn", "chaos.sh"), chaosBash)
-	addr := rtFreeAddr(t)
-	cfg := filepath.Join(root, "bridge.yaml")
-	chaosWriteFile(t, cfg, chaosConfig(addr, marker, 1))
-	srv := restateserver.Start(t, restateserver.Options{})
-	b := newChaosBridge(t, bin, cfg, addr, filepath.Join(root, "bridge.log"))
-	if err := b.start(); err != nil {
-		t.Fatal(err)
-	}
-	srv.Register(t, "http://"+addr, false)
+	env := newChaosEnv(t, 1, 10*time.Second)
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	for i, h := range []string{"py", "sh"} {
 		body := fmt.Sprintf(`{"id":"o%d","n":%d,"sleep":"60"}`, i, i)
-		if _, err := srv.Send(ctx, "Chaos", h, []byte(body), nil); err != nil {
+		if _, err := env.srv.Send(ctx, "Chaos", h, []byte(body), nil); err != nil {
 			t.Fatal(err)
 		}
 	}
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		execs, _, _ := readMarker(marker)
-		if len(execs) == 2 {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("the two functions did not start within 30s (%d did)", len(execs))
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	env.waitStarted(t, 2, 30*time.Second)
 	groups := map[int]bool{}
-	for _, c := range childrenOf(b.pid()) {
-		groups[c.pgid] = true
+	for _, c := range childrenOf(env.b.pid()) {
+		groups[c.PGID] = true
 	}
 	before := liveInGroups(groups)
-	b.kill()
+	env.b.killLeader()
 	// Pdeathsig is delivered at once; allow for reaping.
-	deadline = time.Now().Add(5 * time.Second)
-	left := liveInGroups(groups)
-	for len(left) > 0 && time.Now().Before(deadline) {
-		time.Sleep(20 * time.Millisecond)
-		left = liveInGroups(groups)
-	}
+	var left []procstat.Stat
+	poll(5*time.Second, func() bool { left = liveInGroups(groups); return len(left) == 0 })
 	for _, p := range left {
-		_ = syscall.Kill(p.pid, syscall.SIGKILL) // do not leave them behind
+		_ = syscall.Kill(p.PID, syscall.SIGKILL) // do not leave them behind
 	}
 	if len(left) > 0 {
 		var desc []string
 		for _, p := range left {
-			desc = append(desc, fmt.Sprintf("pid %d (%s, group %d, parent %d)", p.pid, p.comm, p.pgid, p.ppid))
+			desc = append(desc, fmt.Sprintf("pid %d (%s, group %d, parent %d)", p.PID, p.Comm, p.PGID, p.PPID))
 		}
 		t.Errorf("5s after the bridge was SIGKILLed, %d processes of its workers' groups are still alive (of %d before): %s",
 			len(left), len(before), strings.Join(desc, "; "))

@@ -1,9 +1,9 @@
-// Package e2e holds end-to-end tests against a real restate-server. They
-// skip (or, under CI=true, fail) when RESTATE_SERVER_BIN is missing.
 package e2e
 
+// The restate package's endpoint, served in process, behind a real
+// restate-server: every transport, protocol version and identity setting.
+
 import (
-	"bytes"
 	"context"
 	"crypto/ed25519"
 	"crypto/rand"
@@ -12,7 +12,6 @@ import (
 	"encoding/pem"
 	"errors"
 	"fmt"
-	"net"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -35,9 +34,10 @@ type transport struct {
 	useHTTP11 bool
 }
 
-// "Bidirectional (HTTP/2 only)" plus full-duplex HTTP/1.1 (RESTATE-FACTS:
-// "with use_http_11 … if the manifest says BIDI_STREAM, still streams full
-// duplex over HTTP/1.1"), and "Request/Response".
+// "Bidirectional (HTTP/2 only)" plus full-duplex HTTP/1.1 (restate-server
+// 1.7.12 "with use_http_11 … if the manifest says BIDI_STREAM, still streams
+// full duplex over HTTP/1.1"), and "Request/Response"
+// (docs/spec/restate-service-invocation-protocol.md).
 var transports = []transport{
 	{"bidi_h2c", restate.BidiStream, false},
 	{"bidi_http11", restate.BidiStream, true},
@@ -78,9 +78,7 @@ func (c *runCounter) count(input string) int {
 	return c.runs[input]
 }
 
-// serve binds one service to a new endpoint and serves it on a loopback
-// listener with restate.NewHTTPServer (HTTP/1.1 and h2c with prior
-// knowledge).
+// serve binds one service to a new endpoint and serves it with serveHTTP.
 func serve(t *testing.T, cfg restate.Config, svc restate.Service) string {
 	t.Helper()
 	ep := restate.NewEndpoint(cfg)
@@ -90,28 +88,7 @@ func serve(t *testing.T, cfg restate.Config, svc restate.Service) string {
 	if err := ep.Bind(svc); err != nil {
 		t.Fatalf("Bind: %v", err)
 	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	// The production server set-up (HTTP/1.1 and h2c), as `bridge serve` uses.
-	srv := restate.NewHTTPServer(ln.Addr().String(), ep)
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
-			t.Errorf("endpoint server: %v", err)
-		}
-	}()
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer cancel()
-		if err := srv.Shutdown(ctx); err != nil {
-			_ = srv.Close()
-		}
-		<-done
-	})
-	return "http://" + ln.Addr().String()
+	return serveHTTP(t, ep)
 }
 
 // writeIdentityKey generates an ed25519 key, writes its private half as a
@@ -132,24 +109,6 @@ func writeIdentityKey(t *testing.T) (pemPath, publicKey string) {
 		t.Fatal(err)
 	}
 	return pemPath, identity.EncodeKey(pub)
-}
-
-// logSink collects endpoint logs so a test can assert what was logged.
-type logSink struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (l *logSink) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.buf.Write(p)
-}
-
-func (l *logSink) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.buf.String()
 }
 
 // TestEndpointMatrix invokes a Run-using handler through a real
@@ -193,7 +152,7 @@ func runMatrixCell(t *testing.T, srv *restateserver.Server, tr transport, keys [
 	defer cancel()
 	counter := newRunCounter()
 	service := "E2E_" + tr.name
-	logs := &logSink{}
+	logs := &lockedBuffer{}
 	uri := serve(t, restate.Config{
 		ProtocolMode: tr.mode,
 		IdentityKeys: keys,
@@ -264,7 +223,7 @@ func TestEndpointRejectsUnverifiedServer(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			srv := restateserver.Start(t, tc.opts)
-			logs := &logSink{}
+			logs := &lockedBuffer{}
 			counter := newRunCounter()
 			uri := serve(t, restate.Config{IdentityKeys: []string{endpointKey}, Logger: zerolog.New(logs)},
 				restate.Service{Name: "E2E_guarded", Handlers: []restate.Handler{{Name: "work", Fn: counter.handler}}})
@@ -344,7 +303,7 @@ func waitStatus(ctx context.Context, t *testing.T, srv *restateserver.Server, id
 // Send, InvocationStatus and CancelInvocation against a live endpoint: a
 // sent invocation completes without a caller waiting, and a handler blocked
 // inside a run sees the runtime's CANCEL ("in-flight invoke cancelled …
-// invocation ends with a terminal failure", DESIGN.md) and the invocation
+// invocation ends with a terminal failure", docs/ARCHITECTURE.md) and the invocation
 // completes instead of being retried.
 func TestSendStatusAndCancel(t *testing.T) {
 	restateserver.Binary(t)

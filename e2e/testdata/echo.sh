@@ -1,0 +1,1 @@
+respond() { printf '{"echo":%s}\n' "$1"; }

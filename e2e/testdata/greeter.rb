@@ -1,0 +1,1 @@
+def greet(x) x end

@@ -1,0 +1,6 @@
+import fnbridge
+
+def refuse(request):
+    with open("calls_py.log", "a") as f:
+        f.write("call\n")
+    raise fnbridge.TerminalError("order %s not found" % request["order"])

@@ -1,0 +1,5 @@
+refuse() {
+  echo call >> calls_sh.log
+  echo "order refused by bash" >&2
+  exit 100
+}
