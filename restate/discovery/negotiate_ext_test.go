@@ -8,7 +8,7 @@ import (
 	"github.com/fnbridge/fnbridge/restate/discovery"
 )
 
-// What restate-server 1.7.12 sends (RESTATE-FACTS.md, "Discovery").
+// What restate-server 1.7.12 sends (observed with a logging proxy between it and a deployment).
 const runtimeAccept = "application/vnd.restate.endpointmanifest.v4+json, application/vnd.restate.endpointmanifest.v3+json, application/vnd.restate.endpointmanifest.v2+json, application/vnd.restate.endpointmanifest.v1+json"
 
 // Spec: "The runtime advertises supported manifest versions through Accept"
