@@ -9,9 +9,11 @@
 
 
 def _fnbridge_worker():
+    import contextvars
     import fcntl
     import json
     import os
+    import select
     import signal
     import struct
     import sys
@@ -21,16 +23,18 @@ def _fnbridge_worker():
     module_name, function_name, workdir, marker, max_output = sys.argv[1:6]
     marker = marker.encode("ascii") + b"\n"
     max_output = int(max_output)
-    outputs_path = os.environ.get("FNBRIDGE_OUTPUTS", "")
+    outputs_base = os.environ.get("FNBRIDGE_OUTPUTS", "")
     max_outputs_file = 1 << 20
     max_message = 8192
 
     # Close whatever descriptors the server may have leaked to us, then move
-    # the protocol pipes off fds 3 and 4 and make them close-on-exec, so
-    # neither the handler's own files nor its children ever hold them.
+    # the protocol pipes and a copy of the lifeline off fds 3 to 5 and make
+    # them close-on-exec, so neither the handler's own files nor its
+    # children ever hold them.
     os.closerange(6, os.sysconf("SC_OPEN_MAX"))
     req_fd = fcntl.fcntl(3, fcntl.F_DUPFD_CLOEXEC, 64)
     resp_fd = fcntl.fcntl(4, fcntl.F_DUPFD_CLOEXEC, 64)
+    life_fd = fcntl.fcntl(5, fcntl.F_DUPFD_CLOEXEC, 64)
     os.close(3)
     os.close(4)
 
@@ -59,6 +63,7 @@ def _fnbridge_worker():
                 signal.signal(signal.SIGINT, signal.SIG_DFL)
                 os.close(req_fd)
                 os.close(resp_fd)
+                os.close(life_fd)
                 null = os.open(os.devnull, os.O_RDWR)
                 for fd in (0, 1, 2):
                     os.dup2(null, fd)
@@ -75,12 +80,33 @@ def _fnbridge_worker():
                 os._exit(1)
     os.close(5)
     requests = open(req_fd, "rb", buffering=65536)
+    lifeline = select.poll()
+    lifeline.register(life_fd, select.POLLIN)
+
+    # A child a handler forks (os.fork, multiprocessing) shares this loop's
+    # code but must never speak for it: it loses the protocol pipes at once,
+    # and one that returns from the handler exits instead of reading the
+    # next request or answering this one (see the end of the loop).
+    worker_pid = os.getpid()
+
+    def lose_pipes():
+        for fd in (req_fd, resp_fd, life_fd):
+            try:
+                os.close(fd)
+            except OSError:
+                pass
+
+    os.register_at_fork(after_in_child=lose_pipes)
 
     # print() goes to the logs, never to the protocol.
     sys.stdout = sys.stderr
 
+    # The id of the request being answered; every response frame starts
+    # with it, so Go never takes a frame for another request's answer.
+    request_id = b""
+
     def send(kind, payload=b""):
-        data = memoryview(bytes((kind,)) + struct.pack(">I", len(payload)) + payload)
+        data = memoryview(bytes((kind,)) + struct.pack(">I", len(request_id) + len(payload)) + request_id + payload)
         while data:
             data = data[os.write(resp_fd, data):]
 
@@ -128,7 +154,11 @@ def _fnbridge_worker():
 
     # The fnbridge module handlers import. It is injected before the handler
     # module is imported, so it wins over any file of the same name.
-    state = {"outputs": {}}
+    # set_output belongs to the invocation whose context it runs in (the
+    # handler, its coroutines, asyncio.to_thread, contextvars.copy_context):
+    # a thread that outlives its invocation cannot add to a later one.
+    state = {"outputs": {}, "invocation": 0}
+    invocation = contextvars.ContextVar("fnbridge_invocation", default=0)
     api = types.ModuleType("fnbridge")
     api.__doc__ = "fnbridge handler API: TerminalError and set_output."
 
@@ -144,6 +174,11 @@ def _fnbridge_worker():
             raise TypeError("fnbridge.set_output: key must be str, not %s" % type(key).__name__)
         if not isinstance(value, str):
             raise TypeError("fnbridge.set_output: value must be str, not %s" % type(value).__name__)
+        if invocation.get() == 0 or invocation.get() != state["invocation"]:
+            raise RuntimeError(
+                "fnbridge.set_output(%r) called outside its invocation: call it from the handler "
+                "(or a thread run with contextvars.copy_context()) while the invocation runs" % key
+            )
         state["outputs"][key] = value
 
     api.TerminalError = TerminalError
@@ -212,22 +247,28 @@ def _fnbridge_worker():
         {"python": sys.version.split()[0], "file": getattr(module, "__file__", None) or ""},
     )
 
-    def take_outputs_file():
-        # The outputs file is emptied after every invocation, so each one
-        # starts with a fresh, empty file.
-        if not outputs_path:
+    def new_outputs_file(n):
+        # Every invocation gets a path of its own in FNBRIDGE_OUTPUTS
+        # (children started from now on inherit it), so a late write to an
+        # earlier invocation's file is never read. The file is created by
+        # whoever writes it first: creating one per invocation costs more
+        # than the rest of a warm call on some file systems.
+        if not outputs_base:
+            return ""
+        path = "%s.%d" % (outputs_base, n)
+        os.environ["FNBRIDGE_OUTPUTS"] = path
+        return path
+
+    def take_outputs_file(path):
+        if not path:
             return b""
         try:
-            size = os.stat(outputs_path).st_size
+            f = open(path, "rb")
         except FileNotFoundError:
-            open(outputs_path, "wb").close()
             return b""
-        if size == 0:
-            return b""
-        with open(outputs_path, "r+b") as f:
-            data = f.read(max_outputs_file + 1)
-            f.truncate(0)
-        return data
+        with f:
+            os.unlink(path)
+            return f.read(max_outputs_file + 1)
 
     def encode(value):
         try:
@@ -249,25 +290,40 @@ def _fnbridge_worker():
             "terminal": is_terminal(exc) if terminal is None else terminal,
         }
 
+    n = 0
     while True:
+        request_id = b""
         header = requests.read(5)
         if not header:
             sys.exit(0)  # the server closed the request pipe
         if len(header) < 5 or header[0] != ord("I"):
             sys.exit(3)
         (size,) = struct.unpack(">I", header[1:])
-        payload = requests.read(size)
-        if len(payload) < size:
+        request_id = requests.read(8)
+        payload = requests.read(size - 8) if size > 8 else b""
+        if size < 8 or len(request_id) < 8 or len(payload) < size - 8:
             sys.exit(3)
+        # A request the server wrote just before it died must not run: the
+        # lifeline only becomes readable at its end, and the guardian may
+        # not have struck yet.
+        if lifeline.poll(0):
+            os.killpg(0, signal.SIGKILL)
+            os._exit(1)
 
+        n += 1
         state["outputs"] = {}
+        state["invocation"] = n
+        outputs_path = ""
+        invocation.set(n)
         error = None
         output = None
         try:
+            outputs_path = new_outputs_file(n)
             try:
                 argument = json.loads(payload) if payload else None
-            except ValueError as exc:
-                error = {"type": "InvalidInput", "message": "input is not valid JSON: %s" % message_of(exc),
+            except (ValueError, RecursionError) as exc:
+                what = "nests too deeply" if isinstance(exc, RecursionError) else "is not valid JSON"
+                error = {"type": "InvalidInput", "message": "input %s: %s" % (what, message_of(exc)),
                          "terminal": True}
             else:
                 result = handler(argument)
@@ -277,20 +333,25 @@ def _fnbridge_worker():
                     result = asyncio.run(_await(result))
                 output = encode(result)
                 if len(output) > max_output:
-                    error = {"type": "OutputTooLarge", "terminal": False,
+                    error = {"type": "OutputTooLarge", "terminal": True,
                              "message": "return value encodes to %d bytes of JSON, more than the %d allowed"
                              % (len(output), max_output)}
         except _Unserializable as wrapped:
             exc = wrapped.args[0]
-            error = failure(exc, terminal=False,
-                            message="return value is not JSON-serializable: %s" % message_of(exc))
+            error = {"type": "UnserializableOutput", "terminal": True,
+                     "message": "return value is not JSON-serializable: %s: %s" % (type_name(exc), message_of(exc))}
         except BaseException as exc:
             print_traceback()
             error = failure(exc)
+        if os.getpid() != worker_pid:
+            flush_stdio()
+            os._exit(0)  # a forked child returned from the handler
+        invocation.set(0)
+        state["invocation"] = 0
 
         extra = []
         try:
-            data = take_outputs_file()
+            data = take_outputs_file(outputs_path)
             if data:
                 extra.append((ord("F"), data))
         except Exception as exc:

@@ -44,15 +44,18 @@
 //   - Raising fnbridge.TerminalError (or any exception class named
 //     TerminalError, or a subclass of one) fails it terminally: it must not
 //     be retried.
-//   - A return value that json cannot encode is a retryable HandlerError
-//     ("return value is not JSON-serializable: ..."). One larger than the
-//     server's output bound (functionruntime.Limits.MaxOutputBytes) fails
-//     terminally there (OUTPUTS_INVALID: the handler already ran);
-//     Options.MaxOutput is only the adapter's memory guard above that.
-//   - Input that is not valid JSON fails terminally with Type
-//     "InvalidInput" without calling the function; a content type other
-//     than application/json (or */*+json, or empty) fails terminally with
-//     Type "UnsupportedContentType". The worker keeps running.
+//   - Failures a retry can only repeat are terminal. A return value that
+//     json cannot encode (a set, NaN, nesting too deep) fails with Type
+//     "UnserializableOutput" ("return value is not JSON-serializable:
+//     TypeError: ..."); one larger than Options.MaxOutput with Type
+//     "OutputTooLarge"; one larger than the server's output bound
+//     (functionruntime.Limits.MaxOutputBytes) fails at the server
+//     (OUTPUTS_INVALID: the handler already ran).
+//   - Input that is not valid JSON, or nests too deeply to decode
+//     (RecursionError), fails terminally with Type "InvalidInput" without
+//     calling the function; a content type other than application/json
+//     (or */*+json, or empty) fails terminally with Type
+//     "UnsupportedContentType". The worker keeps running.
 //
 // # The fnbridge module
 //
@@ -63,13 +66,22 @@
 //	raise fnbridge.TerminalError("order not found")   # no retry
 //	fnbridge.set_output("order_id", "A-17")           # key and value are str
 //
+// set_output belongs to the invocation whose context it is called in: the
+// handler, its coroutines, asyncio.to_thread and anything run with
+// contextvars.copy_context().run. Called elsewhere (a plain thread, or
+// after the invocation ended) it raises RuntimeError, so a thread that
+// outlives its invocation can never add outputs to a later one.
+//
 // # Outputs
 //
 // Outputs are key/value strings returned next to the output. A handler sets
 // them with fnbridge.set_output, or by writing key=value lines to the file
 // named by the FNBRIDGE_OUTPUTS environment variable (the same convention
-// as Bash; the file is empty at the start of every invocation). Values set
-// with set_output win over the file. Keys are ASCII letters, digits, '_',
+// as Bash). Every invocation gets a new, empty file, and FNBRIDGE_OUTPUTS
+// (os.environ, and so the environment of children started from then on)
+// names it only while that invocation runs; the file is removed once read,
+// so a late write through a path or a descriptor of an earlier invocation
+// is never read. Values set with set_output win over the file. Keys are ASCII letters, digits, '_',
 // '.', '-', starting with a letter or '_'; values are UTF-8 without NUL; a
 // bad key or line fails the invocation (retryable HandlerError, Type
 // "InvalidOutputs"). Outputs of a failed invocation are discarded.
@@ -119,19 +131,39 @@
 //
 // Go and the worker talk on two extra pipes, never on stdout or stderr:
 // fd 3 carries requests, fd 4 responses (the bootstrap moves both to high,
-// close-on-exec descriptors). fd 5, the lifeline, carries nothing: only the
-// guardian keeps it. Each message is a frame: one kind byte, a
-// 4-byte big-endian payload length, the payload.
+// close-on-exec descriptors). fd 5, the lifeline, carries nothing: the
+// guardian keeps it, and the worker a high close-on-exec copy. Each message
+// is a frame: one kind byte, a 4-byte big-endian payload length, the
+// payload. After the handshake every payload starts with an 8-byte request
+// id: Go draws a random one per request, and the worker starts each
+// response frame with the id of the request it answers.
 //
-//	→ 'I' input bytes (the invocation's raw JSON input)
+//	→ 'I' id, input bytes (the invocation's raw JSON input)
 //	← 'K' {"python":version,"file":path}        ready, after the import
 //	← 'X' {"stage","type","message"}            import failed; the worker exits
-//	← 'O' {"key":"value",...}                    set_output pairs (optional)
-//	← 'F' raw FNBRIDGE_OUTPUTS file content      (optional)
-//	← 'R' output bytes                           success, ends the invocation
-//	← 'E' {"type","message","terminal"}          failure, ends the invocation
+//	← 'O' id, {"key":"value",...}                set_output pairs (optional)
+//	← 'F' id, raw FNBRIDGE_OUTPUTS file content  (optional)
+//	← 'R' id, output bytes                       success, ends the invocation
+//	← 'E' id, {"type","message","terminal"}      failure, ends the invocation
 //
 // Before 'K', 'X', 'R' or 'E' the worker writes a log synchronisation
 // marker to stderr, so all the invocation's log lines are logged before
 // Invoke returns (see package proc).
+//
+// A result is never attributed to an invocation it does not belong to.
+// A response frame naming another id (a stale one, or one nobody sent), or
+// bytes left on the pipe after an invocation ended, mean something other
+// than the worker loop wrote to it: Go ends the worker (kills its group),
+// the invocation fails retryably with [functionruntime.ErrWorkerCrashed],
+// and the next one starts a fresh worker. Because ids are random, nothing
+// can prepare a frame for a request it has not seen; a handler runs in the
+// worker and can always forge its own invocation's answer, but never
+// another's. A child the handler forks (os.fork, multiprocessing) closes
+// the protocol pipes at once (os.register_at_fork), and one that returns
+// from the handler exits instead of answering or reading a request.
+//
+// The worker polls its lifeline copy after reading a request and before
+// starting it: a request the server wrote just before dying is never run
+// (the guardian may not have struck yet); the worker kills its group
+// instead.
 package python
