@@ -191,6 +191,57 @@ func TestListen(t *testing.T) {
 		if fi.Mode().Perm() != functionruntime.UnixSocketMode {
 			t.Errorf("mode = %v, want %v", fi.Mode().Perm(), functionruntime.UnixSocketMode)
 		}
+		if got := lis.Addr().String(); got != path {
+			t.Errorf("Addr = %s, want the socket's path %s", got, path)
+		}
+		if entries, _ := os.ReadDir(dir); len(entries) != 1 {
+			t.Errorf("directory holds %d entries, want only the socket: the private bind directory was left behind", len(entries))
+		}
+	})
+	t.Run("close removes the socket but not a file that replaced it", func(t *testing.T) {
+		path := filepath.Join(dir, "closed.sock")
+		lis, err := functionruntime.Listen("unix://" + path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		lis.Close()
+		if _, err := os.Lstat(path); !os.IsNotExist(err) {
+			t.Errorf("socket left after Close: %v", err)
+		}
+		lis, err = functionruntime.Listen("unix://" + path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Remove(path); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(path, []byte("keep"), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		lis.Close()
+		if b, _ := os.ReadFile(path); string(b) != "keep" {
+			t.Error("Close removed a file that was not its socket")
+		}
+		os.Remove(path)
+	})
+	t.Run("abstract and too long socket paths are refused", func(t *testing.T) {
+		// The private bind directory adds about 14 bytes to the path.
+		long := filepath.Join(dir, strings.Repeat("d", 100-len(dir)))
+		if err := os.Mkdir(long, 0o700); err != nil {
+			t.Fatal(err)
+		}
+		for addr, want := range map[string]string{
+			"unix:@fnbridge": "abstract socket",
+			"unix://" + filepath.Join(dir, strings.Repeat("x", 110)): "too long",
+			"unix://" + filepath.Join(long, "s.sock"):                "too long",
+		} {
+			if lis, err := functionruntime.Listen(addr); err == nil || !strings.Contains(err.Error(), want) {
+				if lis != nil {
+					lis.Close()
+				}
+				t.Errorf("Listen(%q) = %v, want an error containing %q", addr, err, want)
+			}
+		}
 	})
 	t.Run("a stale socket is replaced", func(t *testing.T) {
 		path := filepath.Join(dir, "stale.sock")
