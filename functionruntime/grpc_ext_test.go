@@ -1,6 +1,7 @@
 package functionruntime_test
 
 import (
+	"bytes"
 	"context"
 	"net"
 	"os"
@@ -9,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/rs/zerolog"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials/insecure"
@@ -291,4 +293,47 @@ func TestListen(t *testing.T) {
 			}
 		}
 	})
+}
+
+// A TCP address beyond loopback is warned about once, naming the address
+// and what to do; loopback and Unix sockets are not.
+func TestWarnIfExposed(t *testing.T) {
+	tests := []struct {
+		address string
+		warn    bool
+	}{
+		{"0.0.0.0:0", true},
+		{"127.0.0.1:0", false},
+		{"[::1]:0", false},
+		{"unix://" + filepath.Join(t.TempDir(), "w.sock"), false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.address, func(t *testing.T) {
+			lis, err := functionruntime.Listen(tt.address)
+			if err != nil {
+				if strings.HasPrefix(tt.address, "[::1]") {
+					t.Skipf("no IPv6 loopback: %v", err)
+				}
+				t.Fatal(err)
+			}
+			defer lis.Close()
+			var buf bytes.Buffer
+			got := functionruntime.WarnIfExposed(zerolog.New(&buf), lis.Addr())
+			logs := buf.String()
+			if got != tt.warn {
+				t.Fatalf("WarnIfExposed(%s) = %v, want %v; logs: %s", lis.Addr(), got, tt.warn, logs)
+			}
+			if !tt.warn {
+				if logs != "" {
+					t.Errorf("unexpected log: %s", logs)
+				}
+				return
+			}
+			if strings.Count(logs, "\n") != 1 || !strings.Contains(logs, `"level":"warn"`) ||
+				!strings.Contains(logs, lis.Addr().String()) || !strings.Contains(logs, "authenticates no caller") ||
+				!strings.Contains(logs, "unix://") || !strings.Contains(logs, "network policy") {
+				t.Errorf("warning = %s, want one warn line naming the address, the missing authentication and the remedies", logs)
+			}
+		})
+	}
 }

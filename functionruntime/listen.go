@@ -9,6 +9,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/rs/zerolog"
 )
 
 // UnixSocketMode is the permission of a Unix socket created by Listen: only
@@ -113,6 +115,19 @@ func (l *unixListener) Close() error {
 		}
 	})
 	return err
+}
+
+// WarnIfExposed logs one warning when addr is a TCP address that is not
+// loopback, and reports whether it did. The server authenticates no
+// caller: the contract makes it Pod-local, so whoever can connect can run
+// handlers and read their results.
+func WarnIfExposed(log zerolog.Logger, addr net.Addr) bool {
+	tcp, ok := addr.(*net.TCPAddr)
+	if !ok || tcp.IP.IsLoopback() {
+		return false
+	}
+	log.Warn().Str("listen", addr.String()).Msg("the FunctionRuntime server authenticates no caller and listens on a non-loopback address, so anyone who can reach it can run handlers: listen on 127.0.0.1:port or unix:///path, or let only runtimed connect with a network policy")
+	return true
 }
 
 // unixPath extracts the socket path from a unix: address.

@@ -119,6 +119,7 @@ func runRuntimeServe(cmd *cobra.Command, g *globalFlags, f *runtimeServeFlags) e
 			addr = "unix://" + lis.Addr().String()
 		}
 	}
+	functionruntime.WarnIfExposed(log, lis.Addr())
 	log.Info().Str("listen", addr).Msg("serving FunctionRuntime")
 	if err := functionruntime.NewGRPCServer(srv).Serve(ctx, lis, f.drainTimeout); err != nil {
 		return fmt.Errorf("serve: %w", err)
