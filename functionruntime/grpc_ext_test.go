@@ -23,15 +23,15 @@ import (
 
 // served runs a harness's server over gRPC on a Unix socket and returns a
 // network client, the socket address, and a stop function that triggers the
-// graceful shutdown and returns Serve's result.
-func served(t *testing.T, h *harness, drain time.Duration) (*grpc.ClientConn, string, func() error) {
+// graceful shutdown and returns Serve's result. opts go to NewGRPCServer.
+func served(t *testing.T, h *harness, drain time.Duration, opts ...grpc.ServerOption) (*grpc.ClientConn, string, func() error) {
 	t.Helper()
 	addr := "unix://" + filepath.Join(t.TempDir(), "fr.sock")
 	lis, err := functionruntime.Listen(addr)
 	if err != nil {
 		t.Fatal(err)
 	}
-	gs := functionruntime.NewGRPCServer(h.srv)
+	gs := functionruntime.NewGRPCServer(h.srv, opts...)
 	ctx, cancel := context.WithCancel(context.Background())
 	serveErr := make(chan error, 1)
 	go func() { serveErr <- gs.Serve(ctx, lis, drain) }()
@@ -164,6 +164,55 @@ func TestGRPCServeGracefulShutdown(t *testing.T) {
 	path := strings.TrimPrefix(addr, "unix://")
 	if _, err := net.DialTimeout("unix", path, time.Second); err == nil {
 		t.Error("socket still accepts after shutdown")
+	}
+}
+
+// With AllowedRoots, a network registration outside the roots is refused
+// before any worker starts, and one inside runs in its resolved path.
+func TestGRPCServerAllowedRoots(t *testing.T) {
+	ad := &fakeAdapter{}
+	h := newHarness(t, ad, functionruntime.Limits{}, nil)
+	root, err := filepath.EvalSymlinks(h.dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Mkdir(filepath.Join(root, "run"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	link := filepath.Join(t.TempDir(), "link")
+	if err := os.Symlink(filepath.Join(root, "run"), link); err != nil {
+		t.Fatal(err)
+	}
+	opt, err := functionruntime.AllowedRoots([]string{root})
+	if err != nil {
+		t.Fatal(err)
+	}
+	conn, _, _ := served(t, h, time.Second, opt)
+	cli := executorv1.NewFunctionRuntimeClient(conn)
+	ctx := context.Background()
+
+	req := h.registerReq("run-out", 1, digest("x"))
+	req.WorkingDir = t.TempDir()
+	_, err = cli.RegisterFunction(ctx, req)
+	st := wantCode(t, err, codes.InvalidArgument, functionruntime.ReasonInvalidArgument)
+	if !strings.HasPrefix(st.Message(), "working_dir:") || !strings.Contains(st.Message(), "not within an allowed root") {
+		t.Errorf("message = %q", st.Message())
+	}
+	if got := functionruntime.ErrorInfo(err).GetMetadata()["field"]; got != "working_dir" {
+		t.Errorf("ErrorInfo field = %q, want working_dir", got)
+	}
+	if n := ad.starts.Load(); n != 0 {
+		t.Fatalf("adapter started %d workers for a refused working_dir", n)
+	}
+
+	req = h.registerReq("run-in", 1, digest("x"))
+	req.WorkingDir = link
+	reg, err := cli.RegisterFunction(ctx, req)
+	if err != nil || reg.GetState() != stateReady {
+		t.Fatalf("RegisterFunction inside the root: %v, %v", reg, err)
+	}
+	if got := ad.allWorkers()[0].spec.Dir; got != filepath.Join(root, "run") {
+		t.Errorf("worker runs in %q, want the resolved %q", got, filepath.Join(root, "run"))
 	}
 }
 
