@@ -319,12 +319,7 @@ func (h *HandlerConfig) resolve(hp, baseDir string, bad func(path, format string
 	if h.OutputContentType == "" {
 		h.OutputContentType = "application/json"
 	}
-	if h.InactivityTimeout < 0 {
-		bad(hp+".inactivity_timeout", "must be positive")
-	}
-	if h.AbortTimeout < 0 {
-		bad(hp+".abort_timeout", "must be positive")
-	}
+	h.resolveRestateTimeouts(hp, bad)
 	if rp := h.RetryPolicy; rp != nil {
 		if rp.InitialInterval < 0 || rp.MaxInterval < 0 {
 			bad(hp+".retry_policy", "intervals must be positive")
