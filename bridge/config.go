@@ -30,6 +30,9 @@ type Config struct {
 	// IdentityKeys are Restate request-identity public keys
 	// (publickeyv1_...); empty accepts unsigned requests.
 	IdentityKeys []string `yaml:"identity_keys"`
+	// AllowUnauthenticated lets `bridge serve` listen on a non-loopback
+	// address without identity keys (see CheckExposure).
+	AllowUnauthenticated bool `yaml:"allow_unauthenticated"`
 	// Runtimes maps a runtime kind to a remote FunctionRuntime address
 	// (host:port or unix:///path); a kind absent or empty runs embedded.
 	Runtimes map[string]string `yaml:"runtimes"`

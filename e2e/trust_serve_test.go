@@ -2,11 +2,108 @@ package e2e
 
 import (
 	"context"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/fnbridge/fnbridge/internal/restateserver"
 )
+
+// keygen runs `bridge keygen --out dir/name` and returns the private key's
+// path and the printed publickeyv1_ key.
+func keygen(t *testing.T, dir, name string) (pemPath, key string) {
+	t.Helper()
+	pemPath = filepath.Join(dir, name)
+	stdout, stderr, code := runBridge(t, 30*time.Second, "keygen", "--out", pemPath)
+	if code != 0 {
+		t.Fatalf("bridge keygen: exit %d\n%s", code, stderr)
+	}
+	key = strings.TrimSpace(stdout)
+	if !strings.HasPrefix(key, "publickeyv1_") || strings.Contains(key, "\n") {
+		t.Fatalf("bridge keygen printed %q, want one publickeyv1_ key", stdout)
+	}
+	return pemPath, key
+}
+
+// A key pair from `bridge keygen`: restate-server signs with the private
+// key, a bridge with the printed public key registers and serves, and a
+// bridge with another key refuses the same server's requests.
+func TestTrustServeKeygenSignsEndToEnd(t *testing.T) {
+	requireInterpreters(t)
+	keys := t.TempDir()
+	pemPath, key := keygen(t, keys, "restate-identity.pem")
+	_, otherKey := keygen(t, keys, "other.pem")
+	srv := restateserver.Start(t, restateserver.Options{IdentityPrivateKeyPEM: pemPath})
+
+	ws := newWorkspace(t, "trust_serve_echo.py")
+	cfg := ws.config(t, fmt.Sprintf(`identity_keys: [%s]
+services:
+  - name: TrustSigned
+    handlers:
+      - {name: echo, runtime: python, dir: fn, handler: trust_serve_echo.echo}
+`, key))
+	b := startBridge(t, cfg, freeAddr(t))
+	srv.Register(t, b.URI(), false)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	out := callOK(ctx, t, srv, "TrustSigned", "echo", `{"n":1}`, nil)
+	assertJSON(t, "output", out, `{"echo":{"n":1}}`)
+
+	ws2 := newWorkspace(t, "trust_serve_echo.py")
+	cfg2 := ws2.config(t, fmt.Sprintf(`identity_keys: [%s]
+services:
+  - name: TrustOther
+    handlers:
+      - {name: echo, runtime: python, dir: fn, handler: trust_serve_echo.echo}
+`, otherKey))
+	other := startBridge(t, cfg2, freeAddr(t))
+	body, err := srv.TryRegister(ctx, other.URI(), false)
+	var he *restateserver.HTTPError
+	if !errors.As(err, &he) {
+		t.Fatalf("registration with a bridge holding another key: %s, %v; want it refused", body, err)
+	}
+	if !strings.Contains(he.Body, "401") {
+		t.Errorf("registration error does not carry the bridge's 401: %s", he.Body)
+	}
+}
+
+// serve on an address other machines can reach, without identity keys,
+// exits non-zero before listening and says how to get keys; with
+// allow_unauthenticated it serves and warns.
+func TestTrustServeRefusesUnsignedPublicListen(t *testing.T) {
+	requireInterpreters(t)
+	ws := newWorkspace(t, "trust_serve_echo.py")
+	const services = `services:
+  - name: TrustOpen
+    handlers:
+      - {name: echo, runtime: python, dir: fn, handler: trust_serve_echo.echo}
+`
+	cfg := ws.config(t, services)
+	_, port, _ := net.SplitHostPort(freeAddr(t))
+	public := "0.0.0.0:" + port
+	_, stderr, code := runBridge(t, 30*time.Second, serveArgs(cfg, public, "info")...)
+	if code == 0 {
+		t.Fatal("bridge serve on 0.0.0.0 without identity keys exited 0")
+	}
+	for _, w := range []string{"--listen " + public, "identity_keys", "bridge keygen", "RESTATE_WORKER__INVOKER__REQUEST_IDENTITY_PRIVATE_KEY_PEM_FILE", "allow_unauthenticated: true"} {
+		if !strings.Contains(stderr, w) {
+			t.Errorf("serve's error does not mention %q:\n%s", w, stderr)
+		}
+	}
+
+	if err := os.WriteFile(cfg, []byte("allow_unauthenticated: true\n"+services), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	b := startBridge(t, cfg, public)
+	if !strings.Contains(b.logs(), "allow_unauthenticated") {
+		t.Errorf("no warning about serving unsigned requests:\n%s", b.logs())
+	}
+}
 
 // A function that runs longer than restate-server's inactivity timeout
 // completes once: the bridge advertises per-handler inactivity and abort
