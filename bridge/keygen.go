@@ -49,7 +49,11 @@ func Keygen(o KeygenOptions) (string, error) {
 		}
 	}
 	if !o.Force {
-		for _, p := range []string{o.Out, o.PublicOut} {
+		check := []string{o.Out}
+		if !o.Reuse { // with --reuse the public file is derived, so replaceable
+			check = append(check, o.PublicOut)
+		}
+		for _, p := range check {
 			if _, err := os.Lstat(p); err == nil {
 				return "", fmt.Errorf("%s already exists: not overwriting a key (pass --force to replace it, or --reuse to keep it)", p)
 			}

@@ -101,3 +101,20 @@ func TestKeygenReuseRejectsAForeignFile(t *testing.T) {
 		t.Fatalf("err = %v, want one saying the file is not a PKCS#8 key", err)
 	}
 }
+
+// With --reuse a missing private key is generated even when a stale public
+// key file is left over (it is derived, so replaced): a one-shot key
+// service recovers from a lost private-key volume.
+func TestKeygenReuseReplacesAStalePublicKey(t *testing.T) {
+	out := filepath.Join(t.TempDir(), "id.pem")
+	if err := os.WriteFile(out+".pub", []byte("publickeyv1_stale\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	key, err := bridge.Keygen(bridge.KeygenOptions{Out: out, Reuse: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if pub, _ := os.ReadFile(out + ".pub"); strings.TrimSpace(string(pub)) != key {
+		t.Fatalf("%s.pub = %q, want %q", out, pub, key)
+	}
+}
