@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"net"
-	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -30,6 +29,19 @@ func keygen(t *testing.T, dir, name string) (pemPath, key string) {
 	return pemPath, key
 }
 
+// echoConfig writes a workspace whose bridge.yaml starts with head and
+// serves service/echo, and returns the config's path.
+func echoConfig(t *testing.T, service, head string) string {
+	t.Helper()
+	ws := newWorkspace(t, "trust_serve_echo.py")
+	return ws.config(t, fmt.Sprintf(`%s
+services:
+  - name: %s
+    handlers:
+      - {name: echo, runtime: python, dir: fn, handler: trust_serve_echo.echo}
+`, head, service))
+}
+
 // A key pair from `bridge keygen`: restate-server signs with the private
 // key, a bridge with the printed public key registers and serves, and a
 // bridge with another key refuses the same server's requests.
@@ -40,28 +52,14 @@ func TestTrustServeKeygenSignsEndToEnd(t *testing.T) {
 	_, otherKey := keygen(t, keys, "other.pem")
 	srv := restateserver.Start(t, restateserver.Options{IdentityPrivateKeyPEM: pemPath})
 
-	ws := newWorkspace(t, "trust_serve_echo.py")
-	cfg := ws.config(t, fmt.Sprintf(`identity_keys: [%s]
-services:
-  - name: TrustSigned
-    handlers:
-      - {name: echo, runtime: python, dir: fn, handler: trust_serve_echo.echo}
-`, key))
-	b := startBridge(t, cfg, freeAddr(t))
+	b := startBridge(t, echoConfig(t, "TrustSigned", "identity_keys: ["+key+"]"), freeAddr(t))
 	srv.Register(t, b.URI(), false)
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	out := callOK(ctx, t, srv, "TrustSigned", "echo", `{"n":1}`, nil)
 	assertJSON(t, "output", out, `{"echo":{"n":1}}`)
 
-	ws2 := newWorkspace(t, "trust_serve_echo.py")
-	cfg2 := ws2.config(t, fmt.Sprintf(`identity_keys: [%s]
-services:
-  - name: TrustOther
-    handlers:
-      - {name: echo, runtime: python, dir: fn, handler: trust_serve_echo.echo}
-`, otherKey))
-	other := startBridge(t, cfg2, freeAddr(t))
+	other := startBridge(t, echoConfig(t, "TrustOther", "identity_keys: ["+otherKey+"]"), freeAddr(t))
 	body, err := srv.TryRegister(ctx, other.URI(), false)
 	var he *restateserver.HTTPError
 	if !errors.As(err, &he) {
@@ -77,13 +75,7 @@ services:
 // allow_unauthenticated it serves and warns.
 func TestTrustServeRefusesUnsignedPublicListen(t *testing.T) {
 	requireInterpreters(t)
-	ws := newWorkspace(t, "trust_serve_echo.py")
-	const services = `services:
-  - name: TrustOpen
-    handlers:
-      - {name: echo, runtime: python, dir: fn, handler: trust_serve_echo.echo}
-`
-	cfg := ws.config(t, services)
+	cfg := echoConfig(t, "TrustOpen", "")
 	_, port, _ := net.SplitHostPort(freeAddr(t))
 	public := "0.0.0.0:" + port
 	_, stderr, code := runBridge(t, 30*time.Second, serveArgs(cfg, public, "info")...)
@@ -96,10 +88,7 @@ func TestTrustServeRefusesUnsignedPublicListen(t *testing.T) {
 		}
 	}
 
-	if err := os.WriteFile(cfg, []byte("allow_unauthenticated: true\n"+services), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	b := startBridge(t, cfg, public)
+	b := startBridge(t, echoConfig(t, "TrustOpen", "allow_unauthenticated: true"), public)
 	if !strings.Contains(b.logs(), "allow_unauthenticated") {
 		t.Errorf("no warning about serving unsigned requests:\n%s", b.logs())
 	}
