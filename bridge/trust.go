@@ -3,6 +3,7 @@ package bridge
 import (
 	"bufio"
 	"bytes"
+	"errors"
 	"fmt"
 	"net"
 	"os"
@@ -54,6 +55,9 @@ func (c *Config) CheckExposure(source string) (unsigned bool, err error) {
 // skipped. Errors name the file and line.
 func ReadIdentityKeys(path string) ([]string, error) {
 	data, err := os.ReadFile(path)
+	if errors.Is(err, os.ErrNotExist) {
+		return nil, fmt.Errorf("identity keys file %s does not exist: write it with `bridge keygen --out FILE` (it writes FILE.pub) and give restate-server FILE", path)
+	}
 	if err != nil {
 		return nil, fmt.Errorf("identity keys file: %w", err)
 	}

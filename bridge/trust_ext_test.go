@@ -94,6 +94,9 @@ func TestReadIdentityKeys(t *testing.T) {
 			t.Errorf("%s: err = %v, want it to mention %q", name, err, tc.want)
 		}
 	}
+	if _, err := bridge.ReadIdentityKeys(filepath.Join(dir, "missing.pub")); err == nil || !strings.Contains(err.Error(), "bridge keygen") {
+		t.Errorf("missing file: err = %v, want it to say how to write one", err)
+	}
 }
 
 func mustKeygen(t *testing.T) string {
