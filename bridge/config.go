@@ -30,6 +30,9 @@ type Config struct {
 	// IdentityKeys are Restate request-identity public keys
 	// (publickeyv1_...); empty accepts unsigned requests.
 	IdentityKeys []string `yaml:"identity_keys"`
+	// AllowUnauthenticated lets `bridge serve` listen on a non-loopback
+	// address without identity keys (see CheckExposure).
+	AllowUnauthenticated bool `yaml:"allow_unauthenticated"`
 	// Runtimes maps a runtime kind to a remote FunctionRuntime address
 	// (host:port or unix:///path); a kind absent or empty runs embedded.
 	Runtimes map[string]string `yaml:"runtimes"`
@@ -319,12 +322,7 @@ func (h *HandlerConfig) resolve(hp, baseDir string, bad func(path, format string
 	if h.OutputContentType == "" {
 		h.OutputContentType = "application/json"
 	}
-	if h.InactivityTimeout < 0 {
-		bad(hp+".inactivity_timeout", "must be positive")
-	}
-	if h.AbortTimeout < 0 {
-		bad(hp+".abort_timeout", "must be positive")
-	}
+	h.resolveRestateTimeouts(hp, bad)
 	if rp := h.RetryPolicy; rp != nil {
 		if rp.InitialInterval < 0 || rp.MaxInterval < 0 {
 			bad(hp+".retry_policy", "intervals must be positive")
