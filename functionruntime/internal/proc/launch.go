@@ -42,7 +42,9 @@ func launch(cfg Config, leaf *cgroupLeaf) (string, []string, error) {
 		if syscall.Getrlimit(res, &cur) == nil && cur.Max != ^uint64(0) && uint64(n) > cur.Max/uint64(unit) {
 			n = int64(cur.Max / uint64(unit)) // only root may raise a hard limit
 		}
-		fmt.Fprintf(&s, "ulimit -H -S -%c %d %s", flag, n, fail)
+		// Without -H or -S the shell sets both (dash honours only the last
+		// of the two flags).
+		fmt.Fprintf(&s, "ulimit -%c %d %s", flag, n, fail)
 	}
 	l := cfg.Limits
 	rl('d', syscall.RLIMIT_DATA, l.Memory, 1024) // KiB
@@ -52,7 +54,7 @@ func launch(cfg Config, leaf *cgroupLeaf) (string, []string, error) {
 		// Soft below hard, so the kernel sends SIGXCPU (which names the
 		// limit) a second before its SIGKILL.
 		secs := int64((l.CPU + 999_999_999) / 1_000_000_000)
-		fmt.Fprintf(&s, "ulimit -H -S -t %d && ulimit -S -t %d %s", secs+1, secs, fail)
+		fmt.Fprintf(&s, "ulimit -t %d && ulimit -S -t %d %s", secs+1, secs, fail)
 	}
 	if pwd, ok := envValue(cfg.Env, "PWD"); ok {
 		s.WriteString(`PWD=$1; shift; `)

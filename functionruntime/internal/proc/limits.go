@@ -59,9 +59,10 @@ type limitCounters struct{ pidsMax, oomKill int64 }
 
 // limitHit tells which limit, if any, explains how an invocation failed.
 // crashed is set when the worker died (the crash path of Supervisor.Do).
-func (p *Process) limitHit(before limitCounters, err error, crashed bool) (limit, detail string) {
+// before and after are the cgroup counters around the invocation (read
+// after before the worker's cgroup is released).
+func (p *Process) limitHit(before, after limitCounters, err error, crashed bool) (limit, detail string) {
 	l := p.limits
-	after := p.cg.counters()
 	if l.Memory > 0 && after.oomKill > before.oomKill {
 		return LimitMemory, "the worker's cgroup ran out of memory and the kernel killed a process"
 	}

@@ -104,6 +104,7 @@ func (s *Supervisor) Do(ctx context.Context, logger *zerolog.Logger, call func(S
 
 	var pe *ProtocolError
 	if errors.As(err, &pe) {
+		after := p.cg.counters() // before the cgroup goes with the worker
 		// Lines printed until the kill still belong to this invocation.
 		s.discard(sess)
 		p.EndInvocation()
@@ -115,7 +116,7 @@ func (s *Supervisor) Do(ctx context.Context, logger *zerolog.Logger, call func(S
 		}
 		err = fmt.Errorf("%w: %s died during the invocation (%s; %s)%s",
 			s.cfg.ErrCrashed, s.cfg.Name, p.ExitDescription(), pe.Err, LastLinesSuffix(p.RecentLines(3)))
-		if limit, detail := p.limitHit(before, err, true); limit != "" {
+		if limit, detail := p.limitHit(before, after, err, true); limit != "" {
 			return &LimitError{Limit: limit, Detail: detail, Err: err}
 		}
 		return err
@@ -132,7 +133,7 @@ func (s *Supervisor) Do(ctx context.Context, logger *zerolog.Logger, call func(S
 	}
 	p.EndInvocation()
 	if err != nil {
-		if limit, detail := p.limitHit(before, err, false); limit != "" {
+		if limit, detail := p.limitHit(before, p.cg.counters(), err, false); limit != "" {
 			// A worker that hit a limit may be left short of it (leaked
 			// descriptors, a fragmented heap): the next invocation gets a
 			// fresh one.
