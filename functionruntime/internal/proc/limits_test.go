@@ -238,3 +238,13 @@ func (l *lockedBuffer) String() string {
 	defer l.mu.Unlock()
 	return l.b.String()
 }
+
+// RLIMIT_CPU's soft limit sends SIGXCPU, which names the limit.
+func TestCPULimitKillsTheWorker(t *testing.T) {
+	s := supervise(t, `while read x <&3; do echo m >&2; while :; do :; done; done`, Limits{CPU: time.Second})
+	_, err := invokeLine(s)
+	var le *LimitError
+	if !errors.As(err, &le) || le.Limit != LimitCPU {
+		t.Fatalf("err = %v, want a cpu LimitError", err)
+	}
+}
