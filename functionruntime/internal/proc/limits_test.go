@@ -3,7 +3,6 @@
 package proc
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"golang.org/x/sys/unix"
@@ -12,10 +11,10 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
+	"github.com/fnbridge/fnbridge/functionruntime/internal/proctest"
 	"github.com/fnbridge/fnbridge/internal/procstat"
 	"github.com/rs/zerolog"
 )
@@ -58,21 +57,15 @@ func TestLimitsAppliedBeforeTheInterpreter(t *testing.T) {
 // registration set it.
 func TestLaunchKeepsTheEnvironment(t *testing.T) {
 	for _, env := range [][]string{{"A=1"}, {"A=1", "PWD=/nonexistent"}} {
-		var buf lockedBuffer
+		var logs proctest.Logs
 		p, err := Start(Config{Path: "/usr/bin/env", Dir: t.TempDir(), Env: env,
-			Logger: zerolog.New(&buf), Marker: NewMarker(), Limits: Limits{OpenFiles: 100}})
+			Logger: logs.Logger("r"), Marker: NewMarker(), Limits: Limits{OpenFiles: 100}})
 		if err != nil {
 			t.Fatal(err)
 		}
 		<-p.Exited()
 		p.Terminate(0)
-		var got []string
-		for _, line := range strings.Split(strings.TrimSpace(buf.String()), "\n") {
-			if i := strings.Index(line, `"message":"`); i >= 0 {
-				got = append(got, strings.TrimSuffix(line[i+len(`"message":"`):], `"}`))
-			}
-		}
-		if strings.Join(got, " ") != strings.Join(env, " ") {
+		if got := logs.Messages(); strings.Join(got, " ") != strings.Join(env, " ") {
 			t.Errorf("worker environment = %q, want %q", got, env)
 		}
 	}
@@ -219,24 +212,6 @@ func setsidZombies() int {
 		}
 	}
 	return n
-}
-
-// lockedBuffer is a bytes.Buffer safe for the log goroutine and the test.
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
 }
 
 // RLIMIT_CPU's soft limit sends SIGXCPU, which names the limit.
