@@ -217,18 +217,33 @@ func newCgroupLeaf(l Limits) (*cgroupLeaf, error) {
 	}
 	name := fmt.Sprintf("fnbridge-%d-%d", os.Getpid(), leafSeq.Add(1))
 	leaf := &cgroupLeaf{}
-	mk := func(parent string, files map[string]int64) error {
+	type setting struct {
+		file     string
+		v        string // "" leaves the file alone
+		optional bool   // absent where the kernel lacks the feature
+	}
+	num := func(v int64) string {
+		if v <= 0 {
+			return ""
+		}
+		return strconv.FormatInt(v, 10)
+	}
+	mk := func(parent string, settings ...setting) error {
 		dir := filepath.Join(parent, name)
 		if err := os.Mkdir(dir, 0o755); err != nil {
 			return err
 		}
 		leaf.dirs = append(leaf.dirs, dir)
-		for f, v := range files {
-			if v <= 0 {
+		for _, st := range settings {
+			if st.v == "" {
 				continue
 			}
-			if err := os.WriteFile(filepath.Join(dir, f), []byte(strconv.FormatInt(v, 10)), 0); err != nil {
-				return fmt.Errorf("cgroup %s: %w", f, err)
+			path := filepath.Join(dir, st.file)
+			if _, err := os.Stat(path); err != nil && st.optional {
+				continue
+			}
+			if err := os.WriteFile(path, []byte(st.v), 0); err != nil {
+				return fmt.Errorf("cgroup %s: %w", st.file, err)
 			}
 		}
 		return nil
@@ -236,18 +251,24 @@ func newCgroupLeaf(l Limits) (*cgroupLeaf, error) {
 	var err error
 	switch {
 	case c.v2 != "":
-		if err = mk(c.v2, map[string]int64{"memory.max": l.Memory, "pids.max": l.Processes}); err == nil {
+		// No swap either, or a worker past its memory swaps instead of
+		// failing.
+		if err = mk(c.v2, setting{"memory.max", num(l.Memory), false}, setting{"memory.swap.max", swapOff(l.Memory), true},
+			setting{"pids.max", num(l.Processes), false}); err == nil {
 			leaf.pidsEvents = filepath.Join(c.v2, name, "pids.events")
 			leaf.memEvents = filepath.Join(c.v2, name, "memory.events")
 		}
 	default:
 		if c.pids != "" && l.Processes > 0 {
-			if err = mk(c.pids, map[string]int64{"pids.max": l.Processes}); err == nil {
+			if err = mk(c.pids, setting{"pids.max", num(l.Processes), false}); err == nil {
 				leaf.pidsEvents = filepath.Join(c.pids, name, "pids.events")
 			}
 		}
 		if c.memory != "" && l.Memory > 0 && err == nil {
-			if err = mk(c.memory, map[string]int64{"memory.limit_in_bytes": l.Memory}); err == nil {
+			// memsw (memory plus swap) exists with swap accounting only and
+			// must not be below the memory limit, so it comes second.
+			if err = mk(c.memory, setting{"memory.limit_in_bytes", num(l.Memory), false},
+				setting{"memory.memsw.limit_in_bytes", num(l.Memory), true}); err == nil {
 				leaf.memEvents = filepath.Join(c.memory, name, "memory.oom_control")
 			}
 		}
@@ -260,6 +281,13 @@ func newCgroupLeaf(l Limits) (*cgroupLeaf, error) {
 		return nil, nil
 	}
 	return leaf, nil
+}
+
+func swapOff(memory int64) string {
+	if memory > 0 {
+		return "0"
+	}
+	return ""
 }
 
 // counters reads the leaf's event counters; a nil leaf reads zeros.
