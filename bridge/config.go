@@ -87,6 +87,8 @@ type HandlerConfig struct {
 	AbortTimeout      Duration `yaml:"abort_timeout"`
 	// RetryPolicy is Restate's per-handler retry policy (manifest v3+).
 	RetryPolicy *RetryPolicyConfig `yaml:"retry_policy"`
+	// Limits bound each of the handler's workers (see limits.go).
+	Limits LimitsConfig `yaml:"limits"`
 }
 
 // RetryPolicyConfig is Restate's retry policy for one handler.
@@ -323,6 +325,7 @@ func (h *HandlerConfig) resolve(hp, baseDir string, bad func(path, format string
 		h.OutputContentType = "application/json"
 	}
 	h.resolveRestateTimeouts(hp, bad)
+	h.Limits.resolve(hp+".limits", bad)
 	if rp := h.RetryPolicy; rp != nil {
 		if rp.InitialInterval < 0 || rp.MaxInterval < 0 {
 			bad(hp+".retry_policy", "intervals must be positive")

@@ -77,6 +77,7 @@ func (l *launcher) start(ctx context.Context) (proc.Session, error) {
 		Marker:      marker,
 		MaxLogLine:  l.opts.MaxLogLine,
 		NoSubreaper: l.opts.NoSubreaper,
+		Limits:      proc.Limits(l.spec.Limits),
 	})
 	if err != nil {
 		_ = os.RemoveAll(tmp)
