@@ -136,6 +136,7 @@ func runRuntimeServe(cmd *cobra.Command, g *globalFlags, f *runtimeServeFlags) e
 		}
 	}
 	functionruntime.WarnIfExposed(log, lis.Addr())
+	functionruntime.LogWorkerLimitMechanisms(log)
 	if len(f.allowedRoots) == 0 {
 		log.Warn().Msg("no --allowed-root: a registration may run its handler in any directory this server can enter; pass --allowed-root DIR to confine working_dir")
 	} else {
