@@ -162,10 +162,10 @@ __fnb_main() {
 				builtin kill -KILL 0
 				builtin exit 1
 			fi
-			# This invocation's own files, named by its key: a job an earlier
+			# This invocation's own files, named by its key (the outputs
+			# file is created by the first write): a job an earlier
 			# invocation left behind only knows paths Go has removed.
 			command exec {__fnb_in}<&- {__fnb_out}>&- {__fnb_life}<&- >"$__fnb_dir/s.$__fnb_f"
-			builtin : >"$__fnb_dir/o.$__fnb_f"
 			for __fnb_o in "${__fnb_reapply[@]}"; do
 				builtin set -o "$__fnb_o"
 			done

@@ -82,8 +82,9 @@
 // # Outputs
 //
 // The environment variable FNBRIDGE_OUTPUTS names a file of the invocation's
-// own, empty at its start (a job an earlier invocation left behind writes
-// to that invocation's file, never read again); key=value lines written to it become the
+// own, which does not exist at its start (append to it; a job an earlier
+// invocation left behind writes to that invocation's file, never read
+// again); key=value lines written to it become the
 // invocation's outputs. The value is everything after the first '=' up to
 // the end of the line (a trailing \r is dropped); blank lines are ignored;
 // a later key replaces an earlier one. Keys are ASCII letters, digits, '_',

@@ -208,7 +208,7 @@ func (s *session) invoke(input []byte) (functionruntime.Result, error) {
 	s.seq++
 	stdout, outsFile, inFile := cur.file(s.Tmp, 's'), cur.file(s.Tmp, 'o'), cur.file(s.Tmp, 'i')
 	// Go writes the payload file before the request, so it is complete
-	// when the function starts; removed with the others below.
+	// when the function starts.
 	if err := writeFile(inFile, input); err != nil {
 		return functionruntime.Result{}, &functionruntime.HandlerError{Type: "InputUnwritable", Message: err.Error()}
 	}
@@ -235,7 +235,9 @@ func (s *session) invoke(input []byte) (functionruntime.Result, error) {
 		return functionruntime.Result{}, err
 	}
 	// Collect and remove the files whatever the status; the next
-	// invocation has files of its own.
+	// invocation has files of its own. (Creating and removing files is
+	// what an invocation costs most besides the fork, so the outputs file
+	// exists only once the function writes it.)
 	out, outErr := readBounded(stdout, s.maxOutput)
 	outs, outsErr := readBounded(outsFile, proc.MaxOutputsFile)
 	_ = os.Remove(stdout)
