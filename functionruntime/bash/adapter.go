@@ -23,6 +23,10 @@ const Kind = "bash"
 // terminal failure, one that must not be retried.
 const TerminalExitStatus = 100
 
+// InputFileEnv names the environment variable that holds the path of the
+// file holding the invocation's payload.
+const InputFileEnv = "FNBRIDGE_INPUT_FILE"
+
 // DefaultMaxOutput bounds a function's stdout when Options.MaxOutput is zero.
 const DefaultMaxOutput = 16 << 20
 
@@ -93,8 +97,26 @@ func splitHandler(handler string) (stem, fn string, err error) {
 		return "", "", fmt.Errorf("bash handler %q: file %q must be 1-%d ASCII letters, digits, '_' or '-', not starting with '-' (no '/', '..', or other characters; the .sh is implied): %s", handler, stem, maxName, want)
 	case !isFuncName(fn):
 		return "", "", fmt.Errorf("bash handler %q: function %q must be 1-%d ASCII letters, digits or '_', not starting with a digit: %s", handler, fn, maxName, want)
+	case reservedNames[fn]:
+		return "", "", fmt.Errorf("bash handler %q: function %q is a bash special builtin or reserved word, which bash may run in place of a function of that name: choose another name", handler, fn)
 	}
 	return stem, fn, nil
+}
+
+// reservedNames are refused as function names: a special builtin runs
+// before a function of its name in POSIX mode (eval would run the payload
+// as code), and a builtin or keyword name only invites confusion. (".",
+// ":", "{", "}", "!", "[[" and "]]" are no identifiers: refused before.)
+var reservedNames = map[string]bool{
+	// special builtins and the builtins that evaluate, declare or alias
+	"eval": true, "source": true, "exec": true, "exit": true, "builtin": true, "command": true,
+	"trap": true, "set": true, "unset": true, "export": true, "readonly": true, "return": true, "shift": true,
+	"times": true, "break": true, "continue": true, "declare": true, "typeset": true, "local": true,
+	"let": true, "alias": true, "enable": true,
+	// reserved words
+	"if": true, "then": true, "else": true, "elif": true, "fi": true, "case": true, "esac": true, "for": true,
+	"while": true, "until": true, "do": true, "done": true, "function": true, "select": true, "time": true,
+	"coproc": true, "in": true,
 }
 
 func isStem(s string) bool {
