@@ -477,3 +477,152 @@ func TestStepsSuspendedCaughtStillEnds(t *testing.T) {
 		t.Fatalf("marks = %v: the handler did not get Suspended again", got)
 	}
 }
+
+// Rule: the context is used one call at a time: a call from another
+// thread while a step is in flight, and a call inside a step's function,
+// raise a clear RuntimeError; a plain thread (outside the invocation's
+// context) is refused as well.
+func TestStepsOneCallAtATime(t *testing.T) {
+	s := newSteps(t, "threads")
+	res, err := s.invoke(t, s.open(t, &stepctxtest.Journal{}), `null`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out struct {
+		Value       string
+		Errors      []string
+		PlainThread []string `json:"plain_thread"`
+	}
+	if err := json.Unmarshal(res.Output, &out); err != nil {
+		t.Fatal(err)
+	}
+	if out.Value != "stepped" || len(out.Errors) != 2 || len(out.PlainThread) != 1 {
+		t.Fatalf("output = %s", res.Output)
+	}
+	for i, want := range []string{"fnbridge.sleep called from thread", "fnbridge.random called inside step 'outer'"} {
+		if !strings.Contains(out.Errors[i], want) {
+			t.Errorf("error %d = %q, want %q", i, out.Errors[i], want)
+		}
+	}
+	if !strings.Contains(out.Errors[0], "while fnbridge.run is in flight") || !strings.Contains(out.Errors[0], "one at a time") {
+		t.Errorf("error = %q, want it to name the call in flight", out.Errors[0])
+	}
+	if !strings.Contains(out.PlainThread[0], "fnbridge.invocation_id called outside its invocation") {
+		t.Errorf("plain thread got %q", out.PlainThread[0])
+	}
+}
+
+// Rule: the endpoint's 409 (another process using the attempt's token at
+// the same time) is a clear RuntimeError.
+func TestStepsConcurrentUseRefused(t *testing.T) {
+	s := newSteps(t, "conflict")
+	entered, release := make(chan struct{}), make(chan struct{})
+	j := &stepctxtest.Journal{BeforeRunStart: func(ctx context.Context, _ string) {
+		close(entered)
+		select {
+		case <-release:
+		case <-ctx.Done():
+		}
+	}}
+	a := s.open(t, j)
+	c, err := stepctx.NewClient(s.addr, a.Token())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	held := make(chan error, 1)
+	go func() {
+		_, _, err := c.RunStart(context.Background(), "held")
+		held <- err
+	}()
+	<-entered
+	res, err := s.invoke(t, a, `null`)
+	close(release)
+	mustOutput(t, res, err, `"fnbridge.invocation_id: the fnbridge context is being used by another thread/process at the same time; context calls must be made one at a time (HTTP 409)"`)
+	if err := <-held; err != nil {
+		t.Fatal(err)
+	}
+}
+
+// Rule: without a step context (durability: function) every durable call
+// raises a clear error, and FNBRIDGE_CONTEXT is not set.
+func TestStepsFunctionModeRefuses(t *testing.T) {
+	s := newSteps(t, "function_mode")
+	res, err := s.invoke(t, nil, `null`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []*string
+	if err := json.Unmarshal(res.Output, &out); err != nil || len(out) != 3 || out[0] == nil || out[1] == nil {
+		t.Fatalf("output = %s", res.Output)
+	}
+	if !strings.HasPrefix(*out[0], "fnbridge.run needs durability: steps") || !strings.HasPrefix(*out[1], "fnbridge.sleep needs durability: steps") {
+		t.Fatalf("errors = %q, %q", *out[0], *out[1])
+	}
+	if out[2] != nil {
+		t.Fatalf("FNBRIDGE_CONTEXT = %q in function mode", *out[2])
+	}
+}
+
+// Rule: FNBRIDGE_CONTEXT and FNBRIDGE_CONTEXT_TOKEN are in the
+// environment of the invocation (children inherit them) and gone after.
+func TestStepsContextEnvironment(t *testing.T) {
+	s := newSteps(t, "env")
+	a := s.open(t, &stepctxtest.Journal{})
+	res, err := s.invoke(t, a, `null`)
+	want, _ := json.Marshal([]string{s.addr, a.Token(), s.addr + " " + a.Token()})
+	mustOutput(t, res, err, string(want))
+	res, err = s.invoke(t, nil, `null`)
+	mustOutput(t, res, err, `[null,null,""]`)
+}
+
+// Rule: an InvokeFunction cancelled during a context call kills the
+// worker as any cancellation does; the next invocation gets a fresh one.
+func TestStepsCancelledDuringContextCall(t *testing.T) {
+	s := newSteps(t, "hold")
+	entered := make(chan struct{})
+	j := &stepctxtest.Journal{BeforeRunStart: func(ctx context.Context, _ string) {
+		close(entered)
+		<-ctx.Done()
+	}}
+	a := s.open(t, j)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() {
+		_, err := s.w.Invoke(ctx, s.invocation(a, `null`))
+		done <- err
+	}()
+	<-entered
+	cancel()
+	if err := <-done; !errors.Is(err, context.Canceled) {
+		t.Fatalf("cancelled invoke returned %v, want context.Canceled", err)
+	}
+	a.Close() // what the bridge does when the attempt ends
+	if got := marks(t, s.f.Dir); len(got) != 0 {
+		t.Fatalf("the held step ran: %v", got)
+	}
+	j2 := &stepctxtest.Journal{}
+	res, err := s.invoke(t, s.open(t, j2), `null`)
+	mustOutput(t, res, err, `null`)
+	if got := marks(t, s.f.Dir); got["hold"] != 1 {
+		t.Fatalf("marks = %v, want the step run once by the fresh worker", got)
+	}
+}
+
+// Rule: an unreachable endpoint is a clear error naming it, and the
+// attempt ends retryably even when the function catches it.
+func TestStepsUnreachableEndpoint(t *testing.T) {
+	f := conformance.NewFixture(t, "steps.unreachable", map[string]string{"steps.py": stepsPy})
+	w := f.Start(t)
+	inv := f.Invocation("inv-1", []byte(`null`))
+	addr := "unix://" + filepath.Join(t.TempDir(), "none.sock")
+	inv.Context = &functionruntime.StepContext{Address: addr, Token: stepctx.NewToken()}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	_, err := w.Invoke(ctx, inv)
+	he := wantHandlerError(t, err, functionruntime.HandlerError{Type: "RuntimeError",
+		Message: "fnbridge: the context endpoint at " + addr + " is unreachable: FileNotFoundError"})
+	if strings.Contains(he.Message, "Suspended") {
+		t.Fatalf("message = %q", he.Message)
+	}
+}
