@@ -275,7 +275,6 @@ func marks(t *testing.T, dir string) map[string]int {
 	return out
 }
 
-
 // Rule: recorded steps return their journaled result without running
 // their closure; a retryable exception of a step fails the attempt
 // (nothing journaled for it), and the next attempt resumes there.
