@@ -58,6 +58,9 @@ type Invocation struct {
 	Input       []byte
 	ContentType string
 	Logger      zerolog.Logger // carries run_uid and invocation_id
+	// Context is the durable-steps context endpoint of this attempt (from
+	// the InvokeFunction metadata); nil for a plain function.
+	Context *StepContext
 }
 
 // Result is a handler's successful return.

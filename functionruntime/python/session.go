@@ -22,6 +22,7 @@ import (
 // Frame kinds of the worker protocol (see the package doc).
 const (
 	frameInput       = 'I'
+	frameContext     = 'C'
 	frameReady       = 'K'
 	frameLoadFailed  = 'X'
 	frameSetOutputs  = 'O'
@@ -148,7 +149,7 @@ func (w *worker) Invoke(ctx context.Context, inv functionruntime.Invocation) (fu
 	var res functionruntime.Result
 	err := w.sup.Do(ctx, &inv.Logger, func(s proc.Session) error {
 		var err error
-		res, err = s.(*session).invoke(inv.Input)
+		res, err = s.(*session).invoke(inv.Input, inv.Context)
 		return err
 	})
 	if err != nil {
@@ -189,12 +190,13 @@ func (s *session) newID() uint64 {
 	}
 }
 
-// invoke sends one input and reads frames up to the result or error. Every
+// invoke sends one input (after the step context, when there is one) and
+// reads frames up to the result or error. Every
 // response frame must name this request's id; any other frame means
 // something besides the worker loop wrote to the response pipe, and the
 // worker is ended (a ProtocolError) rather than letting a result land on
 // the wrong invocation.
-func (s *session) invoke(input []byte) (functionruntime.Result, error) {
+func (s *session) invoke(input []byte, sc *functionruntime.StepContext) (functionruntime.Result, error) {
 	if n := s.r.Buffered(); n > 0 {
 		// Left over from the previous request: the pipe is not ours alone.
 		return functionruntime.Result{}, &proc.ProtocolError{Err: fmt.Errorf(
@@ -202,6 +204,15 @@ func (s *session) invoke(input []byte) (functionruntime.Result, error) {
 	}
 	id := s.newID()
 	defer func() { s.last = id }()
+	if sc != nil {
+		c, err := json.Marshal(map[string]string{"address": sc.Address, "token": sc.Token})
+		if err != nil {
+			return functionruntime.Result{}, err
+		}
+		if err := proc.WriteFrame(s.P.Requests(), frameContext, append(binary.BigEndian.AppendUint64(nil, id), c...)); err != nil {
+			return functionruntime.Result{}, &proc.ProtocolError{Err: fmt.Errorf("send step context: %w", err)}
+		}
+	}
 	payload := binary.BigEndian.AppendUint64(make([]byte, 0, idSize+len(input)), id)
 	if err := proc.WriteFrame(s.P.Requests(), frameInput, append(payload, input...)); err != nil {
 		return functionruntime.Result{}, &proc.ProtocolError{Err: fmt.Errorf("send input: %w", err)}
