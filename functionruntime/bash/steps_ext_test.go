@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -18,6 +17,7 @@ import (
 	"github.com/fnbridge/fnbridge/functionruntime"
 	"github.com/fnbridge/fnbridge/functionruntime/bash"
 	"github.com/fnbridge/fnbridge/functionruntime/internal/adaptertest"
+	"github.com/fnbridge/fnbridge/functionruntime/internal/proc/steptest"
 )
 
 // stepsSh is the test file steps.sh. Each step's command appends its
@@ -79,40 +79,20 @@ meta() {
 
 const childSh = "#!/bin/sh\nfnbridge invocation-id && fnbridge random\n"
 
-// stepsEnv is a real context endpoint on a unix socket and the bridge
-// binary, which is the fnbridge command of the workers.
+// stepsEnv is a real context endpoint and the bridge binary, which is
+// the fnbridge command of the workers.
 type stepsEnv struct {
-	srv    *stepctx.Server
-	addr   string
+	*steptest.Server
 	bridge string
 }
 
 func newStepsEnv(t *testing.T) *stepsEnv {
 	t.Helper()
-	dir, err := os.MkdirTemp("", "fnbctx") // short: a socket path has ~100 bytes
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = os.RemoveAll(dir) })
-	bridge := filepath.Join(dir, "bridge")
-	if out, err := exec.Command("go", "build", "-o", bridge, "github.com/fnbridge/fnbridge/cmd/bridge").CombinedOutput(); err != nil {
+	e := &stepsEnv{Server: steptest.New(t)}
+	e.bridge = filepath.Join(e.Dir, "bridge")
+	if out, err := exec.Command("go", "build", "-o", e.bridge, "github.com/fnbridge/fnbridge/cmd/bridge").CombinedOutput(); err != nil {
 		t.Fatalf("build the bridge binary (the fnbridge command): %v\n%s", err, out)
 	}
-	l, err := stepctx.Listen("unix://" + filepath.Join(dir, "ctx.sock"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	e := &stepsEnv{srv: stepctx.NewServer(stepctx.Config{}), addr: stepctx.URL(l), bridge: bridge}
-	served := make(chan error, 1)
-	go func() { served <- e.srv.Serve(l) }()
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer cancel()
-		_ = e.srv.Shutdown(ctx)
-		if err := <-served; !errors.Is(err, http.ErrServerClosed) {
-			t.Errorf("context endpoint: %v", err)
-		}
-	})
 	return e
 }
 
@@ -134,17 +114,6 @@ func (e *stepsEnv) start(t *testing.T, fn string, env map[string]string) *steps 
 	return &steps{stepsEnv: e, f: f, w: f.Start(t)}
 }
 
-// open registers the next attempt of j.
-func (e *stepsEnv) open(t *testing.T, j *stepctxtest.Journal) *stepctx.Attempt {
-	t.Helper()
-	a, err := e.srv.Open("", j)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(a.Close)
-	return a
-}
-
 // invoke runs one invocation, with the step context of a unless a is nil.
 func (s *steps) invoke(t *testing.T, a *stepctx.Attempt, input string) (functionruntime.Result, error) {
 	t.Helper()
@@ -155,9 +124,7 @@ func (s *steps) invoke(t *testing.T, a *stepctx.Attempt, input string) (function
 
 func (s *steps) invocation(a *stepctx.Attempt, input string) functionruntime.Invocation {
 	inv := s.f.Invocation("inv-1", []byte(input))
-	if a != nil {
-		inv.Context = &functionruntime.StepContext{Address: s.addr, Token: a.Token()}
-	}
+	inv.Context = s.Context(a)
 	return inv
 }
 
@@ -171,27 +138,6 @@ func (s *steps) marker(t *testing.T) string {
 	}
 	_ = os.Remove(p)
 	return strings.ReplaceAll(strings.TrimSuffix(string(b), "\n"), "\n", ",")
-}
-
-func mustOutput(t *testing.T, res functionruntime.Result, err error, want string) {
-	t.Helper()
-	if err != nil {
-		t.Fatalf("invoke: %v", err)
-	}
-	if string(res.Output) != want {
-		t.Fatalf("output = %q\nwant     %q", res.Output, want)
-	}
-}
-
-func wantHandlerError(t *testing.T, err error, want functionruntime.HandlerError) {
-	t.Helper()
-	var he *functionruntime.HandlerError
-	if !errors.As(err, &he) {
-		t.Fatalf("error = %v, want a HandlerError", err)
-	}
-	if he.Type != want.Type || he.Terminal != want.Terminal || he.ExitCode != want.ExitCode || !strings.Contains(he.Message, want.Message) {
-		t.Fatalf("error = %+v, want type %q terminal %v exit %d message containing %q", *he, want.Type, want.Terminal, want.ExitCode, want.Message)
-	}
 }
 
 // TestSteps runs the durable-steps behaviour of Bash functions against a
@@ -208,8 +154,8 @@ func TestSteps(t *testing.T) {
 		s := e.start(t, "provision", nil)
 		j := &stepctxtest.Journal{}
 		adaptertest.WriteFiles(t, s.f.Dir, map[string]string{"fail-once": ""})
-		_, err := s.invoke(t, e.open(t, j), "")
-		wantHandlerError(t, err, functionruntime.HandlerError{Type: "exit", ExitCode: 7, Message: "run step3: sh exited with status 7"})
+		_, err := s.invoke(t, e.Open(t, j), "")
+		steptest.WantHandlerError(t, err, functionruntime.HandlerError{Type: "exit", ExitCode: 7, Message: "run step3: sh exited with status 7"})
 		if got := s.marker(t); got != "1,2,3" {
 			t.Fatalf("first attempt ran steps %s, want 1,2,3", got)
 		}
@@ -217,8 +163,8 @@ func TestSteps(t *testing.T) {
 			t.Fatalf("retryable failures journaled: %q, want step3's", f)
 		}
 		j.Restart()
-		res, err := s.invoke(t, e.open(t, j), "")
-		mustOutput(t, res, err, "one two three four")
+		res, err := s.invoke(t, e.Open(t, j), "")
+		steptest.MustOutput(t, res, err, "one two three four")
 		if got := s.marker(t); got != "3,4" {
 			t.Fatalf("second attempt ran steps %s, want only 3,4 (1 and 2 replayed)", got)
 		}
@@ -234,7 +180,7 @@ func TestSteps(t *testing.T) {
 	t.Run("child process", func(t *testing.T) {
 		s := e.start(t, "child", nil)
 		j := &stepctxtest.Journal{ID: "inv_child", Seed: 42}
-		first, err := s.invoke(t, e.open(t, j), "")
+		first, err := s.invoke(t, e.Open(t, j), "")
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -242,8 +188,8 @@ func TestSteps(t *testing.T) {
 			t.Fatalf("output = %q, want the invocation id and a random integer", first.Output)
 		}
 		j.Restart()
-		again, err := s.invoke(t, e.open(t, j), "")
-		mustOutput(t, again, err, string(first.Output))
+		again, err := s.invoke(t, e.Open(t, j), "")
+		steptest.MustOutput(t, again, err, string(first.Output))
 	})
 
 	// Rule: a step's command exiting 100 is a terminal failure, journaled
@@ -252,15 +198,15 @@ func TestSteps(t *testing.T) {
 		s := e.start(t, "terminal", nil)
 		j := &stepctxtest.Journal{}
 		want := functionruntime.HandlerError{Type: "exit", Terminal: true, ExitCode: 100, Message: "no such plan"}
-		_, err := s.invoke(t, e.open(t, j), "")
-		wantHandlerError(t, err, want)
+		_, err := s.invoke(t, e.Open(t, j), "")
+		steptest.WantHandlerError(t, err, want)
 		en := j.Entries()
 		if len(en) != 1 || en[0].Result == nil || en[0].Result.Failure == nil || en[0].Result.Failure.Message != "no such plan" {
 			t.Fatalf("journal = %+v, want the run's terminal failure", en)
 		}
 		j.Restart()
-		_, err = s.invoke(t, e.open(t, j), "")
-		wantHandlerError(t, err, want)
+		_, err = s.invoke(t, e.Open(t, j), "")
+		steptest.WantHandlerError(t, err, want)
 		if got := s.marker(t); got != "p" {
 			t.Fatalf("the command ran %q times over two attempts, want once", got)
 		}
@@ -273,9 +219,9 @@ func TestSteps(t *testing.T) {
 		for _, fn := range []string{"suspend_ignored", "suspend_errexit"} {
 			s := e.start(t, fn, nil)
 			j := &stepctxtest.Journal{HoldSleeps: true}
-			a := e.open(t, j)
+			a := e.Open(t, j)
 			_, err := s.invoke(t, a, "")
-			wantHandlerError(t, err, functionruntime.HandlerError{Type: functionruntime.AttemptEndedType, ExitCode: 75, Message: "suspended"})
+			steptest.WantHandlerError(t, err, functionruntime.HandlerError{Type: functionruntime.AttemptEndedType, ExitCode: 75, Message: "suspended"})
 			if !errors.Is(a.Err(), stepctx.ErrSuspended) {
 				t.Fatalf("%s: attempt ended with %v, want suspended", fn, a.Err())
 			}
@@ -286,7 +232,7 @@ func TestSteps(t *testing.T) {
 	// bridge cancels the invocation, which kills its processes.
 	t.Run("suspension then cancel", func(t *testing.T) {
 		s := e.start(t, "suspend_then_block", nil)
-		a := e.open(t, &stepctxtest.Journal{HoldSleeps: true})
+		a := e.Open(t, &stepctxtest.Journal{HoldSleeps: true})
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 		defer cancel()
 		go func() {
@@ -300,7 +246,7 @@ func TestSteps(t *testing.T) {
 		// The next invocation gets a fresh worker (fnbridge fails in
 		// function mode, which the function ignores).
 		res, err := s.invoke(t, nil, "")
-		mustOutput(t, res, err, "next")
+		steptest.MustOutput(t, res, err, "next")
 	})
 
 	// Rule: FNBRIDGE_CONTEXT and FNBRIDGE_CONTEXT_TOKEN are exported for
@@ -312,13 +258,13 @@ func TestSteps(t *testing.T) {
 			t.Fatal(err)
 		}
 		s := e.start(t, "env_of", map[string]string{"PATH": fake + ":/usr/bin:/bin"})
-		a := e.open(t, &stepctxtest.Journal{})
+		a := e.Open(t, &stepctxtest.Journal{})
 		res, err := s.invoke(t, a, "")
-		mustOutput(t, res, err, e.addr+" "+a.Token()+" "+a.Token())
+		steptest.MustOutput(t, res, err, e.Addr+" "+a.Token()+" "+a.Token())
 		res, err = s.invoke(t, a, strings.Repeat("x", 100<<10)) // the request in three writes
-		mustOutput(t, res, err, e.addr+" "+a.Token()+" "+a.Token())
+		steptest.MustOutput(t, res, err, e.Addr+" "+a.Token()+" "+a.Token())
 		res, err = s.invoke(t, nil, "")
-		mustOutput(t, res, err, "unset unset unset")
+		steptest.MustOutput(t, res, err, "unset unset unset")
 
 		w := e.start(t, "which_fnbridge", map[string]string{"PATH": fake + ":/usr/bin:/bin"})
 		res, err = w.invoke(t, nil, "")
@@ -335,10 +281,10 @@ func TestSteps(t *testing.T) {
 	t.Run("function mode", func(t *testing.T) {
 		s := e.start(t, "function_mode", nil)
 		res, err := s.invoke(t, nil, "")
-		mustOutput(t, res, err, "unset\nfnbridge: FNBRIDGE_CONTEXT and FNBRIDGE_CONTEXT_TOKEN are not set: context calls work only inside a function that fnbridge runs with durable steps\nstatus 1")
+		steptest.MustOutput(t, res, err, "unset\nfnbridge: FNBRIDGE_CONTEXT and FNBRIDGE_CONTEXT_TOKEN are not set: context calls work only inside a function that fnbridge runs with durable steps\nstatus 1")
 		x := e.start(t, "exit75", nil)
 		_, err = x.invoke(t, nil, "")
-		wantHandlerError(t, err, functionruntime.HandlerError{Type: "exit", ExitCode: 75, Message: "exit status 75"})
+		steptest.WantHandlerError(t, err, functionruntime.HandlerError{Type: "exit", ExitCode: 75, Message: "exit status 75"})
 	})
 
 	// Rule: payloads and arguments with shell metacharacters are data.
@@ -349,9 +295,9 @@ func TestSteps(t *testing.T) {
 			t.Fatal(err)
 		}
 		j := &stepctxtest.Journal{}
-		res, err := s.invoke(t, e.open(t, j), string(payload))
+		res, err := s.invoke(t, e.Open(t, j), string(payload))
 		// The step prints the payload, the call echoes it back.
-		mustOutput(t, res, err, string(payload)+"\n"+string(payload))
+		steptest.MustOutput(t, res, err, string(payload)+"\n"+string(payload))
 		if en := j.Entries(); len(en) != 2 || en[0].Name != "step "+string(payload) || string(en[1].Call.Input) != string(payload) {
 			t.Fatalf("journal = %+v, want the step named after the payload and the call with it as input", en)
 		}
@@ -392,5 +338,5 @@ func TestStepsSetup(t *testing.T) {
 			t.Fatalf("step context %q: %v, want it refused", sc, err)
 		}
 	}
-	mustOutput(t, f.MustInvoke(t, w, ""), nil, "unset unset unset")
+	steptest.MustOutput(t, f.MustInvoke(t, w, ""), nil, "unset unset unset")
 }
