@@ -23,6 +23,17 @@ const Kind = "bash"
 // terminal failure, one that must not be retried.
 const TerminalExitStatus = 100
 
+// AttemptEndedStatus is the exit status of a fnbridge command whose
+// attempt suspended or ended; a function given a step context that exits
+// with it ends as functionruntime.AttemptEndedType.
+const AttemptEndedStatus = 75
+
+// Environment variables of an invocation given a step context.
+const (
+	ContextEnv      = "FNBRIDGE_CONTEXT"
+	ContextTokenEnv = "FNBRIDGE_CONTEXT_TOKEN"
+)
+
 // InputFileEnv names the environment variable that holds the path of the
 // file holding the invocation's payload.
 const InputFileEnv = "FNBRIDGE_INPUT_FILE"
@@ -49,21 +60,36 @@ type Options struct {
 	// NoSubreaper keeps the server process from becoming a child subreaper
 	// (see package proc). Orphans of handlers are then reaped by init.
 	NoSubreaper bool
+	// ContextCommand is the executable behind the fnbridge command on a
+	// worker's PATH (see the package doc, Durable steps): a name looked up
+	// in the server's PATH when New runs, or a path. Default: the running
+	// executable when it is the bridge (named bridge or fnbridge), else
+	// none.
+	ContextCommand string
+	// NoContextCommand puts no fnbridge command on workers' PATH.
+	NoContextCommand bool
 }
 
 type adapter struct {
 	opts    Options
 	exe     string
 	lookErr error
+	ctxCmd  string // resolved ContextCommand; "" for none
+	ctxErr  error
 }
 
 // New returns the Bash adapter. The interpreter is looked up now; a missing
 // interpreter is reported by Start.
 func New(opts Options) functionruntime.Adapter {
-	// Options has proc.Settings's fields, so both adapters default alike.
-	opts = Options(proc.Settings(opts).WithDefaults("bash", DefaultMaxOutput))
+	// proc.Settings defaults both adapters alike.
+	s := proc.Settings{Interpreter: opts.Interpreter, Grace: opts.Grace, MaxLogLine: opts.MaxLogLine,
+		MaxOutput: opts.MaxOutput, NoSubreaper: opts.NoSubreaper}.WithDefaults("bash", DefaultMaxOutput)
+	opts.Interpreter, opts.Grace, opts.MaxLogLine, opts.MaxOutput = s.Interpreter, s.Grace, s.MaxLogLine, s.MaxOutput
 	a := &adapter{opts: opts}
 	a.exe, a.lookErr = proc.LookInterpreter(opts.Interpreter)
+	if !opts.NoContextCommand {
+		a.ctxCmd, a.ctxErr = proc.ResolveContextCommand(opts.ContextCommand)
+	}
 	return a
 }
 
@@ -155,7 +181,10 @@ func (a *adapter) Start(ctx context.Context, spec functionruntime.WorkerSpec) (f
 	if a.lookErr != nil {
 		return nil, fmt.Errorf("bash interpreter %q: %w", a.opts.Interpreter, a.lookErr)
 	}
-	l := &launcher{opts: a.opts, exe: a.exe, spec: spec, file: stem + ".sh", function: fn}
+	if a.ctxErr != nil {
+		return nil, fmt.Errorf("fnbridge command %q (bash Options.ContextCommand): %w", a.opts.ContextCommand, a.ctxErr)
+	}
+	l := &launcher{opts: a.opts, exe: a.exe, ctxCmd: a.ctxCmd, spec: spec, file: stem + ".sh", function: fn}
 	first, err := l.start(ctx)
 	if err != nil {
 		return nil, err

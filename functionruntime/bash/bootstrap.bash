@@ -75,6 +75,13 @@ __fnb_main() {
 		builtin printf 'E source %d\n' "$__fnb_status" >&"$__fnb_out"
 		builtin exit 1
 	fi
+	# The step context is set per invocation only (never readonly, so the
+	# export in an invocation's subshell cannot fail).
+	if ! builtin unset -v FNBRIDGE_CONTEXT FNBRIDGE_CONTEXT_TOKEN 2>/dev/null; then
+		builtin printf '%s\n' "$__fnb_mark" >&2
+		builtin printf 'E readonly\n' >&"$__fnb_out"
+		builtin exit 1
+	fi
 	if ! builtin declare -F -- "$__fnb_fn" >/dev/null; then
 		builtin printf '%s\n' "$__fnb_mark" >&2
 		builtin printf 'E nofunc\n' >&"$__fnb_out"
@@ -140,6 +147,20 @@ __fnb_main() {
 			__fnb_len=${__fnb_hdr:16}
 			case ${__fnb_hdr:0:16}:$__fnb_len in
 			"$__fnb_tok":[0-9][0-9][0-9][0-9][0-9][0-9][0-9][0-9][0-9][0-9][0-9][0-9]) ;;
+			"$__fnb_tok":c[0-9][0-9][0-9][0-9][0-9][0-9][0-9][0-9][0-9][0-9][0-9])
+				# Durable steps: 'c' and 11 digits of length, then the step
+				# context, "<address> <token>" after its length as 4 digits,
+				# exported for this invocation (and its children) only.
+				__fnb_len=${__fnb_len:1}
+				if ! LC_ALL=C IFS= builtin read -r -N 4 -u "$__fnb_in" __fnb_o || [[ $__fnb_o == *[!0-9]* ]] ||
+					! LC_ALL=C IFS= builtin read -r -N "$((10#$__fnb_o))" -u "$__fnb_in" __fnb_o ||
+					[[ $__fnb_o != [!\ ]*\ [!\ ]* ]]; then
+					builtin printf 'fnbridge: malformed request context\n' >&2
+					builtin kill -KILL 0
+					builtin exit 1
+				fi
+				builtin export FNBRIDGE_CONTEXT="${__fnb_o%% *}" FNBRIDGE_CONTEXT_TOKEN="${__fnb_o#* }"
+				;;
 			*)
 				builtin printf 'fnbridge: malformed request header\n' >&2
 				builtin kill -KILL 0

@@ -71,6 +71,9 @@
 //   - Status 100 ([TerminalExitStatus]) is a terminal failure: a
 //     [functionruntime.HandlerError] with Terminal set, which must not be
 //     retried.
+//   - Status 75 ([AttemptEndedStatus]) of an invocation given a step
+//     context is a retryable HandlerError of Type
+//     functionruntime.AttemptEndedType (see Durable steps).
 //   - Any other status is a retryable HandlerError.
 //
 // Failure errors have Type "exit", ExitCode set to the status and Message
@@ -102,6 +105,47 @@
 // Options.MaxLogLine are truncated and carry truncated_bytes. stdout written
 // while the file is sourced is logged too.
 //
+// # Durable steps
+//
+// An invocation given a step context (functionruntime.Invocation.Context,
+// from the InvokeFunction metadata of a handler with durability: steps)
+// runs with FNBRIDGE_CONTEXT and FNBRIDGE_CONTEXT_TOKEN ([ContextEnv],
+// [ContextTokenEnv]) exported in its subshell, so the function and every
+// process it starts reach the attempt's context endpoint; no other
+// invocation sees them (a plain function never has them, and a file that
+// makes them readonly fails to register). The fnbridge command takes the
+// steps:
+//
+//	vm=$(fnbridge run create-vm -- ./create-vm.sh "$1") || exit
+//	fnbridge sleep 5m || exit
+//	fnbridge call Billing/charge "$order" || exit
+//
+// fnbridge run journals CMD's stdout as the step's value and prints it; on
+// replay it prints the recorded value and CMD does not run. Code outside
+// steps runs again on every attempt. fnbridge's exit statuses: 0; 100 a
+// terminal failure (journaled, the same on replay: `|| exit` makes the
+// invocation fail terminally); 75 ([AttemptEndedStatus]) the attempt
+// suspended or ended, stop now; 1 or 2 a call that could not be made; a
+// retryably failing CMD's own status. Arguments and payloads are data:
+// CMD is executed directly, never through a shell.
+//
+// When the attempt suspends (or a step fails retryably, or the journal
+// cannot go on), the bridge cancels the invocation, which kills the
+// worker's process group (see below): whatever the function does after
+// its fnbridge call returned 75 does not count, even if it ignores the
+// status. In addition, an invocation given a step context that exits with
+// status 75 fails retryably with Type functionruntime.AttemptEndedType, so
+// `set -e` or `|| exit` ends it as the attempt it is even before the
+// cancellation arrives. Without a step context, 75 is an ordinary status.
+//
+// The fnbridge command is the bridge binary under that name
+// (Options.ContextCommand; by default the running executable when it is
+// the bridge): each worker gets a directory of its own, in its scratch
+// directory, holding a symlink named fnbridge, placed first on PATH, so a
+// fnbridge of the registration's PATH is shadowed and nothing can stand in
+// for the runtime's. Without a context, fnbridge fails with status 1 and
+// says so.
+//
 // # Environment and process
 //
 // The worker is `bash --noprofile --norc`, with the registered working
@@ -117,7 +161,8 @@
 // just before dying is not started after its death. Its environment is
 // exactly PATH=/usr/local/bin:/usr/bin:/bin, LANG=C.UTF-8, HOME=<working
 // directory>, then the registration's env (which may override those three), then
-// FNBRIDGE_OUTPUTS and FNBRIDGE_INPUT_FILE; nothing is inherited from the server. Bash 4.1 or newer
+// FNBRIDGE_OUTPUTS and FNBRIDGE_INPUT_FILE, and the fnbridge command's
+// directory put first on PATH (see Durable steps); nothing is inherited from the server. Bash 4.1 or newer
 // is required. Options.Interpreter (default bash) is looked up in the
 // server's PATH when the adapter is created.
 //
@@ -140,8 +185,12 @@
 //	← "K <bash version>\n"          sourced, function found: ready
 //	← "E source <status>\n"         sourcing failed; the worker exits
 //	← "E nofunc\n"                  function not defined; the worker exits
+//	← "E readonly\n"                the file made a step context variable readonly; the worker exits
 //	→ <key>                         after K, and after each request: the next invocation's key
 //	→ <token><n> then n payload bytes   one invocation (n as 12 digits)
+//	→ <token>c<n><m><context> then n payload bytes
+//	                                one invocation with a step context: n as
+//	                                11 digits, m as 4, context "<address> <token>" of m bytes
 //	← "R <seq> <token> <status>\n"   invocation done (from its subshell)
 //	← "D <seq> <token> <status>\n"   invocation's subshell reaped (from the loop)
 //

@@ -36,6 +36,7 @@ const (
 type launcher struct {
 	opts     Options
 	exe      string
+	ctxCmd   string // the fnbridge command's executable; "" for none
 	spec     functionruntime.WorkerSpec
 	file     string // "name.sh", relative to spec.Dir
 	function string
@@ -100,6 +101,9 @@ func (l *launcher) start(ctx context.Context) (proc.Session, error) {
 	env, err := proc.BuildEnv(l.spec.Dir, l.spec.Env, map[string]string{
 		proc.OutputsEnv: filepath.Join(tmp, "outputs"), InputFileEnv: filepath.Join(tmp, "input"),
 	})
+	if err == nil {
+		env, err = proc.AddContextCommand(env, tmp, l.ctxCmd)
+	}
 	if err != nil {
 		_ = os.RemoveAll(tmp)
 		return nil, fail(err)
@@ -132,7 +136,7 @@ func (l *launcher) start(ctx context.Context) (proc.Session, error) {
 	return s, nil
 }
 
-// handshake waits for "K", "E source N" or "E nofunc", then sends the
+// handshake waits for "K", "E source N", "E readonly" or "E nofunc", then sends the
 // first invocation's key.
 func (l *launcher) handshake(ctx context.Context, s *session) error {
 	stop := context.AfterFunc(ctx, s.P.Interrupt)
@@ -163,6 +167,8 @@ func (l *launcher) handshake(ctx context.Context, s *session) error {
 		return nil
 	case strings.HasPrefix(line, "E source "):
 		return fmt.Errorf("sourcing %s failed with status %s%s", l.file, line[len("E source "):], proc.LastLinesSuffix(s.P.RecentLines(3)))
+	case line == "E readonly":
+		return fmt.Errorf("%s makes %s or %s readonly; the runtime sets them for durable steps", l.file, ContextEnv, ContextTokenEnv)
 	case line == "E nofunc":
 		return fmt.Errorf("function %s is not defined in %s", l.function, l.file)
 	default:
@@ -182,10 +188,15 @@ func (w *worker) Invoke(ctx context.Context, inv functionruntime.Invocation) (fu
 			Message:  fmt.Sprintf("input has a NUL byte at offset %d; bash arguments cannot carry NUL bytes", i),
 		}
 	}
+	if sc := inv.Context; sc != nil {
+		if err := checkStepContext(sc); err != nil {
+			return functionruntime.Result{}, err
+		}
+	}
 	var res functionruntime.Result
 	err := w.sup.Do(ctx, &inv.Logger, func(s proc.Session) error {
 		var err error
-		res, err = s.(*session).invoke(inv.Input)
+		res, err = s.(*session).invoke(inv.Input, inv.Context)
 		return err
 	})
 	if err != nil {
@@ -197,14 +208,29 @@ func (w *worker) Invoke(ctx context.Context, inv functionruntime.Invocation) (fu
 // Close kills the worker's process group and reaps it.
 func (w *worker) Close() error { return w.sup.Close() }
 
+// maxContextRecord bounds "<address> <token>" in a request (4 digits).
+const maxContextRecord = 9999
+
+// checkStepContext makes sure the step context fits the request: two
+// non-empty words of printable ASCII or UTF-8, without spaces.
+func checkStepContext(sc *functionruntime.StepContext) error {
+	bad := func(r rune) bool { return r <= ' ' || r == 0x7f }
+	if sc.Address == "" || sc.Token == "" || len(sc.Address)+1+len(sc.Token) > maxContextRecord ||
+		strings.ContainsFunc(sc.Address, bad) || strings.ContainsFunc(sc.Token, bad) {
+		return fmt.Errorf("bash: step context address and token must be non-empty, without spaces or control characters, and %d bytes together at most", maxContextRecord-1)
+	}
+	return nil
+}
+
 // maxLine bounds a line from the worker; a longer one is a protocol
 // error, so nothing writing to the response pipe can make Go buffer
 // without bound.
 const maxLine = 4096
 
-// invoke writes the payload file, sends the request (with the next
-// invocation's key after it), waits for the status and collects the output.
-func (s *session) invoke(input []byte) (functionruntime.Result, error) {
+// invoke writes the payload file, sends the request (with the step
+// context sc, when set, and the next invocation's key after it), waits for
+// the status and collects the output.
+func (s *session) invoke(input []byte, sc *functionruntime.StepContext) (functionruntime.Result, error) {
 	cur, next := s.key, newKey()
 	s.seq++
 	stdout, outsFile, inFile := cur.file(s.Tmp, 's'), cur.file(s.Tmp, 'o'), cur.file(s.Tmp, 'i')
@@ -214,7 +240,11 @@ func (s *session) invoke(input []byte) (functionruntime.Result, error) {
 		return functionruntime.Result{}, &functionruntime.HandlerError{Type: "InputUnwritable", Message: err.Error()}
 	}
 	s.buf = append(s.buf[:0], cur[:tokenLen]...)
-	s.buf = fmt.Appendf(s.buf, "%012d", len(input))
+	if sc == nil {
+		s.buf = fmt.Appendf(s.buf, "%012d", len(input))
+	} else {
+		s.buf = fmt.Appendf(s.buf, "c%011d%04d%s %s", len(input), len(sc.Address)+1+len(sc.Token), sc.Address, sc.Token)
+	}
 	var err error
 	if len(input) <= 64<<10 {
 		s.buf = append(s.buf, input...)
@@ -244,7 +274,7 @@ func (s *session) invoke(input []byte) (functionruntime.Result, error) {
 	_ = os.Remove(stdout)
 	_ = os.Remove(outsFile)
 	if status != 0 {
-		return functionruntime.Result{}, s.statusError(status)
+		return functionruntime.Result{}, s.statusError(status, sc != nil)
 	}
 	if outErr != nil {
 		return functionruntime.Result{}, outErr
@@ -326,8 +356,9 @@ func parseStatus(line []byte) (kind byte, seq uint64, token string, status int, 
 }
 
 // statusError turns a non-zero status into a HandlerError whose message is
-// the last non-empty stderr line of the invocation.
-func (s *session) statusError(status int) error {
+// the last non-empty stderr line of the invocation. With a step context,
+// status 75 ([AttemptEndedStatus]) means the attempt ended.
+func (s *session) statusError(status int, steps bool) error {
 	// The marker was consumed before the status line was read only if the
 	// log capture kept up; wait for it so the last line is known.
 	s.P.LogBarrier(logSync)
@@ -338,6 +369,9 @@ func (s *session) statusError(status int) error {
 			msg += ": " + lines[i]
 			break
 		}
+	}
+	if steps && status == AttemptEndedStatus {
+		return &functionruntime.HandlerError{Type: functionruntime.AttemptEndedType, Message: "the step context ended the attempt: " + msg, ExitCode: status}
 	}
 	return &functionruntime.HandlerError{
 		Terminal: status == TerminalExitStatus,
