@@ -38,6 +38,10 @@ type Config struct {
 	Runtimes map[string]string `yaml:"runtimes"`
 	// ShutdownTimeout bounds graceful shutdown on SIGTERM.
 	ShutdownTimeout Duration `yaml:"shutdown_timeout"`
+	// ContextListen is the context endpoint of durability: steps handlers
+	// (unix:///abs/path or host:port); empty: a socket in a private
+	// temporary directory (see resolveContextListen).
+	ContextListen string `yaml:"context_listen"`
 	// Services are the Restate services this deployment serves.
 	Services []ServiceConfig `yaml:"services"`
 
@@ -87,6 +91,12 @@ type HandlerConfig struct {
 	AbortTimeout      Duration `yaml:"abort_timeout"`
 	// RetryPolicy is Restate's per-handler retry policy (manifest v3+).
 	RetryPolicy *RetryPolicyConfig `yaml:"retry_policy"`
+	// Durability is "function" (one journaled run around the whole
+	// function) or "steps" (the function journals its own steps).
+	Durability string `yaml:"durability"`
+	// SuspendAfter is how long a steps-mode wait may block before the
+	// invocation suspends.
+	SuspendAfter Duration `yaml:"suspend_after"`
 }
 
 // RetryPolicyConfig is Restate's retry policy for one handler.
@@ -224,6 +234,7 @@ func (c *Config) resolve(baseDir string) error {
 	} else if c.ShutdownTimeout < 0 {
 		bad("shutdown_timeout", "must be positive")
 	}
+	c.resolveContextListen(bad)
 	if len(c.Services) == 0 {
 		bad("services", "want at least one service")
 	}
@@ -323,6 +334,7 @@ func (h *HandlerConfig) resolve(hp, baseDir string, bad func(path, format string
 		h.OutputContentType = "application/json"
 	}
 	h.resolveRestateTimeouts(hp, bad)
+	h.resolveDurability(hp, bad)
 	if rp := h.RetryPolicy; rp != nil {
 		if rp.InitialInterval < 0 || rp.MaxInterval < 0 {
 			bad(hp+".retry_policy", "intervals must be positive")
