@@ -38,6 +38,10 @@ type Config struct {
 	Runtimes map[string]string `yaml:"runtimes"`
 	// ShutdownTimeout bounds graceful shutdown on SIGTERM.
 	ShutdownTimeout Duration `yaml:"shutdown_timeout"`
+	// ContextListen is the context endpoint of durability: steps handlers
+	// (unix:///abs/path or host:port); empty: a socket in a private
+	// temporary directory (see resolveContextListen).
+	ContextListen string `yaml:"context_listen"`
 	// Services are the Restate services this deployment serves.
 	Services []ServiceConfig `yaml:"services"`
 
@@ -89,6 +93,12 @@ type HandlerConfig struct {
 	RetryPolicy *RetryPolicyConfig `yaml:"retry_policy"`
 	// Limits bound each of the handler's workers (see limits.go).
 	Limits LimitsConfig `yaml:"limits"`
+	// Durability is "function" (one journaled run around the whole
+	// function) or "steps" (the function journals its own steps).
+	Durability string `yaml:"durability"`
+	// SuspendAfter is how long a steps-mode wait may block before the
+	// invocation suspends.
+	SuspendAfter Duration `yaml:"suspend_after"`
 }
 
 // RetryPolicyConfig is Restate's retry policy for one handler.
@@ -226,6 +236,7 @@ func (c *Config) resolve(baseDir string) error {
 	} else if c.ShutdownTimeout < 0 {
 		bad("shutdown_timeout", "must be positive")
 	}
+	c.resolveContextListen(bad)
 	if len(c.Services) == 0 {
 		bad("services", "want at least one service")
 	}
@@ -326,6 +337,7 @@ func (h *HandlerConfig) resolve(hp, baseDir string, bad func(path, format string
 	}
 	h.resolveRestateTimeouts(hp, bad)
 	h.Limits.resolve(hp+".limits", bad)
+	h.resolveDurability(hp, bad)
 	if rp := h.RetryPolicy; rp != nil {
 		if rp.InitialInterval < 0 || rp.MaxInterval < 0 {
 			bad(hp+".retry_policy", "intervals must be positive")
