@@ -8,8 +8,8 @@
 // Run("invoke") around InvokeFunction. With durability: steps there is no
 // wrapping run: the bridge serves a stepctx endpoint (context_listen),
 // opens an Attempt per invocation attempt, passes its address and token
-// to the worker as InvokeFunction metadata (MetadataContext,
-// MetadataContextToken) and turns each context call of the function into
+// to the worker as InvokeFunction metadata (functionruntime.MetadataContext,
+// functionruntime.MetadataContextToken) and turns each context call of the function into
 // one operation of the invocation's restate.Context (restateJournal). The
 // function's result is the Output; a wait longer than suspend_after
 // suspends: the invocation is cancelled (the runtime kills its processes)

@@ -13,15 +13,8 @@ import (
 	"google.golang.org/grpc/metadata"
 
 	"github.com/fnbridge/fnbridge/bridge/stepctx"
+	"github.com/fnbridge/fnbridge/functionruntime"
 	"github.com/fnbridge/fnbridge/restate"
-)
-
-// gRPC metadata keys of a steps-mode InvokeFunction: the context endpoint
-// and the attempt's token, which the worker hands the function as
-// stepctx.EnvAddr and stepctx.EnvToken. Absent in function mode.
-const (
-	MetadataContext      = "fnbridge-context"
-	MetadataContextToken = "fnbridge-context-token"
 )
 
 // contextEndpoint is the bridge's stepctx.Server and its listener.
@@ -118,7 +111,7 @@ func (b *Bridge) runSteps(ctx context.Context, p *pool, j stepctx.Journal, invoc
 	defer a.Close()
 	ictx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	ictx = metadata.AppendToOutgoingContext(ictx, MetadataContext, b.ctxEnd.url, MetadataContextToken, a.Token())
+	ictx = metadata.AppendToOutgoingContext(ictx, functionruntime.MetadataContext, b.ctxEnd.url, functionruntime.MetadataContextToken, a.Token())
 	type result struct {
 		res    *Result
 		runUID string

@@ -50,7 +50,7 @@ services:
 	fake.setInvoke(func(ctx context.Context, r *executorv1.InvokeFunctionRequest) (*executorv1.InvokeFunctionResponse, error) {
 		md, _ := metadata.FromOutgoingContext(ctx)
 		var c *stepctx.Client
-		if addr, tok := md.Get(bridge.MetadataContext), md.Get(bridge.MetadataContextToken); len(addr) == 1 && len(tok) == 1 {
+		if addr, tok := md.Get(functionruntime.MetadataContext), md.Get(functionruntime.MetadataContextToken); len(addr) == 1 && len(tok) == 1 {
 			if c, err = stepctx.NewClient(addr[0], tok[0]); err != nil {
 				return nil, err
 			}

@@ -37,15 +37,11 @@ type StepContext struct {
 }
 
 // stepContextOf reads the step context from the metadata of an
-// InvokeFunction call: the incoming metadata of a gRPC call, or, for the
-// in-process client (which hands the caller's context to the server
-// as-is), the caller's outgoing metadata. It returns nil when neither key
-// is set.
+// InvokeFunction call, from its incoming metadata (the in-process client
+// turns the caller's outgoing metadata into incoming, as gRPC does). It
+// returns nil when neither key is set.
 func stepContextOf(ctx context.Context) (*StepContext, error) {
-	md, ok := metadata.FromIncomingContext(ctx)
-	if !ok || len(md.Get(MetadataContext))+len(md.Get(MetadataContextToken)) == 0 {
-		md, _ = metadata.FromOutgoingContext(ctx)
-	}
+	md, _ := metadata.FromIncomingContext(ctx)
 	addrs, tokens := md.Get(MetadataContext), md.Get(MetadataContextToken)
 	if len(addrs) == 0 && len(tokens) == 0 {
 		return nil, nil
