@@ -53,35 +53,27 @@ func NewServer(cfg Config) *Server {
 	if cfg.MaxBodyBytes <= 0 {
 		cfg.MaxBodyBytes = DefaultMaxBodyBytes
 	}
-	return &Server{
+	s := &Server{
 		maxBody:  cfg.MaxBodyBytes,
 		attempts: map[[32]byte]*Attempt{},
 		stale:    map[[32]byte]struct{}{},
 	}
+	// Made here, not in Serve, so that a Shutdown before Serve started
+	// still makes that Serve return at once.
+	s.srv = &http.Server{Handler: s, ReadHeaderTimeout: 10 * time.Second}
+	return s
 }
 
 // Serve serves HTTP/1.1 on l until Shutdown; like http.Server.Serve it
 // returns http.ErrServerClosed after Shutdown.
 func (s *Server) Serve(l net.Listener) error {
-	s.mu.Lock()
-	if s.srv == nil {
-		s.srv = &http.Server{Handler: s, ReadHeaderTimeout: 10 * time.Second}
-	}
-	srv := s.srv
-	s.mu.Unlock()
-	return srv.Serve(l)
+	return s.srv.Serve(l)
 }
 
 // Shutdown stops Serve: listeners close, in-flight requests finish or are
 // cut at ctx's deadline. Attempts are not closed by it.
 func (s *Server) Shutdown(ctx context.Context) error {
-	s.mu.Lock()
-	srv := s.srv
-	s.mu.Unlock()
-	if srv == nil {
-		return nil
-	}
-	return srv.Shutdown(ctx)
+	return s.srv.Shutdown(ctx)
 }
 
 // AttemptOption configures an Attempt at Open.

@@ -3,6 +3,7 @@ package stepctx_test
 import (
 	"context"
 	"errors"
+	"net"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -423,5 +424,29 @@ func TestJournalErrorEndsTheAttempt(t *testing.T) {
 	wantStatus(t, err, http.StatusGone, `journal mismatch at command 0: recorded run "a", got run "renamed"`)
 	if a2.Err() == nil || !strings.Contains(a2.Err().Error(), "mismatch") {
 		t.Errorf("Err %v", a2.Err())
+	}
+}
+
+// A Shutdown that comes before Serve started (a bridge closed right after
+// it was built) must still stop that Serve.
+func TestShutdownBeforeServeStopsServe(t *testing.T) {
+	s := stepctx.NewServer(stepctx.Config{})
+	if err := s.Shutdown(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	done := make(chan error, 1)
+	go func() { done <- s.Serve(l) }()
+	select {
+	case err := <-done:
+		if !errors.Is(err, http.ErrServerClosed) {
+			t.Fatalf("Serve after Shutdown = %v, want http.ErrServerClosed", err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("Serve after Shutdown still running after 10s")
 	}
 }
