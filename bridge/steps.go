@@ -80,9 +80,6 @@ func (b *Bridge) closeContext(ctx context.Context) error {
 		return nil
 	}
 	err := ce.srv.Shutdown(ctx)
-	// Closing the listener too ends a Serve that had not begun when
-	// Shutdown ran (Shutdown then had no server to stop).
-	_ = ce.l.Close()
 	<-ce.served
 	if ce.dir != "" {
 		err = errors.Join(err, os.RemoveAll(ce.dir))
