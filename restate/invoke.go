@@ -182,12 +182,15 @@ func (inv *invocation) stopReader(done chan struct{}) {
 		return
 	default:
 	}
-	t := time.NewTimer(readerGrace)
-	defer t.Stop()
-	select {
-	case <-done:
-		return
-	case <-t.C:
+	// A request that is already done has no runtime left to end the body.
+	if inv.r.Context().Err() == nil {
+		t := time.NewTimer(readerGrace)
+		defer t.Stop()
+		select {
+		case <-done:
+			return
+		case <-t.C:
+		}
 	}
 	if err := http.NewResponseController(inv.w).SetReadDeadline(time.Now()); err != nil {
 		_ = inv.r.Body.Close()
@@ -286,6 +289,9 @@ func (inv *invocation) runHandler() {
 	switch {
 	case inv.m.Cancelled():
 		_ = inv.m.Output(journal.Result{Failure: &journal.Failure{Code: CodeCancelled, Message: cancelledMessage}})
+	case inv.interruptedLocked(-1, ""):
+	case errors.Is(err, ErrCancelled):
+		inv.m.Fail(&journal.Error{Code: CodeUnavailable, Message: "the handler reported cancellation, but Restate did not cancel the invocation: " + err.Error(), RelatedIndex: -1})
 	case err == nil:
 		_ = inv.m.Output(journal.Result{Value: out})
 	case errors.As(err, &te):
@@ -312,17 +318,42 @@ func retryableToJournal(re *RetryableError, index int, t wire.MessageType, name 
 		RelatedIndex: index, RelatedType: t, RelatedName: name}
 }
 
+// interruptedLocked reports whether the handler's context ended without
+// a CANCEL signal (the request is done: the stream closed or the server is
+// shutting down), and if so fails the attempt with an ErrorMessage, so
+// nothing of what the handler does afterwards is journaled. Callers hold
+// inv.mu and have checked m.Cancelled.
+func (inv *invocation) interruptedLocked(index int, name string) bool {
+	if inv.ctx.Err() == nil {
+		return false
+	}
+	e := &journal.Error{Code: CodeUnavailable, Message: fmt.Sprintf("attempt interrupted without a CANCEL signal: %v", context.Cause(inv.ctx)), RelatedIndex: -1}
+	if index >= 0 {
+		e.RelatedIndex, e.RelatedType, e.RelatedName = index, wire.RunCommandType, name
+	}
+	inv.m.Fail(e)
+	return true
+}
+
 // await blocks until completion id is ready, cancelled, or this attempt
-// ended, flushing pending output before it sleeps.
+// ended, flushing pending output before it sleeps. It also wakes when the
+// handler's context ends, so a request that is gone without the body
+// reader noticing does not leave the handler waiting forever.
 func (inv *invocation) await(id uint32) (journal.Result, journal.Status) {
 	for {
 		inv.mu.Lock()
 		res, st := inv.m.Await(id)
+		if st == journal.Pending && inv.ctx.Err() != nil && inv.interruptedLocked(-1, "") {
+			st = journal.Closed
+		}
 		inv.mu.Unlock()
 		if st != journal.Pending {
 			return res, st
 		}
 		inv.flush()
-		<-inv.wake
+		select {
+		case <-inv.wake:
+		case <-inv.ctx.Done():
+		}
 	}
 }
