@@ -10,6 +10,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/fnbridge/fnbridge/journal"
@@ -123,10 +124,22 @@ func (inv *invocation) serve(version int, bidi bool) {
 	// Bootstrapping and replay: read until the machine holds StartMessage
 	// and all known entries (or failed). In REQUEST_RESPONSE the runtime
 	// sends everything first, so read to the end of the body.
+	watch := watchStart(inv.w, inv.r, inv.ep.cfg.StartTimeout)
 	for !inv.m.Done() && (!bidi || !inv.m.Ready()) {
-		if !inv.readOne() {
+		h, p, err := inv.frames.Next()
+		if err != nil {
+			if watch.expired() {
+				inv.failStartTimeout()
+			}
+			inv.readFailed(err)
 			break
 		}
+		_ = inv.m.Receive(h, p)
+	}
+	if !watch.finish() {
+		// Expired as the last frame arrived: the body's next read may
+		// already be interrupted, so this attempt cannot go on.
+		inv.failStartTimeout()
 	}
 	w := inv.w
 	w.Header()["Content-Type"] = invocationContentTypes[version]
@@ -192,22 +205,53 @@ func (inv *invocation) stopReader(done chan struct{}) {
 		case <-t.C:
 		}
 	}
-	if err := http.NewResponseController(inv.w).SetReadDeadline(time.Now()); err != nil {
-		_ = inv.r.Body.Close()
-	}
+	interruptRead(inv.w, inv.r)
 	<-done
 }
 
-// readOne reads and delivers one frame synchronously (no reader goroutine
-// yet). It reports whether reading may continue.
-func (inv *invocation) readOne() bool {
-	h, p, err := inv.frames.Next()
-	if err != nil {
-		inv.readFailed(err)
-		return false
+// startWatch interrupts the body read of a request that does not deliver
+// the StartMessage and its journal within the start timeout. It is
+// allocated per request: a timer firing late must never touch the pooled
+// invocation that serves the next one.
+type startWatch struct {
+	state atomic.Int32 // 0 watching, 1 finished in time, 2 expired
+	t     *time.Timer
+	w     http.ResponseWriter
+	r     *http.Request
+}
+
+func watchStart(w http.ResponseWriter, r *http.Request, d time.Duration) *startWatch {
+	sw := &startWatch{w: w, r: r}
+	sw.t = time.AfterFunc(d, sw.expire)
+	return sw
+}
+
+func (sw *startWatch) expire() {
+	if sw.state.CompareAndSwap(0, 2) {
+		interruptRead(sw.w, sw.r)
 	}
-	_ = inv.m.Receive(h, p)
-	return true
+}
+
+func (sw *startWatch) expired() bool { return sw.state.Load() == 2 }
+
+// finish stops the watch; false means it expired.
+func (sw *startWatch) finish() bool {
+	sw.t.Stop()
+	return sw.state.CompareAndSwap(0, 1)
+}
+
+func (inv *invocation) failStartTimeout() {
+	inv.m.Fail(&journal.Error{Code: journal.CodeProtocolViolation, RelatedIndex: -1,
+		Message: fmt.Sprintf("timed out after %v waiting for the StartMessage and the journal it announces (restate-server sends them at once; the endpoint's start timeout ended this stream)", inv.ep.cfg.StartTimeout)})
+}
+
+// interruptRead makes a pending or future read of r's body fail: an
+// expired read deadline (HTTP/1.1 and HTTP/2 both support it) or, failing
+// that, closing the body.
+func interruptRead(w http.ResponseWriter, r *http.Request) {
+	if err := http.NewResponseController(w).SetReadDeadline(time.Now().Add(-time.Second)); err != nil {
+		_ = r.Body.Close()
+	}
 }
 
 // readFailed maps the end of the request body onto the machine.

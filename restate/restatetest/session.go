@@ -83,6 +83,12 @@ func (s *Session) Send(msgs ...any) error {
 	return err
 }
 
+// SendRaw writes bytes as they are, e.g. a partial frame.
+func (s *Session) SendRaw(b []byte) error {
+	_, err := s.pw.Write(b)
+	return err
+}
+
 // CloseSend ends the request body, as the runtime does when it has nothing
 // more to send.
 func (s *Session) CloseSend() error { return s.pw.Close() }

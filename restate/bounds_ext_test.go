@@ -1,0 +1,125 @@
+package restate_test
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	servicev1 "github.com/fnbridge/fnbridge/proto/restate/service/v1"
+	"github.com/fnbridge/fnbridge/restate"
+	"github.com/fnbridge/fnbridge/restate/restatetest"
+	"github.com/fnbridge/fnbridge/restate/wire"
+)
+
+// boundedServer serves one echo handler "S/h" with cfg over h2c and
+// HTTP/1.1, counting handler calls.
+func boundedServer(t *testing.T, cfg restate.Config) (*restate.Endpoint, string, *atomic.Int32) {
+	t.Helper()
+	calls := new(atomic.Int32)
+	ep := restate.NewEndpoint(cfg)
+	err := ep.Bind(restate.Service{Name: "S", Handlers: []restate.Handler{{Name: "h", Fn: func(ctx restate.Context, in []byte) ([]byte, error) {
+		calls.Add(1)
+		return ctx.Run("invoke", func(context.Context) ([]byte, error) { return in, nil })
+	}}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewUnstartedServer(ep)
+	srv.Config = restate.NewHTTPServer("", ep)
+	srv.Start()
+	t.Cleanup(srv.Close)
+	return ep, srv.URL, calls
+}
+
+// A peer that opens a stream and does not deliver a complete StartMessage
+// and journal within StartTimeout gets ErrorMessage 571 saying so, and the
+// stream ends: its slot is free again (MaxConcurrentInvocations 1).
+func TestStartTimeoutEndsStalledStreams(t *testing.T) {
+	_, url, calls := boundedServer(t, restate.Config{StartTimeout: 100 * time.Millisecond, MaxConcurrentInvocations: 1})
+	startFrame := restatetest.Encode(restatetest.Start("inv_st", 2))
+	stalls := map[string][]byte{
+		"nothing":                        nil,
+		"half a frame header":            startFrame[:4],
+		"StartMessage without payload":   startFrame[:wire.HeaderSize],
+		"StartMessage, journal missing":  startFrame,
+		"StartMessage, one entry of two": append(append([]byte(nil), startFrame...), restatetest.Encode(restatetest.Input(nil))...),
+	}
+	clients := map[string]*http.Client{
+		"h2c":      restatetest.NewH2CClient(),
+		"http/1.1": {Transport: &http.Transport{DialContext: (&net.Dialer{}).DialContext}},
+	}
+	for cname, client := range clients {
+		for name, sent := range stalls {
+			t.Run(cname+"/"+name, func(t *testing.T) {
+				ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+				defer cancel()
+				s := restatetest.Open(ctx, client, restatetest.InvokeURL(url, "S", "h"), 7)
+				defer s.Close()
+				if len(sent) > 0 {
+					go func() { _ = s.SendRaw(sent) }()
+				}
+				f, err := s.Next()
+				if err != nil {
+					t.Fatalf("reading the response: %v, want an ErrorMessage after the start timeout", err)
+				}
+				e, ok := restatetest.Message[*servicev1.ErrorMessage](f)
+				if !ok || e.GetCode() != 571 || !strings.Contains(e.GetMessage(), "timed out after 100ms waiting for the StartMessage") {
+					t.Fatalf("got %v, want ErrorMessage 571 naming the start timeout", f)
+				}
+				if f, err := s.Next(); err == nil {
+					t.Fatalf("frame %v after the ErrorMessage, want the stream to end", f)
+				}
+				// The slot is free: a healthy invocation is served.
+				s2 := restatetest.Open(ctx, client, restatetest.InvokeURL(url, "S", "h"), 7)
+				defer s2.Close()
+				got, err := s2.Play([]any{restatetest.Start("inv_ok", 1), restatetest.Input([]byte("x"))}, nil)
+				if err != nil || got[len(got)-1].Type() != wire.EndMessageType {
+					t.Fatalf("invocation after a timed-out stream: %v %v", got, err)
+				}
+			})
+		}
+	}
+	if calls.Load() != int32(len(stalls)*len(clients)) {
+		t.Fatalf("handler called %d times, want once per healthy invocation", calls.Load())
+	}
+}
+
+// In memory, where the body has no read deadline, the timeout closes it.
+func TestStartTimeoutWithoutReadDeadline(t *testing.T) {
+	for _, mode := range []restate.ProtocolMode{restate.BidiStream, restate.RequestResponse} {
+		t.Run(string(mode), func(t *testing.T) {
+			ep, _, _ := boundedServer(t, restate.Config{ProtocolMode: mode, StartTimeout: 50 * time.Millisecond})
+			s := restatetest.ServeStream(ep, "/invoke/S/h", 6)
+			if err := s.Send(restatetest.Start("inv_m", 1)); err != nil {
+				t.Fatal(err)
+			}
+			_, frames, _, err := s.Wait()
+			if err != nil || len(frames) != 1 {
+				t.Fatalf("frames %v (%v), want one ErrorMessage", frames, err)
+			}
+			if e, ok := restatetest.Message[*servicev1.ErrorMessage](frames[0]); !ok || !strings.Contains(e.GetMessage(), "timed out") {
+				t.Fatalf("got %v, want the start timeout's ErrorMessage", frames[0])
+			}
+		})
+	}
+}
+
+func TestBoundsConfigValidated(t *testing.T) {
+	for name, cfg := range map[string]restate.Config{
+		"StartTimeout":             {StartTimeout: -time.Second},
+		"MaxConcurrentInvocations": {MaxConcurrentInvocations: -1},
+		"MaxJournalBytes":          {MaxJournalBytes: -1},
+	} {
+		if err := restate.NewEndpoint(cfg).Err(); err == nil || !strings.Contains(err.Error(), name) {
+			t.Errorf("negative %s: Err() = %v, want an error naming it", name, err)
+		}
+	}
+}
+
+var _ = fmt.Sprint
