@@ -1,6 +1,7 @@
 package restate_test
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 	"net"
@@ -15,6 +16,7 @@ import (
 	"github.com/fnbridge/fnbridge/restate"
 	"github.com/fnbridge/fnbridge/restate/restatetest"
 	"github.com/fnbridge/fnbridge/restate/wire"
+	"github.com/rs/zerolog"
 )
 
 // boundedServer serves one echo handler "S/h" with cfg over h2c and
@@ -122,4 +124,60 @@ func TestBoundsConfigValidated(t *testing.T) {
 	}
 }
 
-var _ = fmt.Sprint
+// Streams over MaxConcurrentInvocations are refused at once with 503 and
+// Retry-After, without their body being read; those under it run on, and
+// a freed slot admits the next stream.
+func TestMaxConcurrentInvocationsRefusesExcessStreams(t *testing.T) {
+	const limit = 3
+	started := make(chan struct{}, limit)
+	release := make(chan struct{})
+	var logs bytes.Buffer
+	ep := restate.NewEndpoint(restate.Config{MaxConcurrentInvocations: limit, Logger: zerolog.New(&logs)})
+	err := ep.Bind(restate.Service{Name: "S", Handlers: []restate.Handler{{Name: "h", Fn: func(_ restate.Context, in []byte) ([]byte, error) {
+		started <- struct{}{}
+		<-release
+		return in, nil
+	}}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var held []*restatetest.Stream
+	for i := 0; i < limit; i++ {
+		s := restatetest.ServeStream(ep, "/invoke/S/h", 7)
+		if err := s.Send(restatetest.Start(fmt.Sprintf("inv_%d", i), 1), restatetest.Input(nil)); err != nil {
+			t.Fatal(err)
+		}
+		<-started
+		held = append(held, s)
+	}
+	// The refused stream's body is never read: a Send would block, so
+	// nothing is sent, and the body reports whether it was read.
+	over := restatetest.ServeStream(ep, "/invoke/S/h", 7)
+	status, _, body, _ := over.Wait()
+	if status != http.StatusServiceUnavailable || over.Header().Get("Retry-After") == "" || !strings.Contains(string(body), "at most 3") {
+		t.Fatalf("stream over the bound: HTTP %d, Retry-After %q, %q; want 503 with Retry-After naming the bound", status, over.Header().Get("Retry-After"), body)
+	}
+	if over.BodyRead() {
+		t.Fatal("the refused stream's body was read")
+	}
+	if !strings.Contains(logs.String(), "refused an invocation stream") {
+		t.Fatalf("logs %q, want a line about the refused stream", logs.String())
+	}
+	close(release)
+	for i, s := range held {
+		_ = s.CloseSend()
+		_, frames, _, err := s.Wait()
+		if err != nil || len(frames) == 0 || frames[len(frames)-1].Type() != wire.EndMessageType {
+			t.Fatalf("stream %d under the bound: %v %v, want it to end normally", i, frames, err)
+		}
+	}
+	next := restatetest.ServeStream(ep, "/invoke/S/h", 7)
+	if err := next.Send(restatetest.Start("inv_next", 1), restatetest.Input(nil)); err != nil {
+		t.Fatal(err)
+	}
+	<-started
+	_ = next.CloseSend()
+	if _, frames, _, err := next.Wait(); err != nil || frames[len(frames)-1].Type() != wire.EndMessageType {
+		t.Fatalf("stream after slots were freed: %v %v", frames, err)
+	}
+}

@@ -44,6 +44,8 @@ func negotiateVersion(ct string) (int, bool) {
 	return v, true
 }
 
+var retryAfterOne = []string{"1"}
+
 // invocation is one attempt: one HTTP request/response stream.
 type invocation struct {
 	ep *Endpoint
@@ -74,6 +76,16 @@ type invocation struct {
 func newInvocation() any { return &invocation{wake: make(chan struct{}, 1)} }
 
 func (e *Endpoint) serveInvoke(w http.ResponseWriter, r *http.Request, h *boundHandler) {
+	// Admission first, so a refused stream costs no body read and no state.
+	if n := e.active.Add(1); n > int64(e.cfg.MaxConcurrentInvocations) {
+		e.active.Add(-1)
+		e.cfg.Logger.Warn().Str("handler", h.service+"/"+h.name).Int("limit", e.cfg.MaxConcurrentInvocations).
+			Msg("refused an invocation stream: too many concurrent invocation streams")
+		w.Header()["Retry-After"] = retryAfterOne
+		httpError(w, http.StatusServiceUnavailable, "too many concurrent invocation streams: this endpoint serves at most %d at once; retry later", e.cfg.MaxConcurrentInvocations)
+		return
+	}
+	defer e.active.Add(-1)
 	version, ok := negotiateVersion(r.Header.Get("Content-Type"))
 	if !ok {
 		httpError(w, http.StatusUnsupportedMediaType, "unsupported content-type %q: this endpoint speaks %s%d to %s%d", r.Header.Get("Content-Type"), invocationContentTypePrefix, journal.MinVersion, invocationContentTypePrefix, journal.MaxVersion)

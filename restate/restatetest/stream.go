@@ -5,6 +5,7 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"sync/atomic"
 )
 
 // Stream is one invocation stream served in memory: the handler's
@@ -14,6 +15,7 @@ import (
 // writes is kept, so a test sees exactly what the runtime would have.
 type Stream struct {
 	pw     *io.PipeWriter
+	body   *watchedBody
 	rec    *httptest.ResponseRecorder
 	cancel context.CancelFunc
 	done   chan struct{}
@@ -24,11 +26,12 @@ type Stream struct {
 func ServeStream(h http.Handler, path string, version int) *Stream {
 	pr, pw := io.Pipe()
 	ctx, cancel := context.WithCancel(context.Background())
-	req := httptest.NewRequestWithContext(ctx, http.MethodPost, path, pr)
+	body := &watchedBody{r: pr}
+	req := httptest.NewRequestWithContext(ctx, http.MethodPost, path, body)
 	req.Header.Set("Content-Type", ContentType(version))
 	// As restate-server's h2c: full duplex without asking for it.
 	req.Proto, req.ProtoMajor, req.ProtoMinor = "HTTP/2.0", 2, 0
-	s := &Stream{pw: pw, rec: httptest.NewRecorder(), cancel: cancel, done: make(chan struct{})}
+	s := &Stream{pw: pw, body: body, rec: httptest.NewRecorder(), cancel: cancel, done: make(chan struct{})}
 	go func() {
 		defer close(s.done)
 		defer pr.Close()
@@ -67,3 +70,19 @@ func (s *Stream) Wait() (status int, frames []Frame, body []byte, err error) {
 
 // Header is the response header, valid after Wait.
 func (s *Stream) Header() http.Header { return s.rec.Result().Header }
+
+// BodyRead reports whether the handler ever read the request body.
+func (s *Stream) BodyRead() bool { return s.body.read.Load() }
+
+// watchedBody records whether it was read.
+type watchedBody struct {
+	r    *io.PipeReader
+	read atomic.Bool
+}
+
+func (b *watchedBody) Read(p []byte) (int, error) {
+	b.read.Store(true)
+	return b.r.Read(p)
+}
+
+func (b *watchedBody) Close() error { return b.r.Close() }
