@@ -181,3 +181,62 @@ func TestMaxConcurrentInvocationsRefusesExcessStreams(t *testing.T) {
 		t.Fatalf("stream after slots were freed: %v %v", frames, err)
 	}
 }
+
+// An invocation whose journal exceeds MaxJournalBytes fails that attempt
+// with ErrorMessage 571 (a pause request on v7); another stream on the
+// same connection, mid-run at the time, completes unaffected.
+func TestMaxJournalBytesFailsOnlyThatInvocation(t *testing.T) {
+	for _, v := range versions {
+		t.Run(fmt.Sprintf("v%d", v), func(t *testing.T) {
+			inRun := make(chan struct{})
+			release := make(chan struct{})
+			ep := restate.NewEndpoint(restate.Config{MaxJournalBytes: 1024})
+			err := ep.Bind(restate.Service{Name: "S", Handlers: []restate.Handler{{Name: "h", Fn: func(ctx restate.Context, in []byte) ([]byte, error) {
+				return ctx.Run("invoke", func(context.Context) ([]byte, error) {
+					close(inRun)
+					<-release
+					return in, nil
+				})
+			}}}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			srv := httptest.NewUnstartedServer(ep)
+			srv.Config = restate.NewHTTPServer("", ep)
+			srv.Start()
+			defer srv.Close()
+			client := restatetest.NewH2CClient()
+			ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+			defer cancel()
+
+			ok := restatetest.Open(ctx, client, restatetest.InvokeURL(srv.URL, "S", "h"), v)
+			defer ok.Close()
+			done := make(chan error, 1)
+			var frames []restatetest.Frame
+			go func() {
+				var err error
+				frames, err = ok.Play([]any{restatetest.Start("inv_small", 1), restatetest.Input([]byte("small"))}, nil)
+				done <- err
+			}()
+			<-inRun
+
+			big := restatetest.Open(ctx, client, restatetest.InvokeURL(srv.URL, "S", "h"), v)
+			defer big.Close()
+			got, err := big.Play([]any{restatetest.Start("inv_big", 3), restatetest.Input(make([]byte, 600)),
+				restatetest.Run(1, "invoke"), restatetest.RunValue(1, make([]byte, 600))}, nil)
+			if err != nil || len(got) != 1 {
+				t.Fatalf("journal over the bound: %v %v, want one ErrorMessage", got, err)
+			}
+			e, isErr := restatetest.Message[*servicev1.ErrorMessage](got[0])
+			if !isErr || e.GetCode() != 571 || !strings.Contains(e.GetMessage(), "exceeds the 1024 bytes") {
+				t.Fatalf("got %v, want ErrorMessage 571 naming the bound", got[0])
+			}
+
+			close(release)
+			if err := <-done; err != nil {
+				t.Fatal(err)
+			}
+			wantStream(t, frames, restatetest.Run(1, "invoke"), propose(v, 1, "small"), output("small"), end)
+		})
+	}
+}

@@ -105,6 +105,7 @@ func (e *Endpoint) serveInvoke(w http.ResponseWriter, r *http.Request, h *boundH
 		httpError(w, http.StatusUnsupportedMediaType, "%v", err)
 		return
 	}
+	m.LimitJournal(e.cfg.MaxJournalBytes)
 	inv := e.pool.Get().(*invocation)
 	inv.ep, inv.h, inv.w, inv.r, inv.m = e, h, w, r, m
 	inv.fl, _ = w.(http.Flusher)
