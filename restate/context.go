@@ -79,27 +79,34 @@ func (inv *invocation) settleRun(id uint32, index int, name string, out []byte, 
 	if inv.interruptedLocked(index, name) {
 		return ErrAttemptEnded
 	}
-	var te *TerminalError
-	var re *RetryableError
 	res := journal.Result{Value: out}
-	switch {
-	case ferr == nil:
-	case errors.Is(ferr, ErrCancelled):
-		re = &RetryableError{Code: CodeUnavailable, Message: fmt.Sprintf("run %q reported cancellation, but Restate did not cancel the invocation: %v", name, ferr)}
-	case errors.As(ferr, &te):
+	if ferr != nil {
+		// Declared here: errors.As moves them to the heap, which a
+		// successful run need not pay for.
+		var te *TerminalError
+		if errors.Is(ferr, ErrCancelled) || !errors.As(ferr, &te) {
+			inv.m.Fail(retryableToJournal(runRetryable(name, ferr), index, wire.RunCommandType, name))
+			return ErrAttemptEnded
+		}
 		res = journal.Result{Failure: &journal.Failure{Code: orInternal(te.Code), Message: te.Message}}
-	case errors.As(ferr, &re):
-	default:
-		re = &RetryableError{Code: CodeInternal, Message: ferr.Error()}
-	}
-	if re != nil {
-		inv.m.Fail(retryableToJournal(re, index, wire.RunCommandType, name))
-		return ErrAttemptEnded
 	}
 	if err := inv.m.ProposeRun(id, res); err != nil {
 		return ErrAttemptEnded
 	}
 	return nil
+}
+
+// runRetryable is the attempt failure for a run closure's non-terminal
+// error; an ErrCancelled without a CANCEL signal is one too.
+func runRetryable(name string, err error) *RetryableError {
+	if errors.Is(err, ErrCancelled) {
+		return &RetryableError{Code: CodeUnavailable, Message: fmt.Sprintf("run %q reported cancellation, but Restate did not cancel the invocation: %v", name, err)}
+	}
+	var re *RetryableError
+	if errors.As(err, &re) {
+		return re
+	}
+	return &RetryableError{Code: CodeInternal, Message: err.Error()}
 }
 
 // runClosure calls fn, turning a panic into a retryable failure.

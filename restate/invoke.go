@@ -71,6 +71,9 @@ type invocation struct {
 
 	input   []byte
 	headers map[string]string
+
+	// watch bounds the wait for the StartMessage; kept across requests.
+	watch *startWatch
 }
 
 func newInvocation() any { return &invocation{wake: make(chan struct{}, 1)} }
@@ -137,7 +140,7 @@ func (inv *invocation) serve(version int, bidi bool) {
 	// Bootstrapping and replay: read until the machine holds StartMessage
 	// and all known entries (or failed). In REQUEST_RESPONSE the runtime
 	// sends everything first, so read to the end of the body.
-	watch := watchStart(inv.w, inv.r, inv.ep.cfg.StartTimeout)
+	watch := inv.watchStart(inv.ep.cfg.StartTimeout)
 	for !inv.m.Done() && (!bidi || !inv.m.Ready()) {
 		h, p, err := inv.frames.Next()
 		if err != nil {
@@ -149,7 +152,7 @@ func (inv *invocation) serve(version int, bidi bool) {
 		}
 		_ = inv.m.Receive(h, p)
 	}
-	if !watch.finish() {
+	if !inv.finishWatch(watch) {
 		// Expired as the last frame arrived: the body's next read may
 		// already be interrupted, so this attempt cannot go on.
 		inv.failStartTimeout()
@@ -223,23 +226,37 @@ func (inv *invocation) stopReader(done chan struct{}) {
 }
 
 // startWatch interrupts the body read of a request that does not deliver
-// the StartMessage and its journal within the start timeout. It is
-// allocated per request: a timer firing late must never touch the pooled
-// invocation that serves the next one.
+// the StartMessage and its journal within the start timeout. The pooled
+// invocation reuses its watch only when the timer was stopped before
+// firing; a watch whose timer fired is dropped, so a late callback never
+// touches the request the invocation serves next.
 type startWatch struct {
+	mu    sync.Mutex   // held by expire while it interrupts
 	state atomic.Int32 // 0 watching, 1 finished in time, 2 expired
 	t     *time.Timer
 	w     http.ResponseWriter
 	r     *http.Request
 }
 
-func watchStart(w http.ResponseWriter, r *http.Request, d time.Duration) *startWatch {
-	sw := &startWatch{w: w, r: r}
-	sw.t = time.AfterFunc(d, sw.expire)
+// watchStart arms inv's watch for its current request.
+func (inv *invocation) watchStart(d time.Duration) *startWatch {
+	sw := inv.watch
+	if sw == nil {
+		sw = &startWatch{}
+		inv.watch = sw
+		sw.w, sw.r = inv.w, inv.r
+		sw.t = time.AfterFunc(d, sw.expire)
+		return sw
+	}
+	sw.w, sw.r = inv.w, inv.r
+	sw.state.Store(0)
+	sw.t.Reset(d)
 	return sw
 }
 
 func (sw *startWatch) expire() {
+	sw.mu.Lock()
+	defer sw.mu.Unlock()
 	if sw.state.CompareAndSwap(0, 2) {
 		interruptRead(sw.w, sw.r)
 	}
@@ -247,10 +264,22 @@ func (sw *startWatch) expire() {
 
 func (sw *startWatch) expired() bool { return sw.state.Load() == 2 }
 
-// finish stops the watch; false means it expired.
-func (sw *startWatch) finish() bool {
-	sw.t.Stop()
-	return sw.state.CompareAndSwap(0, 1)
+// finishWatch stops inv's watch; false means it expired, and then the
+// interrupt is complete when it returns (the request must still exist
+// while its read is interrupted).
+func (inv *invocation) finishWatch(sw *startWatch) bool {
+	if sw.t.Stop() {
+		sw.w, sw.r = nil, nil
+		return sw.state.CompareAndSwap(0, 1)
+	}
+	inv.watch = nil // the callback ran or runs: never reuse this watch
+	if sw.state.CompareAndSwap(0, 1) {
+		return true
+	}
+	sw.mu.Lock() // expire holds it until its interrupt is done
+	expired := sw.expired()
+	sw.mu.Unlock()
+	return !expired
 }
 
 func (inv *invocation) failStartTimeout() {
