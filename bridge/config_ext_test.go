@@ -224,7 +224,11 @@ func TestEndpointBoundsReachTheEndpoint(t *testing.T) {
 		t.Fatalf("the admitted stream: %v", err)
 	}
 
-	idle := restatetest.Open(ctx, client, url, 6)
+	// A stream's slot is freed as its handler returns, just after the
+	// client read End: the start timeout is checked on an endpoint of its
+	// own rather than racing that.
+	h2 := newHarness(t, "start_timeout: 300ms\n")
+	idle := restatetest.Open(ctx, client, restatetest.InvokeURL(h2.url, "Svc", "fn"), 6)
 	defer idle.Close()
 	start := time.Now()
 	f, err := idle.Next()
