@@ -257,10 +257,11 @@ func (s *session) readFrame(id uint64) (byte, []byte, error) {
 	if len(payload) < idSize {
 		return 0, nil, &proc.ProtocolError{Err: fmt.Errorf("response frame %q of %d bytes carries no request id; worker ended", kind, len(payload))}
 	}
-	switch got := binary.BigEndian.Uint64(payload); got {
-	case id:
+	// Ids are never 0, so a worker's first request has no "previous" one.
+	switch got := binary.BigEndian.Uint64(payload); {
+	case got == id:
 		return kind, payload[idSize:], nil
-	case s.last:
+	case got == s.last && s.last != 0:
 		return 0, nil, &proc.ProtocolError{Err: fmt.Errorf(
 			"response frame %q answers the previous request (id %016x), not this one (id %016x): written late by a forked child, a background thread or the handler itself; worker ended", kind, got, id)}
 	default:
