@@ -38,6 +38,7 @@ type Bridge struct {
 	endpoint *restate.Endpoint
 	runtimes map[string]*runtimeConn
 	pools    map[string]*pool // by "Service/handler"
+	ctxEnd   *contextEndpoint // nil unless a handler is in steps mode
 
 	closeOnce sync.Once
 	closeErr  error
@@ -88,6 +89,10 @@ func New(cfg *Config, opts Options) (*Bridge, error) {
 			return nil, fmt.Errorf("services[%d]: %w", si, err)
 		}
 	}
+	if err := b.startContext(); err != nil {
+		b.closeRuntimes(context.Background())
+		return nil, err
+	}
 	return b, nil
 }
 
@@ -104,6 +109,9 @@ func restateHandler(b *Bridge, p *pool) restate.Handler {
 		OutputContentType: h.OutputContentType,
 		InactivityTimeout: h.InactivityTimeout.Std(),
 		AbortTimeout:      h.AbortTimeout.Std(),
+	}
+	if h.StepsMode() {
+		rh.Fn = b.stepsHandlerFunc(p)
 	}
 	if rp := h.RetryPolicy; rp != nil {
 		rh.RetryPolicy = &discovery.RetryPolicy{}
@@ -169,6 +177,7 @@ func (b *Bridge) Close(ctx context.Context) error {
 		for _, key := range b.poolKeys() {
 			errs = append(errs, b.pools[key].close(ctx))
 		}
+		errs = append(errs, b.closeContext(ctx))
 		errs = append(errs, b.closeRuntimes(ctx))
 		b.closeErr = errors.Join(errs...)
 	})

@@ -30,11 +30,18 @@ type Config struct {
 	// IdentityKeys are Restate request-identity public keys
 	// (publickeyv1_...); empty accepts unsigned requests.
 	IdentityKeys []string `yaml:"identity_keys"`
+	// AllowUnauthenticated lets `bridge serve` listen on a non-loopback
+	// address without identity keys (see CheckExposure).
+	AllowUnauthenticated bool `yaml:"allow_unauthenticated"`
 	// Runtimes maps a runtime kind to a remote FunctionRuntime address
 	// (host:port or unix:///path); a kind absent or empty runs embedded.
 	Runtimes map[string]string `yaml:"runtimes"`
 	// ShutdownTimeout bounds graceful shutdown on SIGTERM.
 	ShutdownTimeout Duration `yaml:"shutdown_timeout"`
+	// ContextListen is the context endpoint of durability: steps handlers
+	// (unix:///abs/path or host:port); empty: a socket in a private
+	// temporary directory (see resolveContextListen).
+	ContextListen string `yaml:"context_listen"`
 	// Services are the Restate services this deployment serves.
 	Services []ServiceConfig `yaml:"services"`
 
@@ -84,6 +91,14 @@ type HandlerConfig struct {
 	AbortTimeout      Duration `yaml:"abort_timeout"`
 	// RetryPolicy is Restate's per-handler retry policy (manifest v3+).
 	RetryPolicy *RetryPolicyConfig `yaml:"retry_policy"`
+	// Limits bound each of the handler's workers (see limits.go).
+	Limits LimitsConfig `yaml:"limits"`
+	// Durability is "function" (one journaled run around the whole
+	// function) or "steps" (the function journals its own steps).
+	Durability string `yaml:"durability"`
+	// SuspendAfter is how long a steps-mode wait may block before the
+	// invocation suspends.
+	SuspendAfter Duration `yaml:"suspend_after"`
 }
 
 // RetryPolicyConfig is Restate's retry policy for one handler.
@@ -221,6 +236,7 @@ func (c *Config) resolve(baseDir string) error {
 	} else if c.ShutdownTimeout < 0 {
 		bad("shutdown_timeout", "must be positive")
 	}
+	c.resolveContextListen(bad)
 	if len(c.Services) == 0 {
 		bad("services", "want at least one service")
 	}
@@ -319,12 +335,9 @@ func (h *HandlerConfig) resolve(hp, baseDir string, bad func(path, format string
 	if h.OutputContentType == "" {
 		h.OutputContentType = "application/json"
 	}
-	if h.InactivityTimeout < 0 {
-		bad(hp+".inactivity_timeout", "must be positive")
-	}
-	if h.AbortTimeout < 0 {
-		bad(hp+".abort_timeout", "must be positive")
-	}
+	h.resolveRestateTimeouts(hp, bad)
+	h.Limits.resolve(hp+".limits", bad)
+	h.resolveDurability(hp, bad)
 	if rp := h.RetryPolicy; rp != nil {
 		if rp.InitialInterval < 0 || rp.MaxInterval < 0 {
 			bad(hp+".retry_policy", "intervals must be positive")

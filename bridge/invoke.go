@@ -123,11 +123,15 @@ func outcomeOf(err error) string {
 }
 
 // Invoke runs one function once, without Restate and without a journal:
-// `bridge invoke`, a developer's inner loop.
+// `bridge invoke`, a developer's inner loop. A steps-mode function's
+// context calls go to a local journal (localJournal).
 func (b *Bridge) Invoke(ctx context.Context, service, handler string, input []byte) (*Result, error) {
 	p, ok := b.pools[service+"/"+handler]
 	if !ok {
 		return nil, fmt.Errorf("no handler %s/%s in the configuration", service, handler)
+	}
+	if p.h.StepsMode() {
+		return b.invokeSteps(ctx, p, input)
 	}
 	res, _, err := p.invoke(ctx, "", input, "application/json")
 	return res, err

@@ -10,8 +10,10 @@ import (
 
 	"github.com/rs/zerolog"
 	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
 
+	"github.com/fnbridge/fnbridge/functionruntime"
 	executorv1 "github.com/fnbridge/fnbridge/proto/executor/v1"
 )
 
@@ -171,7 +173,10 @@ func (p *pool) ensureRegistered(ctx context.Context, s *slot) error {
 	// spin us.
 	retriedFailed := false
 	for tries := 0; ; tries++ {
-		resp, err := p.client.RegisterFunction(ctx, &executorv1.RegisterFunctionRequest{
+		// The limits travel as metadata: the contract's request has no
+		// field for them.
+		mdCtx := metadata.AppendToOutgoingContext(ctx, functionruntime.WorkerLimitsMetadata, p.h.Limits.Worker().Encode())
+		resp, err := p.client.RegisterFunction(mdCtx, &executorv1.RegisterFunctionRequest{
 			RunUid:              s.runUID,
 			RegistrationAttempt: s.attempt,
 			WorkingDir:          p.h.Dir,

@@ -25,6 +25,7 @@ import (
 	"time"
 
 	"github.com/fnbridge/fnbridge/internal/procstat"
+	"github.com/fnbridge/fnbridge/internal/restateserver"
 	"github.com/fnbridge/fnbridge/restate"
 )
 
@@ -433,18 +434,8 @@ func (b *bridgeChild) stop() {
 	_ = syscall.Kill(-pgid, syscall.SIGKILL)
 }
 
-// tail returns the last n lines of a file.
-func tail(path string, n int) string {
-	b, err := os.ReadFile(path)
-	if err != nil {
-		return "(" + err.Error() + ")"
-	}
-	lines := strings.Split(strings.TrimRight(string(b), "\n"), "\n")
-	if len(lines) > n {
-		lines = lines[len(lines)-n:]
-	}
-	return strings.Join(lines, "\n")
-}
+// tail returns the last n lines of a log file.
+func tail(path string, n int) string { return restateserver.LogTail(path, n) }
 
 // run runs a short-lived command in its own process group and returns its
 // stdout, stderr and exit code; the test fails when it does not finish

@@ -4,6 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strconv"
+	"strings"
+	"time"
 
 	"github.com/rs/zerolog"
 )
@@ -33,6 +36,7 @@ type WorkerSpec struct {
 	Handler string            // already validated by ValidateHandler
 	Env     map[string]string // registration env; the adapter adds only PATH, LANG, HOME
 	Logger  zerolog.Logger    // carries run_uid; handler logs go here
+	Limits  WorkerLimits      // applied to every process of the worker
 }
 
 // Worker is one registration's warm process. The server calls Invoke at most
@@ -54,6 +58,9 @@ type Invocation struct {
 	Input       []byte
 	ContentType string
 	Logger      zerolog.Logger // carries run_uid and invocation_id
+	// Context is the durable-steps context endpoint of this attempt (from
+	// the InvokeFunction metadata); nil for a plain function.
+	Context *StepContext
 }
 
 // Result is a handler's successful return.
@@ -76,6 +83,12 @@ type HandlerError struct {
 	ExitCode int // Bash status, 0 for Python
 }
 
+// HandlerFailure lets the worker supervisor recognise a resource limit
+// that surfaced as a handler error (a MemoryError, a status of 128+SIGXFSZ).
+func (e *HandlerError) HandlerFailure() (typ, message string, exitCode int) {
+	return e.Type, e.Message, e.ExitCode
+}
+
 func (e *HandlerError) Error() string {
 	kind := "handler failed"
 	if e.Terminal {
@@ -91,3 +104,107 @@ func (e *HandlerError) Error() string {
 // crashed interpreter). The invocation fails retryably; the next one gets a
 // fresh worker.
 var ErrWorkerCrashed = errors.New("worker crashed")
+
+// WorkerLimits bound every worker of a registration; a zero field is
+// unlimited. Memory and FileSize are bytes, Processes and OpenFiles counts.
+// They reach the server out of band, as gRPC metadata
+// [WorkerLimitsMetadata] on RegisterFunction, because the contract's
+// messages carry no such field; a registration without it gets
+// [DefaultWorkerLimits].
+type WorkerLimits struct {
+	Memory    int64
+	Processes int64
+	OpenFiles int64
+	FileSize  int64
+	CPU       time.Duration
+}
+
+// WorkerLimitsMetadata is the RegisterFunction metadata key carrying
+// [WorkerLimits.Encode].
+const WorkerLimitsMetadata = "fnbridge-worker-limits"
+
+// Default worker limits. They keep one handler from exhausting the host
+// without getting in the way of ordinary functions: 1 GiB of memory and
+// written file, 256 processes (far above what a handler forks, far below
+// what takes a host down) and 1024 descriptors, the usual soft default.
+// CPU is unlimited: RLIMIT_CPU counts a process's whole life, and a warm
+// worker serves many invocations, each already bounded by its timeout.
+const (
+	DefaultWorkerMemory    = 1 << 30
+	DefaultWorkerProcesses = 256
+	DefaultWorkerOpenFiles = 1024
+	DefaultWorkerFileSize  = 1 << 30
+	DefaultWorkerCPU       = 0
+)
+
+// DefaultWorkerLimits returns the limits of a registration that sets none.
+func DefaultWorkerLimits() WorkerLimits {
+	return WorkerLimits{
+		Memory:    DefaultWorkerMemory,
+		Processes: DefaultWorkerProcesses,
+		OpenFiles: DefaultWorkerOpenFiles,
+		FileSize:  DefaultWorkerFileSize,
+		CPU:       DefaultWorkerCPU,
+	}
+}
+
+// Encode is the metadata form: "memory=N,processes=N,open_files=N,file_size=N,cpu=MILLIS".
+func (l WorkerLimits) Encode() string {
+	return fmt.Sprintf("memory=%d,processes=%d,open_files=%d,file_size=%d,cpu=%d",
+		l.Memory, l.Processes, l.OpenFiles, l.FileSize, l.CPU.Milliseconds())
+}
+
+// ParseWorkerLimits reads [WorkerLimits.Encode]'s form; every key must be
+// present once, so a typo cannot silently lift a limit.
+func ParseWorkerLimits(s string) (WorkerLimits, error) {
+	var l WorkerLimits
+	fields := map[string]*int64{"memory": &l.Memory, "processes": &l.Processes, "open_files": &l.OpenFiles, "file_size": &l.FileSize}
+	var cpu int64
+	fields["cpu"] = &cpu
+	seen := map[string]bool{}
+	for _, kv := range strings.Split(s, ",") {
+		k, v, _ := strings.Cut(kv, "=")
+		dst, ok := fields[k]
+		n, err := strconv.ParseInt(v, 10, 64)
+		if !ok || seen[k] || err != nil || n < 0 {
+			return WorkerLimits{}, fmt.Errorf("%q is not a limit (want %s)", kv, DefaultWorkerLimits().Encode())
+		}
+		seen[k] = true
+		*dst = n
+	}
+	if len(seen) != len(fields) {
+		return WorkerLimits{}, fmt.Errorf("%q lacks a limit (want every key of %s)", s, DefaultWorkerLimits().Encode())
+	}
+	l.CPU = time.Duration(cpu) * time.Millisecond
+	return l, nil
+}
+
+// Describe names the limit (a config key) with its value for messages.
+func (l WorkerLimits) Describe(limit string) string {
+	switch limit {
+	case "memory":
+		return "memory limit of " + FormatSize(l.Memory)
+	case "file_size":
+		return "file_size limit of " + FormatSize(l.FileSize)
+	case "processes":
+		return fmt.Sprintf("processes limit of %d", l.Processes)
+	case "open_files":
+		return fmt.Sprintf("open_files limit of %d", l.OpenFiles)
+	case "cpu":
+		return "cpu limit of " + l.CPU.String()
+	}
+	return limit + " limit"
+}
+
+// FormatSize writes n bytes the way a configuration would ("512Mi").
+func FormatSize(n int64) string {
+	for _, u := range []struct {
+		suffix string
+		shift  uint
+	}{{"Ti", 40}, {"Gi", 30}, {"Mi", 20}, {"Ki", 10}} {
+		if n >= 1<<u.shift && n%(1<<u.shift) == 0 {
+			return strconv.FormatInt(n>>u.shift, 10) + u.suffix
+		}
+	}
+	return strconv.FormatInt(n, 10)
+}

@@ -12,6 +12,21 @@
 // "unix:///path" listeners, and NewLocalClient calls a Server in-process
 // with the same status errors a remote client gets.
 //
+// # Trust
+//
+// The server authenticates no caller; the contract makes it Pod-local.
+// Listen creates a Unix socket with UnixSocketMode (0600) from the start:
+// it binds inside a fresh 0700 directory next to the path, restricts the
+// socket there and links it into place, so there is no moment in which the
+// socket exists at its path with the umask's mode, and no process-wide
+// umask change. The path must fit a socket address, with room for that
+// directory (about 14 bytes); abstract sockets are refused. WarnIfExposed
+// logs a warning for a TCP address that is not loopback. AllowedRoots
+// (a grpc.ServerOption) refuses a network RegisterFunction whose
+// working_dir, symlinks resolved, is not within one of its directories,
+// and runs an accepted one in the resolved path; without it (the default)
+// any directory is accepted. In-process callers are trusted.
+//
 // # Registration
 //
 // A registration is identified by Run UID and registration attempt, and is
@@ -30,7 +45,8 @@
 //   - run_uid: 1 to 128 bytes of [A-Za-z0-9._-], starting with a letter or
 //     digit.
 //   - registration_attempt: 1 or more.
-//   - working_dir: absolute, existing directory.
+//   - working_dir: absolute, existing directory; within an allowed root
+//     when the gRPC server has AllowedRoots.
 //   - handler: non-empty, at most 256 bytes, then Adapter.ValidateHandler.
 //   - env: names match [A-Za-z_][A-Za-z0-9_]* (at most 256 bytes) and do not
 //     start with FNBRIDGE_ (reserved for the adapters, case-insensitively),

@@ -49,6 +49,29 @@ func NewGRPCServer(s *Server, opts ...grpc.ServerOption) *GRPCServer {
 	return &GRPCServer{Server: gs, Health: hs, fn: s}
 }
 
+// AllowedRoots returns a server option that refuses, with InvalidArgument
+// naming working_dir, every RegisterFunction whose working_dir, once its
+// symlinks are resolved, is not one of dirs or beneath one; an accepted
+// registration runs in the resolved path. Relative dirs are taken from the
+// current directory. It guards network callers, which this server does
+// not authenticate; an in-process caller (NewLocalClient) is trusted.
+func AllowedRoots(dirs []string) (grpc.ServerOption, error) {
+	roots, err := resolveAllowedRoots(dirs)
+	if err != nil {
+		return nil, err
+	}
+	return grpc.ChainUnaryInterceptor(func(ctx context.Context, req any, _ *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (any, error) {
+		if reg, ok := req.(*executorv1.RegisterFunctionRequest); ok {
+			dir, err := roots.confine(reg.GetWorkingDir())
+			if err != nil {
+				return nil, err
+			}
+			reg.WorkingDir = dir
+		}
+		return handler(ctx, req)
+	}), nil
+}
+
 // ClientCallOptions are the call options a remote client of this server
 // should use: gRPC's default 4 MiB receive limit is below the default
 // output bound.

@@ -1,6 +1,7 @@
 package functionruntime_test
 
 import (
+	"bytes"
 	"context"
 	"net"
 	"os"
@@ -9,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/rs/zerolog"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials/insecure"
@@ -21,15 +23,15 @@ import (
 
 // served runs a harness's server over gRPC on a Unix socket and returns a
 // network client, the socket address, and a stop function that triggers the
-// graceful shutdown and returns Serve's result.
-func served(t *testing.T, h *harness, drain time.Duration) (*grpc.ClientConn, string, func() error) {
+// graceful shutdown and returns Serve's result. opts go to NewGRPCServer.
+func served(t *testing.T, h *harness, drain time.Duration, opts ...grpc.ServerOption) (*grpc.ClientConn, string, func() error) {
 	t.Helper()
 	addr := "unix://" + filepath.Join(t.TempDir(), "fr.sock")
 	lis, err := functionruntime.Listen(addr)
 	if err != nil {
 		t.Fatal(err)
 	}
-	gs := functionruntime.NewGRPCServer(h.srv)
+	gs := functionruntime.NewGRPCServer(h.srv, opts...)
 	ctx, cancel := context.WithCancel(context.Background())
 	serveErr := make(chan error, 1)
 	go func() { serveErr <- gs.Serve(ctx, lis, drain) }()
@@ -165,6 +167,55 @@ func TestGRPCServeGracefulShutdown(t *testing.T) {
 	}
 }
 
+// With AllowedRoots, a network registration outside the roots is refused
+// before any worker starts, and one inside runs in its resolved path.
+func TestGRPCServerAllowedRoots(t *testing.T) {
+	ad := &fakeAdapter{}
+	h := newHarness(t, ad, functionruntime.Limits{}, nil)
+	root, err := filepath.EvalSymlinks(h.dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Mkdir(filepath.Join(root, "run"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	link := filepath.Join(t.TempDir(), "link")
+	if err := os.Symlink(filepath.Join(root, "run"), link); err != nil {
+		t.Fatal(err)
+	}
+	opt, err := functionruntime.AllowedRoots([]string{root})
+	if err != nil {
+		t.Fatal(err)
+	}
+	conn, _, _ := served(t, h, time.Second, opt)
+	cli := executorv1.NewFunctionRuntimeClient(conn)
+	ctx := context.Background()
+
+	req := h.registerReq("run-out", 1, digest("x"))
+	req.WorkingDir = t.TempDir()
+	_, err = cli.RegisterFunction(ctx, req)
+	st := wantCode(t, err, codes.InvalidArgument, functionruntime.ReasonInvalidArgument)
+	if !strings.HasPrefix(st.Message(), "working_dir:") || !strings.Contains(st.Message(), "not within an allowed root") {
+		t.Errorf("message = %q", st.Message())
+	}
+	if got := functionruntime.ErrorInfo(err).GetMetadata()["field"]; got != "working_dir" {
+		t.Errorf("ErrorInfo field = %q, want working_dir", got)
+	}
+	if n := ad.starts.Load(); n != 0 {
+		t.Fatalf("adapter started %d workers for a refused working_dir", n)
+	}
+
+	req = h.registerReq("run-in", 1, digest("x"))
+	req.WorkingDir = link
+	reg, err := cli.RegisterFunction(ctx, req)
+	if err != nil || reg.GetState() != stateReady {
+		t.Fatalf("RegisterFunction inside the root: %v, %v", reg, err)
+	}
+	if got := ad.allWorkers()[0].spec.Dir; got != filepath.Join(root, "run") {
+		t.Errorf("worker runs in %q, want the resolved %q", got, filepath.Join(root, "run"))
+	}
+}
+
 func TestListen(t *testing.T) {
 	dir := t.TempDir()
 	t.Run("tcp host:port", func(t *testing.T) {
@@ -190,6 +241,57 @@ func TestListen(t *testing.T) {
 		}
 		if fi.Mode().Perm() != functionruntime.UnixSocketMode {
 			t.Errorf("mode = %v, want %v", fi.Mode().Perm(), functionruntime.UnixSocketMode)
+		}
+		if got := lis.Addr().String(); got != path {
+			t.Errorf("Addr = %s, want the socket's path %s", got, path)
+		}
+		if entries, _ := os.ReadDir(dir); len(entries) != 1 {
+			t.Errorf("directory holds %d entries, want only the socket: the private bind directory was left behind", len(entries))
+		}
+	})
+	t.Run("close removes the socket but not a file that replaced it", func(t *testing.T) {
+		path := filepath.Join(dir, "closed.sock")
+		lis, err := functionruntime.Listen("unix://" + path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		lis.Close()
+		if _, err := os.Lstat(path); !os.IsNotExist(err) {
+			t.Errorf("socket left after Close: %v", err)
+		}
+		lis, err = functionruntime.Listen("unix://" + path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Remove(path); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(path, []byte("keep"), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		lis.Close()
+		if b, _ := os.ReadFile(path); string(b) != "keep" {
+			t.Error("Close removed a file that was not its socket")
+		}
+		os.Remove(path)
+	})
+	t.Run("abstract and too long socket paths are refused", func(t *testing.T) {
+		// The private bind directory adds about 14 bytes to the path.
+		long := filepath.Join(dir, strings.Repeat("d", 100-len(dir)))
+		if err := os.Mkdir(long, 0o700); err != nil {
+			t.Fatal(err)
+		}
+		for addr, want := range map[string]string{
+			"unix:@fnbridge": "abstract socket",
+			"unix://" + filepath.Join(dir, strings.Repeat("x", 110)): "too long",
+			"unix://" + filepath.Join(long, "s.sock"):                "too long",
+		} {
+			if lis, err := functionruntime.Listen(addr); err == nil || !strings.Contains(err.Error(), want) {
+				if lis != nil {
+					lis.Close()
+				}
+				t.Errorf("Listen(%q) = %v, want an error containing %q", addr, err, want)
+			}
 		}
 	})
 	t.Run("a stale socket is replaced", func(t *testing.T) {
@@ -240,4 +342,47 @@ func TestListen(t *testing.T) {
 			}
 		}
 	})
+}
+
+// A TCP address beyond loopback is warned about once, naming the address
+// and what to do; loopback and Unix sockets are not.
+func TestWarnIfExposed(t *testing.T) {
+	tests := []struct {
+		address string
+		warn    bool
+	}{
+		{"0.0.0.0:0", true},
+		{"127.0.0.1:0", false},
+		{"[::1]:0", false},
+		{"unix://" + filepath.Join(t.TempDir(), "w.sock"), false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.address, func(t *testing.T) {
+			lis, err := functionruntime.Listen(tt.address)
+			if err != nil {
+				if strings.HasPrefix(tt.address, "[::1]") {
+					t.Skipf("no IPv6 loopback: %v", err)
+				}
+				t.Fatal(err)
+			}
+			defer lis.Close()
+			var buf bytes.Buffer
+			got := functionruntime.WarnIfExposed(zerolog.New(&buf), lis.Addr())
+			logs := buf.String()
+			if got != tt.warn {
+				t.Fatalf("WarnIfExposed(%s) = %v, want %v; logs: %s", lis.Addr(), got, tt.warn, logs)
+			}
+			if !tt.warn {
+				if logs != "" {
+					t.Errorf("unexpected log: %s", logs)
+				}
+				return
+			}
+			if strings.Count(logs, "\n") != 1 || !strings.Contains(logs, `"level":"warn"`) ||
+				!strings.Contains(logs, lis.Addr().String()) || !strings.Contains(logs, "authenticates no caller") ||
+				!strings.Contains(logs, "unix://") || !strings.Contains(logs, "network policy") {
+				t.Errorf("warning = %s, want one warn line naming the address, the missing authentication and the remedies", logs)
+			}
+		})
+	}
 }

@@ -50,6 +50,10 @@ func (s *Server) InvokeFunction(ctx context.Context, req *executorv1.InvokeFunct
 		return nil, invalidArgument("timeout_millis", "must not be negative, got %d (0 means the default of %s)", req.GetTimeoutMillis(), s.limits.DefaultTimeout)
 	}
 	timeout := s.limits.invokeTimeout(req.GetTimeoutMillis())
+	stepCtx, err := stepContextOf(ctx)
+	if err != nil {
+		return nil, invalidArgument("metadata", "%v", err)
+	}
 
 	reg, act, invCtx, release, err := s.acquire(ctx, ref, invID, timeout)
 	if err != nil {
@@ -63,6 +67,7 @@ func (s *Server) InvokeFunction(ctx context.Context, req *executorv1.InvokeFunct
 		Input:       req.GetInput(),
 		ContentType: ct,
 		Logger:      log,
+		Context:     stepCtx,
 	})
 	elapsed := time.Since(started)
 	// Read why the context ended before release cancels it.

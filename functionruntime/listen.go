@@ -5,14 +5,22 @@ import (
 	"fmt"
 	"net"
 	"os"
+	"path/filepath"
 	"strings"
+	"sync"
 	"time"
+
+	"github.com/rs/zerolog"
 )
 
 // UnixSocketMode is the permission of a Unix socket created by Listen: only
 // the owner may connect, because the Runtime Server does not authenticate
 // callers and relies on being reachable only by runtimed.
 const UnixSocketMode os.FileMode = 0o600
+
+// maxUnixPathBytes is what fits in sockaddr_un.sun_path with its NUL on
+// Linux.
+const maxUnixPathBytes = 107
 
 // Listen opens the listener for a server address: "host:port" for TCP, or
 // "unix:///absolute/path" (also "unix:relative/path") for a Unix socket. A
@@ -34,18 +42,92 @@ func Listen(address string) (net.Listener, error) {
 	if path == "" {
 		return nil, fmt.Errorf("listen address %q names no socket path", address)
 	}
+	if strings.HasPrefix(path, "@") {
+		return nil, fmt.Errorf("listen address %q is an abstract socket, which has no permissions: use a socket path", address)
+	}
 	if err := removeStaleSocket(path); err != nil {
 		return nil, err
 	}
-	lis, err := net.Listen("unix", path)
+	return listenUnix(path)
+}
+
+// listenUnix binds the socket inside a fresh owner-only directory next to
+// path, restricts it to UnixSocketMode there, and only then links it to
+// path. A bind directly at path followed by a chmod would leave a window
+// in which the socket exists with the umask's mode; a process-wide umask
+// change would race every other goroutine creating files. link, unlike
+// rename, fails instead of replacing a file created at path meanwhile.
+func listenUnix(path string) (net.Listener, error) {
+	// Clients connect by path, so it must fit in a socket address itself.
+	if len(path) > maxUnixPathBytes {
+		return nil, fmt.Errorf("socket path %s is too long: a socket address holds at most %d bytes", path, maxUnixPathBytes)
+	}
+	private, err := os.MkdirTemp(filepath.Dir(path), ".s")
 	if err != nil {
-		return nil, fmt.Errorf("listen on %s: %w", address, err)
+		return nil, fmt.Errorf("create a private directory for socket %s: %w", path, err)
 	}
-	if err := os.Chmod(path, UnixSocketMode); err != nil {
-		lis.Close()
-		return nil, fmt.Errorf("restrict permissions of %s: %w", path, err)
+	defer os.RemoveAll(private)
+	tmp := filepath.Join(private, "s")
+	if len(tmp) > maxUnixPathBytes {
+		return nil, fmt.Errorf("socket path %s is too long: it is first bound at %s, longer than the %d bytes a socket address holds",
+			path, tmp, maxUnixPathBytes)
 	}
-	return lis, nil
+	ul, err := net.ListenUnix("unix", &net.UnixAddr{Name: tmp, Net: "unix"})
+	if err != nil {
+		return nil, fmt.Errorf("listen on unix://%s: %w", path, err)
+	}
+	// The temporary name is gone once linked; Close removes path instead.
+	ul.SetUnlinkOnClose(false)
+	fail := func(err error) (net.Listener, error) {
+		ul.Close()
+		return nil, err
+	}
+	if err := os.Chmod(tmp, UnixSocketMode); err != nil {
+		return fail(fmt.Errorf("restrict permissions of socket %s: %w", path, err))
+	}
+	if err := os.Link(tmp, path); err != nil {
+		return fail(fmt.Errorf("put socket in place at %s: %w", path, err))
+	}
+	fi, err := os.Lstat(path)
+	if err != nil {
+		return fail(fmt.Errorf("inspect socket %s: %w", path, err))
+	}
+	return &unixListener{UnixListener: ul, addr: &net.UnixAddr{Name: path, Net: "unix"}, file: fi}, nil
+}
+
+// unixListener reports the socket's final path and removes it on Close.
+type unixListener struct {
+	*net.UnixListener
+	addr *net.UnixAddr
+	file os.FileInfo
+	once sync.Once
+}
+
+func (l *unixListener) Addr() net.Addr { return l.addr }
+
+// Close stops accepting and removes the socket file, unless something else
+// has been put at the path since.
+func (l *unixListener) Close() error {
+	err := l.UnixListener.Close()
+	l.once.Do(func() {
+		if fi, statErr := os.Lstat(l.addr.Name); statErr == nil && os.SameFile(fi, l.file) {
+			_ = os.Remove(l.addr.Name)
+		}
+	})
+	return err
+}
+
+// WarnIfExposed logs one warning when addr is a TCP address that is not
+// loopback, and reports whether it did. The server authenticates no
+// caller: the contract makes it Pod-local, so whoever can connect can run
+// handlers and read their results.
+func WarnIfExposed(log zerolog.Logger, addr net.Addr) bool {
+	tcp, ok := addr.(*net.TCPAddr)
+	if !ok || tcp.IP.IsLoopback() {
+		return false
+	}
+	log.Warn().Str("listen", addr.String()).Msg("the FunctionRuntime server authenticates no caller and listens on a non-loopback address, so anyone who can reach it can run handlers: listen on 127.0.0.1:port or unix:///path, or let only runtimed connect with a network policy")
+	return true
 }
 
 // unixPath extracts the socket path from a unix: address.

@@ -4,6 +4,7 @@ import (
 	"context"
 
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/metadata"
 	"google.golang.org/protobuf/proto"
 
 	executorv1 "github.com/fnbridge/fnbridge/proto/executor/v1"
@@ -18,7 +19,12 @@ import (
 //
 // Requests are cloned before the server sees them, so a caller may reuse
 // or modify a request after the call, as it could with a network client.
+//
+// Outgoing gRPC metadata reaches the server as incoming metadata, as over
+// a network: the worker limits travel that way. Creating the client logs
+// how worker limits are enforced (see [LogWorkerLimitMechanisms]).
 func NewLocalClient(s *Server) executorv1.FunctionRuntimeClient {
+	LogWorkerLimitMechanisms(s.log)
 	return &localClient{s: s}
 }
 
@@ -50,6 +56,9 @@ func callLocal[Req proto.Message, Resp any](ctx context.Context, in Req, method 
 		return zero, contextStatus(err)
 	}
 	req := proto.Clone(in).(Req)
+	if md, ok := metadata.FromOutgoingContext(ctx); ok {
+		ctx = metadata.NewIncomingContext(ctx, md.Copy())
+	}
 	type result struct {
 		resp Resp
 		err  error

@@ -4,9 +4,14 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync"
 	"time"
 
+	"github.com/rs/zerolog"
 	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/metadata"
+
+	"github.com/fnbridge/fnbridge/functionruntime/internal/proc"
 
 	executorv1 "github.com/fnbridge/fnbridge/proto/executor/v1"
 )
@@ -40,8 +45,13 @@ func (s *Server) RegisterFunction(ctx context.Context, req *executorv1.RegisterF
 	if err := s.adapter.ValidateHandler(p.handler); err != nil {
 		return nil, invalidArgument("handler", "%v", err)
 	}
+	limits, err := workerLimitsOf(ctx)
+	if err != nil {
+		return nil, err
+	}
+	LogWorkerLimitMechanisms(s.log)
 
-	reg, err := s.admit(p)
+	reg, err := s.admit(p, limits)
 	if err != nil {
 		return nil, err
 	}
@@ -60,7 +70,7 @@ func (s *Server) RegisterFunction(ctx context.Context, req *executorv1.RegisterF
 // registration the request resolves to, starting initialization when it is
 // new. Only one caller can create a given attempt's registration, so
 // concurrent duplicate calls never start two workers.
-func (s *Server) admit(p registerParams) (*registration, error) {
+func (s *Server) admit(p registerParams, limits WorkerLimits) (*registration, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.closing {
@@ -104,6 +114,7 @@ func (s *Server) admit(p registerParams) (*registration, error) {
 			Handler: p.handler,
 			Env:     copyEnv(p.env),
 			Logger:  log,
+			Limits:  limits,
 		},
 		lifeCtx:    lifeCtx,
 		cancelLife: cancel,
@@ -117,7 +128,7 @@ func (s *Server) admit(p registerParams) (*registration, error) {
 	// (in-flight invocation cancelled, worker closed) before the new worker
 	// starts, so a Run never has two live workers here.
 	ownsPrev := prev != nil && prev.beginTeardownLocked()
-	log.Info().Str("handler", p.handler).Str("working_dir", p.dir).Dur("idle_timeout", p.idleTimeout).Msg("registering function")
+	log.Info().Str("handler", p.handler).Str("working_dir", p.dir).Dur("idle_timeout", p.idleTimeout).Str("limits", limits.Encode()).Msg("registering function")
 	go s.initialize(reg, prev, ownsPrev)
 	return reg, nil
 }
@@ -144,6 +155,9 @@ func (s *Server) initialize(reg, prev *registration, ownsPrev bool) {
 		reg.cancelLife(errRegistrationTimeout)
 	})
 	w, err := s.adapter.Start(reg.lifeCtx, reg.spec)
+	if w != nil {
+		w = &limitedWorker{Worker: w, limits: reg.spec.Limits}
+	}
 	if !t.Stop() {
 		<-timedOut
 		err = fmt.Errorf("initialization did not finish within %s", s.limits.RegistrationTimeout)
@@ -198,4 +212,60 @@ func copyEnv(env map[string]string) map[string]string {
 		out[k] = v
 	}
 	return out
+}
+
+// workerLimitsOf reads the registration's worker limits from the request
+// metadata ([WorkerLimitsMetadata]); without it the defaults apply.
+func workerLimitsOf(ctx context.Context) (WorkerLimits, error) {
+	vals := metadata.ValueFromIncomingContext(ctx, WorkerLimitsMetadata)
+	switch len(vals) {
+	case 0:
+		return DefaultWorkerLimits(), nil
+	case 1:
+		l, err := ParseWorkerLimits(vals[0])
+		if err != nil {
+			return WorkerLimits{}, invalidArgument(WorkerLimitsMetadata+" metadata", "%v", err)
+		}
+		return l, nil
+	}
+	return WorkerLimits{}, invalidArgument(WorkerLimitsMetadata+" metadata", "given %d times, want once", len(vals))
+}
+
+var mechanismsOnce sync.Once
+
+// LogWorkerLimitMechanisms logs, once per process, how worker limits are
+// enforced here: the rlimits always, cgroups where the server can create
+// them. The process limit needs a cgroup, so it is named on its own.
+func LogWorkerLimitMechanisms(log zerolog.Logger) {
+	mechanismsOnce.Do(func() {
+		desc, processes := proc.Mechanisms()
+		log.Info().Bool("processes_limit_enforced", processes).Str("mechanisms", desc).Msg("worker limits")
+	})
+}
+
+// limitedWorker turns a worker's limit hit into a HandlerError naming the
+// limit. It is terminal: the same input under the same limits fails again
+// (the worker is fresh for the next try either way), except for cpu, which
+// a warm worker accumulates over all its invocations.
+type limitedWorker struct {
+	Worker
+	limits WorkerLimits
+}
+
+func (w *limitedWorker) Invoke(ctx context.Context, inv Invocation) (Result, error) {
+	res, err := w.Worker.Invoke(ctx, inv)
+	var le *proc.LimitError
+	if err == nil || !errors.As(err, &le) {
+		return res, err
+	}
+	he := &HandlerError{
+		Terminal: le.Limit != proc.LimitCPU,
+		Type:     "LimitExceeded",
+		Message:  fmt.Sprintf("%s exceeded (%s); the next invocation gets a fresh worker: %v", w.limits.Describe(le.Limit), le.Detail, le.Err),
+	}
+	var inner *HandlerError
+	if errors.As(le.Err, &inner) {
+		he.ExitCode = inner.ExitCode
+	}
+	return Result{}, he
 }

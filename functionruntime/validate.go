@@ -48,15 +48,8 @@ func validateRegister(req *executorv1.RegisterFunctionRequest, lim Limits) (regi
 		return p, err
 	}
 	dir := req.GetWorkingDir()
-	switch {
-	case dir == "":
-		return p, invalidArgument("working_dir", "must not be empty")
-	case len(dir) > MaxWorkingDirBytes:
-		return p, invalidArgument("working_dir", "is %d bytes, at most %d allowed", len(dir), MaxWorkingDirBytes)
-	case !utf8.ValidString(dir) || strings.ContainsRune(dir, 0):
-		return p, invalidArgument("working_dir", "must be valid UTF-8 without NUL bytes")
-	case !filepath.IsAbs(dir):
-		return p, invalidArgument("working_dir", "must be an absolute path, got %q", dir)
+	if err := checkWorkingDirPath(dir); err != nil {
+		return p, err
 	}
 	h := req.GetHandler()
 	switch {
@@ -84,6 +77,77 @@ func validateRegister(req *executorv1.RegisterFunctionRequest, lim Limits) (regi
 		idleTimeout: time.Duration(idle) * time.Second,
 		digest:      req.GetRegistrationDigest(),
 	}, nil
+}
+
+// checkWorkingDirPath checks working_dir as a string: a bounded, absolute
+// path of valid UTF-8.
+func checkWorkingDirPath(dir string) error {
+	switch {
+	case dir == "":
+		return invalidArgument("working_dir", "must not be empty")
+	case len(dir) > MaxWorkingDirBytes:
+		return invalidArgument("working_dir", "is %d bytes, at most %d allowed", len(dir), MaxWorkingDirBytes)
+	case !utf8.ValidString(dir) || strings.ContainsRune(dir, 0):
+		return invalidArgument("working_dir", "must be valid UTF-8 without NUL bytes")
+	case !filepath.IsAbs(dir):
+		return invalidArgument("working_dir", "must be an absolute path, got %q", dir)
+	}
+	return nil
+}
+
+// allowedRoots are the directories, absolute and with symlinks resolved,
+// that a working_dir must be or lie beneath.
+type allowedRoots []string
+
+// resolveAllowedRoots makes each dir absolute and resolves its symlinks, so
+// that a working_dir is compared with what the kernel would enter.
+func resolveAllowedRoots(dirs []string) (allowedRoots, error) {
+	if len(dirs) == 0 {
+		return nil, fmt.Errorf("no allowed root directory given")
+	}
+	roots := make(allowedRoots, 0, len(dirs))
+	for _, d := range dirs {
+		if d == "" {
+			return nil, fmt.Errorf("allowed root must not be empty")
+		}
+		abs, err := filepath.Abs(d)
+		if err != nil {
+			return nil, fmt.Errorf("allowed root %q: %w", d, err)
+		}
+		real, err := filepath.EvalSymlinks(abs)
+		if err != nil {
+			return nil, fmt.Errorf("allowed root %q: %w", d, err)
+		}
+		if fi, err := os.Stat(real); err != nil || !fi.IsDir() {
+			return nil, fmt.Errorf("allowed root %q is not a directory", d)
+		}
+		roots = append(roots, real)
+	}
+	return roots, nil
+}
+
+// confine resolves the symlinks of working_dir and returns the resolved
+// path when it is a root or beneath one. The caller runs the worker in the
+// returned path, so a symlink changed after this check cannot move it.
+func (r allowedRoots) confine(dir string) (string, error) {
+	if err := checkWorkingDirPath(dir); err != nil {
+		return "", err
+	}
+	if err := checkWorkingDir(filepath.Clean(dir)); err != nil {
+		return "", err
+	}
+	real, err := filepath.EvalSymlinks(dir)
+	if err != nil {
+		return "", invalidArgument("working_dir", "%q cannot be resolved: %v", dir, err)
+	}
+	for _, root := range r {
+		rel, err := filepath.Rel(root, real)
+		if err == nil && rel != ".." && !strings.HasPrefix(rel, ".."+string(filepath.Separator)) {
+			return real, nil
+		}
+	}
+	return "", invalidArgument("working_dir", "%q resolves to %q, which is not within an allowed root (%s)",
+		dir, real, strings.Join(r, ", "))
 }
 
 // checkWorkingDir verifies that the validated working directory exists and

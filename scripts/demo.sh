@@ -28,8 +28,13 @@ wait_http() { # url, what
   echo "demo: $2 did not come up at $1" >&2; return 1
 }
 
+echo "== bridge keygen: restate-server signs its requests, the bridge checks them"
+KEY=$("$BRIDGE" keygen --out "$WORK/restate-identity.pem" 2>/dev/null)
+echo "   public key: $KEY"
+
 echo "== starting restate-server (ingress :$INGRESS, admin :$ADMIN)"
 setsid env RESTATE_DISABLE_TELEMETRY=true \
+  RESTATE_WORKER__INVOKER__REQUEST_IDENTITY_PRIVATE_KEY_PEM_FILE="$WORK/restate-identity.pem" \
   RESTATE_INGRESS__BIND_ADDRESS=127.0.0.1:$INGRESS \
   RESTATE_ADMIN__BIND_ADDRESS=127.0.0.1:$ADMIN \
   RESTATE_BIND_ADDRESS=127.0.0.1:$FABRIC \
@@ -39,7 +44,8 @@ pids+=($!)
 wait_http "http://127.0.0.1:$ADMIN/health" restate-server
 
 echo "== starting bridge serve (:$BRIDGE_PORT)"
-setsid "$BRIDGE" serve --config examples/bridge.yaml --listen "127.0.0.1:$BRIDGE_PORT" --log-format console >"$WORK/bridge.log" 2>&1 &
+setsid "$BRIDGE" serve --config examples/bridge.yaml --listen "127.0.0.1:$BRIDGE_PORT" \
+  --identity-keys-file "$WORK/restate-identity.pem.pub" --log-format console >"$WORK/bridge.log" 2>&1 &
 pids+=($!)
 wait_http "http://127.0.0.1:$BRIDGE_PORT/health" "bridge serve"
 

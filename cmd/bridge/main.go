@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"net"
 	"os"
+	"path/filepath"
 
 	"github.com/rs/zerolog"
 	"github.com/spf13/cobra"
@@ -25,7 +26,15 @@ type globalFlags struct {
 }
 
 func main() {
+	// Installed (or linked) as `fnbridge` on a function's PATH, the binary
+	// is the durable-steps context command of Bash functions.
+	if filepath.Base(os.Args[0]) == "fnbridge" {
+		os.Exit(ctxMain(os.Args[1:]))
+	}
 	if err := newRootCmd().Execute(); err != nil {
+		if code, ok := ctxExitStatus(os.Stderr, err); ok { // bridge ctx ...: its exit statuses
+			os.Exit(code)
+		}
 		fmt.Fprintln(os.Stderr, "bridge:", err)
 		os.Exit(1)
 	}
@@ -41,7 +50,7 @@ func newRootCmd() *cobra.Command {
 	}
 	root.PersistentFlags().StringVar(&g.logLevel, "log-level", "info", "log level: trace, debug, info, warn, error")
 	root.PersistentFlags().StringVar(&g.logFormat, "log-format", "json", "log format: json or console")
-	root.AddCommand(newVersionCmd(), newServeCmd(g), newInvokeCmd(g), newManifestCmd(g), newRuntimeCmd(g))
+	root.AddCommand(newVersionCmd(), newServeCmd(g), newInvokeCmd(g), newManifestCmd(g), newRuntimeCmd(g), newKeygenCmd(), newCtxCmd())
 	return root
 }
 

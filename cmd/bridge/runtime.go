@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
+	"google.golang.org/grpc"
 
 	"github.com/fnbridge/fnbridge/functionruntime"
 	"github.com/fnbridge/fnbridge/functionruntime/kinds"
@@ -42,6 +43,7 @@ type runtimeServeFlags struct {
 	defaultTimeout      time.Duration
 	maxTimeout          time.Duration
 	registrationTimeout time.Duration
+	allowedRoots        []string
 }
 
 func newRuntimeServeCmd(g *globalFlags) *cobra.Command {
@@ -52,6 +54,11 @@ func newRuntimeServeCmd(g *globalFlags) *cobra.Command {
 		Long: `Serve executor.v1.FunctionRuntime for one runtime kind (` + runtimeKinds() + `),
 like the Function Runtime Server of a Runtime Pod. gRPC health and server
 reflection are registered, so grpcurl works without proto files.
+
+The server authenticates no caller: listen on loopback or a Unix socket
+(created with mode 0600), and confine registrations with --allowed-root.
+Without --allowed-root a registration's working_dir may be any directory
+the server can enter, and a warning says so at start.
 
 On SIGTERM or SIGINT the server stops accepting connections, drains every
 registration for at most --drain-timeout (then cancels in-flight
@@ -67,6 +74,7 @@ invocations), closes every worker and exits 0.`,
 	fl.DurationVar(&f.defaultTimeout, "default-timeout", functionruntime.DefaultInvokeTimeout, "invocation timeout when a request sets timeout_millis 0")
 	fl.DurationVar(&f.maxTimeout, "max-timeout", functionruntime.DefaultMaxInvokeTimeout, "cap on a requested invocation timeout")
 	fl.DurationVar(&f.registrationTimeout, "registration-timeout", functionruntime.DefaultRegistrationTimeout, "how long a registration may take to import or source its handler")
+	fl.StringArrayVar(&f.allowedRoots, "allowed-root", nil, "directory a registration's working_dir must be or lie beneath, symlinks resolved (repeatable; default: any directory)")
 	return cmd
 }
 
@@ -105,6 +113,14 @@ func runRuntimeServe(cmd *cobra.Command, g *globalFlags, f *runtimeServeFlags) e
 			RegistrationTimeout: f.registrationTimeout,
 		},
 	})
+	var grpcOpts []grpc.ServerOption
+	if len(f.allowedRoots) > 0 {
+		opt, err := functionruntime.AllowedRoots(f.allowedRoots)
+		if err != nil {
+			return fmt.Errorf("--allowed-root: %w", err)
+		}
+		grpcOpts = append(grpcOpts, opt)
+	}
 	lis, err := functionruntime.Listen(f.listen)
 	if err != nil {
 		return fmt.Errorf("--listen: %w", err)
@@ -119,8 +135,15 @@ func runRuntimeServe(cmd *cobra.Command, g *globalFlags, f *runtimeServeFlags) e
 			addr = "unix://" + lis.Addr().String()
 		}
 	}
+	functionruntime.WarnIfExposed(log, lis.Addr())
+	functionruntime.LogWorkerLimitMechanisms(log)
+	if len(f.allowedRoots) == 0 {
+		log.Warn().Msg("no --allowed-root: a registration may run its handler in any directory this server can enter; pass --allowed-root DIR to confine working_dir")
+	} else {
+		log.Info().Strs("allowed_roots", f.allowedRoots).Msg("working_dir confined to the allowed roots")
+	}
 	log.Info().Str("listen", addr).Msg("serving FunctionRuntime")
-	if err := functionruntime.NewGRPCServer(srv).Serve(ctx, lis, f.drainTimeout); err != nil {
+	if err := functionruntime.NewGRPCServer(srv, grpcOpts...).Serve(ctx, lis, f.drainTimeout); err != nil {
 		return fmt.Errorf("serve: %w", err)
 	}
 	log.Info().Msg("FunctionRuntime server stopped")

@@ -20,6 +20,7 @@ import (
 func newServeCmd(g *globalFlags) *cobra.Command {
 	var (
 		configPath, listen string
+		identityKeysFile   string
 		holdAfterRun       string
 	)
 	cmd := &cobra.Command{
@@ -35,7 +36,14 @@ func newServeCmd(g *globalFlags) *cobra.Command {
 			if holdAfterRun != "" {
 				opts.AfterRunJournaled = holdForever(holdAfterRun)
 			}
-			cfg, b, err := loadBridge(configPath, listen, opts)
+			cfg, err := loadServeConfig(configPath, listen, identityKeysFile)
+			if err != nil {
+				return err
+			}
+			if cfg.AllowUnauthenticated && len(cfg.IdentityKeys) == 0 && !bridge.IsLoopback(cfg.Listen) {
+				log.Warn().Str("listen", cfg.Listen).Msg("allow_unauthenticated: serving unsigned requests on an address other machines can reach; anyone who can connect can run these functions")
+			}
+			b, err := bridge.New(cfg, opts)
 			if err != nil {
 				return err
 			}
@@ -88,9 +96,35 @@ func newServeCmd(g *globalFlags) *cobra.Command {
 	}
 	addConfigFlag(cmd, &configPath)
 	cmd.Flags().StringVar(&listen, "listen", "", "listen address host:port (overrides the file's listen)")
+	cmd.Flags().StringVar(&identityKeysFile, "identity-keys-file", "", "file of publickeyv1_ keys, one per line (as bridge keygen writes FILE.pub), added to identity_keys")
 	cmd.Flags().StringVar(&holdAfterRun, "test-hold-after-run", "", "testing only: after a run is journaled, write the invocation id to this file and block")
 	_ = cmd.Flags().MarkHidden("test-hold-after-run")
 	return cmd
+}
+
+// loadServeConfig is loadConfig plus what only serve has: keys from
+// --identity-keys-file, and the refusal to serve a reachable address
+// without them (bridge.Config.CheckExposure).
+func loadServeConfig(path, listen, identityKeysFile string) (*bridge.Config, error) {
+	cfg, err := loadConfig(path, listen)
+	if err != nil {
+		return nil, err
+	}
+	if identityKeysFile != "" {
+		keys, err := bridge.ReadIdentityKeys(identityKeysFile)
+		if err != nil {
+			return nil, fmt.Errorf("--identity-keys-file: %w", err)
+		}
+		cfg.IdentityKeys = append(cfg.IdentityKeys, keys...)
+	}
+	source := "listen"
+	if listen != "" {
+		source = "--listen"
+	}
+	if _, err := cfg.CheckExposure(source); err != nil {
+		return nil, err
+	}
+	return cfg, nil
 }
 
 // holdForever is the crash test's hook: it records that a run completion

@@ -23,6 +23,21 @@ const Kind = "bash"
 // terminal failure, one that must not be retried.
 const TerminalExitStatus = 100
 
+// AttemptEndedStatus is the exit status of a fnbridge command whose
+// attempt suspended or ended; a function given a step context that exits
+// with it ends as functionruntime.AttemptEndedType.
+const AttemptEndedStatus = 75
+
+// Environment variables of an invocation given a step context.
+const (
+	ContextEnv      = "FNBRIDGE_CONTEXT"
+	ContextTokenEnv = "FNBRIDGE_CONTEXT_TOKEN"
+)
+
+// InputFileEnv names the environment variable that holds the path of the
+// file holding the invocation's payload.
+const InputFileEnv = "FNBRIDGE_INPUT_FILE"
+
 // DefaultMaxOutput bounds a function's stdout when Options.MaxOutput is zero.
 const DefaultMaxOutput = 16 << 20
 
@@ -45,21 +60,36 @@ type Options struct {
 	// NoSubreaper keeps the server process from becoming a child subreaper
 	// (see package proc). Orphans of handlers are then reaped by init.
 	NoSubreaper bool
+	// ContextCommand is the executable behind the fnbridge command on a
+	// worker's PATH (see the package doc, Durable steps): a name looked up
+	// in the server's PATH when New runs, or a path. Default: the running
+	// executable when it is the bridge (named bridge or fnbridge), else
+	// none.
+	ContextCommand string
+	// NoContextCommand puts no fnbridge command on workers' PATH.
+	NoContextCommand bool
 }
 
 type adapter struct {
 	opts    Options
 	exe     string
 	lookErr error
+	ctxCmd  string // resolved ContextCommand; "" for none
+	ctxErr  error
 }
 
 // New returns the Bash adapter. The interpreter is looked up now; a missing
 // interpreter is reported by Start.
 func New(opts Options) functionruntime.Adapter {
-	// Options has proc.Settings's fields, so both adapters default alike.
-	opts = Options(proc.Settings(opts).WithDefaults("bash", DefaultMaxOutput))
+	// proc.Settings defaults both adapters alike.
+	s := proc.Settings{Interpreter: opts.Interpreter, Grace: opts.Grace, MaxLogLine: opts.MaxLogLine,
+		MaxOutput: opts.MaxOutput, NoSubreaper: opts.NoSubreaper}.WithDefaults("bash", DefaultMaxOutput)
+	opts.Interpreter, opts.Grace, opts.MaxLogLine, opts.MaxOutput = s.Interpreter, s.Grace, s.MaxLogLine, s.MaxOutput
 	a := &adapter{opts: opts}
 	a.exe, a.lookErr = proc.LookInterpreter(opts.Interpreter)
+	if !opts.NoContextCommand {
+		a.ctxCmd, a.ctxErr = proc.ResolveContextCommand(opts.ContextCommand)
+	}
 	return a
 }
 
@@ -93,8 +123,26 @@ func splitHandler(handler string) (stem, fn string, err error) {
 		return "", "", fmt.Errorf("bash handler %q: file %q must be 1-%d ASCII letters, digits, '_' or '-', not starting with '-' (no '/', '..', or other characters; the .sh is implied): %s", handler, stem, maxName, want)
 	case !isFuncName(fn):
 		return "", "", fmt.Errorf("bash handler %q: function %q must be 1-%d ASCII letters, digits or '_', not starting with a digit: %s", handler, fn, maxName, want)
+	case reservedNames[fn]:
+		return "", "", fmt.Errorf("bash handler %q: function %q is a bash special builtin or reserved word, which bash may run in place of a function of that name: choose another name", handler, fn)
 	}
 	return stem, fn, nil
+}
+
+// reservedNames are refused as function names: a special builtin runs
+// before a function of its name in POSIX mode (eval would run the payload
+// as code), and a builtin or keyword name only invites confusion. (".",
+// ":", "{", "}", "!", "[[" and "]]" are no identifiers: refused before.)
+var reservedNames = map[string]bool{
+	// special builtins and the builtins that evaluate, declare or alias
+	"eval": true, "source": true, "exec": true, "exit": true, "builtin": true, "command": true,
+	"trap": true, "set": true, "unset": true, "export": true, "readonly": true, "return": true, "shift": true,
+	"times": true, "break": true, "continue": true, "declare": true, "typeset": true, "local": true,
+	"let": true, "alias": true, "enable": true,
+	// reserved words
+	"if": true, "then": true, "else": true, "elif": true, "fi": true, "case": true, "esac": true, "for": true,
+	"while": true, "until": true, "do": true, "done": true, "function": true, "select": true, "time": true,
+	"coproc": true, "in": true,
 }
 
 func isStem(s string) bool {
@@ -133,7 +181,10 @@ func (a *adapter) Start(ctx context.Context, spec functionruntime.WorkerSpec) (f
 	if a.lookErr != nil {
 		return nil, fmt.Errorf("bash interpreter %q: %w", a.opts.Interpreter, a.lookErr)
 	}
-	l := &launcher{opts: a.opts, exe: a.exe, spec: spec, file: stem + ".sh", function: fn}
+	if a.ctxErr != nil {
+		return nil, fmt.Errorf("fnbridge command %q (bash Options.ContextCommand): %w", a.opts.ContextCommand, a.ctxErr)
+	}
+	l := &launcher{opts: a.opts, exe: a.exe, ctxCmd: a.ctxCmd, spec: spec, file: stem + ".sh", function: fn}
 	first, err := l.start(ctx)
 	if err != nil {
 		return nil, err

@@ -15,6 +15,7 @@
 __fnb_main() {
 	local __fnb_file=$1 __fnb_fn=$2 __fnb_mark=$3 __fnb_dir=$4
 	local __fnb_in __fnb_out __fnb_status __fnb_len __fnb_payload __fnb_rc __fnb_o
+	local __fnb_key __fnb_tok __fnb_f __fnb_hdr __fnb_seq=0
 	local -a __fnb_reapply=()
 	builtin set --
 
@@ -55,8 +56,11 @@ __fnb_main() {
 
 	# The file may have set options (set -euo pipefail, set -x, ...) that
 	# would break this loop: switch them off here and back on inside each
-	# invocation's subshell, where they belong.
-	for __fnb_o in xtrace verbose errexit nounset pipefail noclobber errtrace functrace allexport posix; do
+	# invocation's subshell, where they belong. Not posix: it runs special
+	# builtins before functions, so a function named eval would be the
+	# builtin and the payload code; it stays off (also against
+	# POSIXLY_CORRECT).
+	for __fnb_o in xtrace verbose errexit nounset pipefail noclobber errtrace functrace allexport; do
 		case ":$SHELLOPTS:" in
 		*":$__fnb_o:"*)
 			__fnb_reapply+=("$__fnb_o")
@@ -64,10 +68,18 @@ __fnb_main() {
 			;;
 		esac
 	done
+	builtin set +o posix
 
 	if ((__fnb_status != 0)); then
 		builtin printf '%s\n' "$__fnb_mark" >&2
 		builtin printf 'E source %d\n' "$__fnb_status" >&"$__fnb_out"
+		builtin exit 1
+	fi
+	# The step context is set per invocation only (never readonly, so the
+	# export in an invocation's subshell cannot fail).
+	if ! builtin unset -v FNBRIDGE_CONTEXT FNBRIDGE_CONTEXT_TOKEN 2>/dev/null; then
+		builtin printf '%s\n' "$__fnb_mark" >&2
+		builtin printf 'E readonly\n' >&"$__fnb_out"
 		builtin exit 1
 	fi
 	if ! builtin declare -F -- "$__fnb_fn" >/dev/null; then
@@ -86,37 +98,76 @@ __fnb_main() {
 	# Each subshell is forked *before* its request arrives and waits for it,
 	# which takes the fork off the invocation's critical path. It alone
 	# reads the request; this loop only reports how it ended.
-	# The subshell reports its own end (see below) and leaves "1" in this
-	# file when it did; the loop reads and clears it after each invocation.
+	# The subshell reports its own end (see below) and leaves its token in
+	# this file when it did; a stale token never matches the next one.
 	builtin : >"$__fnb_dir/reported"
 	while :; do
+		# The next invocation's key, sent by Go ahead of its request: a
+		# token that request carries and every status line of it echoes,
+		# and the name of its files. Read here, after the last invocation's
+		# subshell is gone, so nothing that invocation left behind ever had
+		# it in its memory; Go accepts no status line without it.
+		if ! LC_ALL=C IFS= builtin read -r -N 32 -u "$__fnb_in" __fnb_key; then
+			builtin kill -KILL 0
+			builtin exit 1
+		fi
+		case $__fnb_key in
+		*[!0-9a-f]*)
+			builtin printf 'fnbridge: malformed request key\n' >&2
+			builtin kill -KILL 0
+			builtin exit 1
+			;;
+		esac
+		__fnb_tok=${__fnb_key:0:16} __fnb_f=${__fnb_key:16}
+		((++__fnb_seq))
+		FNBRIDGE_OUTPUTS=$__fnb_dir/o.$__fnb_f FNBRIDGE_INPUT_FILE=$__fnb_dir/i.$__fnb_f
 		(
 			# Touch, before the request arrives, the memory the steps after
 			# it write: each first write to a page shared with the loop
 			# costs a copy-on-write fault, and faulting here, while idle,
 			# takes most of them off the invocation's path.
-			__fnb_payload=prewarm __fnb_len=0
+			__fnb_payload=prewarm __fnb_len=0 __fnb_hdr=prewarm
 			LC_ALL=C IFS= builtin read -r -t 0 -u "$__fnb_in" __fnb_o
 			command exec {__fnb_o}>/dev/null
 			command exec {__fnb_o}>&-
 			builtin : >/dev/null
 			for __fnb_o in "${__fnb_reapply[@]}" -; do :; done
 
-			# Request: "<length>\n" then exactly <length> payload bytes.
+			# Request: the token (16 bytes), the length as 12 digits, then
+			# exactly <length> payload bytes; one read for the header.
 			# End of input (the server is gone or done with this worker) or
-			# a malformed request ends the whole worker: its process group,
-			# not just the worker process, which may be dead already.
-			if ! IFS= builtin read -r -u "$__fnb_in" __fnb_len; then
+			# a malformed request, or one without this invocation's token
+			# (bytes someone else wrote to the pipe), ends the whole worker:
+			# its process group, not just the worker process, which may be
+			# dead already.
+			if ! LC_ALL=C IFS= builtin read -r -N 28 -u "$__fnb_in" __fnb_hdr; then
 				builtin kill -KILL 0
 				builtin exit 1
 			fi
-			case $__fnb_len in
-			'' | *[!0-9]*)
+			__fnb_len=${__fnb_hdr:16}
+			case ${__fnb_hdr:0:16}:$__fnb_len in
+			"$__fnb_tok":[0-9][0-9][0-9][0-9][0-9][0-9][0-9][0-9][0-9][0-9][0-9][0-9]) ;;
+			"$__fnb_tok":c[0-9][0-9][0-9][0-9][0-9][0-9][0-9][0-9][0-9][0-9][0-9])
+				# Durable steps: 'c' and 11 digits of length, then the step
+				# context, "<address> <token>" after its length as 4 digits,
+				# exported for this invocation (and its children) only.
+				__fnb_len=${__fnb_len:1}
+				if ! LC_ALL=C IFS= builtin read -r -N 4 -u "$__fnb_in" __fnb_o || [[ $__fnb_o == *[!0-9]* ]] ||
+					! LC_ALL=C IFS= builtin read -r -N "$((10#$__fnb_o))" -u "$__fnb_in" __fnb_o ||
+					[[ $__fnb_o != [!\ ]*\ [!\ ]* ]]; then
+					builtin printf 'fnbridge: malformed request context\n' >&2
+					builtin kill -KILL 0
+					builtin exit 1
+				fi
+				builtin export FNBRIDGE_CONTEXT="${__fnb_o%% *}" FNBRIDGE_CONTEXT_TOKEN="${__fnb_o#* }"
+				;;
+			*)
 				builtin printf 'fnbridge: malformed request header\n' >&2
 				builtin kill -KILL 0
 				builtin exit 1
 				;;
 			esac
+			__fnb_len=$((10#$__fnb_len))
 			__fnb_payload=
 			if ((__fnb_len > 0)); then
 				# LC_ALL=C: the length counts bytes, not characters.
@@ -132,10 +183,10 @@ __fnb_main() {
 				builtin kill -KILL 0
 				builtin exit 1
 			fi
-			# Only now touch the output files: Go reads and removes the last
-			# invocation's files before it sends this request.
-			command exec {__fnb_in}<&- {__fnb_out}>&- {__fnb_life}<&- >"$__fnb_dir/stdout"
-			builtin : >"$__fnb_dir/outputs"
+			# This invocation's own files, named by its key (the outputs
+			# file is created by the first write): a job an earlier
+			# invocation left behind only knows paths Go has removed.
+			command exec {__fnb_in}<&- {__fnb_out}>&- {__fnb_life}<&- >"$__fnb_dir/s.$__fnb_f"
 			for __fnb_o in "${__fnb_reapply[@]}"; do
 				builtin set -o "$__fnb_o"
 			done
@@ -157,9 +208,9 @@ __fnb_main() {
 				builtin set +xv
 				builtin trap -p EXIT >|"$__fnb_dir/trap"
 				[[ ! -s $__fnb_dir/trap ]] &&
-					builtin printf 1 >|"$__fnb_dir/reported" &&
+					builtin printf %s "$__fnb_tok" >|"$__fnb_dir/reported" &&
 					builtin printf '%s\n' "$__fnb_mark" >|"/proc/$$/fd/2" &&
-					builtin printf 'R %d\n' "$__fnb_rc" >|"/proc/$$/fd/$__fnb_out"
+					builtin printf 'R %d %s %d\n' "$__fnb_seq" "$__fnb_tok" "$__fnb_rc" >|"/proc/$$/fd/$__fnb_out"
 			} 2>/dev/null
 			builtin exit "$__fnb_rc"
 		)
@@ -168,12 +219,8 @@ __fnb_main() {
 		# marker only when the subshell did not write one.
 		__fnb_o=
 		IFS= builtin read -r __fnb_o <"$__fnb_dir/reported"
-		if [[ $__fnb_o == 1 ]]; then
-			builtin : >"$__fnb_dir/reported"
-		else
-			builtin printf '%s\n' "$__fnb_mark" >&2
-		fi
-		builtin printf 'D %d\n' "$__fnb_rc"
+		[[ $__fnb_o == "$__fnb_tok" ]] || builtin printf '%s\n' "$__fnb_mark" >&2
+		builtin printf 'D %d %s %d\n' "$__fnb_seq" "$__fnb_tok" "$__fnb_rc"
 	done
 }
 

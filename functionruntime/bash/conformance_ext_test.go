@@ -38,6 +38,7 @@ var conformance = &adaptertest.Adapter{
 	InvalidHandlers: []string{
 		"", "handler", ".main", "handler.", "a.b.c", "../x.f", "/etc/passwd.f", "dir/x.f", "x.sh.f",
 		"-x.f", "x.1f", "x.f-g", "x.$(id)", "x.f;id", "x.f g", "x y.f", "x.`id`", "x.f\n", "x*.f", "é.f",
+		"x.eval", "x.exec", "x.if",
 		strings.Repeat("a", 129) + ".f",
 	},
 	// "sources file.sh and validates that function exists" at registration.
@@ -62,8 +63,9 @@ var conformance = &adaptertest.Adapter{
 			return env, nil
 		},
 		ServerVars: map[string]string{"BASH_ENV": "/should/not/be/sourced"},
-		// Variables bash itself exports to its children.
-		Added: []string{"PWD", "SHLVL", "OLDPWD", "_"},
+		// Variables bash itself exports to its children, and the payload
+		// file (see TestPayloadFile).
+		Added: []string{"PWD", "SHLVL", "OLDPWD", "_", bash.InputFileEnv},
 	},
 	Cwd:     adaptertest.Handler{Handler: "h.where", Files: hSh},
 	WantCwd: func(dir string) string { return dir },

@@ -8,7 +8,12 @@
 // The handler string is file.function, each part 1-128 bytes. file is a
 // stem of ASCII letters, digits, '_' and '-' (not starting with '-');
 // file.sh is resolved relative to the registered working directory and
-// must stay inside it after symlinks are resolved. function is a bash name ([A-Za-z_][A-Za-z0-9_]*).
+// must stay inside it after symlinks are resolved. function is a bash name ([A-Za-z_][A-Za-z0-9_]*)
+// that is not a special builtin, one of the builtins eval, source, exec,
+// builtin, command, declare, typeset, local, let, alias or enable, nor a
+// reserved word (if, then, ..., coproc, in): in POSIX mode bash runs a
+// special builtin before a function of that name, so a function named
+// eval would run the payload as shell code.
 // No '/', '..', whitespace or shell metacharacter is ever accepted.
 //
 // At registration the worker sources file.sh once; it must source with
@@ -20,17 +25,26 @@
 //	bash handler "greet.hello": sourcing greet.sh failed with status 2; last log lines: greet.sh: line 4: syntax error near unexpected token `}'
 //
 // Shell options the file sets (set -euo pipefail, set -x, ...) apply to
-// the function's invocations, not to the worker's own loop.
+// the function's invocations, not to the worker's own loop. POSIX mode
+// (set -o posix, POSIXLY_CORRECT) applies to the sourcing only: it is off
+// in every invocation, for the reason above.
 //
 // # Invocation
 //
 // Each invocation runs `function "$payload"` in a subshell of the worker:
 // the payload is one positional argument, $1, byte for byte. It is read
-// from a pipe, never put on a command line (no argv size limit), and never
-// evaluated: `$(...)`, backticks, ';', quotes, globs and newlines in it are
-// plain data. Payloads may be any bytes except NUL, which bash arguments
-// cannot hold: a payload containing NUL fails terminally with Type
-// "InvalidInput". Any content type is accepted and passed through.
+// from a pipe, never put on a command line, and never evaluated: `$(...)`,
+// backticks, ';', quotes, globs and newlines in it are plain data. Calling
+// the function execs nothing, so $1 has no size limit; but the kernel
+// bounds each argument of an *external* command to 128 KiB
+// (MAX_ARG_STRLEN), so `jq --arg x "$1"` fails with "Argument list too
+// long" on a bigger payload. The same bytes are in the file named by
+// FNBRIDGE_INPUT_FILE ([InputFileEnv]), which the function and its
+// children can read (`jq . "$FNBRIDGE_INPUT_FILE"`); Go writes it before
+// the request and removes it when the invocation ends. Payloads may be any
+// bytes except NUL, which bash arguments cannot hold: a payload containing
+// NUL fails terminally with Type "InvalidInput". Any content type is
+// accepted and passed through.
 //
 // Because of the subshell, `exit N` ends only that invocation, and
 // variables, directory changes or traps set by one invocation do not leak
@@ -57,6 +71,9 @@
 //   - Status 100 ([TerminalExitStatus]) is a terminal failure: a
 //     [functionruntime.HandlerError] with Terminal set, which must not be
 //     retried.
+//   - Status 75 ([AttemptEndedStatus]) of an invocation given a step
+//     context is a retryable HandlerError of Type
+//     functionruntime.AttemptEndedType (see Durable steps).
 //   - Any other status is a retryable HandlerError.
 //
 // Failure errors have Type "exit", ExitCode set to the status and Message
@@ -67,8 +84,10 @@
 //
 // # Outputs
 //
-// The environment variable FNBRIDGE_OUTPUTS names a file that is empty at
-// the start of every invocation; key=value lines written to it become the
+// The environment variable FNBRIDGE_OUTPUTS names a file of the invocation's
+// own, which does not exist at its start (append to it; a job an earlier
+// invocation left behind writes to that invocation's file, never read
+// again); key=value lines written to it become the
 // invocation's outputs. The value is everything after the first '=' up to
 // the end of the line (a trailing \r is dropped); blank lines are ignored;
 // a later key replaces an earlier one. Keys are ASCII letters, digits, '_',
@@ -86,6 +105,47 @@
 // Options.MaxLogLine are truncated and carry truncated_bytes. stdout written
 // while the file is sourced is logged too.
 //
+// # Durable steps
+//
+// An invocation given a step context (functionruntime.Invocation.Context,
+// from the InvokeFunction metadata of a handler with durability: steps)
+// runs with FNBRIDGE_CONTEXT and FNBRIDGE_CONTEXT_TOKEN ([ContextEnv],
+// [ContextTokenEnv]) exported in its subshell, so the function and every
+// process it starts reach the attempt's context endpoint; no other
+// invocation sees them (a plain function never has them, and a file that
+// makes them readonly fails to register). The fnbridge command takes the
+// steps:
+//
+//	vm=$(fnbridge run create-vm -- ./create-vm.sh "$1") || exit
+//	fnbridge sleep 5m || exit
+//	fnbridge call Billing/charge "$order" || exit
+//
+// fnbridge run journals CMD's stdout as the step's value and prints it; on
+// replay it prints the recorded value and CMD does not run. Code outside
+// steps runs again on every attempt. fnbridge's exit statuses: 0; 100 a
+// terminal failure (journaled, the same on replay: `|| exit` makes the
+// invocation fail terminally); 75 ([AttemptEndedStatus]) the attempt
+// suspended or ended, stop now; 1 or 2 a call that could not be made; a
+// retryably failing CMD's own status. Arguments and payloads are data:
+// CMD is executed directly, never through a shell.
+//
+// When the attempt suspends (or a step fails retryably, or the journal
+// cannot go on), the bridge cancels the invocation, which kills the
+// worker's process group (see below): whatever the function does after
+// its fnbridge call returned 75 does not count, even if it ignores the
+// status. In addition, an invocation given a step context that exits with
+// status 75 fails retryably with Type functionruntime.AttemptEndedType, so
+// `set -e` or `|| exit` ends it as the attempt it is even before the
+// cancellation arrives. Without a step context, 75 is an ordinary status.
+//
+// The fnbridge command is the bridge binary under that name
+// (Options.ContextCommand; by default the running executable when it is
+// the bridge): each worker gets a directory of its own, in its scratch
+// directory, holding a symlink named fnbridge, placed first on PATH, so a
+// fnbridge of the registration's PATH is shadowed and nothing can stand in
+// for the runtime's. Without a context, fnbridge fails with status 1 and
+// says so.
+//
 // # Environment and process
 //
 // The worker is `bash --noprofile --norc`, with the registered working
@@ -101,7 +161,8 @@
 // just before dying is not started after its death. Its environment is
 // exactly PATH=/usr/local/bin:/usr/bin:/bin, LANG=C.UTF-8, HOME=<working
 // directory>, then the registration's env (which may override those three), then
-// FNBRIDGE_OUTPUTS; nothing is inherited from the server. Bash 4.1 or newer
+// FNBRIDGE_OUTPUTS and FNBRIDGE_INPUT_FILE, and the fnbridge command's
+// directory put first on PATH (see Durable steps); nothing is inherited from the server. Bash 4.1 or newer
 // is required. Options.Interpreter (default bash) is looked up in the
 // server's PATH when the adapter is created.
 //
@@ -124,9 +185,33 @@
 //	← "K <bash version>\n"          sourced, function found: ready
 //	← "E source <status>\n"         sourcing failed; the worker exits
 //	← "E nofunc\n"                  function not defined; the worker exits
-//	→ "<n>\n" then n payload bytes   one invocation (read with LC_ALL=C read -N)
-//	← "R <status>\n"                 invocation done (from its subshell)
-//	← "D <status>\n"                 invocation's subshell reaped (from the loop)
+//	← "E readonly\n"                the file made a step context variable readonly; the worker exits
+//	→ <key>                         after K, and after each request: the next invocation's key
+//	→ <token><n> then n payload bytes   one invocation (n as 12 digits)
+//	→ <token>c<n><m><context> then n payload bytes
+//	                                one invocation with a step context: n as
+//	                                11 digits, m as 4, context "<address> <token>" of m bytes
+//	← "R <seq> <token> <status>\n"   invocation done (from its subshell)
+//	← "D <seq> <token> <status>\n"   invocation's subshell reaped (from the loop)
+//
+// A key is 32 random hex digits from Go: a 16-digit token, then the name
+// of the invocation's files (s.<name> its stdout, o.<name> its
+// FNBRIDGE_OUTPUTS, i.<name> its payload, in the worker's scratch
+// directory). seq counts requests from 1. The loop reads each key after
+// the last invocation's subshell is gone, so a process an invocation
+// leaves behind never had a later invocation's token or file names in its
+// memory, and the paths it knows are files Go already removed. The
+// request must carry the token the loop holds, or the worker kills its
+// group (bytes someone else wrote to the request pipe are never run);
+// every status line must carry the invocation's seq and token, and the
+// closing "D" of an invocation answered by "R" must come before anything
+// else. Any other line (a forged one, written through /proc/<pid>/fd, or
+// one over 4 KiB) is a protocol error: Go kills the worker's group, the
+// invocation fails retryably ([functionruntime.ErrWorkerCrashed]) and the
+// next one gets a fresh worker. The token proves nothing against a process
+// that reads the worker's pipes or memory through /proc (same user): it
+// could take a request and answer it; run handlers that must not see each
+// other's invocations under different users.
 //
 // Each invocation's subshell is forked as soon as the previous invocation
 // ended and waits for its request itself, so the fork is off the
@@ -139,10 +224,10 @@
 // "R" before it is the status: the function called exit, tripped errexit,
 // exec'd, was killed, or set an EXIT trap (whose output and log lines must
 // come first). A "D" after an "R" is skipped. The worker sets no trap in
-// the subshell, so signals keep their default effect. The function's stdout goes to a file in a
-// per-worker scratch directory, which Go reads and removes after the status
-// (so a background child that keeps stdout open cannot hold the invocation
-// up). Before "K", "E" and each invocation's status the worker writes one
+// the subshell, so signals keep their default effect. The function's stdout goes to its
+// invocation's file in the worker's scratch directory, which Go reads and
+// removes after the status (so a background child that keeps stdout open
+// cannot hold the invocation up, nor write into a later one's output). Before "K", "E" and each invocation's status the worker writes one
 // log synchronisation marker to stderr, so all the invocation's log lines
 // are logged before Invoke returns (see package proc).
 package bash

@@ -4,6 +4,8 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -12,6 +14,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"syscall"
 	"time"
 	"unicode/utf8"
 
@@ -33,6 +36,7 @@ const (
 type launcher struct {
 	opts     Options
 	exe      string
+	ctxCmd   string // the fnbridge command's executable; "" for none
 	spec     functionruntime.WorkerSpec
 	file     string // "name.sh", relative to spec.Dir
 	function string
@@ -42,11 +46,42 @@ type launcher struct {
 type session struct {
 	proc.Base // the process and its scratch directory
 	r         *bufio.Reader
-	stdout    string // where the function's stdout goes
-	outputs   string // FNBRIDGE_OUTPUTS
 	maxOutput int
 	buf       []byte // request buffer, reused
-	owedD     int    // "D" lines still to come for invocations already answered by "R"
+	seq       uint64 // requests sent
+	key       key    // the key the worker holds for the next request
+	owed      *owedD // the "D" still to come for an invocation answered by "R"
+}
+
+// key is one invocation's key (see the package doc, Wire protocol): a
+// token only Go and that invocation's subshell know, then the name of its
+// files, both random hex.
+type key [keyLen]byte
+
+const (
+	keyLen   = 32
+	tokenLen = 16
+)
+
+func newKey() key {
+	var raw [keyLen / 2]byte
+	_, _ = rand.Read(raw[:]) // never fails (crypto/rand)
+	var k key
+	hex.Encode(k[:], raw[:])
+	return k
+}
+
+func (k *key) token() string { return string(k[:tokenLen]) }
+
+// file is the path of this invocation's file of kind s (stdout), o
+// (FNBRIDGE_OUTPUTS) or i (FNBRIDGE_INPUT_FILE).
+func (k *key) file(dir string, kind byte) string {
+	return dir + "/" + string(kind) + "." + string(k[tokenLen:])
+}
+
+type owedD struct {
+	seq   uint64
+	token string
 }
 
 // start resolves the handler file, launches a worker and waits until it
@@ -61,8 +96,14 @@ func (l *launcher) start(ctx context.Context) (proc.Session, error) {
 	if err != nil {
 		return nil, fail(fmt.Errorf("create worker scratch directory: %w", err))
 	}
-	outputs := filepath.Join(tmp, "outputs")
-	env, err := proc.BuildEnv(l.spec.Dir, l.spec.Env, map[string]string{proc.OutputsEnv: outputs})
+	// While the file is sourced these name files nobody reads; each
+	// invocation gets files of its own.
+	env, err := proc.BuildEnv(l.spec.Dir, l.spec.Env, map[string]string{
+		proc.OutputsEnv: filepath.Join(tmp, "outputs"), InputFileEnv: filepath.Join(tmp, "input"),
+	})
+	if err == nil {
+		env, err = proc.AddContextCommand(env, tmp, l.ctxCmd)
+	}
 	if err != nil {
 		_ = os.RemoveAll(tmp)
 		return nil, fail(err)
@@ -77,6 +118,7 @@ func (l *launcher) start(ctx context.Context) (proc.Session, error) {
 		Marker:      marker,
 		MaxLogLine:  l.opts.MaxLogLine,
 		NoSubreaper: l.opts.NoSubreaper,
+		Limits:      proc.Limits(l.spec.Limits),
 	})
 	if err != nil {
 		_ = os.RemoveAll(tmp)
@@ -84,9 +126,7 @@ func (l *launcher) start(ctx context.Context) (proc.Session, error) {
 	}
 	s := &session{
 		Base:      proc.Base{P: p, Tmp: tmp},
-		r:         bufio.NewReaderSize(p.Responses(), 4096),
-		stdout:    filepath.Join(tmp, "stdout"),
-		outputs:   outputs,
+		r:         bufio.NewReaderSize(p.Responses(), maxLine),
 		maxOutput: l.opts.MaxOutput,
 	}
 	if err := l.handshake(ctx, s); err != nil {
@@ -96,11 +136,16 @@ func (l *launcher) start(ctx context.Context) (proc.Session, error) {
 	return s, nil
 }
 
-// handshake waits for "K", "E source N" or "E nofunc".
+// handshake waits for "K", "E source N", "E readonly" or "E nofunc", then sends the
+// first invocation's key.
 func (l *launcher) handshake(ctx context.Context, s *session) error {
 	stop := context.AfterFunc(ctx, s.P.Interrupt)
-	line, err := s.r.ReadString('\n')
+	raw, err := s.r.ReadSlice('\n')
 	stop()
+	line := string(raw)
+	if errors.Is(err, bufio.ErrBufferFull) {
+		return fmt.Errorf("worker sent a line of more than %d bytes before ready", maxLine)
+	}
 	if err != nil {
 		if ctx.Err() != nil {
 			return fmt.Errorf("start interrupted: %w", ctx.Err())
@@ -114,10 +159,16 @@ func (l *launcher) handshake(ctx context.Context, s *session) error {
 	line = strings.TrimSuffix(line, "\n")
 	switch {
 	case strings.HasPrefix(line, "K "):
+		s.key = newKey()
+		if _, err := s.P.Requests().Write(s.key[:]); err != nil {
+			return fmt.Errorf("send the first key: %w", err)
+		}
 		l.spec.Logger.Debug().Int("pid", s.P.Pid()).Str("bash", line[2:]).Msg("bash worker ready")
 		return nil
 	case strings.HasPrefix(line, "E source "):
 		return fmt.Errorf("sourcing %s failed with status %s%s", l.file, line[len("E source "):], proc.LastLinesSuffix(s.P.RecentLines(3)))
+	case line == "E readonly":
+		return fmt.Errorf("%s makes %s or %s readonly; the runtime sets them for durable steps", l.file, ContextEnv, ContextTokenEnv)
 	case line == "E nofunc":
 		return fmt.Errorf("function %s is not defined in %s", l.function, l.file)
 	default:
@@ -137,10 +188,15 @@ func (w *worker) Invoke(ctx context.Context, inv functionruntime.Invocation) (fu
 			Message:  fmt.Sprintf("input has a NUL byte at offset %d; bash arguments cannot carry NUL bytes", i),
 		}
 	}
+	if sc := inv.Context; sc != nil {
+		if err := checkStepContext(sc); err != nil {
+			return functionruntime.Result{}, err
+		}
+	}
 	var res functionruntime.Result
 	err := w.sup.Do(ctx, &inv.Logger, func(s proc.Session) error {
 		var err error
-		res, err = s.(*session).invoke(inv.Input)
+		res, err = s.(*session).invoke(inv.Input, inv.Context)
 		return err
 	})
 	if err != nil {
@@ -152,32 +208,73 @@ func (w *worker) Invoke(ctx context.Context, inv functionruntime.Invocation) (fu
 // Close kills the worker's process group and reaps it.
 func (w *worker) Close() error { return w.sup.Close() }
 
-// invoke sends one payload, waits for the status and collects the output.
-func (s *session) invoke(input []byte) (functionruntime.Result, error) {
-	s.buf = strconv.AppendInt(s.buf[:0], int64(len(input)), 10)
-	s.buf = append(s.buf, '\n')
+// maxContextRecord bounds "<address> <token>" in a request (4 digits).
+const maxContextRecord = 9999
+
+// checkStepContext makes sure the step context fits the request: two
+// non-empty words of printable ASCII or UTF-8, without spaces.
+func checkStepContext(sc *functionruntime.StepContext) error {
+	bad := func(r rune) bool { return r <= ' ' || r == 0x7f }
+	if sc.Address == "" || sc.Token == "" || len(sc.Address)+1+len(sc.Token) > maxContextRecord ||
+		strings.ContainsFunc(sc.Address, bad) || strings.ContainsFunc(sc.Token, bad) {
+		return fmt.Errorf("bash: step context address and token must be non-empty, without spaces or control characters, and %d bytes together at most", maxContextRecord-1)
+	}
+	return nil
+}
+
+// maxLine bounds a line from the worker; a longer one is a protocol
+// error, so nothing writing to the response pipe can make Go buffer
+// without bound.
+const maxLine = 4096
+
+// invoke writes the payload file, sends the request (with the step
+// context sc, when set, and the next invocation's key after it), waits for
+// the status and collects the output.
+func (s *session) invoke(input []byte, sc *functionruntime.StepContext) (functionruntime.Result, error) {
+	cur, next := s.key, newKey()
+	s.seq++
+	stdout, outsFile, inFile := cur.file(s.Tmp, 's'), cur.file(s.Tmp, 'o'), cur.file(s.Tmp, 'i')
+	// Go writes the payload file before the request, so it is complete
+	// when the function starts.
+	if err := writeFile(inFile, input); err != nil {
+		return functionruntime.Result{}, &functionruntime.HandlerError{Type: "InputUnwritable", Message: err.Error()}
+	}
+	s.buf = append(s.buf[:0], cur[:tokenLen]...)
+	if sc == nil {
+		s.buf = fmt.Appendf(s.buf, "%012d", len(input))
+	} else {
+		s.buf = fmt.Appendf(s.buf, "c%011d%04d%s %s", len(input), len(sc.Address)+1+len(sc.Token), sc.Address, sc.Token)
+	}
 	var err error
 	if len(input) <= 64<<10 {
 		s.buf = append(s.buf, input...)
+		s.buf = append(s.buf, next[:]...)
 		_, err = s.P.Requests().Write(s.buf)
 	} else if _, err = s.P.Requests().Write(s.buf); err == nil {
-		_, err = s.P.Requests().Write(input)
+		if _, err = s.P.Requests().Write(input); err == nil {
+			_, err = s.P.Requests().Write(next[:])
+		}
 	}
+	s.key = next
 	if err != nil {
+		_ = os.Remove(inFile)
 		return functionruntime.Result{}, &proc.ProtocolError{Err: fmt.Errorf("send payload: %w", err)}
 	}
-	status, err := s.readStatus()
+	status, err := s.readStatus(cur.token())
+	_ = os.Remove(inFile)
 	if err != nil {
 		return functionruntime.Result{}, err
 	}
-	// Collect and remove the files whatever the status, so the next
-	// invocation starts clean and late writers write to unlinked files.
-	out, outErr := readBounded(s.stdout, s.maxOutput)
-	outs, outsErr := readBounded(s.outputs, proc.MaxOutputsFile)
-	_ = os.Remove(s.stdout)
-	_ = os.Remove(s.outputs)
+	// Collect and remove the files whatever the status; the next
+	// invocation has files of its own. (Creating and removing files is
+	// what an invocation costs most besides the fork, so the outputs file
+	// exists only once the function writes it.)
+	out, outErr := readBounded(stdout, s.maxOutput)
+	outs, outsErr := readBounded(outsFile, proc.MaxOutputsFile)
+	_ = os.Remove(stdout)
+	_ = os.Remove(outsFile)
 	if status != 0 {
-		return functionruntime.Result{}, s.statusError(status)
+		return functionruntime.Result{}, s.statusError(status, sc != nil)
 	}
 	if outErr != nil {
 		return functionruntime.Result{}, outErr
@@ -198,37 +295,70 @@ func (s *session) invoke(input []byte) (functionruntime.Result, error) {
 	return functionruntime.Result{Output: out, ContentType: contentType(out), Outputs: outputs}, nil
 }
 
-// readStatus reads the invocation's status: "R" from its subshell, or "D"
-// from the worker loop when the subshell could not report. A "D" that
-// closes an invocation already answered by "R" is skipped; it always
-// arrives before the next invocation's lines, since the next subshell is
-// forked only after it is written.
-func (s *session) readStatus() (int, error) {
+// readStatus reads the status of request s.seq, whose token is token:
+// "R" from its subshell, or "D" from the worker loop when the subshell
+// could not report. The "D" that closes an invocation already answered by
+// "R" must come first; it always arrives before the next invocation's
+// lines, since the next subshell is forked only after it is written. Any
+// other line, one for another request or with another token above all,
+// was not written by the worker for this invocation: a protocol error,
+// which ends the worker.
+func (s *session) readStatus(token string) (int, error) {
 	for {
-		line, err := s.r.ReadString('\n')
+		line, err := s.r.ReadSlice('\n')
+		if errors.Is(err, bufio.ErrBufferFull) {
+			return 0, &proc.ProtocolError{Err: fmt.Errorf("response line longer than %d bytes while waiting for request %d's status", maxLine, s.seq)}
+		}
 		if err != nil {
 			return 0, &proc.ProtocolError{Err: fmt.Errorf("read status: %w", err)}
 		}
-		kind, rest, _ := strings.Cut(strings.TrimSuffix(line, "\n"), " ")
-		status, convErr := strconv.Atoi(rest)
-		if convErr != nil || (kind != "R" && kind != "D") {
-			return 0, &proc.ProtocolError{Err: fmt.Errorf("unexpected status line %q", proc.Clip(line, 80))}
-		}
+		kind, seq, tok, status, ok := parseStatus(line)
 		switch {
-		case kind == "R":
-			s.owedD++
+		case !ok:
+			return 0, &proc.ProtocolError{Err: fmt.Errorf("malformed status line %q while waiting for request %d's status", proc.Clip(string(line), 80), s.seq)}
+		case s.owed != nil:
+			if kind != 'D' || seq != s.owed.seq || tok != s.owed.token {
+				return 0, s.foreign(line, fmt.Sprintf("the closing D of request %d", s.owed.seq))
+			}
+			s.owed = nil
+		case seq != s.seq || tok != token:
+			return 0, s.foreign(line, fmt.Sprintf("request %d's status", s.seq))
+		case kind == 'R':
+			s.owed = &owedD{seq: seq, token: token}
 			return status, nil
-		case s.owedD > 0:
-			s.owedD--
 		default:
 			return status, nil
 		}
 	}
 }
 
+// foreign is the protocol error for a well-formed status line that is not
+// the one expected: written by a process other than the worker's own
+// reporting (the token is unknown outside it), or stale.
+func (s *session) foreign(line []byte, want string) error {
+	return &proc.ProtocolError{Err: fmt.Errorf(
+		"status line %q is not %s (a process other than the worker wrote to its response pipe); worker stopped, its answer is not trusted",
+		proc.Clip(strings.TrimSuffix(string(line), "\n"), 80), want)}
+}
+
+// parseStatus parses "R|D <seq> <token> <status>\n".
+func parseStatus(line []byte) (kind byte, seq uint64, token string, status int, ok bool) {
+	f := strings.Fields(string(line))
+	if len(f) != 4 || len(f[0]) != 1 || (f[0][0] != 'R' && f[0][0] != 'D') || len(f[2]) != tokenLen {
+		return 0, 0, "", 0, false
+	}
+	seq, err1 := strconv.ParseUint(f[1], 10, 64)
+	status, err2 := strconv.Atoi(f[3])
+	if err1 != nil || err2 != nil || status < 0 || status > 255 || !strings.HasSuffix(string(line), "\n") {
+		return 0, 0, "", 0, false
+	}
+	return f[0][0], seq, f[2], status, true
+}
+
 // statusError turns a non-zero status into a HandlerError whose message is
-// the last non-empty stderr line of the invocation.
-func (s *session) statusError(status int) error {
+// the last non-empty stderr line of the invocation. With a step context,
+// status 75 ([AttemptEndedStatus]) means the attempt ended.
+func (s *session) statusError(status int, steps bool) error {
 	// The marker was consumed before the status line was read only if the
 	// log capture kept up; wait for it so the last line is known.
 	s.P.LogBarrier(logSync)
@@ -239,6 +369,9 @@ func (s *session) statusError(status int) error {
 			msg += ": " + lines[i]
 			break
 		}
+	}
+	if steps && status == AttemptEndedStatus {
+		return &functionruntime.HandlerError{Type: functionruntime.AttemptEndedType, Message: "the step context ended the attempt: " + msg, ExitCode: status}
 	}
 	return &functionruntime.HandlerError{
 		Terminal: status == TerminalExitStatus,
@@ -251,6 +384,31 @@ func (s *session) statusError(status int) error {
 // recentForMessage is how many recent lines are searched for a non-empty
 // one to use as a failure message.
 const recentForMessage = 4
+
+// writeFile creates path holding data, mode 0600. Plain system calls,
+// not os.WriteFile, whose trips through the poller are half the cost of a
+// file written on every invocation.
+func writeFile(path string, data []byte) error {
+	fd, err := syscall.Open(path, syscall.O_WRONLY|syscall.O_CREAT|syscall.O_TRUNC|syscall.O_CLOEXEC, 0o600)
+	if err != nil {
+		return &os.PathError{Op: "create", Path: path, Err: err}
+	}
+	for len(data) > 0 && err == nil {
+		var n int
+		n, err = syscall.Write(fd, data)
+		if err == syscall.EINTR {
+			err = nil
+		}
+		data = data[max(n, 0):]
+	}
+	if cerr := syscall.Close(fd); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return &os.PathError{Op: "write", Path: path, Err: err}
+	}
+	return nil
+}
 
 // readBounded reads a file of at most limit bytes; a missing file is empty.
 func readBounded(path string, limit int) ([]byte, error) {

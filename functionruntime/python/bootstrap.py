@@ -9,9 +9,12 @@
 
 
 def _fnbridge_worker():
+    import _thread
+    import contextvars
     import fcntl
     import json
     import os
+    import select
     import signal
     import struct
     import sys
@@ -21,16 +24,18 @@ def _fnbridge_worker():
     module_name, function_name, workdir, marker, max_output = sys.argv[1:6]
     marker = marker.encode("ascii") + b"\n"
     max_output = int(max_output)
-    outputs_path = os.environ.get("FNBRIDGE_OUTPUTS", "")
+    outputs_base = os.environ.get("FNBRIDGE_OUTPUTS", "")
     max_outputs_file = 1 << 20
     max_message = 8192
 
     # Close whatever descriptors the server may have leaked to us, then move
-    # the protocol pipes off fds 3 and 4 and make them close-on-exec, so
-    # neither the handler's own files nor its children ever hold them.
+    # the protocol pipes and a copy of the lifeline off fds 3 to 5 and make
+    # them close-on-exec, so neither the handler's own files nor its
+    # children ever hold them.
     os.closerange(6, os.sysconf("SC_OPEN_MAX"))
     req_fd = fcntl.fcntl(3, fcntl.F_DUPFD_CLOEXEC, 64)
     resp_fd = fcntl.fcntl(4, fcntl.F_DUPFD_CLOEXEC, 64)
+    life_fd = fcntl.fcntl(5, fcntl.F_DUPFD_CLOEXEC, 64)
     os.close(3)
     os.close(4)
 
@@ -59,6 +64,7 @@ def _fnbridge_worker():
                 signal.signal(signal.SIGINT, signal.SIG_DFL)
                 os.close(req_fd)
                 os.close(resp_fd)
+                os.close(life_fd)
                 null = os.open(os.devnull, os.O_RDWR)
                 for fd in (0, 1, 2):
                     os.dup2(null, fd)
@@ -75,12 +81,33 @@ def _fnbridge_worker():
                 os._exit(1)
     os.close(5)
     requests = open(req_fd, "rb", buffering=65536)
+    lifeline = select.poll()
+    lifeline.register(life_fd, select.POLLIN)
+
+    # A child a handler forks (os.fork, multiprocessing) shares this loop's
+    # code but must never speak for it: it loses the protocol pipes at once,
+    # and one that returns from the handler exits instead of reading the
+    # next request or answering this one (see the end of the loop).
+    worker_pid = os.getpid()
+
+    def lose_pipes():
+        for fd in (req_fd, resp_fd, life_fd):
+            try:
+                os.close(fd)
+            except OSError:
+                pass
+
+    os.register_at_fork(after_in_child=lose_pipes)
 
     # print() goes to the logs, never to the protocol.
     sys.stdout = sys.stderr
 
+    # The id of the request being answered; every response frame starts
+    # with it, so Go never takes a frame for another request's answer.
+    request_id = b""
+
     def send(kind, payload=b""):
-        data = memoryview(bytes((kind,)) + struct.pack(">I", len(payload)) + payload)
+        data = memoryview(bytes((kind,)) + struct.pack(">I", len(request_id) + len(payload)) + request_id + payload)
         while data:
             data = data[os.write(resp_fd, data):]
 
@@ -128,12 +155,21 @@ def _fnbridge_worker():
 
     # The fnbridge module handlers import. It is injected before the handler
     # module is imported, so it wins over any file of the same name.
-    state = {"outputs": {}}
+    # set_output belongs to the invocation whose context it runs in (the
+    # handler, its coroutines, asyncio.to_thread, contextvars.copy_context):
+    # a thread that outlives its invocation cannot add to a later one.
+    state = {"outputs": {}, "invocation": 0}
+    invocation = contextvars.ContextVar("fnbridge_invocation", default=0)
     api = types.ModuleType("fnbridge")
-    api.__doc__ = "fnbridge handler API: TerminalError and set_output."
+    api.__doc__ = "fnbridge handler API: TerminalError, set_output, and the durable steps API (run, sleep, call, ...)."
 
     class TerminalError(Exception):
-        """Raise to fail the invocation without retries."""
+        """Raise to fail the invocation (or a step) without retries."""
+
+        def __init__(self, message="", code=500):
+            Exception.__init__(self, message)
+            self.message = message
+            self.code = code
 
     TerminalError.__module__ = "fnbridge"
     TerminalError.__qualname__ = "TerminalError"
@@ -144,10 +180,441 @@ def _fnbridge_worker():
             raise TypeError("fnbridge.set_output: key must be str, not %s" % type(key).__name__)
         if not isinstance(value, str):
             raise TypeError("fnbridge.set_output: value must be str, not %s" % type(value).__name__)
+        if invocation.get() == 0 or invocation.get() != state["invocation"]:
+            raise RuntimeError(
+                "fnbridge.set_output(%r) called outside its invocation: call it from the handler "
+                "(or a thread run with contextvars.copy_context()) while the invocation runs" % key
+            )
         state["outputs"][key] = value
 
     api.TerminalError = TerminalError
     api.set_output = set_output
+
+    # Durable steps (durability: steps). The 'C' frame before an 'I' gives
+    # the invocation its context endpoint; every call below is one request
+    # to it, made strictly one at a time. Without a context (durability:
+    # function) they all refuse.
+    class Suspended(BaseException):
+        """The attempt is over (suspended, or ended by a failed step): stop.
+
+        A BaseException, so ``except Exception`` in the function does not
+        swallow it; Restate resumes the invocation in a new attempt."""
+
+    Suspended.__module__ = "fnbridge"
+    Suspended.__qualname__ = "Suspended"
+
+    class _Steps(object):
+        def __init__(self, n, address, token):
+            self.invocation = n
+            self.address = address
+            self.token = token
+            self.conn = None
+            self.lock = _thread.allocate_lock()
+            self.owner = None  # thread making the call in flight
+            self.op = None  # its API name
+            self.step = None  # name of the run step executing
+            self.ended = None  # why the attempt is over, once it is
+            self.broken = None  # why the endpoint cannot be used
+            self.invocation_id = None
+
+    steps = {"ctx": None}
+    http_conn = {}  # lazily imported http.client pieces
+
+    def enter(api_name):
+        n = invocation.get()
+        if n == 0 or n != state["invocation"]:
+            raise RuntimeError(
+                "fnbridge.%s called outside its invocation: call it from the function "
+                "(or a thread run with contextvars.copy_context()) while the invocation runs" % api_name
+            )
+        ctx = steps["ctx"]
+        if ctx is None:
+            raise RuntimeError(
+                "fnbridge.%s needs durability: steps: this handler runs with durability: function "
+                "(the default), where the whole invocation is one journaled run and there is no "
+                "step context; set durability: steps on the handler to use it" % api_name
+            )
+        if ctx.ended is not None:
+            raise Suspended(ctx.ended)
+        if ctx.broken is not None:
+            raise RuntimeError(ctx.broken)
+        if not ctx.lock.acquire(False):
+            me = _thread.get_ident()
+            if ctx.owner == me and ctx.step is not None:
+                raise RuntimeError(
+                    "fnbridge.%s called inside step %r: a step's function cannot make context "
+                    "calls (a replay skips it); make them before or after fnbridge.run" % (api_name, ctx.step)
+                )
+            raise RuntimeError(
+                "fnbridge.%s called from thread %d while fnbridge.%s is in flight in thread %d: "
+                "context calls are journaled in order and must be made one at a time"
+                % (api_name, me, ctx.op, ctx.owner)
+            )
+        ctx.owner = _thread.get_ident()
+        ctx.op = api_name
+        return ctx
+
+    def leave(ctx):
+        ctx.owner = ctx.op = ctx.step = None
+        ctx.lock.release()
+
+    def connection(ctx):
+        if ctx.conn is not None:
+            return ctx.conn
+        if not http_conn:
+            import http.client
+            import socket
+
+            class UnixConnection(http.client.HTTPConnection):
+                def __init__(self, path):
+                    http.client.HTTPConnection.__init__(self, "localhost")
+                    self.unix_path = path
+
+                def connect(self):
+                    sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+                    try:
+                        sock.connect(self.unix_path)
+                    except BaseException:
+                        sock.close()
+                        raise
+                    self.sock = sock
+
+            http_conn.update(client=http.client, unix=UnixConnection)
+        if ctx.address.startswith("unix://"):
+            ctx.conn = http_conn["unix"](ctx.address[len("unix://"):])
+        else:
+            ctx.conn = http_conn["client"].HTTPConnection(ctx.address[len("tcp://"):])
+        return ctx.conn
+
+    def drop_connection(ctx):
+        conn, ctx.conn = ctx.conn, None
+        if conn is not None:
+            try:
+                conn.close()
+            except Exception:
+                pass
+
+    def request(ctx, api_name, op, fields, raw=None):
+        # raw is (field, JSON bytes) spliced in as sent, so the journal gets
+        # exactly the compact encoding.
+        body = json.dumps(fields, separators=(",", ":")).encode("utf-8")
+        if raw is not None:
+            body = body[:-1] + (b"," if fields else b"") + json.dumps(raw[0]).encode("ascii") + b":" + raw[1] + b"}"
+        conn = connection(ctx)
+        try:
+            conn.request("POST", "/v1/" + op, body, {
+                "Authorization": "Bearer " + ctx.token,
+                "Content-Type": "application/json",
+            })
+            resp = conn.getresponse()
+            data = resp.read()
+        except (OSError, http_conn["client"].HTTPException) as exc:
+            drop_connection(ctx)
+            # Whether the request reached the journal is unknown: nothing
+            # more of this attempt may be journaled.
+            ctx.broken = "fnbridge: the context endpoint at %s is unreachable: %s: %s" % (
+                ctx.address, type_name(exc), message_of(exc))
+            raise RuntimeError(ctx.broken)
+        try:
+            answer = json.loads(data)
+            message = answer.get("error", "") if resp.status != 200 else ""
+        except (ValueError, AttributeError):
+            raise RuntimeError("fnbridge.%s: the context endpoint at %s sent an unreadable answer (HTTP %d): %r"
+                               % (api_name, ctx.address, resp.status, data[:200]))
+        if resp.status == 200:
+            return answer
+        if resp.status == 410:
+            ctx.ended = message or "the attempt is over"
+            drop_connection(ctx)
+            raise Suspended(ctx.ended)
+        raise RuntimeError("fnbridge.%s: %s (HTTP %d)" % (api_name, message, resp.status))
+
+    def result_of(r):
+        if "failure" in r:
+            f = r["failure"]
+            raise TerminalError(f.get("message", ""), f.get("code", 500))
+        if "value" in r:
+            return r["value"]
+        import base64
+
+        data = base64.b64decode(r.get("bytes", ""))
+        return data if data else None
+
+    def encode_input(api_name, value):
+        if value is None:
+            return None
+        if isinstance(value, (bytes, bytearray)):
+            import base64
+
+            return ("input_bytes", json.dumps(base64.b64encode(bytes(value)).decode("ascii")).encode("ascii"))
+        try:
+            return ("input", encode(value))
+        except _Unserializable as wrapped:
+            exc = wrapped.args[0]
+            raise TypeError("fnbridge.%s: input is not JSON-serializable: %s: %s"
+                            % (api_name, type_name(exc), message_of(exc)))
+
+    def millis(api_name, what, seconds):
+        if hasattr(seconds, "total_seconds"):
+            seconds = seconds.total_seconds()
+        if isinstance(seconds, bool) or not isinstance(seconds, (int, float)):
+            raise TypeError("fnbridge.%s: %s must be a number of seconds or a timedelta, not %s"
+                            % (api_name, what, type(seconds).__name__))
+        if not seconds >= 0 or seconds == float("inf"):
+            raise ValueError("fnbridge.%s: %s must be a finite number of seconds >= 0, not %r" % (api_name, what, seconds))
+        return int(seconds * 1000)
+
+    def check_str(api_name, what, value, optional=False):
+        if optional and value is None:
+            return ""
+        if not isinstance(value, str) or not value:
+            raise TypeError("fnbridge.%s: %s must be a non-empty str, not %r" % (api_name, what, value))
+        return value
+
+    def call_fields(api_name, service, handler, key, idempotency_key, headers):
+        fields = {
+            "service": check_str(api_name, "service", service),
+            "handler": check_str(api_name, "handler", handler),
+            "key": check_str(api_name, "key", key, True),
+            "idempotency_key": check_str(api_name, "idempotency_key", idempotency_key, True),
+        }
+        if headers:
+            if not all(isinstance(k, str) and isinstance(v, str) for k, v in dict(headers).items()):
+                raise TypeError("fnbridge.%s: headers must map str to str" % api_name)
+            fields["headers"] = dict(headers)
+        return fields
+
+    def run(name, fn, *args, **kwargs):
+        """Run fn(*args, **kwargs) as the journaled step name and return its result.
+
+        A step recorded by an earlier attempt returns its journaled result
+        without calling fn. fn's return value must be JSON-serializable.
+        fnbridge.TerminalError raised by fn is journaled as the step's
+        failure and raised on this and every later attempt; any other
+        exception fails the attempt (Restate retries it, completed steps
+        stay journaled) and is raised again here."""
+        check_str("run", "name", name)
+        if not callable(fn):
+            raise TypeError("fnbridge.run(%r): fn must be callable, not %s" % (name, type(fn).__name__))
+        ctx = enter("run")
+        try:
+            started = request(ctx, "run", "run/start", {"name": name})
+            if "recorded" in started:
+                return result_of(started["recorded"])
+            handle = started["execute"]
+            ctx.step = name
+            try:
+                value = fn(*args, **kwargs)
+            except Exception as exc:
+                ctx.step = None
+                if is_terminal(exc):
+                    code = getattr(exc, "code", 500)
+                    if isinstance(code, bool) or not isinstance(code, int) or not 0 <= code <= 65535:
+                        code = 500
+                    message = getattr(exc, "message", None)
+                    if not isinstance(message, str):
+                        message = message_of(exc)
+                    done = request(ctx, "run", "run/complete",
+                                   {"handle": handle, "failure": {"code": code, "message": message}})
+                    return result_of(done["result"])
+                request(ctx, "run", "run/complete", {"handle": handle, "retryable": {
+                    "message": "%s: %s" % (type_name(exc), message_of(exc))}})
+                ctx.ended = "step %r failed and will be retried: %s: %s" % (name, type_name(exc), message_of(exc))
+                raise
+            ctx.step = None
+            try:
+                encoded = encode(value)
+            except _Unserializable as wrapped:
+                # A retry could only repeat it: journaled as a terminal failure.
+                exc = wrapped.args[0]
+                done = request(ctx, "run", "run/complete", {"handle": handle, "failure": {
+                    "code": 500, "message": "fnbridge.run(%r): the step's return value is not JSON-serializable: %s: %s"
+                    % (name, type_name(exc), message_of(exc))}})
+                return result_of(done["result"])
+            done = request(ctx, "run", "run/complete", {"handle": handle}, ("value", encoded))
+            return result_of(done["result"])
+        finally:
+            leave(ctx)
+
+    class Future(object):
+        """A pending durable result (a timer or a call) of this attempt.
+
+        result() waits for it; it may be awaited long after it was created,
+        in any order, any number of times."""
+
+        __slots__ = ("_ctx", "_handle", "_what", "_done", "_value", "_failure")
+
+        def __init__(self, ctx, handle, what):
+            self._ctx, self._handle, self._what = ctx, handle, what
+            self._done, self._value, self._failure = False, None, None
+
+        def __repr__(self):
+            return "<fnbridge.Future %s %s%s>" % (self._what, self._handle, " done" if self._done else "")
+
+        def _settle(self, r):
+            self._done = True
+            try:
+                self._value = result_of(r)
+            except TerminalError as exc:
+                self._failure = (exc.message, exc.code)
+
+        def result(self):
+            """The result; raises TerminalError if it failed terminally."""
+            if not self._done:
+                wait_all(self)
+            if self._failure is not None:
+                raise TerminalError(*self._failure)
+            return self._value
+
+    Future.__module__ = "fnbridge"
+    Future.__qualname__ = "Future"
+
+    def check_futures(api_name, ctx, futures):
+        if not futures:
+            raise TypeError("fnbridge.%s needs at least one Future" % api_name)
+        for f in futures:
+            if not isinstance(f, Future):
+                raise TypeError("fnbridge.%s takes Futures as separate arguments (%s(*futures)), not %s"
+                                % (api_name, api_name, type(f).__name__))
+            if f._ctx is not ctx:
+                raise RuntimeError("fnbridge.%s: %r belongs to another invocation attempt" % (api_name, f))
+
+    def wait_all(*futures):
+        """Wait for every future; return their results in order.
+
+        Raises the TerminalError of the first future (in order) that failed."""
+        ctx = enter("wait_all")
+        try:
+            check_futures("wait_all", ctx, futures)
+            pending = []
+            for f in futures:
+                if not f._done and f not in pending:
+                    pending.append(f)
+            if pending:
+                answer = request(ctx, "wait_all", "await", {"handles": [f._handle for f in pending], "mode": "all"})
+                results = answer.get("results") or []
+                if len(results) != len(pending):
+                    raise RuntimeError("fnbridge.wait_all: the context endpoint answered %d results for %d futures"
+                                       % (len(results), len(pending)))
+                for f, r in zip(pending, results):
+                    f._settle(r)
+        finally:
+            leave(ctx)
+        return [f.result() for f in futures]
+
+    def wait_any(*futures):
+        """Wait until one of futures completes and return that Future."""
+        ctx = enter("wait_any")
+        try:
+            check_futures("wait_any", ctx, futures)
+            for f in futures:
+                if f._done:
+                    return f
+            answer = request(ctx, "wait_any", "await", {"handles": [f._handle for f in futures], "mode": "any"})
+            i = answer.get("index")
+            if not isinstance(i, int) or not 0 <= i < len(futures):
+                raise RuntimeError("fnbridge.wait_any: the context endpoint answered no valid index: %r" % (i,))
+            futures[i]._settle(answer["result"])
+            return futures[i]
+        finally:
+            leave(ctx)
+
+    def sleep_op(api_name, seconds, asynchronous):
+        ms = millis(api_name, "seconds", seconds)
+        ctx = enter(api_name)
+        try:
+            answer = request(ctx, api_name, "sleep", {"millis": ms, "async": asynchronous})
+            if asynchronous:
+                return Future(ctx, answer["handle"], "sleep")
+            result_of(answer["result"])
+        finally:
+            leave(ctx)
+
+    def sleep(seconds):
+        """Sleep durably: a journaled timer (seconds, or a timedelta)."""
+        sleep_op("sleep", seconds, False)
+
+    def sleep_async(seconds):
+        """Start a durable timer and return its Future."""
+        return sleep_op("sleep_async", seconds, True)
+
+    def call_op(api_name, service, handler, input, key, idempotency_key, headers, asynchronous):
+        fields = call_fields(api_name, service, handler, key, idempotency_key, headers)
+        fields["async"] = asynchronous
+        raw = encode_input(api_name, input)
+        ctx = enter(api_name)
+        try:
+            answer = request(ctx, api_name, "call", fields, raw)
+            if asynchronous:
+                return Future(ctx, answer["handle"], "call %s/%s" % (service, handler))
+            return result_of(answer["result"])
+        finally:
+            leave(ctx)
+
+    def call(service, handler, input=None, *, key=None, idempotency_key=None, headers=None):
+        """Call another handler durably and return its result.
+
+        A terminal failure of the callee raises TerminalError with its code
+        and message."""
+        return call_op("call", service, handler, input, key, idempotency_key, headers, False)
+
+    def call_async(service, handler, input=None, *, key=None, idempotency_key=None, headers=None):
+        """Call another handler durably and return the Future of its result."""
+        return call_op("call_async", service, handler, input, key, idempotency_key, headers, True)
+
+    def send_call(service, handler, input=None, *, key=None, delay=None, idempotency_key=None, headers=None):
+        """Send a one-way call (after delay seconds); return the callee's invocation id."""
+        fields = call_fields("send", service, handler, key, idempotency_key, headers)
+        fields["delay_millis"] = 0 if delay is None else millis("send", "delay", delay)
+        raw = encode_input("send", input)
+        ctx = enter("send")
+        try:
+            return request(ctx, "send", "send", fields, raw)["invocation_id"]
+        finally:
+            leave(ctx)
+
+    def invocation_id():
+        """The id of this invocation (inv_...), the same on every attempt."""
+        ctx = enter("invocation_id")
+        try:
+            if ctx.invocation_id is None:
+                ctx.invocation_id = request(ctx, "invocation_id", "invocation-id", {})["invocation_id"]
+            return ctx.invocation_id
+        finally:
+            leave(ctx)
+
+    def random():
+        """A float in [0, 1); the n-th call returns the same on every attempt."""
+        ctx = enter("random")
+        try:
+            return request(ctx, "random", "random", {})["float"]
+        finally:
+            leave(ctx)
+
+    def uuid4():
+        """A random uuid.UUID (version 4); the n-th call returns the same on every attempt."""
+        ctx = enter("uuid4")
+        try:
+            text = request(ctx, "uuid4", "uuid", {})["uuid"]
+        finally:
+            leave(ctx)
+        import uuid
+
+        return uuid.UUID(text)
+
+    def forget_connection_in_child():
+        # A forked child must not share the parent's connection.
+        ctx = steps["ctx"]
+        if ctx is not None:
+            ctx.conn = None
+
+    os.register_at_fork(after_in_child=forget_connection_in_child)
+
+    send_call.__name__ = send_call.__qualname__ = "send"
+    for api_fn in (run, sleep, sleep_async, call, call_async, send_call, wait_all, wait_any, invocation_id, random, uuid4):
+        setattr(api, api_fn.__name__, api_fn)
+    api.Future = Future
+    api.Suspended = Suspended
     sys.modules["fnbridge"] = api
 
     def check_inside(name):
@@ -212,22 +679,28 @@ def _fnbridge_worker():
         {"python": sys.version.split()[0], "file": getattr(module, "__file__", None) or ""},
     )
 
-    def take_outputs_file():
-        # The outputs file is emptied after every invocation, so each one
-        # starts with a fresh, empty file.
-        if not outputs_path:
+    def new_outputs_file(n):
+        # Every invocation gets a path of its own in FNBRIDGE_OUTPUTS
+        # (children started from now on inherit it), so a late write to an
+        # earlier invocation's file is never read. The file is created by
+        # whoever writes it first: creating one per invocation costs more
+        # than the rest of a warm call on some file systems.
+        if not outputs_base:
+            return ""
+        path = "%s.%d" % (outputs_base, n)
+        os.environ["FNBRIDGE_OUTPUTS"] = path
+        return path
+
+    def take_outputs_file(path):
+        if not path:
             return b""
         try:
-            size = os.stat(outputs_path).st_size
+            f = open(path, "rb")
         except FileNotFoundError:
-            open(outputs_path, "wb").close()
             return b""
-        if size == 0:
-            return b""
-        with open(outputs_path, "r+b") as f:
-            data = f.read(max_outputs_file + 1)
-            f.truncate(0)
-        return data
+        with f:
+            os.unlink(path)
+            return f.read(max_outputs_file + 1)
 
     def encode(value):
         try:
@@ -249,25 +722,59 @@ def _fnbridge_worker():
             "terminal": is_terminal(exc) if terminal is None else terminal,
         }
 
-    while True:
+    def read_request():
         header = requests.read(5)
         if not header:
             sys.exit(0)  # the server closed the request pipe
-        if len(header) < 5 or header[0] != ord("I"):
+        if len(header) < 5 or header[0] not in (ord("I"), ord("C")):
             sys.exit(3)
         (size,) = struct.unpack(">I", header[1:])
-        payload = requests.read(size)
-        if len(payload) < size:
+        rid = requests.read(8)
+        data = requests.read(size - 8) if size > 8 else b""
+        if size < 8 or len(rid) < 8 or len(data) < size - 8:
             sys.exit(3)
+        return header[0], rid, data
 
+    n = 0
+    while True:
+        request_id = b""
+        kind, request_id, payload = read_request()
+        context = None
+        if kind == ord("C"):
+            # The step context of the invocation whose 'I' follows.
+            try:
+                context = json.loads(payload)
+                context = (str(context["address"]), str(context["token"]))
+            except (ValueError, KeyError, TypeError):
+                sys.exit(3)
+            kind, rid, payload = read_request()
+            if kind != ord("I") or rid != request_id:
+                sys.exit(3)
+        # A request the server wrote just before it died must not run: the
+        # lifeline only becomes readable at its end, and the guardian may
+        # not have struck yet.
+        if lifeline.poll(0):
+            os.killpg(0, signal.SIGKILL)
+            os._exit(1)
+
+        n += 1
         state["outputs"] = {}
+        state["invocation"] = n
+        outputs_path = ""
+        invocation.set(n)
         error = None
         output = None
+        ctx = None
+        if context is not None:
+            ctx = steps["ctx"] = _Steps(n, context[0], context[1])
+            os.environ["FNBRIDGE_CONTEXT"], os.environ["FNBRIDGE_CONTEXT_TOKEN"] = context
         try:
+            outputs_path = new_outputs_file(n)
             try:
                 argument = json.loads(payload) if payload else None
-            except ValueError as exc:
-                error = {"type": "InvalidInput", "message": "input is not valid JSON: %s" % message_of(exc),
+            except (ValueError, RecursionError) as exc:
+                what = "nests too deeply" if isinstance(exc, RecursionError) else "is not valid JSON"
+                error = {"type": "InvalidInput", "message": "input %s: %s" % (what, message_of(exc)),
                          "terminal": True}
             else:
                 result = handler(argument)
@@ -277,20 +784,38 @@ def _fnbridge_worker():
                     result = asyncio.run(_await(result))
                 output = encode(result)
                 if len(output) > max_output:
-                    error = {"type": "OutputTooLarge", "terminal": False,
+                    error = {"type": "OutputTooLarge", "terminal": True,
                              "message": "return value encodes to %d bytes of JSON, more than the %d allowed"
                              % (len(output), max_output)}
         except _Unserializable as wrapped:
             exc = wrapped.args[0]
-            error = failure(exc, terminal=False,
-                            message="return value is not JSON-serializable: %s" % message_of(exc))
+            error = {"type": "UnserializableOutput", "terminal": True,
+                     "message": "return value is not JSON-serializable: %s: %s" % (type_name(exc), message_of(exc))}
         except BaseException as exc:
-            print_traceback()
+            if not isinstance(exc, Suspended):
+                print_traceback()
             error = failure(exc)
+        if os.getpid() != worker_pid:
+            flush_stdio()
+            os._exit(0)  # a forked child returned from the handler
+        invocation.set(0)
+        state["invocation"] = 0
+        if ctx is not None:
+            steps["ctx"] = None
+            drop_connection(ctx)
+            os.environ.pop("FNBRIDGE_CONTEXT", None)
+            os.environ.pop("FNBRIDGE_CONTEXT_TOKEN", None)
+            # An attempt that is over has no result: whatever the function
+            # did after that (caught Suspended, returned) is discarded, and
+            # a retry must follow, never a terminal failure.
+            over = ctx.ended or ctx.broken
+            if over is not None and (error is None or error["terminal"] or error["type"] == "fnbridge.Suspended"):
+                error = {"type": "fnbridge.Suspended" if ctx.ended else "RuntimeError", "message": over,
+                         "terminal": False}
 
         extra = []
         try:
-            data = take_outputs_file()
+            data = take_outputs_file(outputs_path)
             if data:
                 extra.append((ord("F"), data))
         except Exception as exc:

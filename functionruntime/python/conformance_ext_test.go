@@ -12,7 +12,12 @@ import (
 	"github.com/fnbridge/fnbridge/functionruntime/python"
 )
 
-func TestMain(m *testing.M) { adaptertest.Main(m, conformance) }
+func TestMain(m *testing.M) {
+	if dir := os.Getenv(lateRequestRole); dir != "" {
+		serveLateRequest(dir) // never returns
+	}
+	adaptertest.Main(m, conformance)
+}
 
 // TestConformance runs the behaviours every built-in adapter shares.
 func TestConformance(t *testing.T) { adaptertest.Run(t, conformance) }

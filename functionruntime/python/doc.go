@@ -44,15 +44,18 @@
 //   - Raising fnbridge.TerminalError (or any exception class named
 //     TerminalError, or a subclass of one) fails it terminally: it must not
 //     be retried.
-//   - A return value that json cannot encode is a retryable HandlerError
-//     ("return value is not JSON-serializable: ..."). One larger than the
-//     server's output bound (functionruntime.Limits.MaxOutputBytes) fails
-//     terminally there (OUTPUTS_INVALID: the handler already ran);
-//     Options.MaxOutput is only the adapter's memory guard above that.
-//   - Input that is not valid JSON fails terminally with Type
-//     "InvalidInput" without calling the function; a content type other
-//     than application/json (or */*+json, or empty) fails terminally with
-//     Type "UnsupportedContentType". The worker keeps running.
+//   - Failures a retry can only repeat are terminal. A return value that
+//     json cannot encode (a set, NaN, nesting too deep) fails with Type
+//     "UnserializableOutput" ("return value is not JSON-serializable:
+//     TypeError: ..."); one larger than Options.MaxOutput with Type
+//     "OutputTooLarge"; one larger than the server's output bound
+//     (functionruntime.Limits.MaxOutputBytes) fails at the server
+//     (OUTPUTS_INVALID: the handler already ran).
+//   - Input that is not valid JSON, or nests too deeply to decode
+//     (RecursionError), fails terminally with Type "InvalidInput" without
+//     calling the function; a content type other than application/json
+//     (or */*+json, or empty) fails terminally with Type
+//     "UnsupportedContentType". The worker keeps running.
 //
 // # The fnbridge module
 //
@@ -60,16 +63,80 @@
 // name):
 //
 //	import fnbridge
-//	raise fnbridge.TerminalError("order not found")   # no retry
+//	raise fnbridge.TerminalError("order not found", code=404)   # no retry
 //	fnbridge.set_output("order_id", "A-17")           # key and value are str
+//
+// set_output belongs to the invocation whose context it is called in: the
+// handler, its coroutines, asyncio.to_thread and anything run with
+// contextvars.copy_context().run. Called elsewhere (a plain thread, or
+// after the invocation ended) it raises RuntimeError, so a thread that
+// outlives its invocation can never add outputs to a later one.
+//
+// # Durable steps
+//
+// For a handler with durability: steps the server passes the attempt's
+// context endpoint (Invocation.Context, from the InvokeFunction metadata)
+// and the function runs on every attempt; each call below is one request
+// to the endpoint (see package bridge/stepctx), journaled and replayed in
+// order. Code outside steps re-runs on every attempt.
+//
+//	fnbridge.run(name, fn, *args, **kwargs)   a step: fn's JSON-encodable result is journaled
+//	fnbridge.sleep(seconds)                   a durable timer (seconds or timedelta)
+//	fnbridge.call(service, handler, input=None, *, key=None, idempotency_key=None, headers=None)
+//	fnbridge.send(service, handler, input=None, *, key=None, delay=None, idempotency_key=None, headers=None)
+//	fnbridge.call_async(...), fnbridge.sleep_async(seconds)   → fnbridge.Future (.result())
+//	fnbridge.wait_any(*futures)               → the first completed Future
+//	fnbridge.wait_all(*futures)               → their results, in order
+//	fnbridge.invocation_id(), fnbridge.random(), fnbridge.uuid4()   the same on every attempt
+//
+// A recorded step returns its journaled result without calling fn. fn
+// raising fnbridge.TerminalError(message, code=500) journals the step's
+// failure, raised again on this and every later attempt; a return value
+// json cannot encode is journaled the same way (code 500), since a retry
+// could only repeat it. Any other exception from fn fails the attempt:
+// it is reported to the endpoint as retryable and raised again; Restate
+// retries the invocation and completed steps stay journaled. A terminal
+// failure of a called handler raises TerminalError with its code and
+// message. Inputs are JSON-encoded (bytes are sent as they are; None is
+// no input); results are decoded JSON, None when empty, bytes when not
+// JSON. A future may be awaited any number of times, in any order, long
+// after it was created, but only in the attempt that created it.
+//
+// Once the endpoint answers 410 (the attempt suspended, or ended because
+// a step failed or the journal cannot go on), that call and every later
+// one raise fnbridge.Suspended, a BaseException, so "except Exception"
+// does not stop it; the invocation then ends without a result as a
+// retryable HandlerError of Type functionruntime.AttemptEndedType, even
+// if the function caught Suspended and returned. When the bridge cancels
+// the invocation meanwhile, the worker is killed as on any cancellation.
+//
+// Calls are made one at a time: a call from another thread while one is
+// in flight (a step's function included), a call inside a step's
+// function, and the endpoint's 409 (another process using the token)
+// raise RuntimeError. Like set_output, the calls belong to the
+// invocation's context (the function, its coroutines, threads run with
+// contextvars.copy_context()); from a plain thread they raise
+// RuntimeError. Without a step context (durability: function) every call
+// raises RuntimeError "fnbridge.run needs durability: steps ...". The
+// worker speaks HTTP/1.1 to the endpoint with http.client over AF_UNIX
+// or TCP, one kept-alive connection per invocation; an endpoint that
+// cannot be reached fails the call with "fnbridge: the context endpoint
+// at ... is unreachable: ..." and ends the attempt retryably.
+//
+// FNBRIDGE_CONTEXT and FNBRIDGE_CONTEXT_TOKEN are in os.environ (and so
+// in children started meanwhile) while such an invocation runs, for the
+// fnbridge command or other clients; they are removed after it.
 //
 // # Outputs
 //
 // Outputs are key/value strings returned next to the output. A handler sets
 // them with fnbridge.set_output, or by writing key=value lines to the file
 // named by the FNBRIDGE_OUTPUTS environment variable (the same convention
-// as Bash; the file is empty at the start of every invocation). Values set
-// with set_output win over the file. Keys are ASCII letters, digits, '_',
+// as Bash). Every invocation gets a new, empty file, and FNBRIDGE_OUTPUTS
+// (os.environ, and so the environment of children started from then on)
+// names it only while that invocation runs; the file is removed once read,
+// so a late write through a path or a descriptor of an earlier invocation
+// is never read. Values set with set_output win over the file. Keys are ASCII letters, digits, '_',
 // '.', '-', starting with a letter or '_'; values are UTF-8 without NUL; a
 // bad key or line fails the invocation (retryable HandlerError, Type
 // "InvalidOutputs"). Outputs of a failed invocation are discarded.
@@ -119,19 +186,44 @@
 //
 // Go and the worker talk on two extra pipes, never on stdout or stderr:
 // fd 3 carries requests, fd 4 responses (the bootstrap moves both to high,
-// close-on-exec descriptors). fd 5, the lifeline, carries nothing: only the
-// guardian keeps it. Each message is a frame: one kind byte, a
-// 4-byte big-endian payload length, the payload.
+// close-on-exec descriptors). fd 5, the lifeline, carries nothing: the
+// guardian keeps it, and the worker a high close-on-exec copy. Each message
+// is a frame: one kind byte, a 4-byte big-endian payload length, the
+// payload. After the handshake every payload starts with an 8-byte request
+// id: Go draws a random one per request, and the worker starts each
+// response frame with the id of the request it answers.
 //
-//	→ 'I' input bytes (the invocation's raw JSON input)
+//	→ 'C' id, {"address","token"}               the step context (durability: steps), then:
+//	→ 'I' id, input bytes (the invocation's raw JSON input)
 //	← 'K' {"python":version,"file":path}        ready, after the import
 //	← 'X' {"stage","type","message"}            import failed; the worker exits
-//	← 'O' {"key":"value",...}                    set_output pairs (optional)
-//	← 'F' raw FNBRIDGE_OUTPUTS file content      (optional)
-//	← 'R' output bytes                           success, ends the invocation
-//	← 'E' {"type","message","terminal"}          failure, ends the invocation
+//	← 'O' id, {"key":"value",...}                set_output pairs (optional)
+//	← 'F' id, raw FNBRIDGE_OUTPUTS file content  (optional)
+//	← 'R' id, output bytes                       success, ends the invocation
+//	← 'E' id, {"type","message","terminal"}      failure, ends the invocation
+//
+// A 'C' frame is followed by the 'I' of the same id; anything else ends
+// the worker. An invocation whose attempt ended answers 'E' with type
+// fnbridge.Suspended and terminal false.
 //
 // Before 'K', 'X', 'R' or 'E' the worker writes a log synchronisation
 // marker to stderr, so all the invocation's log lines are logged before
 // Invoke returns (see package proc).
+//
+// A result is never attributed to an invocation it does not belong to.
+// A response frame naming another id (a stale one, or one nobody sent), or
+// bytes left on the pipe after an invocation ended, mean something other
+// than the worker loop wrote to it: Go ends the worker (kills its group),
+// the invocation fails retryably with [functionruntime.ErrWorkerCrashed],
+// and the next one starts a fresh worker. Because ids are random, nothing
+// can prepare a frame for a request it has not seen; a handler runs in the
+// worker and can always forge its own invocation's answer, but never
+// another's. A child the handler forks (os.fork, multiprocessing) closes
+// the protocol pipes at once (os.register_at_fork), and one that returns
+// from the handler exits instead of answering or reading a request.
+//
+// The worker polls its lifeline copy after reading a request and before
+// starting it: a request the server wrote just before dying is never run
+// (the guardian may not have struck yet); the worker kills its group
+// instead.
 package python

@@ -3,9 +3,11 @@ package python
 import (
 	"bufio"
 	"context"
+	"encoding/binary"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math/rand/v2"
 	"mime"
 	"os"
 	"path/filepath"
@@ -20,6 +22,7 @@ import (
 // Frame kinds of the worker protocol (see the package doc).
 const (
 	frameInput       = 'I'
+	frameContext     = 'C'
 	frameReady       = 'K'
 	frameLoadFailed  = 'X'
 	frameSetOutputs  = 'O'
@@ -27,6 +30,10 @@ const (
 	frameResult      = 'R'
 	frameError       = 'E'
 )
+
+// idSize is the size of the request id that starts every request and
+// response payload after the handshake.
+const idSize = 8
 
 // maxMessage bounds a handler error message kept from the worker.
 const maxMessage = 4096
@@ -46,7 +53,8 @@ type launcher struct {
 type session struct {
 	proc.Base // the process and its scratch directory
 	r         *bufio.Reader
-	limit     int // largest frame accepted
+	limit     int    // largest frame accepted
+	last      uint64 // id of the previous request, to name late frames
 }
 
 // start launches a worker and waits until it imported the handler.
@@ -75,6 +83,7 @@ func (l *launcher) start(ctx context.Context) (proc.Session, error) {
 		Marker:      marker,
 		MaxLogLine:  l.opts.MaxLogLine,
 		NoSubreaper: l.opts.NoSubreaper,
+		Limits:      proc.Limits(l.spec.Limits),
 	})
 	if err != nil {
 		_ = os.RemoveAll(tmp)
@@ -140,7 +149,7 @@ func (w *worker) Invoke(ctx context.Context, inv functionruntime.Invocation) (fu
 	var res functionruntime.Result
 	err := w.sup.Do(ctx, &inv.Logger, func(s proc.Session) error {
 		var err error
-		res, err = s.(*session).invoke(inv.Input)
+		res, err = s.(*session).invoke(inv.Input, inv.Context)
 		return err
 	})
 	if err != nil {
@@ -169,17 +178,51 @@ func checkContentType(ct string) error {
 	}
 }
 
-// invoke sends one input and reads frames up to the result or error.
-func (s *session) invoke(input []byte) (functionruntime.Result, error) {
-	if err := proc.WriteFrame(s.P.Requests(), frameInput, input); err != nil {
+// newID draws a request id. It is random rather than a counter so that
+// nothing in the worker (a forked child, a thread of an earlier
+// invocation, the handler itself) can prepare a frame for a request it has
+// not seen.
+func (s *session) newID() uint64 {
+	for {
+		if id := rand.Uint64(); id != s.last && id != 0 {
+			return id
+		}
+	}
+}
+
+// invoke sends one input (after the step context, when there is one) and
+// reads frames up to the result or error. Every
+// response frame must name this request's id; any other frame means
+// something besides the worker loop wrote to the response pipe, and the
+// worker is ended (a ProtocolError) rather than letting a result land on
+// the wrong invocation.
+func (s *session) invoke(input []byte, sc *functionruntime.StepContext) (functionruntime.Result, error) {
+	if n := s.r.Buffered(); n > 0 {
+		// Left over from the previous request: the pipe is not ours alone.
+		return functionruntime.Result{}, &proc.ProtocolError{Err: fmt.Errorf(
+			"%d bytes arrived on the response pipe after the previous invocation ended (written by a forked child, a background thread or the handler itself); worker ended", n)}
+	}
+	id := s.newID()
+	defer func() { s.last = id }()
+	if sc != nil {
+		c, err := json.Marshal(map[string]string{"address": sc.Address, "token": sc.Token})
+		if err != nil {
+			return functionruntime.Result{}, err
+		}
+		if err := proc.WriteFrame(s.P.Requests(), frameContext, append(binary.BigEndian.AppendUint64(nil, id), c...)); err != nil {
+			return functionruntime.Result{}, &proc.ProtocolError{Err: fmt.Errorf("send step context: %w", err)}
+		}
+	}
+	payload := binary.BigEndian.AppendUint64(make([]byte, 0, idSize+len(input)), id)
+	if err := proc.WriteFrame(s.P.Requests(), frameInput, append(payload, input...)); err != nil {
 		return functionruntime.Result{}, &proc.ProtocolError{Err: fmt.Errorf("send input: %w", err)}
 	}
 	var set map[string]string
 	var file []byte
 	for {
-		kind, payload, err := proc.ReadFrame(s.r, s.limit)
+		kind, payload, err := s.readFrame(id)
 		if err != nil {
-			return functionruntime.Result{}, &proc.ProtocolError{Err: fmt.Errorf("read response: %w", err)}
+			return functionruntime.Result{}, err
 		}
 		switch kind {
 		case frameSetOutputs:
@@ -208,6 +251,28 @@ func (s *session) invoke(input []byte) (functionruntime.Result, error) {
 		default:
 			return functionruntime.Result{}, &proc.ProtocolError{Err: errors.New("unexpected frame kind " + strconv.QuoteRune(rune(kind)))}
 		}
+	}
+}
+
+// readFrame reads one response frame of request id and returns it without
+// the id.
+func (s *session) readFrame(id uint64) (byte, []byte, error) {
+	kind, payload, err := proc.ReadFrame(s.r, s.limit)
+	if err != nil {
+		return 0, nil, &proc.ProtocolError{Err: fmt.Errorf("read response: %w", err)}
+	}
+	if len(payload) < idSize {
+		return 0, nil, &proc.ProtocolError{Err: fmt.Errorf("response frame %q of %d bytes carries no request id; worker ended", kind, len(payload))}
+	}
+	switch got := binary.BigEndian.Uint64(payload); got {
+	case id:
+		return kind, payload[idSize:], nil
+	case s.last:
+		return 0, nil, &proc.ProtocolError{Err: fmt.Errorf(
+			"response frame %q answers the previous request (id %016x), not this one (id %016x): written late by a forked child, a background thread or the handler itself; worker ended", kind, got, id)}
+	default:
+		return 0, nil, &proc.ProtocolError{Err: fmt.Errorf(
+			"response frame %q names request id %016x, not this request's %016x: forged or stray frame on the response pipe; worker ended", kind, got, id)}
 	}
 }
 

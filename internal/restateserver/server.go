@@ -329,14 +329,18 @@ func (s *Server) expect200(ctx context.Context, method, url string) error {
 	return nil
 }
 
-func (s *Server) logTail(lines int) string {
-	b, err := os.ReadFile(s.logPath)
+func (s *Server) logTail(lines int) string { return LogTail(s.logPath, lines) }
+
+// LogTail returns the last n lines of the log file at path, for a failure
+// message; the e2e harness uses it for the bridge's logs too.
+func LogTail(path string, n int) string {
+	b, err := os.ReadFile(path)
 	if err != nil {
 		return "(no log: " + err.Error() + ")"
 	}
 	all := strings.Split(strings.TrimRight(string(b), "\n"), "\n")
-	if len(all) > lines {
-		all = all[len(all)-lines:]
+	if len(all) > n {
+		all = all[len(all)-n:]
 	}
 	return strings.Join(all, "\n")
 }

@@ -69,6 +69,37 @@
 // descendant that leaves the group (setsid, setpgid) escapes both the group
 // kill and the guardian.
 //
+// # Limits
+//
+// Go's exec can set neither rlimits nor a cgroup for a child, and setting
+// them after Start races the interpreter. So when [Config.Limits] or a
+// cgroup applies, [Start] runs /bin/sh, which sets the rlimits on itself,
+// writes 1000 to its oom_score_adj (the OOM killer takes a worker before
+// the server), joins the worker's cgroup leaf and execs the interpreter:
+// same pid, group and descriptors, and every process the handler forks
+// inherits the limits. Paths travel as positional parameters, never as
+// shell code, and PWD, which the shell exports on its own, is put back.
+//
+// The leaf (fnbridge-<server pid>-<n> under the server's own cgroup, in
+// cgroup v2 when memory and pids can be enabled for children, otherwise in
+// the writable v1 pids and memory hierarchies) carries memory and pids
+// limits for the worker as a whole. Terminate kills whatever is still in
+// it, descendants that left the process group included, and removes it;
+// leaves of a server that died are removed by the next one. [Mechanisms]
+// describes what is in force on the host.
+//
+// [Supervisor.Do] turns a limit hit into a [LimitError]: the worker died
+// of SIGXFSZ or SIGXCPU, the leaf's oom_kill or pids max counter moved
+// during the invocation, or the handler error (see [HandlerFailure]) is a
+// MemoryError, EFBIG, EMFILE or a status of 128+SIGXFSZ or 128+SIGXCPU.
+// The worker is discarded, so the next invocation starts a fresh one.
+//
+// A setsid'ed descendant also leaves the group that the waits of
+// [Process.ReapStrays] and Terminate reach. The server, as subreaper,
+// reaps on every SIGCHLD the exited children that lead a session of their
+// own: workers and probes share the server's session, so such a child can
+// only be an adopted orphan.
+//
 // [Probe] runs a one-off command (the python adapter's interpreter probe)
 // under the same rules: own group, Pdeathsig, and its group killed and
 // reaped before it returns.

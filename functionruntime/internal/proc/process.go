@@ -49,6 +49,8 @@ type Config struct {
 	MaxLogLine int
 	// NoSubreaper keeps the server from becoming a child subreaper.
 	NoSubreaper bool
+	// Limits bound the worker (see [Limits]); the zero value is unlimited.
+	Limits Limits
 }
 
 // Process is one running worker and the pipes to it. Its methods other than
@@ -61,6 +63,9 @@ type Process struct {
 	life *os.File // write end of the lifeline, the worker's fd 5; never written
 	logR *os.File
 	logs *logCapture
+
+	limits Limits
+	cg     *cgroupLeaf // nil without a worker cgroup
 
 	barriers atomic.Uint64
 
@@ -112,13 +117,24 @@ func Start(cfg Config) (*Process, error) {
 		return nil, fmt.Errorf("create lifeline pipe: %w", err)
 	}
 
+	leaf, err := newCgroupLeaf(cfg.Limits)
+	if err != nil {
+		closeAll()
+		return nil, err
+	}
+	path, args, err := launch(cfg, leaf)
+	if err != nil {
+		closeAll()
+		leaf.release(0)
+		return nil, err
+	}
 	env := cfg.Env
 	if env == nil {
 		env = []string{} // nil would mean "inherit the server's environment"
 	}
 	cmd := &exec.Cmd{
-		Path:        cfg.Path,
-		Args:        append([]string{cfg.Path}, cfg.Args...),
+		Path:        path,
+		Args:        args,
 		Dir:         cfg.Dir,
 		Env:         env,
 		Stdout:      logW,
@@ -137,6 +153,7 @@ func Start(cfg Config) (*Process, error) {
 		_ = respR.Close()
 		_ = logR.Close()
 		_ = lifeW.Close()
+		leaf.release(0)
 		return nil, fmt.Errorf("start %s: %w", cfg.Path, err)
 	}
 
@@ -149,6 +166,8 @@ func Start(cfg Config) (*Process, error) {
 		logR:   logR,
 		logs:   newLogCapture(logR, cfg.Logger, cfg.Marker, cfg.MaxLogLine),
 		exited: make(chan struct{}),
+		limits: cfg.Limits,
+		cg:     leaf,
 	}
 	p.barriers.Store(1) // the marker the worker writes once initialised
 	go p.logs.run()
@@ -275,6 +294,8 @@ func (p *Process) Terminate(grace time.Duration) {
 		signalGroup(pgid, syscall.SIGKILL)
 		<-p.exited
 		waitGroupEmpty(pgid, time.Now().Add(reapWait), p.exited)
+		// Members that left the group are still in the worker's cgroup.
+		p.cg.release(reapWait)
 
 		_ = p.logR.SetReadDeadline(time.Now().Add(logDrain))
 		<-p.logs.done

@@ -55,3 +55,36 @@ func TestScratchDirNamesKindAndPID(t *testing.T) {
 		t.Fatalf("scratch dir %s does not start with %s", p, want)
 	}
 }
+
+// Without TMPDIR the scratch directory is on the memory file system when
+// there is one; an explicit TMPDIR always wins.
+func TestScratchDirPrefersShmUnlessTMPDIRIsSet(t *testing.T) {
+	shm := t.TempDir()
+	old := shmDir
+	shmDir = shm
+	t.Cleanup(func() { shmDir = old })
+	t.Setenv("TMPDIR", "")
+	p, err := ScratchDir("bash")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if filepath.Dir(p) != shm {
+		t.Fatalf("without TMPDIR the scratch dir is %s, want it in %s", p, shm)
+	}
+	tmp := t.TempDir()
+	t.Setenv("TMPDIR", tmp)
+	if p, err = ScratchDir("bash"); err != nil {
+		t.Fatal(err)
+	}
+	if filepath.Dir(p) != tmp {
+		t.Fatalf("with TMPDIR=%s the scratch dir is %s", tmp, p)
+	}
+	shmDir = filepath.Join(shm, "missing")
+	t.Setenv("TMPDIR", "")
+	if p, err = ScratchDir("bash"); err != nil {
+		t.Fatal(err)
+	}
+	if filepath.Dir(p) != os.TempDir() {
+		t.Fatalf("without a memory file system the scratch dir is %s, want it in %s", p, os.TempDir())
+	}
+}

@@ -5,6 +5,7 @@ package proc
 import (
 	"errors"
 	"os"
+	"os/signal"
 	"runtime"
 	"sync"
 	"syscall"
@@ -58,8 +59,36 @@ func becomeSubreaper() {
 	subreaperOnce.Do(func() {
 		// Best effort: without it orphans go to init, which is still correct
 		// where init reaps.
-		_ = unix.Prctl(unix.PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)
+		if unix.Prctl(unix.PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) != nil {
+			return
+		}
+		// Orphans that left their worker's group (setsid) are reaped by no
+		// group wait; reap them whenever a child exits.
+		ch := make(chan os.Signal, 1)
+		signal.Notify(ch, syscall.SIGCHLD)
+		go func() {
+			for range ch {
+				reapOrphans()
+			}
+		}()
 	})
+}
+
+// reapOrphans reaps exited children of the server that lead a session of
+// their own. The server never starts such a child (workers and probes
+// share its session), so each is a handler's descendant that called setsid
+// and was re-parented here; exec.Cmd owns every other child's status.
+func reapOrphans() {
+	self := os.Getpid()
+	for _, st := range procstat.All() {
+		if st.PPID != self || !st.Dead() {
+			continue
+		}
+		if s, err := unix.Getsid(st.PID); err == nil && s == st.PID {
+			var ws unix.WaitStatus
+			_, _ = unix.Wait4(st.PID, &ws, unix.WNOHANG, nil)
+		}
+	}
 }
 
 // siginfoPidOffset is where si_pid sits in a SIGCHLD siginfo_t: after three

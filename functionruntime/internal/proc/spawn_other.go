@@ -2,7 +2,10 @@
 
 package proc
 
-import "syscall"
+import (
+	"syscall"
+	"time"
+)
 
 // onSpawnThread runs f; only Linux ties child lifetime to a thread.
 func onSpawnThread(f func()) { f() }
@@ -27,3 +30,10 @@ func hasExited(pid int) bool { return false }
 // exit is only seen by exec.Cmd.Wait, so Probe cannot kill the group
 // between the command's exit and its reaping.
 func waitExitedNoReap(pid int) bool { return false }
+
+type cgroupLeaf struct{ dirs []string }
+
+func newCgroupLeaf(Limits) (*cgroupLeaf, error)   { return nil, nil }
+func (c *cgroupLeaf) counters() limitCounters     { return limitCounters{} }
+func (c *cgroupLeaf) release(time.Duration)       {}
+func cgroupMechanism() (string, string, []string) { return "", "", []string{"cgroups are Linux-only"} }

@@ -97,12 +97,14 @@ func (s *Supervisor) Do(ctx context.Context, logger *zerolog.Logger, call func(S
 	}
 	p := sess.Proc()
 	p.BeginInvocation(logger)
+	before := p.cg.counters()
 	stopWatch := context.AfterFunc(ctx, p.Interrupt)
 	err = call(sess)
 	stopWatch()
 
 	var pe *ProtocolError
 	if errors.As(err, &pe) {
+		after := p.cg.counters() // before the cgroup goes with the worker
 		// Lines printed until the kill still belong to this invocation.
 		s.discard(sess)
 		p.EndInvocation()
@@ -111,10 +113,13 @@ func (s *Supervisor) Do(ctx context.Context, logger *zerolog.Logger, call func(S
 			return fmt.Errorf("%s killed: invocation ended: %w", s.cfg.Name, ctx.Err())
 		case s.life.Err() != nil:
 			return fmt.Errorf("%s: %w during the invocation", s.cfg.Name, ErrClosed)
-		default:
-			return fmt.Errorf("%w: %s died during the invocation (%s; %s)%s",
-				s.cfg.ErrCrashed, s.cfg.Name, p.ExitDescription(), pe.Err, LastLinesSuffix(p.RecentLines(3)))
 		}
+		err = fmt.Errorf("%w: %s died during the invocation (%s; %s)%s",
+			s.cfg.ErrCrashed, s.cfg.Name, p.ExitDescription(), pe.Err, LastLinesSuffix(p.RecentLines(3)))
+		if limit, detail := p.limitHit(before, after, err, true); limit != "" {
+			return &LimitError{Limit: limit, Detail: detail, Err: err}
+		}
+		return err
 	}
 	if s.life.Err() != nil {
 		// Closed while the call ran: Close cancels in-flight work, so the
@@ -127,6 +132,15 @@ func (s *Supervisor) Do(ctx context.Context, logger *zerolog.Logger, call func(S
 		logger.Warn().Str("worker", s.cfg.Name).Msg(MarkerMissing)
 	}
 	p.EndInvocation()
+	if err != nil {
+		if limit, detail := p.limitHit(before, p.cg.counters(), err, false); limit != "" {
+			// A worker that hit a limit may be left short of it (leaked
+			// descriptors, a fragmented heap): the next invocation gets a
+			// fresh one.
+			s.discard(sess)
+			return &LimitError{Limit: limit, Detail: detail, Err: err}
+		}
+	}
 	p.ReapStrays()
 	return err
 }

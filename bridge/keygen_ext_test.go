@@ -1,0 +1,120 @@
+package bridge_test
+
+import (
+	"crypto/ed25519"
+	"crypto/x509"
+	"encoding/pem"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/fnbridge/fnbridge/bridge"
+	"github.com/fnbridge/fnbridge/restate/identity"
+)
+
+// keygen writes what restate-server reads (PKCS#8 PEM ed25519, 0600) and
+// the matching publickeyv1_ key, printed and in FILE.pub.
+func TestKeygenWritesMatchingPair(t *testing.T) {
+	out := filepath.Join(t.TempDir(), "id.pem")
+	key, err := bridge.Keygen(bridge.KeygenOptions{Out: out})
+	if err != nil {
+		t.Fatal(err)
+	}
+	st, err := os.Stat(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st.Mode().Perm() != 0o600 {
+		t.Errorf("private key mode %v, want 0600", st.Mode().Perm())
+	}
+	data, _ := os.ReadFile(out)
+	block, _ := pem.Decode(data)
+	if block == nil || block.Type != "PRIVATE KEY" {
+		t.Fatalf("not a PKCS#8 PEM: %q", data)
+	}
+	k, err := x509.ParsePKCS8PrivateKey(block.Bytes)
+	if err != nil {
+		t.Fatal(err)
+	}
+	priv, ok := k.(ed25519.PrivateKey)
+	if !ok {
+		t.Fatalf("key is %T, want ed25519", k)
+	}
+	pub, err := identity.ParseKey(key)
+	if err != nil || !pub.Equal(priv.Public()) {
+		t.Fatalf("printed key %q does not match the private key (%v)", key, err)
+	}
+	pubFile, _ := os.ReadFile(out + ".pub")
+	if strings.TrimSpace(string(pubFile)) != key {
+		t.Errorf("%s.pub = %q, want %q", out, pubFile, key)
+	}
+}
+
+func TestKeygenRefusesToOverwriteUnlessForced(t *testing.T) {
+	out := filepath.Join(t.TempDir(), "id.pem")
+	first, err := bridge.Keygen(bridge.KeygenOptions{Out: out})
+	if err != nil {
+		t.Fatal(err)
+	}
+	before, _ := os.ReadFile(out)
+	if _, err := bridge.Keygen(bridge.KeygenOptions{Out: out}); err == nil || !strings.Contains(err.Error(), "already exists") || !strings.Contains(err.Error(), "--force") {
+		t.Fatalf("second keygen: err = %v, want a refusal naming --force", err)
+	}
+	if after, _ := os.ReadFile(out); string(after) != string(before) {
+		t.Fatal("refused keygen changed the private key")
+	}
+	// Only the public file left over: still refused, private key not written.
+	out2 := filepath.Join(t.TempDir(), "id.pem")
+	if err := os.WriteFile(out2+".pub", []byte("x\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := bridge.Keygen(bridge.KeygenOptions{Out: out2}); err == nil {
+		t.Fatal("overwrote an existing public key file")
+	}
+	if _, err := os.Stat(out2); err == nil {
+		t.Fatal("wrote a private key although the public one could not be written")
+	}
+
+	second, err := bridge.Keygen(bridge.KeygenOptions{Out: out, Force: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if second == first {
+		t.Fatal("--force kept the old key")
+	}
+	if st, _ := os.Stat(out); st.Mode().Perm() != 0o600 {
+		t.Errorf("replaced private key mode %v, want 0600", st.Mode().Perm())
+	}
+	reused, err := bridge.Keygen(bridge.KeygenOptions{Out: out, Reuse: true})
+	if err != nil || reused != second {
+		t.Fatalf("--reuse = %q, %v; want the existing key %q", reused, err, second)
+	}
+}
+
+func TestKeygenReuseRejectsAForeignFile(t *testing.T) {
+	out := filepath.Join(t.TempDir(), "id.pem")
+	if err := os.WriteFile(out, []byte("not a key"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := bridge.Keygen(bridge.KeygenOptions{Out: out, Reuse: true}); err == nil || !strings.Contains(err.Error(), "PKCS#8") {
+		t.Fatalf("err = %v, want one saying the file is not a PKCS#8 key", err)
+	}
+}
+
+// With --reuse a missing private key is generated even when a stale public
+// key file is left over (it is derived, so replaced): a one-shot key
+// service recovers from a lost private-key volume.
+func TestKeygenReuseReplacesAStalePublicKey(t *testing.T) {
+	out := filepath.Join(t.TempDir(), "id.pem")
+	if err := os.WriteFile(out+".pub", []byte("publickeyv1_stale\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	key, err := bridge.Keygen(bridge.KeygenOptions{Out: out, Reuse: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if pub, _ := os.ReadFile(out + ".pub"); strings.TrimSpace(string(pub)) != key {
+		t.Fatalf("%s.pub = %q, want %q", out, pub, key)
+	}
+}

@@ -1,0 +1,106 @@
+package bridge
+
+import (
+	"context"
+	"crypto/rand"
+	"crypto/sha256"
+	"encoding/binary"
+	"encoding/hex"
+	"fmt"
+	"time"
+
+	"github.com/fnbridge/fnbridge/bridge/stepctx"
+)
+
+// localJournal is the Journal of `bridge invoke` for a steps-mode
+// handler: one run of the function with no Restate behind it. Every step
+// executes and nothing is recorded, sleeps really wait, and what only
+// Restate can do (calls to other handlers, sends) fails with
+// NeedsRestateError.
+type localJournal struct {
+	id   string
+	seed uint64
+}
+
+var _ stepctx.Journal = (*localJournal)(nil)
+
+// newLocalJournal has a fresh invocation id, inv_local_ and 20 hex
+// digits, and a random seed derived from it.
+func newLocalJournal() *localJournal {
+	var b [10]byte
+	_, _ = rand.Read(b[:])
+	id := "inv_local_" + hex.EncodeToString(b[:])
+	sum := sha256.Sum256([]byte(id))
+	return &localJournal{id: id, seed: binary.BigEndian.Uint64(sum[:8])}
+}
+
+// NeedsRestateError is why a context call failed under `bridge invoke`.
+type NeedsRestateError struct {
+	// Op is the call as the function wrote it, e.g. "fnbridge.call".
+	Op string
+}
+
+func (e *NeedsRestateError) Error() string {
+	return fmt.Sprintf("%s needs Restate: run it through `bridge serve` and invoke it via Restate (`bridge invoke` runs the function alone, without Restate)", e.Op)
+}
+
+// localRun is the future of an executing run; localTimer of a sleep.
+type (
+	localRun   struct{ name string }
+	localTimer struct{ at time.Time }
+)
+
+func (j *localJournal) RunStart(_ context.Context, name string) (*stepctx.Result, stepctx.Future, error) {
+	return nil, &localRun{name: name}, nil
+}
+
+func (j *localJournal) RunComplete(context.Context, stepctx.Future, stepctx.RunOutcome) error {
+	return nil
+}
+
+func (j *localJournal) Sleep(_ context.Context, d time.Duration) (stepctx.Future, error) {
+	return &localTimer{at: time.Now().Add(d)}, nil
+}
+
+func (j *localJournal) Call(context.Context, stepctx.CallRequest) (stepctx.Future, error) {
+	return nil, &NeedsRestateError{Op: "fnbridge.call"}
+}
+
+func (j *localJournal) Send(context.Context, stepctx.SendRequest) (string, error) {
+	return "", &NeedsRestateError{Op: "fnbridge.send"}
+}
+
+// Await waits for the timers' real deadlines (the last one for AwaitAll,
+// the first for AwaitAny); it never suspends.
+func (j *localJournal) Await(ctx context.Context, futures []stepctx.Future, mode stepctx.AwaitMode, _ time.Duration) ([]*stepctx.Result, error) {
+	var until time.Time
+	for i, f := range futures {
+		t, ok := f.(*localTimer)
+		if !ok {
+			return nil, fmt.Errorf("bridge invoke: future %T cannot be awaited", f)
+		}
+		if i == 0 || mode == stepctx.AwaitAll && t.at.After(until) || mode == stepctx.AwaitAny && t.at.Before(until) {
+			until = t.at
+		}
+	}
+	if d := time.Until(until); d > 0 {
+		timer := time.NewTimer(d)
+		defer timer.Stop()
+		select {
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		case <-timer.C:
+		}
+	}
+	res := make([]*stepctx.Result, len(futures))
+	for i, f := range futures {
+		if !f.(*localTimer).at.After(until) {
+			res[i] = &stepctx.Result{}
+		}
+	}
+	return res, nil
+}
+
+func (j *localJournal) InvocationID() string { return j.id }
+
+func (j *localJournal) RandomSeed() uint64 { return j.seed }

@@ -1,0 +1,90 @@
+package stepctx
+
+import (
+	"errors"
+	"fmt"
+	"io/fs"
+	"net"
+	"os"
+	"path/filepath"
+	"strings"
+)
+
+// Environment variables through which a function process (and its
+// children) find the context endpoint.
+const (
+	// EnvAddr is the endpoint: unix:///absolute/path or tcp://host:port.
+	EnvAddr = "FNBRIDGE_CONTEXT"
+	// EnvToken is the attempt's bearer token.
+	EnvToken = "FNBRIDGE_CONTEXT_TOKEN"
+)
+
+// ParseAddr splits an endpoint address into a net.Dial network and
+// address: unix:///absolute/path gives ("unix", "/absolute/path"),
+// tcp://host:port and a bare host:port give ("tcp", "host:port").
+func ParseAddr(addr string) (network, address string, err error) {
+	switch {
+	case strings.HasPrefix(addr, "unix://"):
+		p := strings.TrimPrefix(addr, "unix://")
+		if !filepath.IsAbs(p) {
+			return "", "", fmt.Errorf("context address %q: want unix:///absolute/path", addr)
+		}
+		return "unix", p, nil
+	case strings.HasPrefix(addr, "tcp://"):
+		addr = strings.TrimPrefix(addr, "tcp://")
+	case strings.Contains(addr, "://"):
+		return "", "", fmt.Errorf("context address %q: want unix:///path or tcp://host:port", addr)
+	}
+	host, port, err := net.SplitHostPort(addr)
+	if err != nil || port == "" {
+		return "", "", fmt.Errorf("context address %q: want unix:///path or tcp://host:port", addr)
+	}
+	return "tcp", net.JoinHostPort(host, port), nil
+}
+
+// Listen listens on an endpoint address (ParseAddr). A unix socket is
+// made accessible to its owner only (0600); a socket file left by an
+// earlier process is replaced, any other file is an error.
+func Listen(addr string) (net.Listener, error) {
+	network, address, err := ParseAddr(addr)
+	if err != nil {
+		return nil, err
+	}
+	if network == "tcp" {
+		return net.Listen(network, address)
+	}
+	if st, err := os.Lstat(address); err == nil {
+		if st.Mode()&fs.ModeSocket == 0 {
+			return nil, fmt.Errorf("context socket %s: a file that is not a socket is in the way", address)
+		}
+		if err := os.Remove(address); err != nil {
+			return nil, err
+		}
+	} else if !errors.Is(err, fs.ErrNotExist) {
+		return nil, err
+	}
+	l, err := net.Listen(network, address)
+	if err != nil {
+		return nil, err
+	}
+	if err := os.Chmod(address, 0o600); err != nil {
+		l.Close()
+		return nil, err
+	}
+	return l, nil
+}
+
+// URL is the address as the environment carries it (EnvAddr) for a
+// listener returned by Listen.
+func URL(l net.Listener) string {
+	if l.Addr().Network() == "unix" {
+		return "unix://" + l.Addr().String()
+	}
+	return "tcp://" + l.Addr().String()
+}
+
+// Environ is the environment entries a function process needs to reach
+// attempt a through the endpoint at addr.
+func Environ(addr string, a *Attempt) []string {
+	return []string{EnvAddr + "=" + addr, EnvToken + "=" + a.Token()}
+}

@@ -1,0 +1,257 @@
+package stepctx
+
+import (
+	"bytes"
+	"context"
+	"encoding/base64"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"time"
+)
+
+// Client makes context calls for one attempt. It asks for values as bytes
+// (as_bytes), so every Result carries the journaled bytes exactly. A
+// Client is safe for use by one goroutine at a time: the protocol refuses
+// concurrent calls anyway.
+type Client struct {
+	token string
+	hc    *http.Client
+}
+
+// Error is a context call answered with a status other than 200.
+type Error struct {
+	// Status is the HTTP status: 400 a malformed request, 401/403 a
+	// missing, stale or foreign token, 409 concurrent use, 410 the attempt
+	// ended (suspended or failed) and the process must stop.
+	Status int
+	// Message is the server's "error".
+	Message string
+	// Suspended is set on a 410 caused by suspension.
+	Suspended bool
+}
+
+func (e *Error) Error() string {
+	return fmt.Sprintf("fnbridge context: %s (HTTP %d)", e.Message, e.Status)
+}
+
+// Is makes errors.Is(err, ErrSuspended) true for a suspension.
+func (e *Error) Is(target error) bool { return target == ErrSuspended && e.Suspended }
+
+// Ended reports whether the attempt is over (410): no later call can
+// succeed and the process must stop.
+func (e *Error) Ended() bool { return e.Status == http.StatusGone }
+
+// NewClient returns a Client for the endpoint addr (ParseAddr) and token.
+func NewClient(addr, token string) (*Client, error) {
+	network, address, err := ParseAddr(addr)
+	if err != nil {
+		return nil, err
+	}
+	if token == "" {
+		return nil, errors.New("fnbridge context: empty token")
+	}
+	var d net.Dialer
+	tr := &http.Transport{
+		// Never a proxy from the environment: the endpoint is local or the
+		// runtime's own network, and the token must not travel further.
+		Proxy: nil,
+		DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
+			return d.DialContext(ctx, network, address)
+		},
+		MaxIdleConnsPerHost: 1,
+	}
+	return &Client{token: token, hc: &http.Client{Transport: tr}}, nil
+}
+
+// ClientFromEnv is NewClient with EnvAddr and EnvToken.
+func ClientFromEnv() (*Client, error) {
+	addr, token := os.Getenv(EnvAddr), os.Getenv(EnvToken)
+	if addr == "" || token == "" {
+		return nil, fmt.Errorf("%s and %s are not set: context calls work only inside a function that fnbridge runs with durable steps", EnvAddr, EnvToken)
+	}
+	return NewClient(addr, token)
+}
+
+// Close releases idle connections.
+func (c *Client) Close() { c.hc.CloseIdleConnections() }
+
+func (c *Client) do(ctx context.Context, route string, req, resp any) error {
+	body, err := json.Marshal(req)
+	if err != nil {
+		return err
+	}
+	hr, err := http.NewRequestWithContext(ctx, http.MethodPost, "http://fnbridge-context"+route, bytes.NewReader(body))
+	if err != nil {
+		return err
+	}
+	hr.Header.Set("Authorization", "Bearer "+c.token)
+	hr.Header.Set("Content-Type", "application/json")
+	r, err := c.hc.Do(hr)
+	if err != nil {
+		return fmt.Errorf("fnbridge context: %w", err)
+	}
+	defer r.Body.Close()
+	b, err := io.ReadAll(r.Body)
+	if err != nil {
+		return fmt.Errorf("fnbridge context: reading the answer to %s: %w", route, err)
+	}
+	if r.StatusCode != http.StatusOK {
+		var e errorResponse
+		if err := json.Unmarshal(b, &e); err != nil || e.Error == "" {
+			return &Error{Status: r.StatusCode, Message: fmt.Sprintf("unexpected answer to %s: %q", route, b)}
+		}
+		return &Error{Status: r.StatusCode, Message: e.Error, Suspended: e.Suspended}
+	}
+	if err := json.Unmarshal(b, resp); err != nil {
+		return fmt.Errorf("fnbridge context: decoding the answer to %s: %w", route, err)
+	}
+	return nil
+}
+
+// RunStart starts a run: a recorded Result (replay: do not execute), or
+// the handle to pass to RunComplete after executing.
+func (c *Client) RunStart(ctx context.Context, name string) (*Result, string, error) {
+	var resp runStartResponse
+	if err := c.do(ctx, RouteRunStart, runStartRequest{Name: name, AsBytes: true}, &resp); err != nil {
+		return nil, "", err
+	}
+	if resp.Recorded != nil {
+		r, err := decodeResult(resp.Recorded)
+		if err != nil {
+			return nil, "", fmt.Errorf("fnbridge context: run/start: %w", err)
+		}
+		return &r, "", nil
+	}
+	if resp.Execute == "" {
+		return nil, "", errors.New("fnbridge context: run/start answered neither recorded nor execute")
+	}
+	return nil, resp.Execute, nil
+}
+
+// RunComplete reports how the closure of run handle ended.
+func (c *Client) RunComplete(ctx context.Context, handle string, out RunOutcome) error {
+	req := runCompleteRequest{Handle: handle, AsBytes: true}
+	switch {
+	case out.Retryable != nil:
+		req.Retryable = &wireRetryable{Message: out.Retryable.Message}
+	case out.Result.Failure != nil:
+		req.Failure = &wireFailure{Code: int(out.Result.Failure.Code), Message: out.Result.Failure.Message}
+	default:
+		b := base64.StdEncoding.EncodeToString(out.Result.Value)
+		req.Bytes = &b
+	}
+	var resp runCompleteResponse
+	return c.do(ctx, RouteRunComplete, req, &resp)
+}
+
+func (c *Client) future(ctx context.Context, route string, req any) (Result, string, error) {
+	var resp futureResponse
+	if err := c.do(ctx, route, req, &resp); err != nil {
+		return Result{}, "", err
+	}
+	if resp.Handle != "" {
+		return Result{}, resp.Handle, nil
+	}
+	r, err := decodeResult(resp.Result)
+	return r, "", err
+}
+
+// Sleep sleeps durably for d (rounded down to milliseconds).
+func (c *Client) Sleep(ctx context.Context, d time.Duration) (Result, error) {
+	r, _, err := c.future(ctx, RouteSleep, sleepRequest{Millis: d.Milliseconds(), AsBytes: true})
+	return r, err
+}
+
+// SleepAsync starts a durable timer and returns its handle.
+func (c *Client) SleepAsync(ctx context.Context, d time.Duration) (string, error) {
+	_, h, err := c.future(ctx, RouteSleep, sleepRequest{Millis: d.Milliseconds(), Async: true})
+	return h, err
+}
+
+func wireCall(req CallRequest, async bool) callRequest {
+	b := base64.StdEncoding.EncodeToString(req.Input)
+	return callRequest{Service: req.Service, Handler: req.Handler, Key: req.Key, IdempotencyKey: req.IdempotencyKey,
+		Headers: req.Headers, InputBytes: &b, Async: async, AsBytes: true}
+}
+
+// Call calls a handler and returns its result.
+func (c *Client) Call(ctx context.Context, req CallRequest) (Result, error) {
+	r, _, err := c.future(ctx, RouteCall, wireCall(req, false))
+	return r, err
+}
+
+// CallAsync calls a handler and returns the handle of its result.
+func (c *Client) CallAsync(ctx context.Context, req CallRequest) (string, error) {
+	_, h, err := c.future(ctx, RouteCall, wireCall(req, true))
+	return h, err
+}
+
+// Send sends a one-way call and returns the callee's invocation id.
+func (c *Client) Send(ctx context.Context, req SendRequest) (string, error) {
+	w := wireCall(req.CallRequest, false)
+	var resp sendResponse
+	err := c.do(ctx, RouteSend, sendRequest{Service: w.Service, Handler: w.Handler, Key: w.Key, IdempotencyKey: w.IdempotencyKey,
+		Headers: w.Headers, InputBytes: w.InputBytes, DelayMillis: req.Delay.Milliseconds()}, &resp)
+	return resp.InvocationID, err
+}
+
+// Await waits for all handles and returns their results in order.
+func (c *Client) Await(ctx context.Context, handles ...string) ([]Result, error) {
+	var resp awaitResponse
+	if err := c.do(ctx, RouteAwait, awaitRequest{Handles: handles, Mode: "all", AsBytes: true}, &resp); err != nil {
+		return nil, err
+	}
+	if len(resp.Results) != len(handles) {
+		return nil, fmt.Errorf("fnbridge context: await answered %d results for %d handles", len(resp.Results), len(handles))
+	}
+	out := make([]Result, len(handles))
+	for i, w := range resp.Results {
+		r, err := decodeResult(w)
+		if err != nil {
+			return nil, fmt.Errorf("fnbridge context: await: %w", err)
+		}
+		out[i] = r
+	}
+	return out, nil
+}
+
+// AwaitAny waits for the first of handles to complete and returns its
+// index and result.
+func (c *Client) AwaitAny(ctx context.Context, handles ...string) (int, Result, error) {
+	var resp awaitResponse
+	if err := c.do(ctx, RouteAwait, awaitRequest{Handles: handles, Mode: "any", AsBytes: true}, &resp); err != nil {
+		return 0, Result{}, err
+	}
+	if resp.Index == nil || *resp.Index < 0 || *resp.Index >= len(handles) {
+		return 0, Result{}, errors.New("fnbridge context: await any answered no valid index")
+	}
+	r, err := decodeResult(resp.Result)
+	return *resp.Index, r, err
+}
+
+// InvocationID returns the invocation's id.
+func (c *Client) InvocationID(ctx context.Context) (string, error) {
+	var resp invocationIDResponse
+	err := c.do(ctx, RouteInvocationID, emptyRequest{}, &resp)
+	return resp.InvocationID, err
+}
+
+// Random returns the attempt's next random number, as a float in [0, 1)
+// and as the integer in [0, 2^53) it was made from.
+func (c *Client) Random(ctx context.Context) (float64, uint64, error) {
+	var resp randomResponse
+	err := c.do(ctx, RouteRandom, emptyRequest{}, &resp)
+	return resp.Float, resp.Int, err
+}
+
+// UUID returns the attempt's next random version 4 UUID.
+func (c *Client) UUID(ctx context.Context) (string, error) {
+	var resp uuidResponse
+	err := c.do(ctx, RouteUUID, emptyRequest{}, &resp)
+	return resp.UUID, err
+}

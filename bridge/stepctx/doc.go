@@ -1,0 +1,169 @@
+// Package stepctx owns the channel through which a function process takes
+// durable steps: the context endpoint the bridge serves (Server), one
+// registration per invocation attempt (Attempt, its bearer token), the
+// protocol spoken on it, a Go client (Client, used by the fnbridge
+// command) and the Journal interface the endpoint drives. It does not
+// implement the Journal (the bridge does, with the invocation's
+// restate.Context), start processes, or hand the address and token to a
+// worker; stepctxtest has an in-memory Journal for tests.
+//
+// # Transport
+//
+// HTTP/1.1 with JSON bodies, on a unix socket (address unix:///abs/path,
+// mode 0600) or TCP (tcp://host:port; plaintext, for a trusted network
+// between the bridge and a remote runtime). A function process finds it
+// through two environment variables, inherited by its children:
+//
+//	FNBRIDGE_CONTEXT        unix:///run/fnbridge/ctx.sock | tcp://10.0.0.5:9091
+//	FNBRIDGE_CONTEXT_TOKEN  the attempt's token
+//
+// Every request is POST /v1/<operation> with a JSON object body (an empty
+// body reads as {}) and the header "Authorization: Bearer <token>". Unknown
+// body fields are refused (400), so a misspelt field never passes
+// silently. Every answer is a JSON object with Content-Type
+// application/json.
+//
+// # Tokens and attempts
+//
+// Server.Open registers an attempt with a Journal and returns its token:
+// 256 bits from crypto/rand, unpadded base64url (or a caller's token of at
+// least 128 bits). The token is accepted until Attempt.Close; then it is
+// stale, and a process that outlived its attempt (a background child, say)
+// changes nothing. Tokens are never reused.
+//
+// # Values
+//
+// A value (a run's result, a call's input or output) is bytes. A request
+// gives one either as "value" (any JSON; journaled byte for byte as sent)
+// or as "bytes" (standard base64, for anything). An answer gives results
+// as
+//
+//	{"value": <JSON>}                         the journaled bytes, when they are JSON
+//	{"bytes": "<base64>"}                     otherwise (an empty value: "bytes": "")
+//	{"failure": {"code": 404, "message": ""}} a terminal failure (code 0 reads as 500)
+//
+// A request with "as_bytes": true gets every value as "bytes", exactly as
+// journaled (the fnbridge command asks for that; a Python client need not).
+//
+// # Operations
+//
+// Handles are opaque strings, valid within their attempt: "run-N" for a
+// run being executed, "fut-N" for a timer or call. A future may be
+// awaited any number of times, in any order, long after it was created.
+//
+//	/v1/run/start      {"name": "fetch"}
+//	  → {"recorded": <result>}  replay: do NOT run the closure; return/raise the result
+//	  → {"execute": "run-1"}    the run command is journaled; run the closure, then:
+//	/v1/run/complete   {"handle": "run-1", "value": <JSON>} | "bytes": "<b64>"
+//	                   | "failure": {"code": 400, "message": "..."}   terminal: journaled
+//	                   | "retryable": {"message": "..."}              nothing journaled
+//	  → {"result": <result>}    the journaled result
+//	  → {"attempt_failed": true} after "retryable": the attempt fails and Restate
+//	                            retries it; every later request gets 410
+//	/v1/sleep          {"millis": 90000, "async": false}
+//	  → {"result": {"bytes": ""}}, or with async {"handle": "fut-2"}
+//	/v1/call           {"service": "S", "handler": "h", "key": "", "idempotency_key": "",
+//	                    "headers": {"k": "v"}, "input": <JSON> | "input_bytes": "<b64>",
+//	                    "async": false}
+//	  → {"result": <result>}, or with async {"handle": "fut-3"}
+//	/v1/send           {"service", "handler", "key", "idempotency_key", "headers",
+//	                    "input" | "input_bytes", "delay_millis": 0}
+//	  → {"invocation_id": "inv_..."}
+//	/v1/await          {"handles": ["fut-2", "fut-3"], "mode": "all" | "any"}
+//	  all → {"results": [<result>, <result>]}   in request order (settled, not fail-fast)
+//	  any → {"index": 1, "handle": "fut-3", "result": <result>}
+//	/v1/invocation-id  {} → {"invocation_id": "inv_..."}
+//	/v1/random         {} → {"float": 0.37, "int": 3332424118245261}  float = int / 2^53
+//	/v1/uuid           {} → {"uuid": "xxxxxxxx-xxxx-4xxx-yxxx-xxxxxxxxxxxx"}
+//
+// Random numbers and UUIDs come from a generator seeded with
+// Journal.RandomSeed, so the n-th draw of every attempt is the same.
+// The fields "as_bytes" (run/start, run/complete, sleep, call, await) and
+// "async" are optional booleans; missing strings are "".
+//
+// # Order
+//
+// The journal is an ordered log replayed in order, so requests of an
+// attempt are served strictly one at a time. A request arriving while
+// another is served (two threads, a background child) is refused at once
+// with 409, never queued: its place in the journal would depend on
+// scheduling. While a run's closure executes (between run/start
+// "execute" and run/complete), only run/complete and invocation-id are
+// accepted; other operations get 409, since a replay skips the closure and
+// could not reproduce what it journaled.
+//
+// # Statuses
+//
+//	200  done
+//	400  malformed request (unknown field, unknown handle, bad value); nothing journaled
+//	401  missing or malformed Authorization header
+//	403  stale token (its attempt ended) or foreign token (not issued here)
+//	404  unknown operation; 405 not POST; 413 body too large
+//	409  another request of the attempt is in flight, or a run is executing
+//	410  the attempt is over: stop now. {"error": "...", "suspended": true} when
+//	     it suspended (Python: raise fnbridge.Suspended, a BaseException; the
+//	     fnbridge command exits 75); without "suspended", it failed (a step
+//	     failed retryably, or the journal could not go on, e.g. a journal
+//	     mismatch). Every later request of the attempt gets the same 410.
+//	503  the client went away during a wait
+//
+// Every non-200 answer is {"error": "<what happened and what to do>"}.
+//
+// # A Python stdlib client
+//
+//	import base64, http.client, json, os, socket
+//
+//	class _UnixConnection(http.client.HTTPConnection):
+//	    def __init__(self, path):
+//	        super().__init__("localhost")
+//	        self._path = path
+//	    def connect(self):
+//	        self.sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+//	        self.sock.connect(self._path)
+//
+//	def _connect():
+//	    addr = os.environ["FNBRIDGE_CONTEXT"]
+//	    if addr.startswith("unix://"):
+//	        return _UnixConnection(addr[len("unix://"):])
+//	    return http.client.HTTPConnection(addr[len("tcp://"):])
+//
+//	def _request(op, body):
+//	    conn = _connect()  # one per request: simple, and safe after fork
+//	    try:
+//	        conn.request("POST", "/v1/" + op, json.dumps(body), {
+//	            "Authorization": "Bearer " + os.environ["FNBRIDGE_CONTEXT_TOKEN"],
+//	            "Content-Type": "application/json"})
+//	        resp = conn.getresponse()
+//	        answer = json.loads(resp.read())
+//	    finally:
+//	        conn.close()
+//	    if resp.status == 410:
+//	        raise Suspended(answer["error"])  # class Suspended(BaseException)
+//	    if resp.status != 200:
+//	        raise RuntimeError(answer["error"])
+//	    return answer
+//
+//	def _result(r):
+//	    if "failure" in r:
+//	        raise TerminalError(r["failure"]["message"], r["failure"]["code"])
+//	    return r["value"] if "value" in r else base64.b64decode(r["bytes"])
+//
+//	def run(name, fn):
+//	    started = _request("run/start", {"name": name})
+//	    if "recorded" in started:
+//	        return _result(started["recorded"])
+//	    handle = started["execute"]
+//	    try:
+//	        value = fn()
+//	    except TerminalError as e:
+//	        _request("run/complete", {"handle": handle,
+//	                 "failure": {"code": e.code, "message": str(e)}})
+//	        raise
+//	    except Exception as e:
+//	        _request("run/complete", {"handle": handle, "retryable": {"message": repr(e)}})
+//	        raise
+//	    return _result(_request("run/complete", {"handle": handle, "value": value})["result"])
+//
+//	def sleep(seconds):
+//	    _result(_request("sleep", {"millis": int(seconds * 1000)})["result"])
+package stepctx

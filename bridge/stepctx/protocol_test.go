@@ -1,0 +1,119 @@
+package stepctx_test
+
+import (
+	"context"
+	"encoding/json"
+	"net"
+	"net/http"
+	"strings"
+	"testing"
+
+	"github.com/fnbridge/fnbridge/bridge/stepctx"
+	"github.com/fnbridge/fnbridge/bridge/stepctx/stepctxtest"
+)
+
+// raw speaks the protocol by hand, as a Python stdlib client would: it
+// pins the routes, bodies and statuses the package doc promises.
+type raw struct {
+	t     *testing.T
+	hc    *http.Client
+	token string
+}
+
+func newRaw(t *testing.T, addr, token string) *raw {
+	network, address, err := stepctx.ParseAddr(addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tr := &http.Transport{DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
+		return (&net.Dialer{}).DialContext(ctx, network, address)
+	}}
+	t.Cleanup(tr.CloseIdleConnections)
+	return &raw{t: t, hc: &http.Client{Transport: tr}, token: token}
+}
+
+func (r *raw) post(method, route, body string) (int, map[string]any) {
+	r.t.Helper()
+	req, _ := http.NewRequest(method, "http://localhost"+route, strings.NewReader(body))
+	if r.token != "" {
+		req.Header.Set("Authorization", "Bearer "+r.token)
+	}
+	resp, err := r.hc.Do(req)
+	if err != nil {
+		r.t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	if ct := resp.Header.Get("Content-Type"); ct != "application/json" {
+		r.t.Errorf("%s: Content-Type %q", route, ct)
+	}
+	var m map[string]any
+	if err := json.NewDecoder(resp.Body).Decode(&m); err != nil {
+		r.t.Fatalf("%s: body is not a JSON object: %v", route, err)
+	}
+	return resp.StatusCode, m
+}
+
+// want asserts the status and the JSON encoding of the answer.
+func (r *raw) want(route, body string, status int, want string) {
+	r.t.Helper()
+	got, m := r.post(http.MethodPost, route, body)
+	b, _ := json.Marshal(m)
+	if got != status || string(b) != want {
+		r.t.Errorf("POST %s %s\n got %d %s\nwant %d %s", route, body, got, b, status, want)
+	}
+}
+
+func TestProtocolOnTheWire(t *testing.T) {
+	s, addr := serve(t, "unix", stepctx.Config{MaxBodyBytes: 1024})
+	j := &stepctxtest.Journal{ID: "inv_x", CallResult: func(req stepctx.CallRequest) stepctx.Result {
+		if req.Handler == "fail" {
+			return stepctx.Result{Failure: &stepctx.Failure{Code: 404, Message: "no such user"}}
+		}
+		return stepctx.Result{Value: req.Input}
+	}}
+	a, err := s.Open("", j)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer a.Close()
+	r := newRaw(t, addr, a.Token())
+
+	r.want("/v1/run/start", `{"name":"a"}`, 200, `{"execute":"run-1"}`)
+	r.want("/v1/run/complete", `{"handle":"run-1","value":{"n": 1}}`, 200, `{"result":{"value":{"n":1}}}`)
+	r.want("/v1/run/start", `{"name":"b"}`, 200, `{"execute":"run-2"}`)
+	r.want("/v1/run/complete", `{"handle":"run-2","bytes":"aGk="}`, 200, `{"result":{"bytes":"aGk="}}`)
+	r.want("/v1/run/start", `{"name":"c"}`, 200, `{"execute":"run-3"}`)
+	r.want("/v1/run/complete", `{"handle":"run-3","failure":{"code":0,"message":"no"}}`, 200, `{"result":{"failure":{"code":500,"message":"no"}}}`)
+	r.want("/v1/sleep", `{"millis":10}`, 200, `{"result":{"bytes":""}}`)
+	r.want("/v1/sleep", `{"millis":10,"async":true}`, 200, `{"handle":"fut-4"}`)
+	r.want("/v1/call", `{"service":"S","handler":"h","input":{"a":[1,2]}}`, 200, `{"result":{"value":{"a":[1,2]}}}`)
+	r.want("/v1/call", `{"service":"S","handler":"h","input":"x","as_bytes":true}`, 200, `{"result":{"bytes":"Ingi"}}`)
+	r.want("/v1/call", `{"service":"S","handler":"fail","async":true}`, 200, `{"handle":"fut-5"}`)
+	r.want("/v1/await", `{"handles":["fut-5","fut-4"]}`, 200, `{"results":[{"failure":{"code":404,"message":"no such user"}},{"bytes":""}]}`)
+	r.want("/v1/await", `{"handles":["fut-4"],"mode":"any"}`, 200, `{"handle":"fut-4","index":0,"result":{"bytes":""}}`)
+	r.want("/v1/send", `{"service":"S","handler":"h","delay_millis":5,"input":1}`, 200, `{"invocation_id":"inv_send_1"}`)
+	r.want("/v1/invocation-id", ``, 200, `{"invocation_id":"inv_x"}`)
+
+	// Requests refused without touching the journal.
+	before := len(j.Entries())
+	r.want("/v1/sleep", `{"milis":10}`, 400, `{"error":"request body: json: unknown field \"milis\""}`)
+	r.want("/v1/await", `{"handles":["run-1"]}`, 400, `{"error":"handle \"run-1\" is a run: runs are completed with /v1/run/complete, not awaited"}`)
+	r.want("/v1/await", `{"handles":["fut-99"]}`, 400, `{"error":"unknown handle \"fut-99\": not issued by sleep or call in this attempt"}`)
+	r.want("/v1/await", `{"handles":["fut-4"],"mode":"race"}`, 400, `{"error":"await \"mode\" \"race\": want \"all\" or \"any\""}`)
+	r.want("/v1/call", `{"service":"S"}`, 400, `{"error":"a call needs a non-empty \"service\" and \"handler\""}`)
+	r.want("/v1/sleep", `{"millis":-1}`, 400, `{"error":"sleep \"millis\" is -1; it must not be negative"}`)
+	r.want("/v1/call", `{"service":"S","handler":"h","input_bytes":"`+strings.Repeat("A", 2000)+`"}`, 413, `{"error":"request body exceeds 1024 bytes"}`)
+	r.want("/v2/sleep", `{}`, 404, `{"error":"no fnbridge context operation \"/v2/sleep\" (this bridge speaks protocol v1)"}`)
+	if st, _ := r.post(http.MethodGet, "/v1/sleep", ""); st != http.StatusMethodNotAllowed {
+		t.Errorf("GET: %d, want 405", st)
+	}
+	anon := newRaw(t, addr, "")
+	anon.want("/v1/invocation-id", `{}`, 401, `{"error":"missing Authorization header: every fnbridge context request needs \"Authorization: Bearer \u003ctoken\u003e\" with the token from FNBRIDGE_CONTEXT_TOKEN"}`)
+	if n := len(j.Entries()); n != before {
+		t.Errorf("refused requests journaled %d commands", n-before)
+	}
+
+	j.HoldSleeps = true
+	r.want("/v1/sleep", `{"millis":10}`, 410, `{"error":"the invocation suspended: this attempt must stop now; Restate resumes the invocation in a new attempt","suspended":true}`)
+	r.want("/v1/invocation-id", `{}`, 410, `{"error":"the invocation suspended: this attempt must stop now; Restate resumes the invocation in a new attempt","suspended":true}`)
+}

@@ -1,0 +1,693 @@
+package stepctx
+
+import (
+	"context"
+	"crypto/rand"
+	"crypto/sha256"
+	"encoding/base64"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// DefaultMaxBodyBytes bounds a request body; it leaves room for base64 of
+// a value close to Restate's default 32 MiB message limit.
+const DefaultMaxBodyBytes = 48 << 20
+
+// staleTokens is how many ended attempts' tokens the Server remembers to
+// tell "ended" from "never issued"; older ones read as never issued.
+const staleTokens = 4096
+
+// minTokenLen is 128 bits of unpadded base64url.
+const minTokenLen = 22
+
+// Config configures a Server.
+type Config struct {
+	// MaxBodyBytes bounds a request body; 0 means DefaultMaxBodyBytes.
+	MaxBodyBytes int64
+}
+
+// Server serves the context endpoint for any number of attempts, each
+// identified by its token. It is an http.Handler; Serve runs it on a
+// listener.
+type Server struct {
+	maxBody int64
+
+	mu       sync.Mutex
+	attempts map[[32]byte]*Attempt
+	stale    map[[32]byte]struct{}
+	order    [][32]byte // stale keys, oldest first
+	srv      *http.Server
+}
+
+// NewServer returns a Server with no attempts.
+func NewServer(cfg Config) *Server {
+	if cfg.MaxBodyBytes <= 0 {
+		cfg.MaxBodyBytes = DefaultMaxBodyBytes
+	}
+	s := &Server{
+		maxBody:  cfg.MaxBodyBytes,
+		attempts: map[[32]byte]*Attempt{},
+		stale:    map[[32]byte]struct{}{},
+	}
+	// Made here, not in Serve, so that a Shutdown before Serve started
+	// still makes that Serve return at once.
+	s.srv = &http.Server{Handler: s, ReadHeaderTimeout: 10 * time.Second}
+	return s
+}
+
+// Serve serves HTTP/1.1 on l until Shutdown; like http.Server.Serve it
+// returns http.ErrServerClosed after Shutdown.
+func (s *Server) Serve(l net.Listener) error {
+	return s.srv.Serve(l)
+}
+
+// Shutdown stops Serve: listeners close, in-flight requests finish or are
+// cut at ctx's deadline. Attempts are not closed by it.
+func (s *Server) Shutdown(ctx context.Context) error {
+	return s.srv.Shutdown(ctx)
+}
+
+// AttemptOption configures an Attempt at Open.
+type AttemptOption func(*Attempt)
+
+// WithSuspendAfter is the budget passed to every Journal.Await of the
+// attempt (the handler's suspend_after).
+func WithSuspendAfter(d time.Duration) AttemptOption {
+	return func(a *Attempt) { a.suspendAfter = d }
+}
+
+// NewToken returns a fresh token: 256 bits from crypto/rand, unpadded
+// base64url.
+func NewToken() string {
+	var b [32]byte
+	_, _ = rand.Read(b[:]) // crypto/rand.Read never fails (it aborts the process instead)
+	return base64.RawURLEncoding.EncodeToString(b[:])
+}
+
+// Open registers an attempt served through j. An empty token generates
+// one (NewToken); a given token must be at least 22 characters of
+// base64url (128 bits) and not in use or used before. The token is
+// accepted until the Attempt is closed.
+func (s *Server) Open(token string, j Journal, opts ...AttemptOption) (*Attempt, error) {
+	if j == nil {
+		return nil, errors.New("stepctx: Open needs a Journal")
+	}
+	if token == "" {
+		token = NewToken()
+	} else if err := checkToken(token); err != nil {
+		return nil, err
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	a := &Attempt{
+		s:       s,
+		key:     sha256.Sum256([]byte(token)),
+		token:   token,
+		j:       j,
+		ctx:     ctx,
+		cancel:  cancel,
+		done:    make(chan struct{}),
+		handles: map[string]*handle{},
+	}
+	for _, o := range opts {
+		o(a)
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if _, ok := s.attempts[a.key]; ok {
+		cancel()
+		return nil, errors.New("stepctx: token is already in use by an open attempt")
+	}
+	if _, ok := s.stale[a.key]; ok {
+		cancel()
+		return nil, errors.New("stepctx: token belongs to an attempt that has ended; tokens are never reused")
+	}
+	s.attempts[a.key] = a
+	return a, nil
+}
+
+func checkToken(t string) error {
+	if len(t) < minTokenLen {
+		return fmt.Errorf("stepctx: token is %d characters; at least %d (128 bits of base64url) are required", len(t), minTokenLen)
+	}
+	for _, c := range t {
+		if !(c >= 'A' && c <= 'Z' || c >= 'a' && c <= 'z' || c >= '0' && c <= '9' || c == '-' || c == '_') {
+			return fmt.Errorf("stepctx: token has %q; only base64url characters (A-Z a-z 0-9 - _) are allowed", c)
+		}
+	}
+	return nil
+}
+
+// retire moves a's token from the open attempts to the stale ones.
+func (s *Server) retire(a *Attempt) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.attempts[a.key] != a {
+		return
+	}
+	delete(s.attempts, a.key)
+	s.stale[a.key] = struct{}{}
+	s.order = append(s.order, a.key)
+	if len(s.order) > staleTokens {
+		delete(s.stale, s.order[0])
+		s.order = s.order[1:]
+	}
+}
+
+// lookup finds the attempt of a request's bearer token, or the error
+// status and message to answer with.
+func (s *Server) lookup(r *http.Request) (*Attempt, int, string) {
+	h := r.Header.Get("Authorization")
+	scheme, token, ok := strings.Cut(h, " ")
+	if h == "" {
+		return nil, http.StatusUnauthorized, "missing Authorization header: every fnbridge context request needs \"Authorization: Bearer <token>\" with the token from " + EnvToken
+	}
+	if !ok || !strings.EqualFold(scheme, "Bearer") || token == "" {
+		return nil, http.StatusUnauthorized, "malformed Authorization header: want \"Bearer <token>\""
+	}
+	key := sha256.Sum256([]byte(token))
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if a, ok := s.attempts[key]; ok {
+		return a, 0, ""
+	}
+	if _, ok := s.stale[key]; ok {
+		return nil, http.StatusForbidden, "this fnbridge context token belongs to an attempt that has ended; a process that outlives its attempt cannot make context calls"
+	}
+	return nil, http.StatusForbidden, "this fnbridge context token was not issued by this bridge (or belongs to an attempt that ended long ago)"
+}
+
+// Attempt is one registered attempt: its token, Journal and the state of
+// its requests.
+type Attempt struct {
+	s            *Server
+	key          [32]byte
+	token        string
+	j            Journal
+	suspendAfter time.Duration
+	ctx          context.Context // cancelled by Close: cuts in-flight Journal calls
+	cancel       context.CancelFunc
+
+	// busy is set while a request is served; it also guards handles,
+	// next, openRun and rng, which only a request's operation touches.
+	busy    atomic.Bool
+	handles map[string]*handle
+	next    int
+	openRun string      // handle of the run whose closure is executing
+	rng     *randSource // created at the first random or uuid request
+
+	mu   sync.Mutex
+	err  error // why the attempt ended; nil while it runs
+	done chan struct{}
+}
+
+type handle struct {
+	f        Future
+	run      bool
+	name     string // of a run
+	finished bool   // a run that was completed
+}
+
+// ErrClosed is Attempt.Err after Close when nothing else ended it.
+var ErrClosed = errors.New("the attempt was closed")
+
+// StepFailedError is Attempt.Err after a run's closure failed retryably.
+type StepFailedError struct {
+	Name    string
+	Message string
+}
+
+func (e *StepFailedError) Error() string {
+	return fmt.Sprintf("step %q failed and will be retried: %s", e.Name, e.Message)
+}
+
+// Token is the attempt's bearer token.
+func (a *Attempt) Token() string { return a.token }
+
+// Done is closed when the attempt stops accepting context calls: it
+// suspended, its Journal failed, a step failed retryably, or it was
+// closed.
+func (a *Attempt) Done() <-chan struct{} { return a.done }
+
+// Err is nil while the attempt runs, then why it ended: an error wrapping
+// ErrSuspended, a *StepFailedError, the Journal's error, or ErrClosed.
+func (a *Attempt) Err() error {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return a.err
+}
+
+// Close makes the token stale: later requests get 403, an in-flight
+// Journal call has its context cancelled. Close is idempotent.
+func (a *Attempt) Close() {
+	a.s.retire(a)
+	a.cancel()
+	a.end(ErrClosed)
+}
+
+// end records the first reason the attempt ended.
+func (a *Attempt) end(err error) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if a.err == nil {
+		a.err = err
+		close(a.done)
+	}
+}
+
+// apiError is an answer other than 200.
+type apiError struct {
+	status    int
+	msg       string
+	suspended bool
+}
+
+func (e *apiError) Error() string { return e.msg }
+
+func badRequest(format string, args ...any) *apiError {
+	return &apiError{status: http.StatusBadRequest, msg: fmt.Sprintf(format, args...)}
+}
+
+// endedError is the 410 answer of an attempt that ended with err.
+func endedError(err error) *apiError {
+	if errors.Is(err, ErrSuspended) {
+		return &apiError{status: http.StatusGone, suspended: true, msg: "the invocation suspended: this attempt must stop now; Restate resumes the invocation in a new attempt"}
+	}
+	return &apiError{status: http.StatusGone, msg: "this attempt has ended (" + err.Error() + "): it must stop now"}
+}
+
+const errConcurrent = "the fnbridge context is being used by another thread/process at the same time; context calls must be made one at a time"
+
+var routes = map[string]func(a *Attempt, r *http.Request, body []byte) (any, *apiError){
+	RouteRunStart:     (*Attempt).runStart,
+	RouteRunComplete:  (*Attempt).runComplete,
+	RouteSleep:        (*Attempt).sleep,
+	RouteCall:         (*Attempt).call,
+	RouteSend:         (*Attempt).send,
+	RouteAwait:        (*Attempt).await,
+	RouteInvocationID: (*Attempt).invocationID,
+	RouteRandom:       (*Attempt).random,
+	RouteUUID:         (*Attempt).uuid,
+}
+
+// ServeHTTP serves one context request.
+func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	op, ok := routes[r.URL.Path]
+	if !ok {
+		writeError(w, &apiError{status: http.StatusNotFound, msg: fmt.Sprintf("no fnbridge context operation %q (this bridge speaks protocol v1)", r.URL.Path)})
+		return
+	}
+	if r.Method != http.MethodPost {
+		w.Header().Set("Allow", http.MethodPost)
+		writeError(w, &apiError{status: http.StatusMethodNotAllowed, msg: r.Method + " is not allowed: context operations are POST"})
+		return
+	}
+	a, status, msg := s.lookup(r)
+	if a == nil {
+		writeError(w, &apiError{status: status, msg: msg})
+		return
+	}
+	if err := a.Err(); err != nil {
+		writeError(w, endedError(err))
+		return
+	}
+	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, s.maxBody))
+	if err != nil {
+		var mb *http.MaxBytesError
+		if errors.As(err, &mb) {
+			writeError(w, &apiError{status: http.StatusRequestEntityTooLarge, msg: fmt.Sprintf("request body exceeds %d bytes", mb.Limit)})
+			return
+		}
+		writeError(w, badRequest("reading the request body: %v", err))
+		return
+	}
+	// Refuse rather than queue: the order of two concurrent calls would be
+	// the scheduler's, and a replay could not reproduce it.
+	if !a.busy.CompareAndSwap(false, true) {
+		writeError(w, &apiError{status: http.StatusConflict, msg: errConcurrent})
+		return
+	}
+	defer a.busy.Store(false)
+	// It may have ended while the body was read.
+	if err := a.Err(); err != nil {
+		writeError(w, endedError(err))
+		return
+	}
+	resp, aerr := op(a, r, body)
+	if aerr != nil {
+		writeError(w, aerr)
+		return
+	}
+	writeJSON(w, http.StatusOK, resp)
+}
+
+func writeError(w http.ResponseWriter, e *apiError) {
+	writeJSON(w, e.status, errorResponse{Error: e.msg, Suspended: e.suspended})
+}
+
+func writeJSON(w http.ResponseWriter, status int, v any) {
+	b, err := json.Marshal(v)
+	if err != nil {
+		status = http.StatusInternalServerError
+		b, _ = json.Marshal(errorResponse{Error: "encoding the response: " + err.Error()})
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("Content-Length", strconv.Itoa(len(b)+1))
+	w.WriteHeader(status)
+	_, _ = w.Write(append(b, '\n'))
+}
+
+// decode parses a request body strictly: unknown fields are refused so a
+// misspelt field is an error rather than silently ignored.
+func decode(body []byte, v any) *apiError {
+	if len(body) == 0 {
+		body = []byte("{}")
+	}
+	d := json.NewDecoder(strings.NewReader(string(body)))
+	d.DisallowUnknownFields()
+	if err := d.Decode(v); err != nil {
+		return badRequest("request body: %v", err)
+	}
+	if d.More() {
+		return badRequest("request body: more than one JSON value")
+	}
+	return nil
+}
+
+// journalFailed ends the attempt on a Journal error and gives the answer.
+func (a *Attempt) journalFailed(err error) *apiError {
+	if a.ctx.Err() != nil {
+		// Closed meanwhile: the Journal saw its context cancelled.
+		a.end(ErrClosed)
+	} else if errors.Is(err, ErrSuspended) {
+		a.end(err)
+	} else {
+		a.end(fmt.Errorf("journal: %w", err))
+	}
+	return endedError(a.Err())
+}
+
+// notInRun refuses a journal operation while a run's closure executes:
+// it would be journaled inside the step, and not reproduced by a replay
+// that skips the closure.
+func (a *Attempt) notInRun() *apiError {
+	if a.openRun == "" {
+		return nil
+	}
+	h := a.handles[a.openRun]
+	return &apiError{status: http.StatusConflict, msg: fmt.Sprintf("step %q (%s) is executing: context calls cannot be made inside a run step; complete it first", h.name, a.openRun)}
+}
+
+func (a *Attempt) newHandle(prefix string, h *handle) string {
+	a.next++
+	id := prefix + strconv.Itoa(a.next)
+	a.handles[id] = h
+	return id
+}
+
+func (a *Attempt) runStart(_ *http.Request, body []byte) (any, *apiError) {
+	var req runStartRequest
+	if e := decode(body, &req); e != nil {
+		return nil, e
+	}
+	if req.Name == "" {
+		return nil, badRequest("run needs a non-empty \"name\"")
+	}
+	if e := a.notInRun(); e != nil {
+		return nil, e
+	}
+	recorded, f, err := a.j.RunStart(a.ctx, req.Name)
+	if err != nil {
+		return nil, a.journalFailed(err)
+	}
+	if recorded != nil {
+		return runStartResponse{Recorded: encodeResult(*recorded, req.AsBytes)}, nil
+	}
+	id := a.newHandle("run-", &handle{f: f, run: true, name: req.Name})
+	a.openRun = id
+	return runStartResponse{Execute: id}, nil
+}
+
+func (a *Attempt) runComplete(_ *http.Request, body []byte) (any, *apiError) {
+	var req runCompleteRequest
+	if e := decode(body, &req); e != nil {
+		return nil, e
+	}
+	h := a.handles[req.Handle]
+	switch {
+	case h == nil:
+		return nil, badRequest("unknown handle %q: not issued by run/start in this attempt", req.Handle)
+	case !h.run:
+		return nil, badRequest("handle %q is not a run: futures are awaited, not completed", req.Handle)
+	case h.finished:
+		return nil, badRequest("run %q (%s) was already completed", h.name, req.Handle)
+	}
+	given := 0
+	for _, set := range []bool{len(req.Value) > 0, req.Bytes != nil, req.Failure != nil, req.Retryable != nil} {
+		if set {
+			given++
+		}
+	}
+	if given != 1 {
+		return nil, badRequest("run/complete needs exactly one of \"value\", \"bytes\", \"failure\" or \"retryable\"")
+	}
+	var out RunOutcome
+	switch {
+	case req.Retryable != nil:
+		msg := req.Retryable.Message
+		if msg == "" {
+			msg = "the step failed"
+		}
+		out.Retryable = &RetryableFailure{Message: msg}
+	case req.Failure != nil:
+		code, err := failureCode(req.Failure.Code)
+		if err != nil {
+			return nil, badRequest("%v", err)
+		}
+		out.Result.Failure = &Failure{Code: code, Message: req.Failure.Message}
+	default:
+		v, err := decodePayload("value", req.Value, "bytes", req.Bytes)
+		if err != nil {
+			return nil, badRequest("%v", err)
+		}
+		out.Result.Value = v
+	}
+	h.finished = true
+	a.openRun = ""
+	if err := a.j.RunComplete(a.ctx, h.f, out); err != nil {
+		return nil, a.journalFailed(err)
+	}
+	if out.Retryable != nil {
+		a.end(&StepFailedError{Name: h.name, Message: out.Retryable.Message})
+		return runCompleteResponse{AttemptFailed: true}, nil
+	}
+	return runCompleteResponse{Result: encodeResult(out.Result, req.AsBytes)}, nil
+}
+
+func (a *Attempt) sleep(r *http.Request, body []byte) (any, *apiError) {
+	var req sleepRequest
+	if e := decode(body, &req); e != nil {
+		return nil, e
+	}
+	if req.Millis < 0 {
+		return nil, badRequest("sleep \"millis\" is %d; it must not be negative", req.Millis)
+	}
+	if e := a.notInRun(); e != nil {
+		return nil, e
+	}
+	f, err := a.j.Sleep(a.ctx, time.Duration(req.Millis)*time.Millisecond)
+	if err != nil {
+		return nil, a.journalFailed(err)
+	}
+	return a.future(r, f, req.Async, req.AsBytes)
+}
+
+// future answers a new future: its handle when async, else its result.
+func (a *Attempt) future(r *http.Request, f Future, async, asBytes bool) (any, *apiError) {
+	if async {
+		return futureResponse{Handle: a.newHandle("fut-", &handle{f: f})}, nil
+	}
+	res, e := a.awaitFutures(r, []Future{f}, AwaitAll)
+	if e != nil {
+		return nil, e
+	}
+	return futureResponse{Result: encodeResult(*res[0], asBytes)}, nil
+}
+
+func (a *Attempt) awaitFutures(r *http.Request, fs []Future, mode AwaitMode) ([]*Result, *apiError) {
+	// A wait journals nothing, so a client that hangs up may abandon it;
+	// the request context ends it then.
+	ctx, stop := context.WithCancel(a.ctx)
+	defer stop()
+	defer context.AfterFunc(r.Context(), stop)()
+	res, err := a.j.Await(ctx, fs, mode, a.suspendAfter)
+	if err != nil {
+		if r.Context().Err() != nil && a.ctx.Err() == nil && !errors.Is(err, ErrSuspended) {
+			return nil, &apiError{status: http.StatusServiceUnavailable, msg: "the client went away during the wait"}
+		}
+		return nil, a.journalFailed(err)
+	}
+	bad := len(res) != len(fs)
+	some := false
+	for _, x := range res {
+		if x != nil {
+			some = true
+		} else if mode == AwaitAll {
+			bad = true
+		}
+	}
+	if bad || !some {
+		return nil, a.journalFailed(fmt.Errorf("Await(%s) of %d futures returned %d results, not all complete as promised", mode, len(fs), len(res)))
+	}
+	return res, nil
+}
+
+func (a *Attempt) call(r *http.Request, body []byte) (any, *apiError) {
+	var req callRequest
+	if e := decode(body, &req); e != nil {
+		return nil, e
+	}
+	cr, e := callRequestOf(req.Service, req.Handler, req.Key, req.IdempotencyKey, req.Headers, req.Input, req.InputBytes)
+	if e != nil {
+		return nil, e
+	}
+	if e := a.notInRun(); e != nil {
+		return nil, e
+	}
+	f, err := a.j.Call(a.ctx, cr)
+	if err != nil {
+		return nil, a.journalFailed(err)
+	}
+	return a.future(r, f, req.Async, req.AsBytes)
+}
+
+func callRequestOf(service, handler, key, idem string, headers map[string]string, input json.RawMessage, inputBytes *string) (CallRequest, *apiError) {
+	if service == "" || handler == "" {
+		return CallRequest{}, badRequest("a call needs a non-empty \"service\" and \"handler\"")
+	}
+	in, err := decodePayload("input", input, "input_bytes", inputBytes)
+	if err != nil {
+		return CallRequest{}, badRequest("%v", err)
+	}
+	return CallRequest{Service: service, Handler: handler, Key: key, IdempotencyKey: idem, Headers: headers, Input: in}, nil
+}
+
+func (a *Attempt) send(_ *http.Request, body []byte) (any, *apiError) {
+	var req sendRequest
+	if e := decode(body, &req); e != nil {
+		return nil, e
+	}
+	cr, e := callRequestOf(req.Service, req.Handler, req.Key, req.IdempotencyKey, req.Headers, req.Input, req.InputBytes)
+	if e != nil {
+		return nil, e
+	}
+	if req.DelayMillis < 0 {
+		return nil, badRequest("send \"delay_millis\" is %d; it must not be negative", req.DelayMillis)
+	}
+	if e := a.notInRun(); e != nil {
+		return nil, e
+	}
+	id, err := a.j.Send(a.ctx, SendRequest{CallRequest: cr, Delay: time.Duration(req.DelayMillis) * time.Millisecond})
+	if err != nil {
+		return nil, a.journalFailed(err)
+	}
+	return sendResponse{InvocationID: id}, nil
+}
+
+func (a *Attempt) await(r *http.Request, body []byte) (any, *apiError) {
+	var req awaitRequest
+	if e := decode(body, &req); e != nil {
+		return nil, e
+	}
+	var mode AwaitMode
+	switch req.Mode {
+	case "", "all":
+		mode = AwaitAll
+	case "any":
+		mode = AwaitAny
+	default:
+		return nil, badRequest("await \"mode\" %q: want \"all\" or \"any\"", req.Mode)
+	}
+	if len(req.Handles) == 0 {
+		return nil, badRequest("await needs at least one handle")
+	}
+	if e := a.notInRun(); e != nil {
+		return nil, e
+	}
+	fs := make([]Future, len(req.Handles))
+	for i, id := range req.Handles {
+		h := a.handles[id]
+		switch {
+		case h == nil:
+			return nil, badRequest("unknown handle %q: not issued by sleep or call in this attempt", id)
+		case h.run:
+			return nil, badRequest("handle %q is a run: runs are completed with %s, not awaited", id, RouteRunComplete)
+		}
+		fs[i] = h.f
+	}
+	res, e := a.awaitFutures(r, fs, mode)
+	if e != nil {
+		return nil, e
+	}
+	if mode == AwaitAll {
+		out := awaitResponse{Results: make([]*wireResult, len(res))}
+		for i, x := range res {
+			out.Results[i] = encodeResult(*x, req.AsBytes)
+		}
+		return out, nil
+	}
+	for i, x := range res {
+		if x != nil {
+			return awaitResponse{Index: &i, Handle: req.Handles[i], Result: encodeResult(*x, req.AsBytes)}, nil
+		}
+	}
+	panic("unreachable: awaitFutures checked that one result is set")
+}
+
+func (a *Attempt) invocationID(_ *http.Request, body []byte) (any, *apiError) {
+	if e := decode(body, &emptyRequest{}); e != nil {
+		return nil, e
+	}
+	return invocationIDResponse{InvocationID: a.j.InvocationID()}, nil
+}
+
+func (a *Attempt) source() (*randSource, *apiError) {
+	if e := a.notInRun(); e != nil {
+		return nil, e
+	}
+	if a.rng == nil {
+		a.rng = newRandSource(a.j.RandomSeed())
+	}
+	return a.rng, nil
+}
+
+func (a *Attempt) random(_ *http.Request, body []byte) (any, *apiError) {
+	if e := decode(body, &emptyRequest{}); e != nil {
+		return nil, e
+	}
+	src, e := a.source()
+	if e != nil {
+		return nil, e
+	}
+	n := src.next() >> 11 // 53 bits: exact as a float64 and as a JSON number
+	return randomResponse{Float: float64(n) / (1 << 53), Int: n}, nil
+}
+
+func (a *Attempt) uuid(_ *http.Request, body []byte) (any, *apiError) {
+	if e := decode(body, &emptyRequest{}); e != nil {
+		return nil, e
+	}
+	src, e := a.source()
+	if e != nil {
+		return nil, e
+	}
+	return uuidResponse{UUID: src.uuid4()}, nil
+}

@@ -1,0 +1,196 @@
+package stepctx
+
+import (
+	"encoding/base64"
+	"encoding/json"
+	"fmt"
+)
+
+// Routes of protocol version 1, all POST with a JSON body.
+const (
+	RouteRunStart     = "/v1/run/start"
+	RouteRunComplete  = "/v1/run/complete"
+	RouteSleep        = "/v1/sleep"
+	RouteCall         = "/v1/call"
+	RouteSend         = "/v1/send"
+	RouteAwait        = "/v1/await"
+	RouteInvocationID = "/v1/invocation-id"
+	RouteRandom       = "/v1/random"
+	RouteUUID         = "/v1/uuid"
+)
+
+// The JSON bodies below are the protocol; see the package doc.
+
+type wireFailure struct {
+	Code    int    `json:"code"`
+	Message string `json:"message"`
+}
+
+type wireRetryable struct {
+	Message string `json:"message"`
+}
+
+// wireResult carries a value as JSON ("value") when the bytes are JSON and
+// the client did not ask for bytes, else as base64 ("bytes").
+type wireResult struct {
+	Value   json.RawMessage `json:"value,omitempty"`
+	Bytes   *string         `json:"bytes,omitempty"`
+	Failure *wireFailure    `json:"failure,omitempty"`
+}
+
+type runStartRequest struct {
+	Name    string `json:"name"`
+	AsBytes bool   `json:"as_bytes"`
+}
+
+type runStartResponse struct {
+	Recorded *wireResult `json:"recorded,omitempty"`
+	Execute  string      `json:"execute,omitempty"`
+}
+
+type runCompleteRequest struct {
+	Handle    string          `json:"handle"`
+	Value     json.RawMessage `json:"value,omitempty"`
+	Bytes     *string         `json:"bytes,omitempty"`
+	Failure   *wireFailure    `json:"failure,omitempty"`
+	Retryable *wireRetryable  `json:"retryable,omitempty"`
+	AsBytes   bool            `json:"as_bytes"`
+}
+
+type runCompleteResponse struct {
+	Result        *wireResult `json:"result,omitempty"`
+	AttemptFailed bool        `json:"attempt_failed,omitempty"`
+}
+
+type sleepRequest struct {
+	Millis  int64 `json:"millis"`
+	Async   bool  `json:"async"`
+	AsBytes bool  `json:"as_bytes"`
+}
+
+type callRequest struct {
+	Service        string            `json:"service"`
+	Handler        string            `json:"handler"`
+	Key            string            `json:"key"`
+	IdempotencyKey string            `json:"idempotency_key"`
+	Headers        map[string]string `json:"headers"`
+	Input          json.RawMessage   `json:"input,omitempty"`
+	InputBytes     *string           `json:"input_bytes,omitempty"`
+	Async          bool              `json:"async"`
+	AsBytes        bool              `json:"as_bytes"`
+}
+
+type sendRequest struct {
+	Service        string            `json:"service"`
+	Handler        string            `json:"handler"`
+	Key            string            `json:"key"`
+	IdempotencyKey string            `json:"idempotency_key"`
+	Headers        map[string]string `json:"headers"`
+	Input          json.RawMessage   `json:"input,omitempty"`
+	InputBytes     *string           `json:"input_bytes,omitempty"`
+	DelayMillis    int64             `json:"delay_millis"`
+}
+
+// futureResponse answers sleep and call: a handle when async, else the
+// result.
+type futureResponse struct {
+	Handle string      `json:"handle,omitempty"`
+	Result *wireResult `json:"result,omitempty"`
+}
+
+type sendResponse struct {
+	InvocationID string `json:"invocation_id"`
+}
+
+type awaitRequest struct {
+	Handles []string `json:"handles"`
+	Mode    string   `json:"mode"`
+	AsBytes bool     `json:"as_bytes"`
+}
+
+type awaitResponse struct {
+	// Results, for mode "all": one per handle, in request order.
+	Results []*wireResult `json:"results,omitempty"`
+	// Index, Handle and Result, for mode "any": the first complete one.
+	Index  *int        `json:"index,omitempty"`
+	Handle string      `json:"handle,omitempty"`
+	Result *wireResult `json:"result,omitempty"`
+}
+
+type invocationIDResponse struct {
+	InvocationID string `json:"invocation_id"`
+}
+
+type randomResponse struct {
+	Float float64 `json:"float"`
+	Int   uint64  `json:"int"`
+}
+
+type uuidResponse struct {
+	UUID string `json:"uuid"`
+}
+
+type errorResponse struct {
+	Error     string `json:"error"`
+	Suspended bool   `json:"suspended,omitempty"`
+}
+
+type emptyRequest struct{}
+
+// encodeResult is r as it goes on the wire.
+func encodeResult(r Result, asBytes bool) *wireResult {
+	if r.Failure != nil {
+		return &wireResult{Failure: &wireFailure{Code: int(orInternal(r.Failure.Code)), Message: r.Failure.Message}}
+	}
+	if !asBytes && len(r.Value) > 0 && json.Valid(r.Value) {
+		return &wireResult{Value: json.RawMessage(r.Value)}
+	}
+	b := base64.StdEncoding.EncodeToString(r.Value)
+	return &wireResult{Bytes: &b}
+}
+
+// decodeResult is the Result a wireResult carries.
+func decodeResult(w *wireResult) (Result, error) {
+	if w == nil {
+		return Result{}, fmt.Errorf("missing result")
+	}
+	if w.Failure != nil {
+		code, err := failureCode(w.Failure.Code)
+		if err != nil {
+			return Result{}, err
+		}
+		return Result{Failure: &Failure{Code: code, Message: w.Failure.Message}}, nil
+	}
+	v, err := decodePayload("value", w.Value, "bytes", w.Bytes)
+	return Result{Value: v}, err
+}
+
+// decodePayload reads a payload given either as JSON (kept byte for byte
+// as the client sent it) or as base64; neither is an empty payload.
+func decodePayload(jsonName string, j json.RawMessage, bytesName string, b *string) ([]byte, error) {
+	if len(j) > 0 && b != nil {
+		return nil, fmt.Errorf("give %q or %q, not both", jsonName, bytesName)
+	}
+	if b != nil {
+		v, err := base64.StdEncoding.DecodeString(*b)
+		if err != nil {
+			return nil, fmt.Errorf("%q is not standard base64: %v", bytesName, err)
+		}
+		return v, nil
+	}
+	return []byte(j), nil
+}
+
+func failureCode(c int) (uint16, error) {
+	if c < 0 || c > 65535 {
+		return 0, fmt.Errorf("failure code %d is out of range 0..65535", c)
+	}
+	return orInternal(uint16(c)), nil
+}
+
+func orInternal(c uint16) uint16 {
+	if c == 0 {
+		return 500
+	}
+	return c
+}

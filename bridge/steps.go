@@ -1,0 +1,214 @@
+package bridge
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"google.golang.org/grpc/metadata"
+
+	"github.com/fnbridge/fnbridge/bridge/stepctx"
+	"github.com/fnbridge/fnbridge/functionruntime"
+	"github.com/fnbridge/fnbridge/restate"
+)
+
+// contextEndpoint is the bridge's stepctx.Server and its listener.
+type contextEndpoint struct {
+	srv    *stepctx.Server
+	l      net.Listener
+	url    string // what functions dial (stepctx.EnvAddr)
+	dir    string // private socket directory to remove; "" when configured
+	served chan error
+}
+
+// startContext serves the context endpoint when a handler is in steps
+// mode; it warns when the runtimes may not reach it.
+func (b *Bridge) startContext() error {
+	steps := false
+	for _, p := range b.pools {
+		steps = steps || p.h.StepsMode()
+	}
+	if !steps {
+		return nil
+	}
+	ce := &contextEndpoint{srv: stepctx.NewServer(stepctx.Config{}), served: make(chan error, 1)}
+	addr := b.cfg.ContextListen
+	if addr == "" {
+		dir, err := os.MkdirTemp("", "fnbridge-ctx-") // 0700
+		if err != nil {
+			return fmt.Errorf("context_listen: creating the private socket directory: %w", err)
+		}
+		ce.dir = dir
+		addr = "unix://" + filepath.Join(dir, "ctx.sock")
+	}
+	l, err := stepctx.Listen(addr)
+	if err != nil {
+		if ce.dir != "" {
+			_ = os.RemoveAll(ce.dir)
+		}
+		return fmt.Errorf("context_listen %s: %w", addr, err)
+	}
+	ce.l, ce.url = l, stepctx.URL(l)
+	go func() { ce.served <- ce.srv.Serve(l) }()
+	b.ctxEnd = ce
+	unix := l.Addr().Network() == "unix"
+	for kind, raddr := range b.cfg.Runtimes {
+		if unix && raddr != "" && !strings.HasPrefix(raddr, "unix://") {
+			b.log.Warn().Str("runtime", kind).Str("context", ce.url).
+				Msgf("runtimes.%s is reached over TCP but the context endpoint is a unix socket: durability: steps handlers of that runtime work only if it shares this host's filesystem; otherwise set context_listen to a host:port it can reach", kind)
+		}
+	}
+	if !unix {
+		if !IsLoopback(l.Addr().String()) {
+			b.log.Warn().Str("context", ce.url).Msg("context_listen is plaintext TCP on a non-loopback address: only a trusted network may reach it (every request still needs its attempt's token)")
+		}
+	}
+	b.log.Info().Str("context", ce.url).Msg("serving the durable-steps context endpoint")
+	return nil
+}
+
+// closeContext stops the context endpoint and removes its private
+// directory.
+func (b *Bridge) closeContext(ctx context.Context) error {
+	ce := b.ctxEnd
+	if ce == nil {
+		return nil
+	}
+	err := ce.srv.Shutdown(ctx)
+	<-ce.served
+	if ce.dir != "" {
+		err = errors.Join(err, os.RemoveAll(ce.dir))
+	}
+	return err
+}
+
+// runSteps is one steps-mode attempt: it opens an Attempt on j, invokes
+// the function with the endpoint and token as gRPC metadata, and waits
+// for the function's result or the attempt's end (suspension, a step
+// failed retryably, the journal failed), whichever comes first; on the
+// latter it cancels the invocation (the runtime kills its processes) and
+// returns once the registration is released. The Attempt is closed on
+// every path, so its token is stale afterwards.
+//
+// The error is the function's classified failure (*Error) or, when the
+// attempt ended first, Attempt.Err (stepsToRestate maps both).
+func (b *Bridge) runSteps(ctx context.Context, p *pool, j stepctx.Journal, invocationID string, input []byte, contentType string) (*Result, string, error) {
+	if b.ctxEnd == nil {
+		return nil, "", errors.New("bridge: the context endpoint is not running")
+	}
+	a, err := b.ctxEnd.srv.Open("", j, stepctx.WithSuspendAfter(p.h.SuspendAfter.Std()))
+	if err != nil {
+		return nil, "", err
+	}
+	defer a.Close()
+	ictx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	ictx = metadata.AppendToOutgoingContext(ictx, functionruntime.MetadataContext, b.ctxEnd.url, functionruntime.MetadataContextToken, a.Token())
+	type result struct {
+		res    *Result
+		runUID string
+		err    error
+	}
+	done := make(chan result, 1)
+	go func() {
+		res, uid, err := p.invoke(ictx, invocationID, input, contentType)
+		done <- result{res, uid, err}
+	}()
+	var r result
+	select {
+	case r = <-done:
+	case <-a.Done():
+		cancel()
+		r = <-done
+	}
+	// Close first: if nothing ended the attempt before, its end is
+	// ErrClosed and the function's own result stands.
+	a.Close()
+	if aerr := a.Err(); !errors.Is(aerr, stepctx.ErrClosed) {
+		return nil, r.runUID, aerr
+	}
+	return r.res, r.runUID, r.err
+}
+
+// stepsToRestate is what the endpoint gets for a runSteps error.
+func stepsToRestate(err error) error {
+	var sf *stepctx.StepFailedError
+	switch {
+	case errors.Is(err, stepctx.ErrSuspended), errors.Is(err, restate.ErrAttemptEnded):
+		// The suspension is sent (or the attempt failed on the journal
+		// side): nothing more is written.
+		return restate.ErrAttemptEnded
+	case errors.Is(err, restate.ErrCancelled):
+		return restate.ErrCancelled
+	case errors.As(err, &sf):
+		return &restate.RetryableError{Code: restate.CodeInternal, Message: sf.Error()}
+	}
+	return toRestate(err)
+}
+
+// errNoDurableContext pauses a steps-mode invocation on a restate
+// endpoint without the durable-steps API.
+var errNoDurableContext = &restate.RetryableError{Code: restate.CodeInternal, Pause: true, RetryAfter: PermanentRetryDelay,
+	Message: "durability: steps needs the durable-steps API of the restate endpoint, which this build lacks"}
+
+// stepsHandlerFunc is one steps-mode attempt under Restate: no wrapping
+// run; the function's result is the invocation's Output.
+func (b *Bridge) stepsHandlerFunc(p *pool) restate.HandlerFunc {
+	return func(ctx restate.Context, input []byte) ([]byte, error) {
+		start := time.Now()
+		var (
+			res    *Result
+			runUID string
+			err    error
+		)
+		if dc, ok := ctx.(durableContext); ok {
+			j := restateJournal{dc: dc, suspendAfter: p.h.SuspendAfter.Std()}
+			res, runUID, err = b.runSteps(ctx, p, j, runtimeInvocationID(ctx.InvocationID()), input, contentTypeOf(ctx))
+		} else {
+			err = errNoDurableContext
+		}
+		ev := b.log.Info()
+		outcome := "ok"
+		var out []byte
+		if err == nil {
+			out = res.Output
+		} else {
+			suspended := errors.Is(err, stepctx.ErrSuspended)
+			err = stepsToRestate(err)
+			outcome = outcomeOf(err)
+			if suspended {
+				outcome = "suspended"
+			} else {
+				ev = b.log.Warn().Str("error", err.Error())
+			}
+		}
+		ev.Str("restate_invocation_id", ctx.InvocationID()).
+			Str("service", p.service).Str("handler", p.h.Name).Str("durability", DurabilitySteps).
+			Str("run_uid", runUID).Str("outcome", outcome).Dur("duration", time.Since(start)).
+			Msg("invocation")
+		return out, err
+	}
+}
+
+// invokeSteps is `bridge invoke` of a steps-mode handler: one run of the
+// function against a localJournal.
+func (b *Bridge) invokeSteps(ctx context.Context, p *pool, input []byte) (*Result, error) {
+	j := newLocalJournal()
+	res, _, err := b.runSteps(ctx, p, j, j.id, input, "application/json")
+	var nr *NeedsRestateError
+	var sf *stepctx.StepFailedError
+	switch {
+	case err == nil:
+		return res, nil
+	case errors.As(err, &nr):
+		return nil, &Error{Class: ClassTerminal, Message: nr.Error(), Cause: err}
+	case errors.As(err, &sf):
+		return nil, &Error{Class: ClassHandler, Message: sf.Error() + " (under Restate the attempt is retried)", Cause: err}
+	}
+	return nil, err
+}

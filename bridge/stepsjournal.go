@@ -1,0 +1,135 @@
+package bridge
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/fnbridge/fnbridge/bridge/stepctx"
+	"github.com/fnbridge/fnbridge/restate"
+)
+
+// restateJournal is the stepctx.Journal of one attempt served by Restate:
+// each context call of the function becomes one operation of the
+// invocation's durableContext.
+type restateJournal struct {
+	dc durableContext
+	// suspendAfter is used when the Server passes no budget.
+	suspendAfter time.Duration
+}
+
+var _ stepctx.Journal = restateJournal{}
+
+// journalErr maps a durableContext error onto what the Server expects:
+// restate's suspension is stepctx.ErrSuspended; anything else (attempt
+// ended, cancelled) ends the attempt as is.
+func journalErr(err error) error {
+	if errors.Is(err, errRestateSuspended) {
+		return stepctx.ErrSuspended
+	}
+	return err
+}
+
+func resultOf(o *rsOutcome) *stepctx.Result {
+	if o.Failure != nil {
+		return &stepctx.Result{Failure: &stepctx.Failure{Code: uint16(o.Failure.Code), Message: o.Failure.Message}}
+	}
+	return &stepctx.Result{Value: o.Value}
+}
+
+func futureOf(f stepctx.Future) (rsFuture, error) {
+	rf, ok := f.(rsFuture)
+	if !ok || f == nil {
+		return nil, fmt.Errorf("bridge: a future of another journal (%T) was passed to the Restate journal", f)
+	}
+	return rf, nil
+}
+
+func (j restateJournal) RunStart(_ context.Context, name string) (*stepctx.Result, stepctx.Future, error) {
+	out, run, err := j.dc.RunStart(name)
+	if err != nil {
+		return nil, nil, journalErr(err)
+	}
+	if out != nil {
+		return resultOf(out), nil, nil
+	}
+	return nil, run, nil
+}
+
+// RunComplete journals a value or terminal failure. A retryable failure
+// journals nothing: the Server ends the attempt with a StepFailedError and
+// the handler returns a *restate.RetryableError.
+func (j restateJournal) RunComplete(_ context.Context, run stepctx.Future, out stepctx.RunOutcome) error {
+	if out.Retryable != nil {
+		return nil
+	}
+	f, err := futureOf(run)
+	if err != nil {
+		return err
+	}
+	o := rsOutcome{Value: out.Result.Value}
+	if fl := out.Result.Failure; fl != nil {
+		o = rsOutcome{Failure: &restate.TerminalError{Code: restate.Code(fl.Code), Message: fl.Message}}
+	}
+	return journalErr(j.dc.RunComplete(f, o))
+}
+
+func (j restateJournal) Sleep(_ context.Context, d time.Duration) (stepctx.Future, error) {
+	f, err := j.dc.Sleep(d)
+	return f, journalErr(err)
+}
+
+func callOf(req stepctx.CallRequest) rsCallRequest {
+	return rsCallRequest{Service: req.Service, Handler: req.Handler, Key: req.Key,
+		IdempotencyKey: req.IdempotencyKey, Headers: req.Headers, Input: req.Input}
+}
+
+func (j restateJournal) Call(_ context.Context, req stepctx.CallRequest) (stepctx.Future, error) {
+	f, err := j.dc.Call(callOf(req))
+	return f, journalErr(err)
+}
+
+func (j restateJournal) Send(_ context.Context, req stepctx.SendRequest) (string, error) {
+	// Fields are set through promotion so this reads the same once
+	// rsSendRequest is an alias of restate.SendRequest.
+	var s rsSendRequest
+	c := callOf(req.CallRequest)
+	s.Service, s.Handler, s.Key, s.IdempotencyKey, s.Headers, s.Input = c.Service, c.Handler, c.Key, c.IdempotencyKey, c.Headers, c.Input
+	s.Delay = req.Delay
+	id, err := j.dc.Send(s)
+	return id, journalErr(err)
+}
+
+func (j restateJournal) Await(_ context.Context, futures []stepctx.Future, mode stepctx.AwaitMode, suspendAfter time.Duration) ([]*stepctx.Result, error) {
+	fs := make([]rsFuture, len(futures))
+	for i, f := range futures {
+		rf, err := futureOf(f)
+		if err != nil {
+			return nil, err
+		}
+		fs[i] = rf
+	}
+	m := rsAwaitAll
+	if mode == stepctx.AwaitAny {
+		m = rsAwaitAny
+	}
+	if suspendAfter <= 0 {
+		suspendAfter = j.suspendAfter
+	}
+	outs, err := j.dc.Await(fs, m, suspendAfter)
+	if err != nil {
+		return nil, journalErr(err)
+	}
+	res := make([]*stepctx.Result, len(outs))
+	for i, o := range outs {
+		if o != nil {
+			res[i] = resultOf(o)
+		}
+	}
+	return res, nil
+}
+
+func (j restateJournal) InvocationID() string { return j.dc.InvocationID() }
+
+func (j restateJournal) RandomSeed() uint64 { return j.dc.RandomSeed() }

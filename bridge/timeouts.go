@@ -1,0 +1,38 @@
+package bridge
+
+import "time"
+
+// RestateTimeoutMargin is what a derived inactivity_timeout adds to a
+// handler's timeout and lease_timeout: time to register a warm worker
+// (start the interpreter, import the handler) and to journal the result.
+const RestateTimeoutMargin = 30 * time.Second
+
+// resolveRestateTimeouts fills inactivity_timeout and abort_timeout from
+// timeout when they are left out, and refuses explicit values too short
+// for it. The bridge sends Restate nothing while a function runs, so an
+// inactivity timeout shorter than the run makes Restate ask the attempt to
+// suspend mid-run, abort it abort_timeout later and execute the function
+// again on the next attempt, for ever. Runs after resolving timeout and
+// lease_timeout.
+func (h *HandlerConfig) resolveRestateTimeouts(hp string, bad func(path, format string, args ...any)) {
+	need := h.Timeout + h.LeaseTimeout
+	switch {
+	case h.InactivityTimeout < 0:
+		bad(hp+".inactivity_timeout", "must be positive")
+	case h.InactivityTimeout == 0:
+		// Whole milliseconds: the manifest carries nothing finer.
+		h.InactivityTimeout = Duration((need.Std() + RestateTimeoutMargin + time.Millisecond - 1).Truncate(time.Millisecond))
+	case h.InactivityTimeout <= need && h.Timeout > 0 && h.LeaseTimeout > 0:
+		bad(hp+".inactivity_timeout", "%s is not longer than timeout %s + lease_timeout %s: Restate would end every attempt before the function finishes "+
+			"and execute it again; raise inactivity_timeout (or leave it out: it defaults to timeout + lease_timeout + %s)",
+			h.InactivityTimeout.Std(), h.Timeout.Std(), h.LeaseTimeout.Std(), RestateTimeoutMargin)
+	}
+	// Restate counts abort_timeout from the inactivity timeout's expiry: a
+	// run still going then gets as long again to record its result.
+	switch {
+	case h.AbortTimeout < 0:
+		bad(hp+".abort_timeout", "must be positive")
+	case h.AbortTimeout == 0:
+		h.AbortTimeout = h.InactivityTimeout
+	}
+}

@@ -1,0 +1,492 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/fnbridge/fnbridge/bridge/stepctx"
+)
+
+// Exit statuses of the fnbridge command (`bridge ctx ...`), the Bash API
+// of the durable context. A CMD run by `fnbridge run` that fails
+// retryably passes its own status through instead.
+const (
+	// ctxExitError: the context call could not be made (no endpoint in
+	// the environment, a refused request, a broken connection).
+	ctxExitError = 1
+	// ctxExitUsage: bad arguments.
+	ctxExitUsage = 2
+	// ctxExitStopped: the attempt suspended or ended; the script must stop
+	// (the bridge stops its processes anyway). 75 is EX_TEMPFAIL: the
+	// invocation continues in a later attempt.
+	ctxExitStopped = 75
+	// ctxExitTerminal: a terminal failure (a step's CMD exited 100, or a
+	// callee or timer failed terminally), recorded and replayed as such.
+	ctxExitTerminal = 100
+)
+
+// ctxExit is an error that carries the command's exit status; msg, when
+// set, goes to stderr.
+type ctxExit struct {
+	code int
+	msg  string
+}
+
+func (e *ctxExit) Error() string { return e.msg }
+
+func exitf(code int, format string, args ...any) error {
+	return &ctxExit{code: code, msg: fmt.Sprintf(format, args...)}
+}
+
+// ctxExitStatus reports the exit status of an error returned by a
+// command of newCtxCmd, printing its message to stderr; ok is false for
+// other errors.
+func ctxExitStatus(stderr io.Writer, err error) (code int, ok bool) {
+	var e *ctxExit
+	if !errors.As(err, &e) {
+		return 0, false
+	}
+	if e.msg != "" {
+		fmt.Fprintln(stderr, "fnbridge:", e.msg)
+	}
+	return e.code, true
+}
+
+// ctxMain runs the binary invoked as `fnbridge`: newCtxCmd is the root.
+func ctxMain(args []string) int {
+	return runCtx(args, os.Stdin, os.Stdout, os.Stderr)
+}
+
+func runCtx(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
+	root := newCtxCmd()
+	root.Use = "fnbridge"
+	root.SetArgs(args)
+	root.SetIn(stdin)
+	root.SetOut(stdout)
+	root.SetErr(stderr)
+	err := root.Execute()
+	if err == nil {
+		return 0
+	}
+	if code, ok := ctxExitStatus(stderr, err); ok {
+		return code
+	}
+	// cobra's own errors: unknown command or flag, wrong argument count.
+	fmt.Fprintln(stderr, "fnbridge:", err)
+	return ctxExitUsage
+}
+
+// newCtxCmd is the fnbridge command: `bridge ctx ...`, or the root when
+// the binary is invoked as fnbridge. It reaches the attempt's context
+// endpoint through FNBRIDGE_CONTEXT and FNBRIDGE_CONTEXT_TOKEN. Arguments
+// and payloads are data: CMD is executed directly, never through a shell.
+func newCtxCmd() *cobra.Command {
+	root := &cobra.Command{
+		Use:   "ctx",
+		Short: "Durable steps from a Bash function: run, sleep, call, send, await",
+		Long: `Durable steps from a Bash function (or any process it starts), through the
+attempt's context endpoint (` + stepctx.EnvAddr + `, ` + stepctx.EnvToken + `).
+
+Exit statuses: 0 success; 100 terminal failure (recorded: the same on replay);
+75 the attempt suspended or ended, stop now; 2 bad arguments; 1 the context
+call could not be made. fnbridge run passes through the status of a CMD that
+failed retryably.`,
+		SilenceUsage:  true,
+		SilenceErrors: true,
+	}
+	root.AddCommand(newCtxRunCmd(), newCtxSleepCmd(), newCtxCallCmd(), newCtxSendCmd(), newCtxAwaitCmd(),
+		newCtxValueCmd("invocation-id", "Print the invocation id", func(ctx context.Context, c *stepctx.Client) (string, error) {
+			return c.InvocationID(ctx)
+		}),
+		newCtxValueCmd("random", "Print a random integer in [0, 2^53), the same on every attempt", func(ctx context.Context, c *stepctx.Client) (string, error) {
+			_, n, err := c.Random(ctx)
+			return strconv.FormatUint(n, 10), err
+		}),
+		newCtxValueCmd("uuid", "Print a random UUID (version 4), the same on every attempt", func(ctx context.Context, c *stepctx.Client) (string, error) {
+			return c.UUID(ctx)
+		}),
+	)
+	return root
+}
+
+// ctxClient is the client of the environment's endpoint.
+func ctxClient() (*stepctx.Client, error) {
+	c, err := stepctx.ClientFromEnv()
+	if err != nil {
+		return nil, exitf(ctxExitError, "%v", err)
+	}
+	return c, nil
+}
+
+// callFailed is the exit of a context call that returned err.
+func callFailed(err error) error {
+	var e *stepctx.Error
+	if errors.As(err, &e) && e.Ended() {
+		return exitf(ctxExitStopped, "%s", e.Message)
+	}
+	return exitf(ctxExitError, "%v", err)
+}
+
+func terminal(what string, f *stepctx.Failure) error {
+	return exitf(ctxExitTerminal, "%s failed (code %d): %s", what, f.Code, f.Message)
+}
+
+func newCtxRunCmd() *cobra.Command {
+	return &cobra.Command{
+		Use:   "run NAME -- CMD [ARG...]",
+		Short: "Run CMD once as the durable step NAME; its stdout is the step's value",
+		Long: `Run CMD (executed directly, not through a shell) as the durable step NAME.
+Its stdout is journaled and printed; on replay the recorded stdout is printed
+and CMD does not run. CMD exiting 100 is a terminal failure: its stdout is the
+message, printed on stderr, and fnbridge exits 100, on replay too. Any other
+non-zero status fails the attempt (Restate retries it and CMD runs again):
+fnbridge exits with that status. CMD's stdin and stderr are fnbridge's.`,
+		Args: func(cmd *cobra.Command, args []string) error {
+			if cmd.ArgsLenAtDash() != 1 || len(args) < 2 {
+				return exitf(ctxExitUsage, "usage: fnbridge run NAME -- CMD [ARG...]")
+			}
+			return nil
+		},
+		RunE: func(cmd *cobra.Command, args []string) error {
+			name, argv := args[0], args[1:]
+			c, err := ctxClient()
+			if err != nil {
+				return err
+			}
+			defer c.Close()
+			ctx := cmd.Context()
+			rec, h, err := c.RunStart(ctx, name)
+			if err != nil {
+				return callFailed(err)
+			}
+			if rec != nil {
+				if rec.Failure != nil {
+					return exitf(ctxExitTerminal, "run %s: %s", name, rec.Failure.Message)
+				}
+				return writeOut(cmd, rec.Value)
+			}
+			return executeStep(cmd, c, name, h, argv)
+		},
+	}
+}
+
+// executeStep runs argv for the run handle h and reports its outcome.
+func executeStep(cmd *cobra.Command, c *stepctx.Client, name, h string, argv []string) error {
+	ctx := cmd.Context()
+	var out bytes.Buffer
+	x := exec.Command(argv[0], argv[1:]...)
+	x.Stdin, x.Stdout, x.Stderr = cmd.InOrStdin(), &out, cmd.ErrOrStderr()
+	status, why := 0, ""
+	if err := x.Run(); err != nil {
+		var ee *exec.ExitError
+		switch {
+		case errors.As(err, &ee):
+			status = ee.ExitCode()
+			why = fmt.Sprintf("%s exited with status %d", argv[0], status)
+			if ws, ok := ee.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
+				status = 128 + int(ws.Signal())
+				why = fmt.Sprintf("%s was killed by signal %d (%v)", argv[0], int(ws.Signal()), ws.Signal())
+			}
+		case errors.Is(err, exec.ErrNotFound):
+			status, why = 127, err.Error()
+		default:
+			status, why = 126, err.Error()
+		}
+	}
+	switch status {
+	case 0:
+		if err := c.RunComplete(ctx, h, stepctx.RunOutcome{Result: stepctx.Result{Value: out.Bytes()}}); err != nil {
+			return callFailed(err)
+		}
+		return writeOut(cmd, out.Bytes())
+	case ctxExitTerminal:
+		msg := strings.TrimRight(out.String(), "\n")
+		if msg == "" {
+			msg = why
+		}
+		f := &stepctx.Failure{Code: 500, Message: msg}
+		if err := c.RunComplete(ctx, h, stepctx.RunOutcome{Result: stepctx.Result{Failure: f}}); err != nil {
+			return callFailed(err)
+		}
+		return exitf(ctxExitTerminal, "run %s: %s", name, msg)
+	default:
+		msg := fmt.Sprintf("run %s: %s; the attempt fails and Restate retries it", name, why)
+		if err := c.RunComplete(ctx, h, stepctx.RunOutcome{Retryable: &stepctx.RetryableFailure{Message: why}}); err != nil {
+			msg += fmt.Sprintf(" (reporting it failed: %v)", err)
+		}
+		return exitf(status, "%s", msg)
+	}
+}
+
+func writeOut(cmd *cobra.Command, b []byte) error {
+	if _, err := cmd.OutOrStdout().Write(b); err != nil {
+		return exitf(ctxExitError, "writing stdout: %v", err)
+	}
+	return nil
+}
+
+// printResult prints a value followed by a newline, or fails terminally.
+func printResult(cmd *cobra.Command, what string, r stepctx.Result) error {
+	if r.Failure != nil {
+		return terminal(what, r.Failure)
+	}
+	return writeOut(cmd, append(r.Value, '\n'))
+}
+
+// parseCtxDuration reads 90 (seconds), 90s, 5m, 1h, 1m30s, 250ms.
+func parseCtxDuration(s string) (time.Duration, error) {
+	if n, err := strconv.ParseUint(s, 10, 32); err == nil {
+		return time.Duration(n) * time.Second, nil
+	}
+	d, err := time.ParseDuration(s)
+	if err != nil || d < 0 {
+		return 0, exitf(ctxExitUsage, "duration %q: want seconds (90) or a Go duration (90s, 5m, 1h)", s)
+	}
+	return d, nil
+}
+
+func newCtxSleepCmd() *cobra.Command {
+	var async bool
+	cmd := &cobra.Command{
+		Use:   "sleep [--async] DURATION",
+		Short: "Sleep durably: 90 (seconds), 90s, 5m, 1h; --async prints a handle for await",
+		Args:  exactArgs(1, "fnbridge sleep [--async] DURATION"),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			d, err := parseCtxDuration(args[0])
+			if err != nil {
+				return err
+			}
+			c, err := ctxClient()
+			if err != nil {
+				return err
+			}
+			defer c.Close()
+			if async {
+				h, err := c.SleepAsync(cmd.Context(), d)
+				if err != nil {
+					return callFailed(err)
+				}
+				return writeOut(cmd, []byte(h+"\n"))
+			}
+			r, err := c.Sleep(cmd.Context(), d)
+			if err != nil {
+				return callFailed(err)
+			}
+			if r.Failure != nil {
+				return terminal("sleep", r.Failure)
+			}
+			return nil
+		},
+	}
+	cmd.Flags().BoolVar(&async, "async", false, "print a handle instead of waiting")
+	return cmd
+}
+
+func exactArgs(n int, usage string) cobra.PositionalArgs {
+	return func(_ *cobra.Command, args []string) error {
+		if len(args) != n {
+			return exitf(ctxExitUsage, "usage: %s", usage)
+		}
+		return nil
+	}
+}
+
+// callFlags are the flags of call and send.
+type callFlags struct {
+	key, idempotencyKey string
+	headers             []string
+}
+
+func (f *callFlags) add(cmd *cobra.Command) {
+	cmd.Flags().StringVar(&f.key, "key", "", "virtual object or workflow key")
+	cmd.Flags().StringVar(&f.idempotencyKey, "idempotency-key", "", "idempotency key of the call")
+	cmd.Flags().StringArrayVar(&f.headers, "header", nil, "header NAME=VALUE (repeatable)")
+}
+
+// request builds the call from SERVICE/HANDLER and an optional JSON
+// payload ("-" reads it from stdin).
+func (f *callFlags) request(cmd *cobra.Command, args []string) (stepctx.CallRequest, error) {
+	service, handler, ok := strings.Cut(args[0], "/")
+	if !ok || service == "" || handler == "" || strings.Contains(handler, "/") {
+		return stepctx.CallRequest{}, exitf(ctxExitUsage, "%q: want SERVICE/HANDLER", args[0])
+	}
+	req := stepctx.CallRequest{Service: service, Handler: handler, Key: f.key, IdempotencyKey: f.idempotencyKey}
+	for _, h := range f.headers {
+		k, v, ok := strings.Cut(h, "=")
+		if !ok || k == "" {
+			return req, exitf(ctxExitUsage, "--header %q: want NAME=VALUE", h)
+		}
+		if req.Headers == nil {
+			req.Headers = map[string]string{}
+		}
+		req.Headers[k] = v
+	}
+	if len(args) == 2 {
+		in := []byte(args[1])
+		if args[1] == "-" {
+			var err error
+			if in, err = io.ReadAll(cmd.InOrStdin()); err != nil {
+				return req, exitf(ctxExitError, "reading the payload from stdin: %v", err)
+			}
+		}
+		if !json.Valid(in) {
+			return req, exitf(ctxExitUsage, "the payload is not valid JSON")
+		}
+		req.Input = in
+	}
+	return req, nil
+}
+
+func newCtxCallCmd() *cobra.Command {
+	var f callFlags
+	var async bool
+	cmd := &cobra.Command{
+		Use:   "call [flags] SERVICE/HANDLER [JSON|-]",
+		Short: "Call a handler durably and print its result; --async prints a handle for await",
+		Args:  cobra.RangeArgs(1, 2),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			req, err := f.request(cmd, args)
+			if err != nil {
+				return err
+			}
+			c, err := ctxClient()
+			if err != nil {
+				return err
+			}
+			defer c.Close()
+			if async {
+				h, err := c.CallAsync(cmd.Context(), req)
+				if err != nil {
+					return callFailed(err)
+				}
+				return writeOut(cmd, []byte(h+"\n"))
+			}
+			r, err := c.Call(cmd.Context(), req)
+			if err != nil {
+				return callFailed(err)
+			}
+			return printResult(cmd, "call "+args[0], r)
+		},
+	}
+	f.add(cmd)
+	cmd.Flags().BoolVar(&async, "async", false, "print a handle instead of waiting for the result")
+	return cmd
+}
+
+func newCtxSendCmd() *cobra.Command {
+	var f callFlags
+	var delay string
+	cmd := &cobra.Command{
+		Use:   "send [flags] SERVICE/HANDLER [JSON|-]",
+		Short: "Send a one-way call durably and print the callee's invocation id",
+		Args:  cobra.RangeArgs(1, 2),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			req, err := f.request(cmd, args)
+			if err != nil {
+				return err
+			}
+			var d time.Duration
+			if delay != "" {
+				if d, err = parseCtxDuration(delay); err != nil {
+					return err
+				}
+			}
+			c, err := ctxClient()
+			if err != nil {
+				return err
+			}
+			defer c.Close()
+			id, err := c.Send(cmd.Context(), stepctx.SendRequest{CallRequest: req, Delay: d})
+			if err != nil {
+				return callFailed(err)
+			}
+			return writeOut(cmd, []byte(id+"\n"))
+		},
+	}
+	f.add(cmd)
+	cmd.Flags().StringVar(&delay, "delay", "", "deliver after this long: 90 (seconds), 90s, 5m, 1h")
+	return cmd
+}
+
+func newCtxAwaitCmd() *cobra.Command {
+	var anyOf bool
+	cmd := &cobra.Command{
+		Use:   "await [--any] HANDLE...",
+		Short: "Wait for handles from sleep/call --async and print their results, one line each",
+		Long: `Wait for every HANDLE and print each result followed by a newline, in order
+(an empty line for a timer or a failed one); any terminal failure is reported
+on stderr and the exit status is 100. With --any, wait for the first to
+complete and print its handle, then its result.`,
+		Args: cobra.MinimumNArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			c, err := ctxClient()
+			if err != nil {
+				return err
+			}
+			defer c.Close()
+			if anyOf {
+				i, r, err := c.AwaitAny(cmd.Context(), args...)
+				if err != nil {
+					return callFailed(err)
+				}
+				if err := writeOut(cmd, []byte(args[i]+"\n")); err != nil {
+					return err
+				}
+				return printResult(cmd, args[i], r)
+			}
+			rs, err := c.Await(cmd.Context(), args...)
+			if err != nil {
+				return callFailed(err)
+			}
+			var failed []string
+			for i, r := range rs {
+				if r.Failure != nil {
+					failed = append(failed, fmt.Sprintf("%s failed (code %d): %s", args[i], r.Failure.Code, r.Failure.Message))
+					r = stepctx.Result{}
+				}
+				if err := printResult(cmd, args[i], r); err != nil {
+					return err
+				}
+			}
+			if len(failed) > 0 {
+				return exitf(ctxExitTerminal, "%s", strings.Join(failed, "\nfnbridge: "))
+			}
+			return nil
+		},
+	}
+	cmd.Flags().BoolVar(&anyOf, "any", false, "wait for the first handle to complete")
+	return cmd
+}
+
+// newCtxValueCmd is a command without arguments printing one value.
+func newCtxValueCmd(use, short string, get func(context.Context, *stepctx.Client) (string, error)) *cobra.Command {
+	return &cobra.Command{
+		Use:   use,
+		Short: short,
+		Args:  exactArgs(0, "fnbridge "+use),
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			c, err := ctxClient()
+			if err != nil {
+				return err
+			}
+			defer c.Close()
+			v, err := get(cmd.Context(), c)
+			if err != nil {
+				return callFailed(err)
+			}
+			return writeOut(cmd, []byte(v+"\n"))
+		},
+	}
+}

@@ -1,0 +1,290 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/fnbridge/fnbridge/bridge/stepctx"
+	"github.com/fnbridge/fnbridge/bridge/stepctx/stepctxtest"
+)
+
+// ctxEnv serves a context endpoint on a unix socket and points the
+// environment at it; attempt opens an attempt on the journal and sets its
+// token.
+type ctxEnv struct {
+	t    *testing.T
+	s    *stepctx.Server
+	addr string
+	j    *stepctxtest.Journal
+	a    *stepctx.Attempt
+}
+
+func newCtxEnv(t *testing.T, j *stepctxtest.Journal) *ctxEnv {
+	dir, err := os.MkdirTemp("", "ctxcli")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(dir) })
+	l, err := stepctx.Listen("unix://" + filepath.Join(dir, "c.sock"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := stepctx.NewServer(stepctx.Config{})
+	done := make(chan error, 1)
+	go func() { done <- s.Serve(l) }()
+	t.Cleanup(func() {
+		_ = s.Shutdown(context.Background())
+		if err := <-done; !errors.Is(err, http.ErrServerClosed) {
+			t.Errorf("Serve: %v", err)
+		}
+	})
+	e := &ctxEnv{t: t, s: s, addr: stepctx.URL(l), j: j}
+	t.Setenv(stepctx.EnvAddr, e.addr)
+	e.attempt()
+	return e
+}
+
+// attempt closes the current attempt, if any, and opens the next one,
+// which replays the journal.
+func (e *ctxEnv) attempt() {
+	if e.a != nil {
+		e.a.Close()
+		e.j.Restart()
+	}
+	a, err := e.s.Open("", e.j)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	e.t.Cleanup(a.Close)
+	e.a = a
+	e.t.Setenv(stepctx.EnvToken, a.Token())
+}
+
+type ctxRun struct {
+	code           int
+	stdout, stderr string
+}
+
+func fnbridge(t *testing.T, stdin string, args ...string) ctxRun {
+	t.Helper()
+	var out, errb bytes.Buffer
+	code := runCtx(args, strings.NewReader(stdin), &out, &errb)
+	return ctxRun{code, out.String(), errb.String()}
+}
+
+func (r ctxRun) want(t *testing.T, code int, stdout, stderrSub string) {
+	t.Helper()
+	if r.code != code || r.stdout != stdout || !strings.Contains(r.stderr, stderrSub) {
+		t.Fatalf("got exit %d stdout %q stderr %q\nwant exit %d stdout %q stderr containing %q", r.code, r.stdout, r.stderr, code, stdout, stderrSub)
+	}
+}
+
+func lines(t *testing.T, path string) int {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if errors.Is(err, os.ErrNotExist) {
+		return 0
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	return strings.Count(string(b), "\n")
+}
+
+func TestCtxRunReplaysWithoutRunningCMD(t *testing.T) {
+	e := newCtxEnv(t, &stepctxtest.Journal{})
+	marker := filepath.Join(t.TempDir(), "ran")
+	step := []string{"run", "fetch", "--", "sh", "-c", `echo >> "$0"; printf 'value\n\n'`, marker}
+
+	fnbridge(t, "", step...).want(t, 0, "value\n\n", "")
+	if n := lines(t, marker); n != 1 {
+		t.Fatalf("CMD ran %d times, want 1", n)
+	}
+	e.attempt()
+	fnbridge(t, "", step...).want(t, 0, "value\n\n", "")
+	if n := lines(t, marker); n != 1 {
+		t.Fatalf("replay ran CMD again (%d runs)", n)
+	}
+	if got := e.j.Entries()[0]; got.Name != "fetch" || string(got.Result.Value) != "value\n\n" {
+		t.Errorf("journaled %+v", got)
+	}
+}
+
+func TestCtxRunTerminalFailure(t *testing.T) {
+	e := newCtxEnv(t, &stepctxtest.Journal{})
+	marker := filepath.Join(t.TempDir(), "ran")
+	step := []string{"run", "validate", "--", "sh", "-c", `echo >> "$0"; echo 'user not found'; exit 100`, marker}
+
+	fnbridge(t, "", step...).want(t, 100, "", "fnbridge: run validate: user not found\n")
+	e.attempt()
+	fnbridge(t, "", step...).want(t, 100, "", "fnbridge: run validate: user not found\n")
+	if n := lines(t, marker); n != 1 {
+		t.Errorf("CMD ran %d times, want 1", n)
+	}
+	f := e.j.Entries()[0].Result.Failure
+	if f == nil || f.Code != 500 || f.Message != "user not found" {
+		t.Errorf("journaled failure %+v", f)
+	}
+}
+
+func TestCtxRunRetryableFailure(t *testing.T) {
+	e := newCtxEnv(t, &stepctxtest.Journal{})
+	fnbridge(t, "", "run", "flaky", "--", "sh", "-c", "echo partial; echo oops >&2; exit 3").
+		want(t, 3, "", "oops\nfnbridge: run flaky: sh exited with status 3; the attempt fails and Restate retries it")
+	if got := e.j.Failures(); len(got) != 1 || got[0] != "sh exited with status 3" {
+		t.Errorf("Failures %q", got)
+	}
+	fnbridge(t, "", "invocation-id").want(t, 75, "", "step \"flaky\" failed")
+
+	e.attempt()
+	fnbridge(t, "", "run", "flaky", "--", "sh", "-c", "kill -TERM $$").
+		want(t, 128+15, "", "sh was killed by signal 15 (terminated)")
+	e.attempt()
+	fnbridge(t, "", "run", "flaky", "--", "no-such-command-fnbridge").
+		want(t, 127, "", "executable file not found")
+	if e.j.Entries()[0].Result != nil {
+		t.Error("a retryable failure journaled a result")
+	}
+}
+
+func TestCtxArgumentsStayData(t *testing.T) {
+	e := newCtxEnv(t, &stepctxtest.Journal{})
+	dir := t.TempDir()
+	pwn := filepath.Join(dir, "pwned")
+	evil := `$(touch ` + pwn + `); ` + "`touch " + pwn + "`" + `; touch ` + pwn + ` & | > ' "`
+
+	fnbridge(t, "", "run", "echo", "--", "printf", "%s", evil).want(t, 0, evil, "")
+	payload := `{"x":"` + strings.ReplaceAll(evil, `"`, `\"`) + `"}`
+	fnbridge(t, "", "call", "Svc/h", payload).want(t, 0, payload+"\n", "")
+	fnbridge(t, "", "send", "--key", evil, "Svc/h", payload).want(t, 0, "inv_send_1\n", "")
+	if _, err := os.Stat(pwn); !errors.Is(err, os.ErrNotExist) {
+		t.Fatalf("a payload was evaluated: %v", err)
+	}
+	got := e.j.Entries()
+	if string(got[1].Call.Input) != payload || got[2].Call.Key != evil {
+		t.Errorf("journaled %q and key %q", got[1].Call.Input, got[2].Call.Key)
+	}
+}
+
+func TestCtxSleep(t *testing.T) {
+	e := newCtxEnv(t, &stepctxtest.Journal{})
+	for _, arg := range []string{"90", "90s", "5m", "1h", "1m30s"} {
+		fnbridge(t, "", "sleep", arg).want(t, 0, "", "")
+	}
+	want := []time.Duration{90 * time.Second, 90 * time.Second, 5 * time.Minute, time.Hour, 90 * time.Second}
+	for i, en := range e.j.Entries() {
+		if en.Kind != "sleep" || en.Duration != want[i] {
+			t.Errorf("entry %d: %+v, want sleep %v", i, en, want[i])
+		}
+	}
+	fnbridge(t, "", "sleep", "5 minutes").want(t, 2, "", `duration "5 minutes"`)
+	fnbridge(t, "", "sleep", "--", "-5s").want(t, 2, "", `duration "-5s"`)
+	fnbridge(t, "", "sleep").want(t, 2, "", "usage: fnbridge sleep")
+
+	e.j.HoldSleeps = true
+	fnbridge(t, "", "sleep", "1h").want(t, 75, "", "the invocation suspended")
+	fnbridge(t, "", "sleep", "1h").want(t, 75, "", "the invocation suspended")
+}
+
+func TestCtxCallSendAwait(t *testing.T) {
+	j := &stepctxtest.Journal{ID: "inv_abc", CallResult: func(r stepctx.CallRequest) stepctx.Result {
+		if r.Handler == "fail" {
+			return stepctx.Result{Failure: &stepctx.Failure{Code: 404, Message: "no such user"}}
+		}
+		return stepctx.Result{Value: []byte(`{"to":"` + r.Key + `"}`)}
+	}}
+	e := newCtxEnv(t, j)
+
+	fnbridge(t, "", "call", "--key", "k1", "--idempotency-key", "i1", "--header", "x-a=b", "Users/get", `{"id": 1}`).
+		want(t, 0, `{"to":"k1"}`+"\n", "")
+	c := e.j.Entries()[0].Call
+	if c.Service != "Users" || c.Handler != "get" || c.IdempotencyKey != "i1" || c.Headers["x-a"] != "b" || string(c.Input) != `{"id": 1}` {
+		t.Errorf("journaled call %+v", c)
+	}
+	fnbridge(t, `{"from":"stdin"}`, "call", "Users/get", "-").want(t, 0, `{"to":""}`+"\n", "")
+	if in := e.j.Entries()[1].Call.Input; string(in) != `{"from":"stdin"}` {
+		t.Errorf("payload from stdin journaled as %q", in)
+	}
+	fnbridge(t, "", "call", "Users/fail").want(t, 100, "", "fnbridge: call Users/fail failed (code 404): no such user")
+	fnbridge(t, "", "call", "Users", "{}").want(t, 2, "", `"Users": want SERVICE/HANDLER`)
+	fnbridge(t, "", "call", "Users/get", "{not json").want(t, 2, "", "not valid JSON")
+
+	fnbridge(t, "", "send", "--delay", "5m", "Mail/send", `"hi"`).want(t, 0, "inv_send_1\n", "")
+	if s := e.j.Entries()[3]; s.Kind != "send" || s.Delay != 5*time.Minute {
+		t.Errorf("journaled send %+v", s)
+	}
+
+	timer := fnbridge(t, "", "sleep", "--async", "10s")
+	call := fnbridge(t, "", "call", "--async", "--key", "k2", "Users/get")
+	failing := fnbridge(t, "", "call", "--async", "Users/fail")
+	for _, r := range []ctxRun{timer, call, failing} {
+		if r.code != 0 || !strings.HasPrefix(r.stdout, "fut-") {
+			t.Fatalf("async: %+v, want a handle", r)
+		}
+	}
+	th, ch, fh := strings.TrimSpace(timer.stdout), strings.TrimSpace(call.stdout), strings.TrimSpace(failing.stdout)
+	fnbridge(t, "", "await", ch, th).want(t, 0, `{"to":"k2"}`+"\n\n", "")
+	fnbridge(t, "", "await", "--any", ch, th).want(t, 0, ch+"\n"+`{"to":"k2"}`+"\n", "")
+	fnbridge(t, "", "await", th, fh, ch).want(t, 100, "\n\n"+`{"to":"k2"}`+"\n", fh+" failed (code 404): no such user")
+	fnbridge(t, "", "await", "fut-404").want(t, 1, "", `unknown handle "fut-404"`)
+
+	fnbridge(t, "", "invocation-id").want(t, 0, "inv_abc\n", "")
+	r1 := fnbridge(t, "", "random")
+	u1 := fnbridge(t, "", "uuid")
+	e.attempt()
+	// A fresh attempt replays from the start; random values repeat in order.
+	if r2 := fnbridge(t, "", "random"); r2.code != 0 || r2.stdout != r1.stdout {
+		t.Errorf("random on replay %q, first %q", r2.stdout, r1.stdout)
+	}
+	if u2 := fnbridge(t, "", "uuid"); u2.code != 0 || u2.stdout != u1.stdout || len(u1.stdout) != 37 {
+		t.Errorf("uuid on replay %q, first %q", u2.stdout, u1.stdout)
+	}
+}
+
+func TestCtxUsageAndEnvironment(t *testing.T) {
+	e := newCtxEnv(t, &stepctxtest.Journal{})
+	fnbridge(t, "", "run", "x", "echo", "hi").want(t, 2, "", "usage: fnbridge run NAME -- CMD")
+	fnbridge(t, "", "run", "x", "--").want(t, 2, "", "usage: fnbridge run NAME -- CMD")
+	fnbridge(t, "", "frobnicate").want(t, 2, "", "unknown command")
+	if n := len(e.j.Entries()); n != 0 {
+		t.Errorf("usage errors journaled %d commands", n)
+	}
+	if code := ctxMain([]string{"sleep"}); code != 2 {
+		t.Errorf("ctxMain: exit %d, want 2", code)
+	}
+
+	t.Setenv(stepctx.EnvToken, stepctx.NewToken())
+	fnbridge(t, "", "invocation-id").want(t, 1, "", "not issued by this bridge")
+	t.Setenv(stepctx.EnvAddr, "")
+	fnbridge(t, "", "invocation-id").want(t, 1, "", "FNBRIDGE_CONTEXT and FNBRIDGE_CONTEXT_TOKEN are not set")
+}
+
+// TestCtxAsSubcommand drives the command as `bridge ctx ...`, the way
+// main.go registers it, exit status included.
+func TestCtxAsSubcommand(t *testing.T) {
+	newCtxEnv(t, &stepctxtest.Journal{ID: "inv_sub"})
+	root := &cobra.Command{Use: "bridge", SilenceErrors: true, SilenceUsage: true}
+	root.AddCommand(newCtxCmd())
+	var out, errb bytes.Buffer
+	root.SetOut(&out)
+	root.SetErr(&errb)
+	root.SetArgs([]string{"ctx", "run", "s", "--", "sh", "-c", "printf x; exit 100"})
+	code, ok := ctxExitStatus(&errb, root.Execute())
+	if !ok || code != 100 || out.String() != "" || errb.String() != "fnbridge: run s: x\n" {
+		t.Fatalf("bridge ctx run: exit %d (%v) stdout %q stderr %q", code, ok, out.String(), errb.String())
+	}
+	out.Reset()
+	root.SetArgs([]string{"ctx", "invocation-id"})
+	if err := root.Execute(); err != nil || out.String() != "inv_sub\n" {
+		t.Fatalf("bridge ctx invocation-id: %v %q", err, out.String())
+	}
+}

@@ -1,0 +1,2 @@
+def echo(x):
+    return {"echo": x}

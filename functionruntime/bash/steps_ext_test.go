@@ -1,0 +1,342 @@
+package bash_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/fnbridge/fnbridge/bridge/stepctx"
+	"github.com/fnbridge/fnbridge/bridge/stepctx/stepctxtest"
+	"github.com/fnbridge/fnbridge/functionruntime"
+	"github.com/fnbridge/fnbridge/functionruntime/bash"
+	"github.com/fnbridge/fnbridge/functionruntime/internal/adaptertest"
+	"github.com/fnbridge/fnbridge/functionruntime/internal/proc/steptest"
+)
+
+// stepsSh is the test file steps.sh. Each step's command appends its
+// number to the file "marker", so a test can tell which commands ran.
+const stepsSh = `
+provision() {
+	local a b c d
+	a=$(fnbridge run step1 -- sh -c 'echo 1 >>marker; echo one') || return
+	b=$(fnbridge run step2 -- sh -c 'echo 2 >>marker; echo two') || return
+	c=$(fnbridge run step3 -- sh -c 'echo 3 >>marker; if [ -e fail-once ]; then rm fail-once; echo flaky >&2; exit 7; fi; echo three') || return
+	d=$(fnbridge run step4 -- sh -c 'echo 4 >>marker; echo four') || return
+	echo "$a $b $c $d"
+}
+
+child() { ./child.sh; }
+
+terminal() {
+	fnbridge run plan -- sh -c 'echo p >>marker; echo "no such plan"; exit 100' || exit
+	echo unreachable
+}
+
+suspend_ignored() {
+	fnbridge sleep 60 || echo "sleep exited $?" >&2
+	fnbridge invocation-id || exit
+	echo unreachable
+}
+
+suspend_errexit() {
+	set -e
+	fnbridge sleep 60
+	echo unreachable
+}
+
+suspend_then_block() {
+	fnbridge sleep 60 || true
+	[ "$1" = block ] && exec sleep 600
+	echo next
+}
+
+env_of() {
+	echo "${FNBRIDGE_CONTEXT-unset} ${FNBRIDGE_CONTEXT_TOKEN-unset} $(sh -c 'echo "${FNBRIDGE_CONTEXT_TOKEN-unset}"')"
+}
+
+which_fnbridge() { command -v fnbridge || echo none; }
+
+function_mode() {
+	echo "${FNBRIDGE_CONTEXT-unset}"
+	fnbridge invocation-id 2>&1
+	echo "status $?"
+}
+
+exit75() { exit 75; }
+
+meta() {
+	fnbridge run "step $1" -- printf '%s\n' "$1" || return
+	fnbridge call Echo/echo "$1" || return
+}
+`
+
+const childSh = "#!/bin/sh\nfnbridge invocation-id && fnbridge random\n"
+
+// stepsEnv is a real context endpoint and the bridge binary, which is
+// the fnbridge command of the workers.
+type stepsEnv struct {
+	*steptest.Server
+	bridge string
+}
+
+func newStepsEnv(t *testing.T) *stepsEnv {
+	t.Helper()
+	e := &stepsEnv{Server: steptest.New(t)}
+	e.bridge = filepath.Join(e.Dir, "bridge")
+	if out, err := exec.Command("go", "build", "-o", e.bridge, "github.com/fnbridge/fnbridge/cmd/bridge").CombinedOutput(); err != nil {
+		t.Fatalf("build the bridge binary (the fnbridge command): %v\n%s", err, out)
+	}
+	return e
+}
+
+// steps is one registration of steps.<fn> with the fnbridge command.
+type steps struct {
+	*stepsEnv
+	f *adaptertest.Fixture
+	w functionruntime.Worker
+}
+
+func (e *stepsEnv) start(t *testing.T, fn string, env map[string]string) *steps {
+	t.Helper()
+	f := conformance.NewFixture(t, "steps."+fn, map[string]string{"steps.sh": stepsSh})
+	if err := os.WriteFile(filepath.Join(f.Dir, "child.sh"), []byte(childSh), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	f.A = bash.New(bash.Options{Grace: adaptertest.Grace, ContextCommand: e.bridge})
+	f.Spec.Env = env
+	return &steps{stepsEnv: e, f: f, w: f.Start(t)}
+}
+
+// invoke runs one invocation, with the step context of a unless a is nil.
+func (s *steps) invoke(t *testing.T, a *stepctx.Attempt, input string) (functionruntime.Result, error) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	return s.w.Invoke(ctx, s.invocation(a, input))
+}
+
+func (s *steps) invocation(a *stepctx.Attempt, input string) functionruntime.Invocation {
+	inv := s.f.Invocation("inv-1", []byte(input))
+	inv.Context = s.Context(a)
+	return inv
+}
+
+// marker returns the marker file's lines and removes it.
+func (s *steps) marker(t *testing.T) string {
+	t.Helper()
+	p := filepath.Join(s.f.Dir, "marker")
+	b, err := os.ReadFile(p)
+	if err != nil && !errors.Is(err, os.ErrNotExist) {
+		t.Fatal(err)
+	}
+	_ = os.Remove(p)
+	return strings.ReplaceAll(strings.TrimSuffix(string(b), "\n"), "\n", ",")
+}
+
+// TestSteps runs the durable-steps behaviour of Bash functions against a
+// real context endpoint; the subtests share one build of the bridge.
+func TestSteps(t *testing.T) {
+	adaptertest.Require(t, "bash")
+	adaptertest.Require(t, "go")
+	e := newStepsEnv(t)
+
+	// Rule: a recorded step prints its journaled stdout without running
+	// its command; a step whose command fails retryably fails the attempt
+	// (nothing journaled), and the next attempt resumes there.
+	t.Run("resume where it failed", func(t *testing.T) {
+		s := e.start(t, "provision", nil)
+		j := &stepctxtest.Journal{}
+		adaptertest.WriteFiles(t, s.f.Dir, map[string]string{"fail-once": ""})
+		_, err := s.invoke(t, e.Open(t, j), "")
+		steptest.WantHandlerError(t, err, functionruntime.HandlerError{Type: "exit", ExitCode: 7, Message: "run step3: sh exited with status 7"})
+		if got := s.marker(t); got != "1,2,3" {
+			t.Fatalf("first attempt ran steps %s, want 1,2,3", got)
+		}
+		if f := j.Failures(); len(f) != 1 || !strings.Contains(f[0], "status 7") {
+			t.Fatalf("retryable failures journaled: %q, want step3's", f)
+		}
+		j.Restart()
+		res, err := s.invoke(t, e.Open(t, j), "")
+		steptest.MustOutput(t, res, err, "one two three four")
+		if got := s.marker(t); got != "3,4" {
+			t.Fatalf("second attempt ran steps %s, want only 3,4 (1 and 2 replayed)", got)
+		}
+		for i, want := range []string{"one\n", "two\n", "three\n", "four\n"} {
+			if en := j.Entries()[i]; en.Kind != "run" || en.Result == nil || string(en.Result.Value) != want {
+				t.Fatalf("entry %d = %+v, want run with value %q (the exact stdout)", i, en, want)
+			}
+		}
+	})
+
+	// Rule: the context is in the environment, so a child process the
+	// function starts takes steps too; random values replay.
+	t.Run("child process", func(t *testing.T) {
+		s := e.start(t, "child", nil)
+		j := &stepctxtest.Journal{ID: "inv_child", Seed: 42}
+		first, err := s.invoke(t, e.Open(t, j), "")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !regexp.MustCompile(`^inv_child\n[0-9]+$`).Match(first.Output) {
+			t.Fatalf("output = %q, want the invocation id and a random integer", first.Output)
+		}
+		j.Restart()
+		again, err := s.invoke(t, e.Open(t, j), "")
+		steptest.MustOutput(t, again, err, string(first.Output))
+	})
+
+	// Rule: a step's command exiting 100 is a terminal failure, journaled
+	// and replayed (without running the command) as exit 100.
+	t.Run("terminal failure", func(t *testing.T) {
+		s := e.start(t, "terminal", nil)
+		j := &stepctxtest.Journal{}
+		want := functionruntime.HandlerError{Type: "exit", Terminal: true, ExitCode: 100, Message: "no such plan"}
+		_, err := s.invoke(t, e.Open(t, j), "")
+		steptest.WantHandlerError(t, err, want)
+		en := j.Entries()
+		if len(en) != 1 || en[0].Result == nil || en[0].Result.Failure == nil || en[0].Result.Failure.Message != "no such plan" {
+			t.Fatalf("journal = %+v, want the run's terminal failure", en)
+		}
+		j.Restart()
+		_, err = s.invoke(t, e.Open(t, j), "")
+		steptest.WantHandlerError(t, err, want)
+		if got := s.marker(t); got != "p" {
+			t.Fatalf("the command ran %q times over two attempts, want once", got)
+		}
+	})
+
+	// Rule: once the attempt suspended, every fnbridge call exits 75; a
+	// function that exits 75 with a step context ends as attempt-ended
+	// (retryable), also when it ignored the first 75.
+	t.Run("suspension", func(t *testing.T) {
+		for _, fn := range []string{"suspend_ignored", "suspend_errexit"} {
+			s := e.start(t, fn, nil)
+			j := &stepctxtest.Journal{HoldSleeps: true}
+			a := e.Open(t, j)
+			_, err := s.invoke(t, a, "")
+			steptest.WantHandlerError(t, err, functionruntime.HandlerError{Type: functionruntime.AttemptEndedType, ExitCode: 75, Message: "suspended"})
+			if !errors.Is(a.Err(), stepctx.ErrSuspended) {
+				t.Fatalf("%s: attempt ended with %v, want suspended", fn, a.Err())
+			}
+		}
+	})
+
+	// Rule: what the function does after the suspension is moot: the
+	// bridge cancels the invocation, which kills its processes.
+	t.Run("suspension then cancel", func(t *testing.T) {
+		s := e.start(t, "suspend_then_block", nil)
+		a := e.Open(t, &stepctxtest.Journal{HoldSleeps: true})
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		go func() {
+			<-a.Done() // as the bridge does when the attempt suspends
+			cancel()
+		}()
+		_, err := s.w.Invoke(ctx, s.invocation(a, "block"))
+		if !errors.Is(err, context.Canceled) || !errors.Is(a.Err(), stepctx.ErrSuspended) {
+			t.Fatalf("invoke = %v (attempt: %v), want cancelled after the suspension", err, a.Err())
+		}
+		// The next invocation gets a fresh worker (fnbridge fails in
+		// function mode, which the function ignores).
+		res, err := s.invoke(t, nil, "")
+		steptest.MustOutput(t, res, err, "next")
+	})
+
+	// Rule: FNBRIDGE_CONTEXT and FNBRIDGE_CONTEXT_TOKEN are exported for
+	// the invocation given a step context only; the fnbridge on PATH is
+	// the runtime's, ahead of the registration's PATH.
+	t.Run("environment", func(t *testing.T) {
+		fake := t.TempDir()
+		if err := os.WriteFile(filepath.Join(fake, "fnbridge"), []byte("#!/bin/sh\necho fake\n"), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		s := e.start(t, "env_of", map[string]string{"PATH": fake + ":/usr/bin:/bin"})
+		a := e.Open(t, &stepctxtest.Journal{})
+		res, err := s.invoke(t, a, "")
+		steptest.MustOutput(t, res, err, e.Addr+" "+a.Token()+" "+a.Token())
+		res, err = s.invoke(t, a, strings.Repeat("x", 100<<10)) // the request in three writes
+		steptest.MustOutput(t, res, err, e.Addr+" "+a.Token()+" "+a.Token())
+		res, err = s.invoke(t, nil, "")
+		steptest.MustOutput(t, res, err, "unset unset unset")
+
+		w := e.start(t, "which_fnbridge", map[string]string{"PATH": fake + ":/usr/bin:/bin"})
+		res, err = w.invoke(t, nil, "")
+		if err != nil || filepath.Base(string(res.Output)) != "fnbridge" || strings.HasPrefix(string(res.Output), fake) {
+			t.Fatalf("command -v fnbridge = %q (%v), want the runtime's, not %s", res.Output, err, fake)
+		}
+		if target, err := os.Readlink(string(res.Output)); err != nil || target != e.bridge {
+			t.Fatalf("%s links to %q (%v), want %s", res.Output, target, err, e.bridge)
+		}
+	})
+
+	// Rule: in function mode (no step context) fnbridge fails with a clear
+	// message, and exit 75 is an ordinary retryable status.
+	t.Run("function mode", func(t *testing.T) {
+		s := e.start(t, "function_mode", nil)
+		res, err := s.invoke(t, nil, "")
+		steptest.MustOutput(t, res, err, "unset\nfnbridge: FNBRIDGE_CONTEXT and FNBRIDGE_CONTEXT_TOKEN are not set: context calls work only inside a function that fnbridge runs with durable steps\nstatus 1")
+		x := e.start(t, "exit75", nil)
+		_, err = x.invoke(t, nil, "")
+		steptest.WantHandlerError(t, err, functionruntime.HandlerError{Type: "exit", ExitCode: 75, Message: "exit status 75"})
+	})
+
+	// Rule: payloads and arguments with shell metacharacters are data.
+	t.Run("metacharacters", func(t *testing.T) {
+		s := e.start(t, "meta", nil)
+		payload, err := json.Marshal("x $(touch pwned) `touch pwned` ; touch pwned | * \" ' \\ \n end")
+		if err != nil {
+			t.Fatal(err)
+		}
+		j := &stepctxtest.Journal{}
+		res, err := s.invoke(t, e.Open(t, j), string(payload))
+		// The step prints the payload, the call echoes it back.
+		steptest.MustOutput(t, res, err, string(payload)+"\n"+string(payload))
+		if en := j.Entries(); len(en) != 2 || en[0].Name != "step "+string(payload) || string(en[1].Call.Input) != string(payload) {
+			t.Fatalf("journal = %+v, want the step named after the payload and the call with it as input", en)
+		}
+		if _, err := os.Stat(filepath.Join(s.f.Dir, "pwned")); err == nil {
+			t.Fatal("a metacharacter in the payload ran as shell code")
+		}
+	})
+}
+
+// Rule: without a bridge executable (the default outside the bridge, or
+// NoContextCommand) there is no fnbridge on PATH; a file that makes the
+// context variables readonly fails to register; a step context that the
+// request cannot carry is refused before anything runs.
+func TestStepsSetup(t *testing.T) {
+	for _, opts := range []bash.Options{{}, {ContextCommand: "/bin/sh", NoContextCommand: true}} {
+		f := conformance.NewFixture(t, "steps.which_fnbridge", map[string]string{"steps.sh": stepsSh})
+		opts.Grace = adaptertest.Grace
+		f.A = bash.New(opts)
+		if got := string(f.MustInvoke(t, f.Start(t), "").Output); got != "none" {
+			t.Fatalf("options %+v: command -v fnbridge = %q, want none", opts, got)
+		}
+	}
+
+	f := conformance.NewFixture(t, "ro.main", map[string]string{"ro.sh": "readonly FNBRIDGE_CONTEXT=x\nmain() { :; }\n"})
+	if err := f.StartErr(t); !strings.Contains(err.Error(), "ro.sh makes FNBRIDGE_CONTEXT or FNBRIDGE_CONTEXT_TOKEN readonly") {
+		t.Fatalf("Start = %v, want the readonly variable named", err)
+	}
+
+	f = conformance.NewFixture(t, "steps.env_of", map[string]string{"steps.sh": stepsSh})
+	w := f.Start(t)
+	for _, sc := range []functionruntime.StepContext{
+		{Address: "unix:///x y", Token: "t"}, {Address: "unix:///x", Token: "a\nb"}, {Address: "unix:///x"},
+		{Address: "unix:///" + strings.Repeat("x", 9990), Token: "t"},
+	} {
+		inv := f.Invocation("inv-1", nil)
+		inv.Context = &sc
+		if _, err := w.Invoke(context.Background(), inv); err == nil || !strings.Contains(err.Error(), "step context") {
+			t.Fatalf("step context %q: %v, want it refused", sc, err)
+		}
+	}
+	steptest.MustOutput(t, f.MustInvoke(t, w, ""), nil, "unset unset unset")
+}

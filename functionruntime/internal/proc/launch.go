@@ -1,0 +1,107 @@
+package proc
+
+import (
+	"fmt"
+	"os"
+	"strconv"
+	"strings"
+	"syscall"
+)
+
+// launchShell applies a worker's limits before its interpreter runs: Go's
+// exec cannot set rlimits or a cgroup for the child, and doing it after
+// Start races the interpreter. The shell sets them on itself and execs the
+// interpreter, which keeps its pid, process group and descriptors.
+const launchShell = "/bin/sh"
+
+// launchOOMScore makes the kernel's OOM killer pick a worker (and what it
+// forks) before anything else, the server above all.
+const launchOOMScore = 1000
+
+// launch returns the path and argv that start cfg's interpreter under its
+// limits and in leaf. Positional parameters carry every path, so nothing
+// from the configuration is parsed as shell code; PWD, which the shell
+// exports on its own, is put back as the worker's environment had it.
+func launch(cfg Config, leaf *cgroupLeaf) (string, []string, error) {
+	if _, err := os.Stat(launchShell); err != nil {
+		if cfg.Limits == (Limits{}) && leaf == nil {
+			return cfg.Path, append([]string{cfg.Path}, cfg.Args...), nil
+		}
+		return "", nil, fmt.Errorf("applying worker limits needs %s: %w", launchShell, err)
+	}
+	var s strings.Builder
+	var pos []string
+	fmt.Fprintf(&s, "echo %d 2>/dev/null >/proc/self/oom_score_adj; ", launchOOMScore)
+	fail := `|| { echo "fnbridge: cannot apply worker limits" >&2; exit 125; }; `
+	rl := func(flag byte, res int, v, unit int64) {
+		if v <= 0 {
+			return
+		}
+		n := (v + unit - 1) / unit
+		var cur syscall.Rlimit
+		if syscall.Getrlimit(res, &cur) == nil && cur.Max != ^uint64(0) && uint64(n) > cur.Max/uint64(unit) {
+			n = int64(cur.Max / uint64(unit)) // only root may raise a hard limit
+		}
+		// Without -H or -S the shell sets both (dash honours only the last
+		// of the two flags).
+		fmt.Fprintf(&s, "ulimit -%c %d %s", flag, n, fail)
+	}
+	l := cfg.Limits
+	rl('d', syscall.RLIMIT_DATA, l.Memory, 1024) // KiB
+	rl('n', syscall.RLIMIT_NOFILE, l.OpenFiles, 1)
+	rl('f', syscall.RLIMIT_FSIZE, l.FileSize, 512) // POSIX 512-byte blocks
+	if l.CPU > 0 {
+		// Soft below hard, so the kernel sends SIGXCPU (which names the
+		// limit) a second before its SIGKILL.
+		secs := int64((l.CPU + 999_999_999) / 1_000_000_000)
+		fmt.Fprintf(&s, "ulimit -t %d && ulimit -S -t %d %s", secs+1, secs, fail)
+	}
+	if pwd, ok := envValue(cfg.Env, "PWD"); ok {
+		s.WriteString(`PWD=$1; shift; `)
+		pos = append(pos, pwd)
+	} else {
+		s.WriteString("unset PWD; ")
+	}
+	if leaf != nil {
+		for _, dir := range leaf.dirs {
+			s.WriteString(`echo "$$" >"$1/cgroup.procs" ` + fail + "shift; ")
+			pos = append(pos, dir)
+		}
+	}
+	s.WriteString(`exec "$@"`)
+	args := append([]string{launchShell, "-c", s.String(), "fnbridge-worker"}, pos...)
+	args = append(args, cfg.Path)
+	return launchShell, append(args, cfg.Args...), nil
+}
+
+func envValue(env []string, key string) (string, bool) {
+	for _, kv := range env {
+		if k, v, ok := strings.Cut(kv, "="); ok && k == key {
+			return v, true
+		}
+	}
+	return "", false
+}
+
+// Mechanisms describes, for the log at start, how worker limits are
+// enforced on this host: what is always in force and what depends on the
+// cgroups the server may create.
+func Mechanisms() (desc string, processes bool) {
+	procs, mem, reasons := cgroupMechanism()
+	parts := []string{
+		"rlimits before the interpreter starts (memory: RLIMIT_DATA per process; open_files: RLIMIT_NOFILE; file_size: RLIMIT_FSIZE; cpu: RLIMIT_CPU)",
+		"oom_score_adj " + strconv.Itoa(launchOOMScore),
+	}
+	if procs != "" {
+		parts = append(parts, "processes: "+procs)
+	} else {
+		parts = append(parts, "processes: NOT enforced (no writable pids cgroup)")
+	}
+	if mem != "" {
+		parts = append(parts, "memory of the whole worker: "+mem)
+	}
+	if len(reasons) > 0 {
+		parts = append(parts, "unavailable: "+strings.Join(reasons, "; "))
+	}
+	return strings.Join(parts, "; "), procs != ""
+}

@@ -1,0 +1,102 @@
+package proc
+
+import (
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+)
+
+// Limits bound one worker. A zero field is unlimited. They are applied
+// before the interpreter runs (see the package doc): per process as
+// rlimits, and for the whole worker as a cgroup where one is available.
+type Limits struct {
+	Memory    int64         // bytes: RLIMIT_DATA of each process, memory cgroup of the worker
+	Processes int64         // pids cgroup of the worker (no rlimit: RLIMIT_NPROC counts per user)
+	OpenFiles int64         // RLIMIT_NOFILE of each process
+	FileSize  int64         // bytes: RLIMIT_FSIZE of each process (stdout files included)
+	CPU       time.Duration // RLIMIT_CPU of each process, over its whole life
+}
+
+// The limit names, as the configuration spells them.
+const (
+	LimitMemory    = "memory"
+	LimitProcesses = "processes"
+	LimitOpenFiles = "open_files"
+	LimitFileSize  = "file_size"
+	LimitCPU       = "cpu"
+)
+
+// LimitError is an invocation that failed because the worker hit one of
+// its limits. The worker is discarded, so the next invocation gets a fresh
+// one. Err is what the invocation failed with otherwise (a handler error,
+// or a crash wrapping the supervisor's ErrCrashed).
+type LimitError struct {
+	Limit  string // one of the Limit* names
+	Detail string // how it showed ("killed by SIGXFSZ")
+	Err    error
+}
+
+func (e *LimitError) Error() string {
+	return fmt.Sprintf("%s limit exceeded (%s): %v", e.Limit, e.Detail, e.Err)
+}
+
+func (e *LimitError) Unwrap() error { return e.Err }
+
+// HandlerFailure is implemented by the handler errors adapters return, so
+// the supervisor can recognise a limit that surfaced inside the handler (a
+// Python MemoryError, a Bash command killed by SIGXFSZ) without importing
+// the adapters' error type.
+type HandlerFailure interface {
+	HandlerFailure() (typ, message string, exitCode int)
+}
+
+// limitCounters are the cgroup event counters read around an invocation;
+// an increase means the worker hit that cgroup limit meanwhile.
+type limitCounters struct{ pidsMax, oomKill int64 }
+
+// limitHit tells which limit, if any, explains how an invocation failed.
+// crashed is set when the worker died (the crash path of Supervisor.Do).
+// before and after are the cgroup counters around the invocation (read
+// after before the worker's cgroup is released).
+func (p *Process) limitHit(before, after limitCounters, err error, crashed bool) (limit, detail string) {
+	l := p.limits
+	if l.Memory > 0 && after.oomKill > before.oomKill {
+		return LimitMemory, "the worker's cgroup ran out of memory and the kernel killed a process"
+	}
+	if l.Processes > 0 && after.pidsMax > before.pidsMax {
+		return LimitProcesses, "a fork failed at the worker's cgroup process limit"
+	}
+	if crashed && p.HasExited() {
+		if ws, ok := p.cmd.ProcessState.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
+			switch ws.Signal() {
+			case syscall.SIGXFSZ:
+				return LimitFileSize, "the worker was killed by SIGXFSZ"
+			case syscall.SIGXCPU:
+				return LimitCPU, "the worker was killed by SIGXCPU"
+			case syscall.SIGKILL:
+				if l.CPU > 0 && p.cmd.ProcessState.UserTime()+p.cmd.ProcessState.SystemTime() >= l.CPU {
+					return LimitCPU, "the worker used up its CPU time and was killed"
+				}
+			}
+		}
+	}
+	var hf HandlerFailure
+	if crashed || !errors.As(err, &hf) {
+		return "", ""
+	}
+	typ, msg, code := hf.HandlerFailure()
+	switch {
+	case l.Memory > 0 && typ == "MemoryError":
+		return LimitMemory, "the handler could not allocate memory"
+	case l.FileSize > 0 && (code == 128+int(syscall.SIGXFSZ) || strings.Contains(msg, "[Errno "+strconv.Itoa(int(syscall.EFBIG))+"]")):
+		return LimitFileSize, "a write went past the file size limit"
+	case l.CPU > 0 && code == 128+int(syscall.SIGXCPU):
+		return LimitCPU, "a process was killed by SIGXCPU"
+	case l.OpenFiles > 0 && strings.Contains(msg, "[Errno "+strconv.Itoa(int(syscall.EMFILE))+"]"):
+		return LimitOpenFiles, "the handler could not open another file"
+	}
+	return "", ""
+}

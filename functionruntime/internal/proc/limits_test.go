@@ -1,0 +1,225 @@
+//go:build linux
+
+package proc
+
+import (
+	"context"
+	"errors"
+	"golang.org/x/sys/unix"
+	"io"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/fnbridge/fnbridge/functionruntime/internal/proctest"
+	"github.com/fnbridge/fnbridge/internal/procstat"
+	"github.com/rs/zerolog"
+)
+
+var errTestCrash = errors.New("crashed")
+
+func startLimited(t *testing.T, script string, l Limits) *Process {
+	t.Helper()
+	p, err := Start(Config{Path: "/bin/sh", Args: []string{"-c", script}, Dir: t.TempDir(),
+		Env: []string{"PATH=/usr/bin:/bin"}, Logger: zerolog.Nop(), Marker: NewMarker(), Limits: l})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { p.Terminate(100 * time.Millisecond) })
+	return p
+}
+
+// Limits are in force in the worker process itself, before its first
+// instruction.
+func TestLimitsAppliedBeforeTheInterpreter(t *testing.T) {
+	l := Limits{Memory: 256 << 20, OpenFiles: 100, FileSize: 1 << 20, CPU: 5 * time.Second}
+	p := startLimited(t, `{ cat /proc/$$/limits; echo "oom $(cat /proc/$$/oom_score_adj)"; } >&4`, l)
+	out, _ := io.ReadAll(p.Responses())
+	text := strings.Join(strings.Fields(string(out)), " ")
+	for _, want := range []string{
+		"Max cpu time 5 6 seconds",
+		"Max file size 1048576 1048576 bytes",
+		"Max data size 268435456 268435456 bytes",
+		"Max open files 100 100 files",
+		"oom 1000",
+	} {
+		if !strings.Contains(text, want) {
+			t.Errorf("worker limits lack %q:\n%s", want, out)
+		}
+	}
+}
+
+// The shell that applies the limits leaves the environment as it was:
+// it exports PWD on its own, which a worker must not see unless its
+// registration set it.
+func TestLaunchKeepsTheEnvironment(t *testing.T) {
+	for _, env := range [][]string{{"A=1"}, {"A=1", "PWD=/nonexistent"}} {
+		var logs proctest.Logs
+		p, err := Start(Config{Path: "/usr/bin/env", Dir: t.TempDir(), Env: env,
+			Logger: logs.Logger("r"), Marker: NewMarker(), Limits: Limits{OpenFiles: 100}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		<-p.Exited()
+		p.Terminate(0)
+		if got := logs.Messages(); strings.Join(got, " ") != strings.Join(env, " ") {
+			t.Errorf("worker environment = %q, want %q", got, env)
+		}
+	}
+}
+
+// testSession is the smallest Session: a process speaking one line per
+// invocation on fds 3 and 4.
+type testSession struct{ Base }
+
+func supervise(t *testing.T, script string, l Limits) *Supervisor {
+	t.Helper()
+	start := func(context.Context) (Session, error) {
+		p, err := Start(Config{Path: "/bin/sh", Args: []string{"-c", script}, Dir: t.TempDir(),
+			Env: []string{"PATH=/usr/bin:/bin"}, Logger: zerolog.Nop(), Marker: "m", Limits: l})
+		if err != nil {
+			return nil, err
+		}
+		return &testSession{Base{P: p, Tmp: t.TempDir()}}, nil
+	}
+	first, err := start(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := NewSupervisor(SupervisorConfig{Name: "test worker", Start: start, Grace: 100 * time.Millisecond,
+		ErrCrashed: errTestCrash, ErrFailed: errors.New("failed")}, first)
+	t.Cleanup(func() { _ = s.Close() })
+	return s
+}
+
+// invokeLine sends one line and reads one answer; "fail" is a handler
+// error, end of file a crash.
+func invokeLine(s *Supervisor) (pid int, err error) {
+	l := zerolog.Nop()
+	err = s.Do(context.Background(), &l, func(sess Session) error {
+		p := sess.Proc()
+		pid = p.Pid()
+		if _, err := p.Requests().Write([]byte("go\n")); err != nil {
+			return &ProtocolError{Err: err}
+		}
+		buf := make([]byte, 64)
+		n, err := p.Responses().Read(buf)
+		if err != nil {
+			return &ProtocolError{Err: err}
+		}
+		if strings.HasPrefix(string(buf[:n]), "fail") {
+			return errors.New("handler failed")
+		}
+		return nil
+	})
+	return pid, err
+}
+
+// A worker killed by SIGXFSZ fails the invocation with a LimitError that
+// still wraps the crash, and the file it wrote stopped at the limit.
+func TestFileSizeLimitKillsTheWorker(t *testing.T) {
+	out := filepath.Join(t.TempDir(), "out")
+	s := supervise(t, `while read x <&3; do echo m >&2; exec yes >`+out+`; done`, Limits{FileSize: 64 << 10})
+	pid1, err := invokeLine(s)
+	var le *LimitError
+	if !errors.As(err, &le) || le.Limit != LimitFileSize || !errors.Is(err, errTestCrash) {
+		t.Fatalf("err = %v, want a file_size LimitError wrapping the crash", err)
+	}
+	if st, err := os.Stat(out); err != nil || st.Size() > 64<<10 {
+		t.Fatalf("output file: %v, size %d > limit", err, st.Size())
+	}
+	pid2, _ := invokeLine(s)
+	if pid2 == pid1 {
+		t.Fatal("the next invocation did not get a fresh worker")
+	}
+}
+
+// A bounded fork loop under a process limit: forks fail at the worker's
+// cgroup, the invocation fails naming the limit, and the worker is
+// replaced.
+func TestProcessLimitFailsTheInvocation(t *testing.T) {
+	if _, enforced := Mechanisms(); !enforced {
+		t.Skip("no writable pids cgroup here")
+	}
+	s := supervise(t, `while read x <&3; do echo m >&2
+		i=0; while [ $i -lt 64 ]; do sleep 30 & i=$((i+1)); done 2>/dev/null
+		echo fail >&4; done`, Limits{Processes: 16})
+	pid1, err := invokeLine(s)
+	var le *LimitError
+	if !errors.As(err, &le) || le.Limit != LimitProcesses {
+		t.Fatalf("err = %v, want a processes LimitError", err)
+	}
+	if pid2, _ := invokeLine(s); pid2 == pid1 {
+		t.Fatal("the next invocation did not get a fresh worker")
+	}
+}
+
+// Descendants that leave the worker's group are still in its cgroup:
+// Terminate kills them and removes the cgroup.
+func TestTerminateEmptiesAndRemovesTheCgroup(t *testing.T) {
+	p := startLimited(t, `setsid sleep 300 & echo $! >&4; read x <&3`, Limits{Processes: 16, Memory: 64 << 20})
+	if p.cg == nil {
+		t.Skip("no worker cgroup here")
+	}
+	buf := make([]byte, 32)
+	n, _ := p.Responses().Read(buf)
+	escaped, err := strconv.Atoi(strings.TrimSpace(string(buf[:n])))
+	if err != nil {
+		t.Fatal(err)
+	}
+	p.Terminate(100 * time.Millisecond)
+	if procstat.Alive(escaped) {
+		t.Fatalf("setsid'ed descendant %d survived Terminate", escaped)
+	}
+	for _, dir := range p.cg.dirs {
+		if _, err := os.Stat(dir); !errors.Is(err, os.ErrNotExist) {
+			t.Errorf("cgroup %s not removed: %v", dir, err)
+		}
+	}
+}
+
+// A grandchild that called setsid and exited is re-parented to the server
+// and reaped there, although no process-group wait reaches it.
+func TestSetsidOrphansAreReaped(t *testing.T) {
+	p := startLimited(t, `i=0; while [ $i -lt 50 ]; do (setsid true &); i=$((i+1)); done; echo done >&4; read x <&3`, Limits{})
+	buf := make([]byte, 8)
+	if _, err := p.Responses().Read(buf); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		z := setsidZombies()
+		if z == 0 {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%d setsid'ed zombies still parented to the server", z)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+func setsidZombies() int {
+	n := 0
+	for _, st := range procstat.All() {
+		if st.PPID == os.Getpid() && st.Dead() && st.PGID == st.PID {
+			if sid, err := unix.Getsid(st.PID); err == nil && sid == st.PID {
+				n++
+			}
+		}
+	}
+	return n
+}
+
+// RLIMIT_CPU's soft limit sends SIGXCPU, which names the limit.
+func TestCPULimitKillsTheWorker(t *testing.T) {
+	s := supervise(t, `while read x <&3; do echo m >&2; while :; do :; done; done`, Limits{CPU: time.Second})
+	_, err := invokeLine(s)
+	var le *LimitError
+	if !errors.As(err, &le) || le.Limit != LimitCPU {
+		t.Fatalf("err = %v, want a cpu LimitError", err)
+	}
+}

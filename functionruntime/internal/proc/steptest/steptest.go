@@ -1,0 +1,95 @@
+// Package steptest gives adapter tests a real durable-steps context
+// endpoint (stepctx.Server on a unix socket) and the checks they share.
+package steptest
+
+import (
+	"context"
+	"errors"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/fnbridge/fnbridge/bridge/stepctx"
+	"github.com/fnbridge/fnbridge/functionruntime"
+)
+
+// Server is a context endpoint serving attempts of any Journal, shut down
+// at the end of the test.
+type Server struct {
+	Srv  *stepctx.Server
+	Addr string // unix:///...
+	Dir  string // a short temporary directory holding the socket
+}
+
+// New starts a Server.
+func New(t testing.TB) *Server {
+	t.Helper()
+	dir, err := os.MkdirTemp("", "fnbctx") // short: a socket path has ~100 bytes
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = os.RemoveAll(dir) })
+	l, err := stepctx.Listen("unix://" + filepath.Join(dir, "ctx.sock"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := &Server{Srv: stepctx.NewServer(stepctx.Config{}), Addr: stepctx.URL(l), Dir: dir}
+	served := make(chan error, 1)
+	go func() { served <- s.Srv.Serve(l) }()
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		_ = s.Srv.Shutdown(ctx)
+		if err := <-served; !errors.Is(err, http.ErrServerClosed) {
+			t.Errorf("context endpoint: %v", err)
+		}
+	})
+	return s
+}
+
+// Open registers an attempt of j, closed at the end of the test.
+func (s *Server) Open(t testing.TB, j stepctx.Journal) *stepctx.Attempt {
+	t.Helper()
+	a, err := s.Srv.Open("", j)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(a.Close)
+	return a
+}
+
+// Context is the step context of attempt a; nil when a is nil.
+func (s *Server) Context(a *stepctx.Attempt) *functionruntime.StepContext {
+	if a == nil {
+		return nil
+	}
+	return &functionruntime.StepContext{Address: s.Addr, Token: a.Token()}
+}
+
+// MustOutput fails the test unless err is nil and the output is want.
+func MustOutput(t testing.TB, res functionruntime.Result, err error, want string) {
+	t.Helper()
+	if err != nil {
+		t.Fatalf("invoke: %v", err)
+	}
+	if string(res.Output) != want {
+		t.Fatalf("output = %q\nwant     %q", res.Output, want)
+	}
+}
+
+// WantHandlerError fails the test unless err is a HandlerError of want's
+// Type, Terminal and ExitCode whose message contains want's.
+func WantHandlerError(t testing.TB, err error, want functionruntime.HandlerError) *functionruntime.HandlerError {
+	t.Helper()
+	var he *functionruntime.HandlerError
+	if !errors.As(err, &he) {
+		t.Fatalf("error = %v, want a HandlerError", err)
+	}
+	if he.Type != want.Type || he.Terminal != want.Terminal || he.ExitCode != want.ExitCode || !strings.Contains(he.Message, want.Message) {
+		t.Fatalf("error = %+v, want type %q terminal %v exit %d message containing %q", *he, want.Type, want.Terminal, want.ExitCode, want.Message)
+	}
+	return he
+}

@@ -1,0 +1,627 @@
+package python_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"net/http"
+	"os"
+	"path/filepath"
+	"reflect"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/fnbridge/fnbridge/bridge/stepctx"
+	"github.com/fnbridge/fnbridge/bridge/stepctx/stepctxtest"
+	"github.com/fnbridge/fnbridge/functionruntime"
+	"github.com/fnbridge/fnbridge/functionruntime/internal/adaptertest"
+)
+
+// stepsPy is the test module steps.py. mark(name) appends to the file
+// "ran-<name>" in the working directory, so a test can tell which step
+// closures ran.
+const stepsPy = `
+import contextvars, os, subprocess, threading
+import fnbridge
+
+def mark(name):
+    with open("ran-" + name, "a") as f:
+        f.write("x")
+
+def provision(event):
+    def step(i):
+        mark("step%d" % i)
+        if i == 3 and os.path.exists("fail-once"):
+            os.remove("fail-once")
+            raise ConnectionError("flaky network")
+        return {"step": i}
+    before = fnbridge.invocation_id()  # outside steps: runs on every attempt
+    return [fnbridge.run("step%d" % i, step, i) for i in range(1, 5)] + [before]
+
+def terminal_step(event):
+    def fail(code):
+        mark("terminal")
+        raise fnbridge.TerminalError("no such plan", code=code)
+    try:
+        fnbridge.run("plan", fail, 404)
+    except fnbridge.TerminalError as e:
+        if event == "catch":
+            return [type(e).__name__, e.code, e.message]
+        raise
+
+def unserializable_step(event):
+    try:
+        fnbridge.run("bad", lambda: {1, 2})
+    except fnbridge.TerminalError as e:
+        return [e.code, e.message]
+
+def step_failure_swallowed(event):
+    def boom():
+        raise ValueError("boom")
+    try:
+        fnbridge.run("boom", boom)
+    except ValueError:
+        pass
+    try:
+        fnbridge.sleep(0)
+    except Exception:
+        mark("swallowed")
+    return "must not be the result"
+
+def round_trip(event):
+    out = {"id": fnbridge.invocation_id(), "random": [fnbridge.random(), fnbridge.random()],
+           "uuid": str(fnbridge.uuid4())}
+    out["sleep"] = fnbridge.sleep(1.5)
+    out["call"] = fnbridge.call("Greeter", "greet", {"name": "you"}, key="k1", idempotency_key="i1",
+                                headers={"h": "v"})
+    try:
+        fnbridge.call("Fail", "now")
+    except fnbridge.TerminalError as e:
+        out["call_failure"] = [e.code, e.message]
+    out["send"] = fnbridge.send("Mailer", "mail", [1, 2], key="k2", delay=2)
+    a = fnbridge.call_async("A", "a", "first")
+    b = fnbridge.call_async("B", "b", "second")
+    t = fnbridge.sleep_async(0.25)
+    out["all"] = fnbridge.wait_all(b, t, a)
+    out["later"] = [a.result(), b.result()]
+    return out
+
+def wait_then_suspend(event):
+    timer = fnbridge.sleep_async(60)
+    reply = fnbridge.call_async("Svc", "h", {"x": 1})
+    first = fnbridge.wait_any(timer, reply)
+    mark("first-reply" if first is reply else "first-timer")
+    result = {"reply": reply.result()}
+    try:
+        fnbridge.wait_all(timer)  # suspends while the timer is pending
+    except Exception:
+        mark("swallowed")
+    mark("after")
+    result["timer"] = timer.result()
+    return result
+
+def suspend_ignored(event):
+    try:
+        fnbridge.sleep(60)
+    except BaseException as e:
+        again = None
+        try:
+            fnbridge.invocation_id()
+        except fnbridge.Suspended as s:
+            again = str(s)
+        mark("ignored")
+        return again
+
+def threads(event):
+    errors = []
+    def other():
+        try:
+            fnbridge.sleep(0)
+        except RuntimeError as e:
+            errors.append(str(e))
+    def step():
+        t = threading.Thread(target=contextvars.copy_context().run, args=(other,))
+        t.start()
+        t.join()
+        try:
+            fnbridge.random()
+        except RuntimeError as e:
+            errors.append(str(e))
+        return "stepped"
+    value = fnbridge.run("outer", step)
+    plain = []
+    t = threading.Thread(target=lambda: plain.append(catch(fnbridge.invocation_id)))
+    t.start()
+    t.join()
+    return {"value": value, "errors": errors, "plain_thread": plain}
+
+def catch(fn, *args):
+    try:
+        fn(*args)
+    except RuntimeError as e:
+        return str(e)
+    return "no error"
+
+def conflict(event):
+    return catch(fnbridge.invocation_id)
+
+def function_mode(event):
+    return [catch(fnbridge.run, "x", lambda: 1), catch(fnbridge.sleep, 1), os.environ.get("FNBRIDGE_CONTEXT")]
+
+def env(event):
+    child = subprocess.run(["sh", "-c", 'echo "$FNBRIDGE_CONTEXT $FNBRIDGE_CONTEXT_TOKEN"'],
+                           capture_output=True, text=True).stdout.strip()
+    return [os.environ.get("FNBRIDGE_CONTEXT"), os.environ.get("FNBRIDGE_CONTEXT_TOKEN"), child]
+
+def hold(event):
+    fnbridge.run("hold", lambda: mark("hold"))
+
+def unreachable(event):
+    return [catch(fnbridge.invocation_id), catch(fnbridge.random)]
+`
+
+// stepServer is a real context endpoint on a unix socket, serving
+// attempts of in-memory journals.
+type stepServer struct {
+	srv  *stepctx.Server
+	addr string
+}
+
+func newStepServer(t *testing.T) *stepServer {
+	t.Helper()
+	dir, err := os.MkdirTemp("", "fnbctx") // short: a socket path has ~100 bytes
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = os.RemoveAll(dir) })
+	l, err := stepctx.Listen("unix://" + filepath.Join(dir, "ctx.sock"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := &stepServer{srv: stepctx.NewServer(stepctx.Config{}), addr: stepctx.URL(l)}
+	served := make(chan error, 1)
+	go func() { served <- s.srv.Serve(l) }()
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		_ = s.srv.Shutdown(ctx)
+		if err := <-served; !errors.Is(err, http.ErrServerClosed) {
+			t.Errorf("context endpoint: %v", err)
+		}
+	})
+	return s
+}
+
+// open registers the next attempt of j.
+func (s *stepServer) open(t *testing.T, j *stepctxtest.Journal) *stepctx.Attempt {
+	t.Helper()
+	a, err := s.srv.Open("", j)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(a.Close)
+	return a
+}
+
+// steps is one registration of steps.<fn> and a context endpoint.
+type steps struct {
+	*stepServer
+	f *adaptertest.Fixture
+	w functionruntime.Worker
+}
+
+func newSteps(t *testing.T, fn string) *steps {
+	t.Helper()
+	f := conformance.NewFixture(t, "steps."+fn, map[string]string{"steps.py": stepsPy})
+	return &steps{stepServer: newStepServer(t), f: f, w: f.Start(t)}
+}
+
+// invoke runs one invocation attempt, with the step context of a unless
+// a is nil.
+func (s *steps) invoke(t *testing.T, a *stepctx.Attempt, input string) (functionruntime.Result, error) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	return s.w.Invoke(ctx, s.invocation(a, input))
+}
+
+func (s *steps) invocation(a *stepctx.Attempt, input string) functionruntime.Invocation {
+	inv := s.f.Invocation("inv-1", []byte(input))
+	if a != nil {
+		inv.Context = &functionruntime.StepContext{Address: s.addr, Token: a.Token()}
+	}
+	return inv
+}
+
+func mustOutput(t *testing.T, res functionruntime.Result, err error, want string) {
+	t.Helper()
+	if err != nil {
+		t.Fatalf("invoke: %v", err)
+	}
+	if string(res.Output) != want {
+		t.Fatalf("output = %s\nwant     %s", res.Output, want)
+	}
+}
+
+func wantHandlerError(t *testing.T, err error, want functionruntime.HandlerError) *functionruntime.HandlerError {
+	t.Helper()
+	var he *functionruntime.HandlerError
+	if !errors.As(err, &he) {
+		t.Fatalf("error = %v, want a HandlerError", err)
+	}
+	if he.Type != want.Type || he.Terminal != want.Terminal || !strings.Contains(he.Message, want.Message) {
+		t.Fatalf("error = %+v, want type %q terminal %v message containing %q", *he, want.Type, want.Terminal, want.Message)
+	}
+	return he
+}
+
+// marks reads the "ran-" marker files: how often each closure ran.
+func marks(t *testing.T, dir string) map[string]int {
+	t.Helper()
+	files, err := filepath.Glob(filepath.Join(dir, "ran-*"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := map[string]int{}
+	for _, f := range files {
+		b, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		out[strings.TrimPrefix(filepath.Base(f), "ran-")] = len(b)
+		_ = os.Remove(f)
+	}
+	return out
+}
+
+// Rule: recorded steps return their journaled result without running
+// their closure; a retryable exception of a step fails the attempt
+// (nothing journaled for it), and the next attempt resumes there.
+func TestStepsResumeWhereTheyFailed(t *testing.T) {
+	s := newSteps(t, "provision")
+	j := &stepctxtest.Journal{ID: "inv_prov"}
+	adaptertest.WriteFiles(t, s.f.Dir, map[string]string{"fail-once": ""})
+
+	a := s.open(t, j)
+	_, err := s.invoke(t, a, `{}`)
+	wantHandlerError(t, err, functionruntime.HandlerError{Type: "ConnectionError", Message: "flaky network"})
+	if got, want := marks(t, s.f.Dir), map[string]int{"step1": 1, "step2": 1, "step3": 1}; !reflect.DeepEqual(got, want) {
+		t.Fatalf("first attempt ran %v, want %v", got, want)
+	}
+	var sf *stepctx.StepFailedError
+	if !errors.As(a.Err(), &sf) || sf.Name != "step3" || !strings.Contains(sf.Message, "ConnectionError: flaky network") {
+		t.Fatalf("attempt ended with %v, want step3's retryable failure", a.Err())
+	}
+	if n := len(j.Entries()); n != 3 {
+		t.Fatalf("journal has %d entries after the failed attempt, want 3 (step3 open)", n)
+	}
+
+	j.Restart()
+	res, err := s.invoke(t, s.open(t, j), `{}`)
+	mustOutput(t, res, err, `[{"step":1},{"step":2},{"step":3},{"step":4},"inv_prov"]`)
+	if got, want := marks(t, s.f.Dir), map[string]int{"step3": 1, "step4": 1}; !reflect.DeepEqual(got, want) {
+		t.Fatalf("second attempt ran %v, want only steps 3 and 4 (1 and 2 replayed)", got)
+	}
+	entries := j.Entries()
+	if len(entries) != 4 {
+		t.Fatalf("journal has %d entries, want 4", len(entries))
+	}
+	for i, e := range entries {
+		if e.Kind != "run" || e.Result == nil || string(e.Result.Value) != `{"step":`+string(rune('1'+i))+`}` {
+			t.Fatalf("entry %d = %+v, want run step%d with compact JSON", i, e, i+1)
+		}
+	}
+}
+
+// Rule: a TerminalError raised by a step is journaled as the step's
+// failure (code and message) and raised again on replay without running
+// the step.
+func TestStepsTerminalErrorJournaledAndReplayed(t *testing.T) {
+	s := newSteps(t, "terminal_step")
+	j := &stepctxtest.Journal{}
+	_, err := s.invoke(t, s.open(t, j), `"raise"`)
+	wantHandlerError(t, err, functionruntime.HandlerError{Type: "fnbridge.TerminalError", Terminal: true, Message: "no such plan"})
+	e := j.Entries()
+	if len(e) != 1 || e[0].Result == nil || e[0].Result.Failure == nil || *e[0].Result.Failure != (stepctx.Failure{Code: 404, Message: "no such plan"}) {
+		t.Fatalf("journal = %+v, want the run's terminal failure 404", e)
+	}
+	for _, input := range []string{`"catch"`, `"raise"`} {
+		j.Restart()
+		res, err := s.invoke(t, s.open(t, j), input)
+		if input == `"catch"` {
+			mustOutput(t, res, err, `["TerminalError",404,"no such plan"]`)
+		} else {
+			wantHandlerError(t, err, functionruntime.HandlerError{Type: "fnbridge.TerminalError", Terminal: true, Message: "no such plan"})
+		}
+	}
+	if got := marks(t, s.f.Dir); got["terminal"] != 1 {
+		t.Fatalf("the failing step ran %d times, want once", got["terminal"])
+	}
+}
+
+// Rule: a step's return value that JSON cannot encode is a terminal
+// failure of the step (a retry could only repeat it).
+func TestStepsUnserializableResultIsTerminal(t *testing.T) {
+	s := newSteps(t, "unserializable_step")
+	j := &stepctxtest.Journal{}
+	res, err := s.invoke(t, s.open(t, j), `null`)
+	mustOutput(t, res, err, `[500,"fnbridge.run('bad'): the step's return value is not JSON-serializable: TypeError: Object of type set is not JSON serializable"]`)
+	if e := j.Entries(); len(e) != 1 || e[0].Result.Failure == nil || e[0].Result.Failure.Code != 500 {
+		t.Fatalf("journal = %+v, want a terminal failure", e)
+	}
+}
+
+// Rule: once a step failed retryably the attempt is over: later calls
+// raise Suspended, and a function that swallowed the step's exception
+// still ends without a result, retryably.
+func TestStepsNothingAfterAFailedStep(t *testing.T) {
+	s := newSteps(t, "step_failure_swallowed")
+	j := &stepctxtest.Journal{}
+	_, err := s.invoke(t, s.open(t, j), `null`)
+	wantHandlerError(t, err, functionruntime.HandlerError{Type: functionruntime.AttemptEndedType, Message: `step 'boom' failed and will be retried: ValueError: boom`})
+	if got := marks(t, s.f.Dir); got["swallowed"] != 0 {
+		t.Fatal("a context call after the failed step raised an Exception, want Suspended (a BaseException)")
+	}
+}
+
+// Rule: sleep, call, send, call_async, sleep_async, wait_all, result,
+// invocation_id, random and uuid4 round-trip through the endpoint, and
+// the random values are the same on every attempt.
+func TestStepsRoundTrip(t *testing.T) {
+	s := newSteps(t, "round_trip")
+	j := &stepctxtest.Journal{ID: "inv_rt", Seed: 42, CallResult: func(r stepctx.CallRequest) stepctx.Result {
+		if r.Service == "Fail" {
+			return stepctx.Result{Failure: &stepctx.Failure{Code: 409, Message: "taken"}}
+		}
+		return stepctx.Result{Value: append(append([]byte(`{"echo":`), r.Input...), '}')}
+	}}
+	res, err := s.invoke(t, s.open(t, j), `null`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out struct {
+		ID          string
+		Random      []float64
+		UUID        string
+		Sleep       any
+		Call        map[string]any
+		CallFailure []any `json:"call_failure"`
+		Send        string
+		All         []any
+		Later       []any
+	}
+	if err := json.Unmarshal(res.Output, &out); err != nil {
+		t.Fatalf("output %s: %v", res.Output, err)
+	}
+	if out.ID != "inv_rt" || len(out.Random) != 2 || out.Random[0] == out.Random[1] || out.Random[0] < 0 || out.Random[0] >= 1 ||
+		len(out.UUID) != 36 || out.UUID[14] != '4' || out.Sleep != nil || out.Send != "inv_send_1" {
+		t.Fatalf("output = %s", res.Output)
+	}
+	if !reflect.DeepEqual(out.Call, map[string]any{"echo": map[string]any{"name": "you"}}) ||
+		!reflect.DeepEqual(out.CallFailure, []any{409.0, "taken"}) ||
+		!reflect.DeepEqual(out.All, []any{map[string]any{"echo": "second"}, nil, map[string]any{"echo": "first"}}) ||
+		!reflect.DeepEqual(out.Later, []any{map[string]any{"echo": "first"}, map[string]any{"echo": "second"}}) {
+		t.Fatalf("output = %s", res.Output)
+	}
+	e := j.Entries()
+	if len(e) != 7 {
+		t.Fatalf("journal has %d entries, want 7: %+v", len(e), e)
+	}
+	if e[0].Kind != "sleep" || e[0].Duration != 1500*time.Millisecond {
+		t.Errorf("entry 0 = %+v, want a 1.5s sleep", e[0])
+	}
+	want := stepctx.CallRequest{Service: "Greeter", Handler: "greet", Key: "k1", IdempotencyKey: "i1",
+		Headers: map[string]string{"h": "v"}, Input: []byte(`{"name":"you"}`)}
+	if e[1].Kind != "call" || !reflect.DeepEqual(e[1].Call, want) {
+		t.Errorf("entry 1 = %+v, want %+v", e[1].Call, want)
+	}
+	if e[2].Kind != "call" || len(e[2].Call.Input) != 0 {
+		t.Errorf("entry 2 = %+v, want a call without input", e[2])
+	}
+	if e[3].Kind != "send" || e[3].Call.Key != "k2" || string(e[3].Call.Input) != "[1,2]" || e[3].Delay != 2*time.Second {
+		t.Errorf("entry 3 = %+v, want a send with key k2, input [1,2], delay 2s", e[3])
+	}
+	if e[6].Kind != "sleep" || e[6].Duration != 250*time.Millisecond {
+		t.Errorf("entry 6 = %+v, want a 250ms sleep", e[6])
+	}
+
+	j.Restart()
+	again, err := s.invoke(t, s.open(t, j), `null`)
+	mustOutput(t, again, err, string(res.Output))
+}
+
+// Rule: wait_any returns a completed future; a future may be
+// awaited later and in any order; a wait that suspends raises Suspended,
+// which unwinds through "except Exception", and the invocation ends
+// without a result, retryably. The next attempt resumes.
+func TestStepsSuspendedUnwinds(t *testing.T) {
+	s := newSteps(t, "wait_then_suspend")
+	j := &stepctxtest.Journal{HoldSleeps: true}
+	a := s.open(t, j)
+	_, err := s.invoke(t, a, `null`)
+	wantHandlerError(t, err, functionruntime.HandlerError{Type: functionruntime.AttemptEndedType, Message: "suspended"})
+	if !errors.Is(a.Err(), stepctx.ErrSuspended) {
+		t.Fatalf("attempt ended with %v, want suspended", a.Err())
+	}
+	// wait_any returned the call, which completed, not the timer named
+	// first; nothing after the suspension ran.
+	if got := marks(t, s.f.Dir); !reflect.DeepEqual(got, map[string]int{"first-reply": 1}) {
+		t.Fatalf("first attempt ran %v, want only the mark after wait_any, which returned the reply", got)
+	}
+
+	j.Complete(0) // the timer fired
+	j.Restart()
+	res, err := s.invoke(t, s.open(t, j), `null`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out map[string]any
+	if err := json.Unmarshal(res.Output, &out); err != nil || !reflect.DeepEqual(out["reply"], map[string]any{"x": 1.0}) ||
+		out["timer"] != nil {
+		t.Fatalf("output = %s, want the reply and the timer's null", res.Output)
+	}
+	if got := marks(t, s.f.Dir); got["after"] != 1 || got["swallowed"] != 0 {
+		t.Fatalf("resumed attempt ran %v, want the code after the wait once", got)
+	}
+}
+
+// Rule: a function that catches Suspended (it must not) still ends
+// without a result; every later context call raises Suspended too.
+func TestStepsSuspendedCaughtStillEnds(t *testing.T) {
+	s := newSteps(t, "suspend_ignored")
+	_, err := s.invoke(t, s.open(t, &stepctxtest.Journal{HoldSleeps: true}), `null`)
+	wantHandlerError(t, err, functionruntime.HandlerError{Type: functionruntime.AttemptEndedType, Message: "suspended"})
+	if got := marks(t, s.f.Dir); got["ignored"] != 1 {
+		t.Fatalf("marks = %v: the handler did not get Suspended again", got)
+	}
+}
+
+// Rule: the context is used one call at a time: a call from another
+// thread while a step is in flight, and a call inside a step's function,
+// raise a clear RuntimeError; a plain thread (outside the invocation's
+// context) is refused as well.
+func TestStepsOneCallAtATime(t *testing.T) {
+	s := newSteps(t, "threads")
+	res, err := s.invoke(t, s.open(t, &stepctxtest.Journal{}), `null`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out struct {
+		Value       string
+		Errors      []string
+		PlainThread []string `json:"plain_thread"`
+	}
+	if err := json.Unmarshal(res.Output, &out); err != nil {
+		t.Fatal(err)
+	}
+	if out.Value != "stepped" || len(out.Errors) != 2 || len(out.PlainThread) != 1 {
+		t.Fatalf("output = %s", res.Output)
+	}
+	for i, want := range []string{"fnbridge.sleep called from thread", "fnbridge.random called inside step 'outer'"} {
+		if !strings.Contains(out.Errors[i], want) {
+			t.Errorf("error %d = %q, want %q", i, out.Errors[i], want)
+		}
+	}
+	if !strings.Contains(out.Errors[0], "while fnbridge.run is in flight") || !strings.Contains(out.Errors[0], "one at a time") {
+		t.Errorf("error = %q, want it to name the call in flight", out.Errors[0])
+	}
+	if !strings.Contains(out.PlainThread[0], "fnbridge.invocation_id called outside its invocation") {
+		t.Errorf("plain thread got %q", out.PlainThread[0])
+	}
+}
+
+// Rule: the endpoint's 409 (another process using the attempt's token at
+// the same time) is a clear RuntimeError.
+func TestStepsConcurrentUseRefused(t *testing.T) {
+	s := newSteps(t, "conflict")
+	entered, release := make(chan struct{}), make(chan struct{})
+	j := &stepctxtest.Journal{BeforeRunStart: func(ctx context.Context, _ string) {
+		close(entered)
+		select {
+		case <-release:
+		case <-ctx.Done():
+		}
+	}}
+	a := s.open(t, j)
+	c, err := stepctx.NewClient(s.addr, a.Token())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	held := make(chan error, 1)
+	go func() {
+		_, _, err := c.RunStart(context.Background(), "held")
+		held <- err
+	}()
+	<-entered
+	res, err := s.invoke(t, a, `null`)
+	close(release)
+	mustOutput(t, res, err, `"fnbridge.invocation_id: the fnbridge context is being used by another thread/process at the same time; context calls must be made one at a time (HTTP 409)"`)
+	if err := <-held; err != nil {
+		t.Fatal(err)
+	}
+}
+
+// Rule: without a step context (durability: function) every durable call
+// raises a clear error, and FNBRIDGE_CONTEXT is not set.
+func TestStepsFunctionModeRefuses(t *testing.T) {
+	s := newSteps(t, "function_mode")
+	res, err := s.invoke(t, nil, `null`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []*string
+	if err := json.Unmarshal(res.Output, &out); err != nil || len(out) != 3 || out[0] == nil || out[1] == nil {
+		t.Fatalf("output = %s", res.Output)
+	}
+	if !strings.HasPrefix(*out[0], "fnbridge.run needs durability: steps") || !strings.HasPrefix(*out[1], "fnbridge.sleep needs durability: steps") {
+		t.Fatalf("errors = %q, %q", *out[0], *out[1])
+	}
+	if out[2] != nil {
+		t.Fatalf("FNBRIDGE_CONTEXT = %q in function mode", *out[2])
+	}
+}
+
+// Rule: FNBRIDGE_CONTEXT and FNBRIDGE_CONTEXT_TOKEN are in the
+// environment of the invocation (children inherit them) and gone after.
+func TestStepsContextEnvironment(t *testing.T) {
+	s := newSteps(t, "env")
+	a := s.open(t, &stepctxtest.Journal{})
+	res, err := s.invoke(t, a, `null`)
+	want, _ := json.Marshal([]string{s.addr, a.Token(), s.addr + " " + a.Token()})
+	mustOutput(t, res, err, string(want))
+	res, err = s.invoke(t, nil, `null`)
+	mustOutput(t, res, err, `[null,null,""]`)
+}
+
+// Rule: an InvokeFunction cancelled during a context call kills the
+// worker as any cancellation does; the next invocation gets a fresh one.
+func TestStepsCancelledDuringContextCall(t *testing.T) {
+	s := newSteps(t, "hold")
+	entered := make(chan struct{})
+	j := &stepctxtest.Journal{BeforeRunStart: func(ctx context.Context, _ string) {
+		close(entered)
+		<-ctx.Done()
+	}}
+	a := s.open(t, j)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() {
+		_, err := s.w.Invoke(ctx, s.invocation(a, `null`))
+		done <- err
+	}()
+	<-entered
+	cancel()
+	if err := <-done; !errors.Is(err, context.Canceled) {
+		t.Fatalf("cancelled invoke returned %v, want context.Canceled", err)
+	}
+	a.Close() // what the bridge does when the attempt ends
+	if got := marks(t, s.f.Dir); len(got) != 0 {
+		t.Fatalf("the held step ran: %v", got)
+	}
+	j2 := &stepctxtest.Journal{}
+	res, err := s.invoke(t, s.open(t, j2), `null`)
+	mustOutput(t, res, err, `null`)
+	if got := marks(t, s.f.Dir); got["hold"] != 1 {
+		t.Fatalf("marks = %v, want the step run once by the fresh worker", got)
+	}
+}
+
+// Rule: an unreachable endpoint is a clear error naming it, and the
+// attempt ends retryably even when the function catches it.
+func TestStepsUnreachableEndpoint(t *testing.T) {
+	f := conformance.NewFixture(t, "steps.unreachable", map[string]string{"steps.py": stepsPy})
+	w := f.Start(t)
+	inv := f.Invocation("inv-1", []byte(`null`))
+	addr := "unix://" + filepath.Join(t.TempDir(), "none.sock")
+	inv.Context = &functionruntime.StepContext{Address: addr, Token: stepctx.NewToken()}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	_, err := w.Invoke(ctx, inv)
+	he := wantHandlerError(t, err, functionruntime.HandlerError{Type: "RuntimeError",
+		Message: "fnbridge: the context endpoint at " + addr + " is unreachable: FileNotFoundError"})
+	if strings.Contains(he.Message, "Suspended") {
+		t.Fatalf("message = %q", he.Message)
+	}
+}

@@ -1,0 +1,80 @@
+package functionruntime
+
+import (
+	"context"
+	"fmt"
+	"path/filepath"
+	"strings"
+	"unicode/utf8"
+
+	"google.golang.org/grpc/metadata"
+)
+
+// gRPC metadata keys on InvokeFunction that give a handler with durable
+// steps its context endpoint; both are absent for a plain function.
+const (
+	// MetadataContext is the context endpoint: unix:///abs/path or
+	// tcp://host:port.
+	MetadataContext = "fnbridge-context"
+	// MetadataContextToken is the attempt's bearer token.
+	MetadataContextToken = "fnbridge-context-token"
+)
+
+// AttemptEndedType is the HandlerError.Type of an invocation whose step
+// context ended the attempt (it suspended, a step failed, the journal
+// could not go on) before the function returned: the function's result,
+// if any, is discarded, and the error is retryable.
+const AttemptEndedType = "fnbridge.Suspended"
+
+// maxContextMetadata bounds each of the two metadata values.
+const maxContextMetadata = 1024
+
+// StepContext is how the function of one invocation attempt reaches its
+// durable-steps context endpoint.
+type StepContext struct {
+	Address string // unix:///abs/path or tcp://host:port
+	Token   string
+}
+
+// stepContextOf reads the step context from the metadata of an
+// InvokeFunction call, from its incoming metadata (the in-process client
+// turns the caller's outgoing metadata into incoming, as gRPC does). It
+// returns nil when neither key is set.
+func stepContextOf(ctx context.Context) (*StepContext, error) {
+	md, _ := metadata.FromIncomingContext(ctx)
+	addrs, tokens := md.Get(MetadataContext), md.Get(MetadataContextToken)
+	if len(addrs) == 0 && len(tokens) == 0 {
+		return nil, nil
+	}
+	if len(addrs) != 1 || len(tokens) != 1 {
+		return nil, fmt.Errorf("want exactly one %s and one %s, got %d and %d values",
+			MetadataContext, MetadataContextToken, len(addrs), len(tokens))
+	}
+	sc := &StepContext{Address: addrs[0], Token: tokens[0]}
+	if err := checkStepContext(sc); err != nil {
+		return nil, err
+	}
+	return sc, nil
+}
+
+func checkStepContext(sc *StepContext) error {
+	for _, v := range []struct{ key, val string }{{MetadataContext, sc.Address}, {MetadataContextToken, sc.Token}} {
+		if v.val == "" || len(v.val) > maxContextMetadata || !utf8.ValidString(v.val) || strings.ContainsFunc(v.val, func(r rune) bool { return r <= ' ' || r == 0x7f }) {
+			return fmt.Errorf("%s must be 1 to %d bytes of printable UTF-8 without spaces", v.key, maxContextMetadata)
+		}
+	}
+	switch {
+	case strings.HasPrefix(sc.Address, "unix://"):
+		if !filepath.IsAbs(strings.TrimPrefix(sc.Address, "unix://")) {
+			return fmt.Errorf("%s %q: want unix:///absolute/path", MetadataContext, sc.Address)
+		}
+	case strings.HasPrefix(sc.Address, "tcp://"):
+		host := strings.TrimPrefix(sc.Address, "tcp://")
+		if i := strings.LastIndexByte(host, ':'); i <= 0 || i == len(host)-1 {
+			return fmt.Errorf("%s %q: want tcp://host:port", MetadataContext, sc.Address)
+		}
+	default:
+		return fmt.Errorf("%s %q: want unix:///absolute/path or tcp://host:port", MetadataContext, sc.Address)
+	}
+	return nil
+}
