@@ -18,8 +18,10 @@
 // recorded and the issued command. AwaitMany waits for all or the first of
 // several completions; not satisfied once the runtime closed its side, it
 // suspends with the pending ids (v5/v6 flat lists; v7 a Future tree that
-// the CANCEL signal also resumes). Everything that differs
-// between protocol versions 5, 6 and 7 is looked up in one rules table.
+// the CANCEL signal also resumes).
+//
+// Everything that differs between protocol versions 5, 6 and 7 is looked
+// up in one rules table.
 //
 // A Machine is not safe for concurrent use; callers serialise access.
 package journal
