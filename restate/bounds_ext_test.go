@@ -43,7 +43,7 @@ func boundedServer(t *testing.T, cfg restate.Config) (*restate.Endpoint, string,
 // stream ends: its slot is free again (MaxConcurrentInvocations 2: one
 // leaked slot per stalled stream would refuse the later subtests).
 func TestStartTimeoutEndsStalledStreams(t *testing.T) {
-	_, url, calls := boundedServer(t, restate.Config{StartTimeout: 100 * time.Millisecond, MaxConcurrentInvocations: 2})
+	_, url, calls := boundedServer(t, restate.Config{StartTimeout: 100 * time.Millisecond})
 	startFrame := restatetest.Encode(restatetest.Start("inv_st", 2))
 	stalls := map[string][]byte{
 		"nothing":                        nil,
