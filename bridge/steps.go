@@ -132,6 +132,20 @@ func (b *Bridge) runSteps(ctx context.Context, p *pool, j stepctx.Journal, invoc
 	if aerr := a.Err(); !errors.Is(aerr, stepctx.ErrClosed) {
 		return nil, r.runUID, aerr
 	}
+	// The restate attempt can end (a suspension, a CANCEL) before the
+	// context endpoint has marked the stepctx attempt ended; then the
+	// function's invoke returns cancelled, and the restate context's
+	// cause says what really happened.
+	if r.err != nil && ctx.Err() != nil {
+		switch cause := context.Cause(ctx); {
+		case errors.Is(cause, restate.ErrSuspended):
+			return nil, r.runUID, stepctx.ErrSuspended
+		case errors.Is(cause, restate.ErrCancelled):
+			return nil, r.runUID, restate.ErrCancelled
+		default:
+			return nil, r.runUID, restate.ErrAttemptEnded
+		}
+	}
 	return r.res, r.runUID, r.err
 }
 

@@ -90,6 +90,11 @@ func (inv *invocation) statusErr(st journal.Status) error {
 		inv.cancel(ErrCancelled)
 		return ErrCancelled
 	case journal.Suspended:
+		// The handler's context ends with a cause saying so before the
+		// Suspension reaches the runtime, whose closing the stream would
+		// read as plain cancellation: code waiting elsewhere must tell a
+		// suspension from a failure.
+		inv.cancel(ErrSuspended)
 		inv.flush()
 		return ErrSuspended
 	default:

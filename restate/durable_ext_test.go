@@ -464,3 +464,35 @@ func TestRandomSeed(t *testing.T) {
 		t.Fatalf("derived seeds %d %d (same id) and %d (other id); want the FNV-1a of the id, %d", a1, a2, b, h.Sum64())
 	}
 }
+
+// A handler still waiting on something else when its attempt suspends
+// (the bridge waits for a steps-mode function's process) learns from its
+// context's cause that the attempt suspended, not that it failed.
+func TestSuspensionIsTheContextCause(t *testing.T) {
+	causes := make(chan error, 1)
+	h := func(ctx restate.Context, _ []byte) ([]byte, error) {
+		go func() {
+			if t1, err := ctx.Sleep(time.Minute); err == nil {
+				_, _ = ctx.Await([]restate.Future{t1}, restate.AwaitAll, time.Millisecond)
+			}
+		}()
+		<-ctx.Done()
+		causes <- context.Cause(ctx)
+		return nil, restate.ErrAttemptEnded
+	}
+	for _, v := range versions {
+		t.Run(fmt.Sprintf("v%d", v), func(t *testing.T) {
+			_, url := stepsServer(t, restate.BidiStream, map[string]restate.HandlerFunc{"h": h})
+			got := playSteps(t, url, v, "h", []any{restatetest.Start("inv_sc", 1), restatetest.Input(nil)}, nil)
+			wantFrameTypes(t, got, wire.SleepCommandType, wire.SuspensionMessageType)
+			select {
+			case cause := <-causes:
+				if !errors.Is(cause, restate.ErrSuspended) {
+					t.Fatalf("the handler's context ended with cause %v, want ErrSuspended", cause)
+				}
+			case <-time.After(10 * time.Second):
+				t.Fatal("the handler's context did not end after the suspension")
+			}
+		})
+	}
+}

@@ -327,10 +327,17 @@ func (inv *invocation) readLoop(done chan struct{}) {
 			_ = inv.m.Receive(h, p)
 		}
 		cancelled, ended := inv.m.Cancelled(), inv.m.Done()
+		suspended := ended && inv.m.Terminal() == wire.SuspensionMessageType
 		inv.mu.Unlock()
-		if cancelled {
+		switch {
+		case cancelled:
 			inv.cancel(ErrCancelled)
-		} else if ended {
+		case suspended:
+			// The handler's context says why it ended, so a handler
+			// still waiting on something else (the bridge waiting for a
+			// steps-mode function) can tell a suspension from a failure.
+			inv.cancel(ErrSuspended)
+		case ended:
 			inv.cancel(ErrAttemptEnded)
 		}
 		select {

@@ -16,7 +16,8 @@ type HandlerFunc func(ctx Context, input []byte) ([]byte, error)
 // Context is what a HandlerFunc gets for one invocation attempt.
 type Context interface {
 	// Context is done when the runtime cancels the invocation (CANCEL
-	// signal; context.Cause is ErrCancelled) or the attempt's stream ends.
+	// signal; context.Cause is ErrCancelled), when the attempt suspends
+	// (context.Cause is ErrSuspended) or when the attempt's stream ends.
 	// Ended without CANCEL, the attempt journals nothing more: whatever Run
 	// or the handler returns afterwards is neither proposed nor output.
 	context.Context
