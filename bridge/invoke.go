@@ -168,7 +168,11 @@ func (p *pool) invoke(ctx context.Context, invocationID string, input []byte, co
 			s.regID = ""
 			s.attempt++
 		}
-		p.release(s)
+		if ctx.Err() != nil {
+			p.settle(s)
+		} else {
+			p.release(s)
+		}
 		lastErr = err
 		if class != functionruntime.ClassStale && class != functionruntime.ClassRegistrationFailed {
 			return nil, s.runUID, p.classifyInvoke(ctx, err)

@@ -153,6 +153,35 @@ func (p *pool) lease(ctx context.Context) (*slot, error) {
 
 func (p *pool) release(s *slot) { p.free <- s }
 
+// settleTimeout bounds how long a registration whose caller gave up is
+// kept out of the pool: the runtime's kill grace (2s by default) and
+// some margin.
+const settleTimeout = 5 * time.Second
+
+// settle returns s to the pool once the runtime no longer runs the
+// invocation its caller cancelled. A cancelled call returns at once, as
+// over a network, while the runtime is still stopping the worker (a
+// steps-mode attempt that suspended, a CANCEL); leased in that window, the
+// registration would refuse the next invocation as busy (429).
+func (p *pool) settle(s *slot) {
+	go func() {
+		defer p.release(s)
+		ref := &executorv1.FunctionRegistration{RunUid: s.runUID, RegistrationId: s.regID}
+		deadline := time.Now().Add(settleTimeout)
+		tick := time.NewTicker(5 * time.Millisecond)
+		defer tick.Stop()
+		for time.Now().Before(deadline) {
+			ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+			st, err := p.client.FunctionStatus(ctx, &executorv1.FunctionStatusRequest{Registration: ref})
+			cancel()
+			if err != nil || st.GetInFlight() == 0 {
+				return
+			}
+			<-tick.C
+		}
+	}()
+}
+
 // ensureRegistered registers s when it has no current registration.
 func (p *pool) ensureRegistered(ctx context.Context, s *slot) error {
 	if s.regID != "" {
