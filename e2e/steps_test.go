@@ -193,6 +193,7 @@ func testStepsCrash(version int) func(*testing.T, *bridgeEnv) {
 				t.Fatalf("%s output %s (%v), want four step values", l.svc, body, err)
 			}
 			after := stepLines(t, ws, l.marker)
+			t.Logf("%s: output %s; executions %v", l.svc, body, after)
 			if len(after["step1"]) != 1 || len(after["step2"]) != 1 {
 				t.Errorf("%s: steps 1-2 ran again after the crash: %v", l.svc, after)
 			}
@@ -508,6 +509,7 @@ func testStepsJournalMismatch(t *testing.T, env *bridgeEnv) {
 		f := strings.ToLower(fmt.Sprint(r["last_failure"]))
 		return strings.Contains(f, "570") || strings.Contains(f, "journal mismatch"), fmt.Sprint(r)
 	})
+	t.Logf("Restate records: %v", invocationRow(ctx, t, env.srv, id, "status, retry_count, last_failure"))
 	if st, err := env.srv.InvocationStatus(ctx, id); err != nil || st == "completed" {
 		t.Errorf("the mismatched invocation is %q (%v), want it failing (not completed)", st, err)
 	}
@@ -549,6 +551,7 @@ services:
 			t.Fatalf("%s output %s (%v), want four step values", c.svc, out, err)
 		}
 		got := stepLines(t, ws, c.marker)
+		t.Logf("%s: output %s; executions %v", c.svc, out, got)
 		for i, s := range []string{"step1", "step2", "step3", "step4"} {
 			if len(got[s]) != 1 {
 				t.Errorf("%s: %s executed %d times, want 1 (all: %v)", c.svc, s, len(got[s]), got)
