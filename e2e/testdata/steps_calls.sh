@@ -54,7 +54,6 @@ stale() {
     fnbridge random >stale.out 2>&1
     echo "exit=$?" >>stale.out
   ) </dev/null >/dev/null 2>&1 &
-  echo $! >stale.pid
   fnbridge run first -- echo '"one"' >/dev/null || exit
   echo '{"ok":true}'
 }
