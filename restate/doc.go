@@ -6,6 +6,21 @@
 // REQUEST_RESPONSE), and the small handler API the bridge programs against:
 // a HandlerFunc receives a Context whose Run journals a side effect.
 //
+// Peers are bounded (Config): a stream that does not deliver its
+// StartMessage and announced journal within StartTimeout ends with
+// ErrorMessage 571; a stream over MaxConcurrentInvocations is refused with
+// 503 and Retry-After before its body is read; an attempt whose journal
+// (StartMessage, replayed entries and notifications held in memory)
+// exceeds MaxJournalBytes fails with 571 and a pause request, because
+// every retry would replay the same journal.
+//
+// Only the runtime's CANCEL signal ends an invocation with the terminal
+// 409 "cancelled". When the handler's Context ends for any other reason
+// (the stream closed, the request or server context done) the attempt
+// proposes nothing, neither a run result nor an output, and fails with a
+// retryable 503 if the stream can still carry it; an ErrCancelled that a
+// run closure or handler returns without a CANCEL is retried the same way.
+//
 // Frames and the message type table live in restate/wire, the invocation
 // state machine in package journal, the manifest in restate/discovery and
 // request identity in restate/identity; this package wires them to

@@ -17,6 +17,8 @@ type HandlerFunc func(ctx Context, input []byte) ([]byte, error)
 type Context interface {
 	// Context is done when the runtime cancels the invocation (CANCEL
 	// signal; context.Cause is ErrCancelled) or the attempt's stream ends.
+	// Ended without CANCEL, the attempt journals nothing more: whatever Run
+	// or the handler returns afterwards is neither proposed nor output.
 	context.Context
 	// InvocationID is the printable invocation id (inv_...).
 	InvocationID() string
