@@ -307,13 +307,20 @@ func testStepsSleep(t *testing.T, env *bridgeEnv) {
 		}
 	}
 
-	// The log records are written after each attempt's answer.
+	// The bridge logs one record per attempt, after its answer: the 30 s
+	// sleeper has at least two (the suspended one, the one that completed),
+	// which shows the records count attempts; the 1 s sleeper has exactly
+	// one, ok: it never suspended.
+	var attempts []string
 	eventually(t, 5*time.Second, "the bridge logs the 30 s sleeper's attempts", func() (bool, string) {
-		o := outcomes(invocationLogs(b.bridgeChild, longID))
-		return len(o) >= 2 && o[0] == "suspended" && o[len(o)-1] == "ok", fmt.Sprint(o)
+		attempts = outcomes(invocationLogs(b.bridgeChild, longID))
+		return len(attempts) >= 2 && attempts[len(attempts)-1] == "ok", fmt.Sprint(attempts)
 	})
 	if o := outcomes(invocationLogs(b.bridgeChild, shortID)); len(o) != 1 || o[0] != "ok" {
 		t.Errorf("the 1 s sleeper's attempts ended %v, want one attempt, ok (no suspension)", o)
+	}
+	if attempts[0] != "suspended" {
+		t.Errorf("the 30 s sleeper's first attempt, which Restate shows suspended, is logged with outcome %q (attempts: %v), want \"suspended\"", attempts[0], attempts)
 	}
 }
 
