@@ -311,6 +311,12 @@ func (m *Machine) replayCommand(h wire.Header, payload []byte) error {
 		decoded, err = decodeInput(payload)
 	case wire.RunCommandType:
 		decoded, err = decodeRun(payload)
+	case wire.SleepCommandType:
+		decoded, err = decodeSleep(payload)
+	case wire.CallCommandType:
+		decoded, err = decodeCall(payload)
+	case wire.OneWayCallCommandType:
+		decoded, err = decodeOneWayCall(payload)
 	default:
 		decoded, err = wire.Decode(h, payload)
 	}

@@ -38,6 +38,7 @@ func (c invocationContext) Run(name string, fn func(ctx context.Context) ([]byte
 		if cancelled {
 			return nil, ErrCancelled
 		}
+		inv.flush() // the RunCommand reaches Restate before fn runs
 		out, ferr := runClosure(inv.ctx, fn)
 		inv.mu.Lock()
 		err = inv.settleRun(id, index, name, out, ferr)

@@ -6,6 +6,17 @@
 // REQUEST_RESPONSE), and the small handler API the bridge programs against:
 // a HandlerFunc receives a Context whose Run journals a side effect.
 //
+// The Context also carries the durable-steps operations: RunStart and
+// RunComplete (Run in two halves), Sleep, Call, Send, Await over several
+// Futures (all or any) and RandomSeed. Every command is flushed to the
+// runtime before the operation returns, Run's RunCommand before its
+// closure runs, so Restate sees a step in flight while it executes. An
+// Await not complete within its budget, or at once when the runtime closed
+// its input (REQUEST_RESPONSE), suspends the attempt (ErrSuspended).
+// RandomSeed is StartMessage.random_seed, or the FNV-1a hash of the
+// invocation id when the runtime sent none (v5, or a zero seed), so every
+// attempt sees the same seed.
+//
 // Peers are bounded (Config): a stream that does not deliver its
 // StartMessage and announced journal within StartTimeout ends with
 // ErrorMessage 571; a stream over MaxConcurrentInvocations is refused with

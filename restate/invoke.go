@@ -65,6 +65,9 @@ type invocation struct {
 	ctx    context.Context
 	cancel context.CancelCauseFunc
 
+	// wmu serialises writes to the response: durable operations may run
+	// on a goroutine other than the handler's.
+	wmu      sync.Mutex
 	frames   *wire.Reader
 	spare    []byte // the idle half of the output double buffer
 	writeErr error
@@ -341,8 +344,9 @@ func (inv *invocation) readLoop(done chan struct{}) {
 }
 
 // flush writes the machine's pending output and flushes it to the wire.
-// Only the handler goroutine writes to the response.
 func (inv *invocation) flush() {
+	inv.wmu.Lock()
+	defer inv.wmu.Unlock()
 	inv.mu.Lock()
 	if !inv.m.Pending() {
 		inv.mu.Unlock()
