@@ -193,10 +193,12 @@ func TestStepsReplay(t *testing.T) {
 // The protocol: "570 JOURNAL_MISMATCH — the SDK cannot replay the journal
 // because its contents diverge from what user code expects."
 func TestStepsMismatch(t *testing.T) {
-	var handlerErr atomic.Value
+	// The ErrorMessage can reach the runtime before Call returns to the
+	// handler, so the handler's result is waited for, not looked at.
+	callErrs := make(chan error, 1)
 	callFirst := func(ctx restate.Context, _ []byte) ([]byte, error) {
 		_, err := ctx.Call(restate.CallRequest{Service: "Other", Handler: "h"})
-		handlerErr.Store(fmt.Sprint(err))
+		callErrs <- err
 		return nil, err
 	}
 	for _, v := range versions {
@@ -210,8 +212,13 @@ func TestStepsMismatch(t *testing.T) {
 				!strings.Contains(e.GetMessage(), "the journal has SleepCommand") || !strings.Contains(e.GetMessage(), "the handler issued CallCommand to Other/h") {
 				t.Fatalf("ErrorMessage %v, want 570 naming the recorded SleepCommand and the issued CallCommand", e)
 			}
-			if handlerErr.Load() != restate.ErrAttemptEnded.Error() {
-				t.Fatalf("Call returned %v, want ErrAttemptEnded", handlerErr.Load())
+			select {
+			case err := <-callErrs:
+				if !errors.Is(err, restate.ErrAttemptEnded) {
+					t.Fatalf("Call returned %v, want ErrAttemptEnded", err)
+				}
+			case <-time.After(10 * time.Second):
+				t.Fatal("Call did not return within 10s of the mismatch")
 			}
 		})
 	}
