@@ -3,6 +3,7 @@ package e2e
 import (
 	"bufio"
 	"bytes"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -55,37 +56,76 @@ func rssBytes(pid int) int64 {
 	return -1
 }
 
-// execution is one run of a handler for one invocation id, as the marker
-// file tells it: the handlers append "start ID PID NS TOKEN" before their
-// work and "end ID PID NS TOKEN" after it, with O_APPEND, so the file order
-// is the order in which those writes happened.
+// execution is one run of a handler for one invocation id, or of one
+// step of a steps-mode invocation, as a marker file tells it: the handlers
+// append "start ID PID NS TOKEN" (steps: "start ID STEP PID NS TOKEN")
+// before their work and the same with "end" after it, with O_APPEND, so
+// the file order is the order in which those writes happened.
 type execution struct {
 	id, token      string
-	pid            int   // the worker process (python3, or the bash worker: $$)
-	startNS, endNS int64 // wall clock (CLOCK_REALTIME), 0 endNS: no end line
-	startLine      int   // line number of the start record
-	endLine        int   // line number of the end record, -1 when none
+	step           string // the step's name; empty for a function-mode execution
+	pid            int    // the worker process (python3, or the bash worker: $$)
+	startNS, endNS int64  // wall clock (CLOCK_REALTIME), 0 endNS: no end line
+	startLine      int    // line number of the start record
+	endLine        int    // line number of the end record, -1 when none
 }
 
-// readMarker parses the marker file into executions grouped by id, in file
-// order of their start lines.
+// readMarker parses the function-mode marker file into executions grouped
+// by id, in file order of their start lines.
 func readMarker(path string) (map[string][]*execution, int, error) {
+	return parseMarker(path, false)
+}
+
+// stepKey names one step of one invocation.
+type stepKey struct{ id, step string }
+
+// readStepMarker parses the steps-mode marker file into executions grouped
+// by invocation id and step, in file order of their start lines.
+func readStepMarker(path string) (map[stepKey][]*execution, int, error) {
+	byID, n, err := parseMarker(path, true)
+	if err != nil {
+		return nil, n, err
+	}
+	out := map[stepKey][]*execution{}
+	for id, xs := range byID {
+		for _, x := range xs {
+			k := stepKey{id, x.step}
+			out[k] = append(out[k], x)
+		}
+	}
+	return out, n, nil
+}
+
+// parseMarker reads a marker file; withStep: its lines carry a step name
+// after the id. A file that does not exist yet has no executions.
+func parseMarker(path string, withStep bool) (map[string][]*execution, int, error) {
+	byID := map[string][]*execution{}
 	f, err := os.Open(path)
+	if errors.Is(err, os.ErrNotExist) {
+		return byID, 0, nil
+	}
 	if err != nil {
 		return nil, 0, err
 	}
 	defer f.Close()
 	byToken := map[string]*execution{}
-	byID := map[string][]*execution{}
 	sc := bufio.NewScanner(f)
 	sc.Buffer(make([]byte, 0, 4096), 1<<20)
 	n := 0
+	want := 5
+	if withStep {
+		want = 6
+	}
 	for sc.Scan() {
 		line := sc.Text()
 		n++
 		fl := strings.Fields(line)
-		if len(fl) != 5 {
+		if len(fl) != want {
 			return nil, n, fmt.Errorf("marker line %d malformed: %q", n, line)
+		}
+		step := ""
+		if withStep {
+			step, fl = fl[2], append(fl[:2:2], fl[3:]...)
 		}
 		pid, err1 := strconv.Atoi(fl[2])
 		ns, err2 := strconv.ParseInt(fl[3], 10, 64)
@@ -97,12 +137,12 @@ func readMarker(path string) (map[string][]*execution, int, error) {
 			if byToken[fl[4]] != nil {
 				return nil, n, fmt.Errorf("marker line %d: execution token %s started twice", n, fl[4])
 			}
-			e := &execution{id: fl[1], token: fl[4], pid: pid, startNS: ns, startLine: n, endLine: -1}
+			e := &execution{id: fl[1], step: step, token: fl[4], pid: pid, startNS: ns, startLine: n, endLine: -1}
 			byToken[e.token] = e
 			byID[e.id] = append(byID[e.id], e)
 		case "end":
 			e := byToken[fl[4]]
-			if e == nil || e.id != fl[1] {
+			if e == nil || e.id != fl[1] || e.step != step {
 				return nil, n, fmt.Errorf("marker line %d: end of an execution that never started: %q", n, line)
 			}
 			e.endNS, e.endLine = ns, n
@@ -295,32 +335,38 @@ func bridgeFDs(pid int) (total, own, sockets, pidfds, workers int) {
 }
 
 // busyWorkers returns the worker PIDs that have an execution in flight
-// according to the marker file's last lines.
-func busyWorkers(path string) map[int]bool {
-	b, err := os.ReadFile(path)
-	if err != nil {
-		return nil
-	}
-	if len(b) > 64<<10 {
-		b = b[len(b)-64<<10:]
-	}
-	open := map[string]int{} // token -> pid
-	for _, line := range strings.Split(string(b), "\n") {
-		f := strings.Fields(line)
-		if len(f) != 5 {
+// according to the last lines of the marker files (function-mode lines
+// "start ID PID NS TOKEN", steps-mode lines "start ID STEP PID NS TOKEN").
+func busyWorkers(paths ...string) map[int]bool {
+	out := map[int]bool{}
+	for _, path := range paths {
+		b, err := os.ReadFile(path)
+		if err != nil {
 			continue
 		}
-		switch f[0] {
-		case "start":
-			pid, _ := strconv.Atoi(f[2])
-			open[f[4]] = pid
-		case "end":
-			delete(open, f[4])
+		if len(b) > 64<<10 {
+			b = b[len(b)-64<<10:]
 		}
-	}
-	out := map[int]bool{}
-	for _, pid := range open {
-		out[pid] = true
+		open := map[string]int{} // token -> pid
+		for _, line := range strings.Split(string(b), "\n") {
+			f := strings.Fields(line)
+			if len(f) == 6 {
+				f = append(f[:2:2], f[3:]...) // drop the step name
+			}
+			if len(f) != 5 {
+				continue
+			}
+			switch f[0] {
+			case "start":
+				pid, _ := strconv.Atoi(f[2])
+				open[f[4]] = pid
+			case "end":
+				delete(open, f[4])
+			}
+		}
+		for _, pid := range open {
+			out[pid] = true
+		}
 	}
 	return out
 }

@@ -9,7 +9,9 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -40,6 +42,9 @@ type chaosPlan struct {
 	callDeadline   time.Duration // per invocation, across client retries
 	// fixedSleep, when set, replaces the per-invocation handler sleep.
 	fixedSleep time.Duration
+	// steps: the load mix includes the steps-mode handlers (ChaosSteps/py
+	// and ChaosSteps/sh) next to the function-mode ones, one in four each.
+	steps bool
 }
 
 type scheduledFault struct {
@@ -56,6 +61,7 @@ var (
 		},
 		leakBaselineAt: 0.60,
 		callDeadline:   3 * time.Minute,
+		steps:          true,
 	}
 	chaosFull = chaosPlan{
 		name: "full", invocations: 10000, concurrency: 32, perHandler: 16, maxSleep: 30 * time.Millisecond,
@@ -64,29 +70,59 @@ var (
 		workerEvery: 500 * time.Millisecond, workerUntil: 0.95,
 		leakBaselineAt: 0.80,
 		callDeadline:   10 * time.Minute,
+		steps:          true,
 	}
 )
 
 // chaosOutcome is the client's view of one invocation.
 type chaosOutcome struct {
 	ok      bool
-	token   string // the execution whose result was returned
+	token   string   // the execution whose result was returned (function mode)
+	steps   []string // steps mode: the execution of each step whose value was returned
 	calls   int
 	failure string
 }
 
-// TestChaos drives many durable invocations of a Python and a Bash function
-// through restate-server and `bridge serve` while faults are injected: the
-// bridge is SIGKILLed and restarted on the same port, random workers are
-// SIGKILLed, restate-server is restarted once. It checks the replay rule
-// (docs/ARCHITECTURE.md), "only a run that was never completed durably may execute
-// again (at-least-once while in flight, never after completion)", and that
-// nothing is lost.
+// chaosHandler is what invocation i calls: the load mix. Without plan.steps
+// it alternates Chaos/py and Chaos/sh; with it, it cycles through those and
+// ChaosSteps/py, ChaosSteps/sh.
+type chaosHandler struct {
+	service, handler, runtime string
+	steps                     bool
+}
+
+func chaosHandlerOf(plan chaosPlan, i int) chaosHandler {
+	k := i % 2
+	if plan.steps {
+		k = i % 4
+	}
+	return []chaosHandler{
+		{"Chaos", "py", "python", false}, {"Chaos", "sh", "bash", false},
+		{"ChaosSteps", "py", "python", true}, {"ChaosSteps", "sh", "bash", true},
+	}[k]
+}
+
+// chaosStepNames are the steps each steps-mode invocation takes, in order
+// (testdata/chaos_steps_py.py, chaos_steps_sh.sh); step k (from 1) adds
+// n*k to the output's total.
+var chaosStepNames = []string{"s1", "s2", "s3"}
+
+// TestChaos drives many durable invocations of a Python and a Bash function,
+// and of a Python and a Bash function with durability: steps (three
+// journaled steps each), through restate-server and `bridge serve` while
+// faults are injected: the bridge is SIGKILLed and restarted on the same
+// port, random workers are SIGKILLed, restate-server is restarted once. It
+// checks the replay rule (docs/ARCHITECTURE.md), "only a run that was never
+// completed durably may execute again (at-least-once while in flight,
+// never after completion)", for whole functions and for each step, and
+// that nothing is lost.
 //
-// Default (CI) size: 300 invocations at concurrency 16, 2 bridge kills, 5
-// worker kills, 1 restate-server restart. CHAOS_FULL=1 (`make chaos`):
-// 10,000 invocations at concurrency 32, the bridge killed every 3-6 s until
-// 75% completed, a worker killed every 0.5-1 s until 95%, one restart at 40%.
+// The load cycles through Chaos/py, Chaos/sh, ChaosSteps/py and
+// ChaosSteps/sh. Default (CI) size: 300 invocations at concurrency 16, 2
+// bridge kills, 5 worker kills, 1 restate-server restart. CHAOS_FULL=1
+// (`make chaos`): 10,000 invocations at concurrency 32, the bridge killed
+// every 3-6 s until 75% completed, a worker killed every 0.5-1 s until
+// 95%, one restart at 40%.
 //
 // Method, and what it proves:
 //
@@ -94,7 +130,8 @@ type chaosOutcome struct {
 //     same key after a connection error or a non-200 answer (restate-server
 //     down during its restart) until it gets the result, within a deadline.
 //     An invocation without a verified result (id, 2*n, runtime, and an
-//     execution token) is lost: the test fails on any.
+//     execution token; steps mode: id, 6*n, runtime, and a token per step)
+//     is lost: the test fails on any.
 //   - Executions are counted from the marker file, which the handlers write
 //     with O_APPEND, so its line order is the order the writes happened.
 //     The returned result names the execution whose result Restate
@@ -126,6 +163,12 @@ type chaosOutcome struct {
 //     bridge or the stream before the completion was journaled). A
 //     duplicate with no fault in that window is counted as unexplained and
 //     printed, not failed: the replay rule allows it.
+//   - Steps mode is checked the same way per step (see tallySteps): the
+//     output names the execution of each step whose value Restate
+//     journaled; another execution of that step that started after it
+//     ended (steps marker file order), or more than journalTolerance after
+//     the journal entry that follows the step's run, fails the test, and
+//     the allowed re-executions are attributed to faults as above.
 //   - At every bridge SIGKILL the workers and their process groups are
 //     recorded; after the kill no process of those groups may be left
 //     alive (zombies excluded) once a 10 s deadline passes. How many were
@@ -333,7 +376,7 @@ func (r *chaosRun) killWorker() {
 	}
 	// Prefer a worker with an execution in flight (a start line
 	// without its end line), so the kill interrupts work.
-	busy := busyWorkers(r.marker)
+	busy := busyWorkers(r.marker, r.stepsMarker)
 	var candidates []procstat.Stat
 	for _, w := range ws {
 		if busy[w.PID] {
@@ -367,13 +410,16 @@ func (r *chaosRun) checkResources() {
 	}
 }
 
-// chaosTally is what verify reads from the outcomes, the marker file and
+// chaosTally is what verify reads from the outcomes, the marker files and
 // the journal.
 type chaosTally struct {
 	lost        int
 	lostSamples []string
-	tokens      map[string]string // id -> returned execution token
+	tokens      map[string]string // function mode: id -> returned execution token
 	lines       int               // of the marker file
+
+	// Function-mode invocations by runtime and how many of them were lost.
+	fnPython, fnBash, fnLost int
 
 	executions, afterCompletion, afterJournal, journalChecked int
 	noWinner                                                  []string
@@ -383,39 +429,76 @@ type chaosTally struct {
 	exposures                                                 []time.Duration
 	journalLag                                                time.Duration
 	neverRan                                                  int
+
+	steps chaosStepsTally
 }
 
-// verify checks the outcomes against the marker file and the journal,
+// chaosStepsTally is the steps-mode part of chaosTally: per invocation and
+// step, the execution whose value the output names (W) and the others.
+type chaosStepsTally struct {
+	python, bash, lost int
+	tokens             map[string][]string // id -> the returned execution of each step
+	lines              int                 // of the steps marker file
+
+	executions, reexecuted, afterCompletion, afterJournal, journalChecked, outOfOrder int
+	noWinner                                                                          []string
+	causes                                                                            map[string]int
+	unexplained                                                                       []string
+	exposures                                                                         []time.Duration
+	journalLag                                                                        time.Duration
+	neverRan                                                                          int
+}
+
+// verify checks the outcomes against the marker files and the journal,
 // prints the figures and fails on anything the replay rule forbids.
 func (r *chaosRun) verify() {
 	t, plan := r.t, r.plan
 	x := r.tally()
-	duplicates := x.executions - (plan.invocations - x.lost)
+	fnCompleted := x.fnPython + x.fnBash - x.fnLost
+	duplicates := x.executions - fnCompleted
+	st := &x.steps
+	stepsCompleted := st.python + st.bash - st.lost
 
 	r.retryMu.Lock()
 	retryReport := sortedCounts(r.retries)
 	r.retryMu.Unlock()
 	t.Logf(`chaos figures (%s):
-  invocations:                     %d (python %d, bash %d), concurrency %d, %s
+  invocations:                     %d, concurrency %d, %s
+    function mode:                 %d (python %d, bash %d)
+    steps mode:                    %d (python %d, bash %d; %d steps each)
   completed with expected result:  %d
-  lost:                            %d
+  lost:                            %d (function mode %d, steps mode %d)
   bridge SIGKILLs (+restart):      %d
-  worker SIGKILLs:                 %d (%d hit an execution in flight; %d skipped: no worker alive)
+  worker SIGKILLs:                 %d (%d hit an execution or a step in flight; %d skipped: no worker alive)
   restate-server restarts:         %d
   client retries (same idempotency key), by reason:%s
+ function mode:
   executions (marker start lines): %d in %d marker lines
   duplicate executions:            %d, by cause:%s
   runs that had ended before the fault that lost them: %s
   started after the journaled execution completed (file order): %d
   started > %s after the output's sys_journal appended_at:   %d (checked %d invocations; the stamp trailed the journaled execution's end by up to %s)
+ steps mode:
+  step executions (start lines):   %d in %d marker lines (%d completed invocations x %d steps = %d journaled)
+  re-executed steps:               %d, by cause:%s
+  steps that had ended before the fault that lost them: %s
+  re-executed after the journaled execution completed (file order): %d
+  started > %s after the journal entry that follows the step's run: %d (checked %d steps; the stamp trailed the journaled execution's end by up to %s)
+  journaled steps out of order (file order): %d
   processes of killed bridges' worker groups alive right after the kill: %d (all gone within %s)
   bridge resources: baseline %v, after %v`,
-		plan.name, plan.invocations, (plan.invocations+1)/2, plan.invocations/2, plan.concurrency, r.elapsed.Round(time.Millisecond),
-		plan.invocations-x.lost, x.lost,
+		plan.name, plan.invocations, plan.concurrency, r.elapsed.Round(time.Millisecond),
+		x.fnPython+x.fnBash, x.fnPython, x.fnBash,
+		st.python+st.bash, st.python, st.bash, len(chaosStepNames),
+		plan.invocations-x.lost, x.lost, x.fnLost, st.lost,
 		r.faults.count("bridge-kill"), r.faults.count("worker-kill"), len(x.workerKillHits), r.workerKillsSkipped,
 		r.faults.count("restate-restart"), retryReport,
 		x.executions, x.lines, duplicates, sortedCounts(x.causes), durationSpread(x.exposures),
 		x.afterCompletion, journalTolerance, x.afterJournal, x.journalChecked, x.journalLag.Round(time.Millisecond),
+		st.executions, st.lines, stepsCompleted, len(chaosStepNames), stepsCompleted*len(chaosStepNames),
+		st.reexecuted, sortedCounts(st.causes), durationSpread(st.exposures),
+		st.afterCompletion, journalTolerance, st.afterJournal, st.journalChecked, st.journalLag.Round(time.Millisecond),
+		st.outOfOrder,
 		r.lingered, r.lingerMax.Round(time.Millisecond), baselineString(r.baseline), r.after)
 
 	if x.lost > 0 {
@@ -428,11 +511,23 @@ func (r *chaosRun) verify() {
 	if x.neverRan > 0 {
 		t.Errorf("%d invocations returned a result but no execution is in the marker file", x.neverRan)
 	}
-	if x.journalChecked < plan.invocations-x.lost {
-		t.Errorf("sys_journal has an output for only %d of %d completed invocations", x.journalChecked, plan.invocations-x.lost)
+	if x.journalChecked < fnCompleted {
+		t.Errorf("sys_journal has an output for only %d of %d completed invocations", x.journalChecked, fnCompleted)
 	}
 	if len(x.unexplained) > 0 {
 		t.Logf("unexplained duplicates (allowed by the replay rule, shown for inspection): %v", x.unexplained)
+	}
+	if len(st.noWinner) > 0 {
+		t.Errorf("%d steps of returned results name an execution the steps marker file has not completed, e.g. %v", len(st.noWinner), st.noWinner[:min(len(st.noWinner), 5)])
+	}
+	if st.neverRan > 0 {
+		t.Errorf("%d steps of returned results have no execution in the steps marker file", st.neverRan)
+	}
+	if want := stepsCompleted * len(chaosStepNames); st.journalChecked < want {
+		t.Errorf("sys_journal has a run followed by another command for only %d of the %d steps of completed steps-mode invocations", st.journalChecked, want)
+	}
+	if len(st.unexplained) > 0 {
+		t.Logf("unexplained re-executed steps (allowed by the replay rule, shown for inspection): %v", st.unexplained)
 	}
 	if r.faults.count("bridge-kill") == 0 || r.faults.count("restate-restart") == 0 {
 		t.Errorf("faults injected: %d bridge kills, %d restate restarts; want at least one of each", r.faults.count("bridge-kill"), r.faults.count("restate-restart"))
@@ -443,18 +538,40 @@ func (r *chaosRun) verify() {
 // file: the journaled one (W, named by the returned token), any that
 // started after W completed (file order) or after the journal's output
 // stamp (both fail the test here), and the allowed duplicates by cause.
+// The steps-mode invocations are counted by tallySteps.
 func (r *chaosRun) tally() chaosTally {
 	t := r.t
 	x := chaosTally{tokens: map[string]string{}, causes: map[string]int{}, workerKillHits: map[int64]bool{}}
+	x.steps = chaosStepsTally{tokens: map[string][]string{}, causes: map[string]int{}}
 	for i, o := range r.outcomes {
+		h := chaosHandlerOf(r.plan, i)
+		switch {
+		case h.steps && h.runtime == "python":
+			x.steps.python++
+		case h.steps:
+			x.steps.bash++
+		case h.runtime == "python":
+			x.fnPython++
+		default:
+			x.fnBash++
+		}
 		if !o.ok {
 			x.lost++
+			if h.steps {
+				x.steps.lost++
+			} else {
+				x.fnLost++
+			}
 			if len(x.lostSamples) < 10 {
-				x.lostSamples = append(x.lostSamples, fmt.Sprintf("%s: %s", chaosID(i), o.failure))
+				x.lostSamples = append(x.lostSamples, fmt.Sprintf("%s (%s/%s): %s", chaosID(i), h.service, h.handler, o.failure))
 			}
 			continue
 		}
-		x.tokens[chaosID(i)] = o.token
+		if h.steps {
+			x.steps.tokens[chaosID(i)] = o.steps
+		} else {
+			x.tokens[chaosID(i)] = o.token
+		}
 	}
 
 	execs, lines, err := readMarker(r.marker)
@@ -465,16 +582,7 @@ func (r *chaosRun) tally() chaosTally {
 	journaled := chaosJournalTimes(t, r.srv, r.runKey)
 	for id, xs := range execs {
 		x.executions += len(xs)
-		for _, e := range r.faults.events {
-			if e.kind != "worker-kill" {
-				continue
-			}
-			for _, ex := range xs {
-				if ex.pid == e.pid && ex.startNS <= e.at && (ex.endLine < 0 || ex.endNS >= e.at) {
-					x.workerKillHits[e.at] = true
-				}
-			}
-		}
+		r.countWorkerKillHits(xs, x.workerKillHits)
 		token, ok := x.tokens[id]
 		if !ok {
 			continue // lost: reported by verify
@@ -531,7 +639,128 @@ func (r *chaosRun) tally() chaosTally {
 			x.neverRan++
 		}
 	}
+	r.tallySteps(&x.steps, x.workerKillHits)
 	return x
+}
+
+// countWorkerKillHits marks the worker SIGKILLs that hit one of xs in
+// flight.
+func (r *chaosRun) countWorkerKillHits(xs []*execution, hits map[int64]bool) {
+	for _, e := range r.faults.events {
+		if e.kind != "worker-kill" {
+			continue
+		}
+		for _, ex := range xs {
+			if ex.pid == e.pid && ex.startNS <= e.at && (ex.endLine < 0 || ex.endNS >= e.at) {
+				hits[e.at] = true
+			}
+		}
+	}
+}
+
+// tallySteps checks the steps-mode invocations, step by step, the way
+// tally checks a function-mode invocation: for each invocation and step,
+// W is the execution whose value the output names. A step may be executed
+// again only while its completion was never journaled (killed mid-step,
+// or its value lost before Restate journaled it). Within one attempt a
+// step executes at most once, and an attempt starts only after the
+// previous one ended, so once W's value is in the journal every later
+// attempt replays it. So an execution E other than W of the same step
+// fails the test when
+//
+//   - E started after W ended, in the steps marker file's order (the
+//     exact check, no clock): E belongs to a later attempt than W's, which
+//     began after W's completion was journaled, or is an execution the
+//     bridge let start after its attempt was over; either way an
+//     execution after the journaled completion.
+//   - E started more than journalTolerance after the sys_journal
+//     appended_at of the command that follows the step's "Command: Run"
+//     (the next step's run, or the output): the worker sends the step's
+//     completion before the function can go on to that command, and
+//     Restate journals an attempt's messages in order. Coarse, for the
+//     reasons given for the function-mode cross-check.
+//
+// It also checks that the journaled executions of an invocation's steps
+// ran in order (W of step k+1 started after W of step k ended). Every
+// other E is an allowed re-execution, attributed to a fault as in tally.
+func (r *chaosRun) tallySteps(st *chaosStepsTally, workerKillHits map[int64]bool) {
+	t := r.t
+	execs, lines, err := readStepMarker(r.stepsMarker)
+	if err != nil {
+		t.Fatalf("steps marker file: %v", err)
+	}
+	st.lines = lines
+	for _, xs := range execs {
+		st.executions += len(xs)
+		r.countWorkerKillHits(xs, workerKillHits)
+	}
+	if len(st.tokens) == 0 {
+		return
+	}
+	bounds := chaosStepJournalTimes(t, r.srv, r.runKey)
+	for id, tokens := range st.tokens {
+		var prev *execution
+		for s, step := range chaosStepNames {
+			key := stepKey{id, step}
+			xs := execs[key]
+			if len(xs) == 0 {
+				st.neverRan++
+				continue
+			}
+			var w *execution
+			for _, ex := range xs {
+				if ex.token == tokens[s] {
+					w = ex
+				}
+			}
+			if w == nil || w.endLine < 0 {
+				st.noWinner = append(st.noWinner, fmt.Sprintf("%s step %s (token %s)", id, step, tokens[s]))
+				prev = nil
+				continue
+			}
+			if prev != nil && w.startLine < prev.endLine {
+				st.outOfOrder++
+				t.Errorf("%s: the journaled execution %s of step %s started (steps marker line %d) before the journaled execution %s of step %s ended (line %d)",
+					id, w.token, step, w.startLine, prev.token, prev.step, prev.endLine)
+			}
+			prev = w
+			if at, ok := bounds[key]; ok {
+				st.journalChecked++
+				st.journalLag = max(st.journalLag, time.Duration(w.endNS-at))
+				for _, ex := range xs {
+					if ex != w && ex.startNS > at+int64(journalTolerance) {
+						st.afterJournal++
+						t.Errorf("%s: step %s executed again (%s) at %s, more than %s after the journal entry that follows its run was appended at %s",
+							id, step, ex.token, time.Unix(0, ex.startNS).UTC().Format(time.RFC3339Nano), journalTolerance, time.Unix(0, at).UTC().Format(time.RFC3339Nano))
+					}
+				}
+			}
+			for k, ex := range xs {
+				if ex == w {
+					continue
+				}
+				st.reexecuted++
+				if ex.startLine > w.endLine {
+					st.afterCompletion++
+					t.Errorf("%s: step %s executed again (%s, steps marker line %d) after its journaled execution %s had completed (line %d)",
+						id, step, ex.token, ex.startLine, w.token, w.endLine)
+					continue
+				}
+				nextNS := w.endNS
+				if k+1 < len(xs) {
+					nextNS = xs[k+1].startNS
+				}
+				c, exposed := r.faults.cause(ex, nextNS)
+				st.causes[c]++
+				if exposed > 0 {
+					st.exposures = append(st.exposures, exposed)
+				}
+				if strings.HasPrefix(c, "unexplained") && len(st.unexplained) < 10 {
+					st.unexplained = append(st.unexplained, fmt.Sprintf("%s step %s: %+v (next execution at %d; faults: %s)", id, step, *ex, nextNS, r.faults.around(ex.startNS)))
+				}
+			}
+		}
+	}
 }
 
 // chaosEnv is the set-up every chaos test shares: the chaos functions
@@ -543,25 +772,32 @@ func (r *chaosRun) tally() chaosTally {
 // input that names the execution (TOKEN). PID is the worker process (for
 // bash $$, the worker, not the invocation's subshell), NS the wall clock in
 // nanoseconds, the clock Restate stamps its journal with.
+//
+// It also serves the steps-mode functions (testdata/chaos_steps_py.py and
+// chaos_steps_sh.sh, durability: steps, handlers ChaosSteps/py and
+// ChaosSteps/sh): three journaled steps each, every step appending "start
+// ID STEP PID NS TOKEN" and "end ID STEP PID NS TOKEN" to stepsMarker the
+// same way (PID the worker, for bash the function's $$), its value naming
+// the execution (TOKEN), the output naming the execution of every step.
 type chaosEnv struct {
-	marker string
-	srv    *restateserver.Server
-	b      *bridgeServe
+	marker, stepsMarker string
+	srv                 *restateserver.Server
+	b                   *bridgeServe
 }
 
 func newChaosEnv(t *testing.T, perHandler int, shutdownTimeout time.Duration) *chaosEnv {
 	t.Helper()
 	restateserver.Binary(t)
 	requireInterpreters(t)
-	ws := newWorkspace(t, "chaos.py", "chaos.sh")
-	marker := filepath.Join(ws.root, "marker.log")
+	ws := newWorkspace(t, "chaos.py", "chaos.sh", "chaos_steps_py.py", "chaos_steps_sh.sh")
+	marker, stepsMarker := filepath.Join(ws.root, "marker.log"), filepath.Join(ws.root, "steps.log")
 	addr := freeAddr(t)
-	cfg := ws.config(t, chaosConfig(addr, marker, perHandler, shutdownTimeout))
+	cfg := ws.config(t, chaosConfig(addr, marker, stepsMarker, perHandler, shutdownTimeout))
 	srv := restateserver.Start(t, restateserver.Options{})
 	b := newBridgeServe(t, cfg, addr, "warn")
 	b.start()
 	srv.Register(t, b.URI(), false)
-	return &chaosEnv{marker: marker, srv: srv, b: b}
+	return &chaosEnv{marker: marker, stepsMarker: stepsMarker, srv: srv, b: b}
 }
 
 // waitStarted waits until n invocations have started an execution.
@@ -573,20 +809,24 @@ func (e *chaosEnv) waitStarted(t *testing.T, n int, timeout time.Duration) {
 	}
 }
 
-func chaosConfig(addr, marker string, perHandler int, shutdownTimeout time.Duration) string {
-	h := func(name, runtime string) string {
+func chaosConfig(addr, marker, stepsMarker string, perHandler int, shutdownTimeout time.Duration) string {
+	h := func(name, runtime, handler, extra string) string {
 		return fmt.Sprintf(`      - name: %s
         runtime: %s
         dir: fn
-        handler: chaos.work
-        env: {CHAOS_MARKER: %q}
+        handler: %s
+        env: {CHAOS_MARKER: %q, CHAOS_STEPS_MARKER: %q}
         timeout: 30s
         concurrency: %d
         lease_timeout: 10s
         retry_policy: {initial_interval: 50ms, max_interval: 1s, exponentiation_factor: 2, max_attempts: 100000, on_max_attempts: pause}
-`, name, runtime, marker, perHandler)
+%s`, name, runtime, handler, marker, stepsMarker, perHandler, extra)
 	}
-	return fmt.Sprintf("listen: %s\nshutdown_timeout: %s\nservices:\n  - name: Chaos\n    handlers:\n%s%s", addr, shutdownTimeout, h("py", "python"), h("sh", "bash"))
+	const steps = "        durability: steps\n"
+	return fmt.Sprintf("listen: %s\nshutdown_timeout: %s\nservices:\n  - name: Chaos\n    handlers:\n%s%s  - name: ChaosSteps\n    handlers:\n%s%s",
+		addr, shutdownTimeout,
+		h("py", "python", "chaos.work", ""), h("sh", "bash", "chaos.work", ""),
+		h("py", "python", "chaos_steps_py.work", steps), h("sh", "bash", "chaos_steps_sh.work", steps))
 }
 
 // journalTolerance is how far after restate-server's appended_at stamp of
@@ -600,10 +840,7 @@ func chaosID(i int) string { return fmt.Sprintf("c%05d", i) }
 // key after anything but a 200.
 func chaosCall(ctx context.Context, srv *restateserver.Server, plan chaosPlan, runKey string, i int, retried func(string)) chaosOutcome {
 	id := chaosID(i)
-	handler, runtime := "py", "python"
-	if i%2 == 1 {
-		handler, runtime = "sh", "bash"
-	}
+	h := chaosHandlerOf(plan, i)
 	sleep := time.Duration((i*7919)%int(plan.maxSleep/time.Millisecond+1)) * time.Millisecond
 	if plan.fixedSleep > 0 {
 		sleep = plan.fixedSleep
@@ -615,7 +852,7 @@ func chaosCall(ctx context.Context, srv *restateserver.Server, plan chaosPlan, r
 	for {
 		out.calls++
 		cctx, cancel := context.WithTimeout(ctx, 60*time.Second)
-		status, resp, err := srv.Call(cctx, "Chaos", handler, body, headers)
+		status, resp, err := srv.Call(cctx, h.service, h.handler, body, headers)
 		cancel()
 		var reason string
 		switch {
@@ -625,16 +862,24 @@ func chaosCall(ctx context.Context, srv *restateserver.Server, plan chaosPlan, r
 			reason = fmt.Sprintf("HTTP %d", status)
 		default:
 			var got struct {
-				ID      string `json:"id"`
-				Double  int    `json:"double"`
-				Runtime string `json:"runtime"`
-				Exec    string `json:"exec"`
+				ID      string   `json:"id"`
+				Double  int      `json:"double"`
+				Total   int      `json:"total"`
+				Runtime string   `json:"runtime"`
+				Exec    string   `json:"exec"`
+				Steps   []string `json:"steps"`
 			}
-			if err := json.Unmarshal(resp, &got); err != nil || got.ID != id || got.Double != 2*i || got.Runtime != runtime || got.Exec == "" {
-				out.failure = fmt.Sprintf("wrong result %s", resp)
+			err := json.Unmarshal(resp, &got)
+			switch {
+			case err != nil || got.ID != id || got.Runtime != h.runtime:
+			case !h.steps && got.Double == 2*i && got.Exec != "":
+				out.ok, out.token = true, got.Exec
+				return out
+			case h.steps && got.Total == 6*i && len(got.Steps) == len(chaosStepNames) && !slices.Contains(got.Steps, ""):
+				out.ok, out.steps = true, got.Steps
 				return out
 			}
-			out.ok, out.token = true, got.Exec
+			out.failure = fmt.Sprintf("wrong result %s", resp)
 			return out
 		}
 		retried(reason)
@@ -697,6 +942,55 @@ func chaosJournalTimes(t *testing.T, srv *restateserver.Server, runKey string) m
 			continue
 		}
 		out[strings.TrimPrefix(k, prefix)] = ts.UnixNano()
+	}
+	return out
+}
+
+// chaosStepJournalTimes maps each step of each steps-mode invocation (ids
+// from the idempotency keys) to the time Restate appended the command
+// that follows the step's "Command: Run" in its journal (the next step's
+// run, or the output): the step's completion was journaled before that.
+// A step whose run is the journal's last command has no entry.
+func chaosStepJournalTimes(t *testing.T, srv *restateserver.Server, runKey string) map[stepKey]int64 {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	rows, err := srv.Query(ctx, `SELECT i.idempotency_key AS k, j.index AS idx, j.entry_type AS type, j.name AS name, j.appended_at AS at
+		FROM sys_journal j JOIN sys_invocation i ON j.id = i.id
+		WHERE i.target_service_name = 'ChaosSteps' AND j.entry_type LIKE 'Command:%'`)
+	if err != nil {
+		t.Errorf("query sys_journal: %v (the steps' journal-time check is skipped; the file-order check stands)", err)
+		return nil
+	}
+	type entry struct {
+		idx        int64
+		typ, name  string
+		appendedAt int64
+	}
+	byID := map[string][]entry{}
+	prefix := "chaos-" + runKey + "-"
+	for _, row := range rows {
+		k, _ := row["k"].(string)
+		typ, _ := row["type"].(string)
+		name, _ := row["name"].(string)
+		at, _ := row["at"].(string)
+		idx, errIdx := strconv.ParseInt(fmt.Sprint(row["idx"]), 10, 64)
+		ts, errAt := time.Parse(time.RFC3339Nano, at)
+		if errIdx != nil || errAt != nil || !strings.HasPrefix(k, prefix) {
+			t.Errorf("sys_journal row %v: unexpected key, index or appended_at", row)
+			continue
+		}
+		id := strings.TrimPrefix(k, prefix)
+		byID[id] = append(byID[id], entry{idx, typ, name, ts.UnixNano()})
+	}
+	out := map[stepKey]int64{}
+	for id, es := range byID {
+		sort.Slice(es, func(i, j int) bool { return es[i].idx < es[j].idx })
+		for i, e := range es {
+			if e.typ == "Command: Run" && i+1 < len(es) {
+				out[stepKey{id, e.name}] = es[i+1].appendedAt
+			}
+		}
 	}
 	return out
 }
