@@ -30,18 +30,18 @@ func (p ingressPoint) cpuPerInv(d time.Duration) time.Duration {
 
 // measureIngress runs one point: a short warm-up on the same connections
 // (not recorded), then the measured closed loop, with CPU sampled around it.
-func measureIngress(ctx context.Context, rs *restateserver.Server, p *peer, c int, dur time.Duration) (ingressPoint, error) {
+func measureIngress(ctx context.Context, rs *restateserver.Server, p *peer, c int, dur, warmUp time.Duration) (ingressPoint, error) {
 	client := newIngressClient(c)
 	defer client.CloseIdleConnections()
 	url := rs.IngressURL() + "/" + p.Service + "/" + p.Handler
-	if w := load(ctx, client, url, c, 10*c, 2*time.Second, p.echo); w.Errors > 0 {
+	if w := load(ctx, client, url, c, 10*c, warmUp, p.want); w.Errors > 0 {
 		return ingressPoint{}, fmt.Errorf("%s warm-up at c=%d: %d errors, first: %s", p.Key, c, w.Errors, w.FirstError)
 	}
 	before, err := markCPU(p.proc.pid(), rs.PID(), false)
 	if err != nil {
 		return ingressPoint{}, err
 	}
-	res := load(ctx, client, url, c, 1_000_000, dur, p.echo)
+	res := load(ctx, client, url, c, 1_000_000, dur, p.want)
 	after, err := markCPU(p.proc.pid(), rs.PID(), true)
 	if err != nil {
 		return ingressPoint{}, err
