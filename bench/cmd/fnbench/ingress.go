@@ -46,6 +46,11 @@ func measureIngress(ctx context.Context, rs *restateserver.Server, p *peer, c in
 	if err != nil {
 		return ingressPoint{}, err
 	}
+	if res.OK == 0 && ctx.Err() == nil {
+		// Requests cut off by the time bound are not errors, so a handler
+		// that never answers (a paused invocation) shows here.
+		return ingressPoint{}, fmt.Errorf("%s at c=%d: no request answered within %s (%d errors, first: %s)", p.Key, c, dur, res.Errors, res.FirstError)
+	}
 	u := cpuBetween(before, after)
 	return ingressPoint{Peer: p.Key, C: c, Load: res, Self: u.Self, Workers: u.Workers, Server: u.Server, Gen: u.Gen, Machine: u.Machine}, ctx.Err()
 }

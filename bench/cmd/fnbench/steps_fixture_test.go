@@ -5,6 +5,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 )
@@ -43,6 +44,23 @@ func TestStepsFixturesInvoke(t *testing.T) {
 		}
 		if !sameJSON(out, stepsAnswer([]byte(`{"n":7}`))) {
 			t.Errorf("%s: %q, want %s", key, out, stepsAnswer([]byte(`{"n":7}`)))
+		}
+	}
+}
+
+// The five-step targets compare P5 and S5 with N5 at c=32, and a step peer
+// that answered nothing (no measured point) misses them.
+func TestStepTargetsAgainstN5(t *testing.T) {
+	pt := func(key string, ok int, cpu time.Duration) ingressPoint {
+		return ingressPoint{Peer: key, C: 32, Load: loadResult{OK: ok, Duration: time.Second, Latencies: []time.Duration{time.Millisecond}}, Self: cpu}
+	}
+	r := &results{ingress: []ingressPoint{pt("N5", 100, 100*time.Millisecond), pt("P5", 95, 100*time.Millisecond)}}
+	var b strings.Builder
+	writeStepTargets(&b, r)
+	got := b.String()
+	for _, want := range []string{"P5 95 [95–95] vs N5 100 [100–100] req/s (0.950×) | **met** |", "(1.05×) | **met** |", "S5 not measured (see the failed points) | **missed** |"} {
+		if !strings.Contains(got, want) {
+			t.Errorf("targets lack %q:\n%s", want, got)
 		}
 	}
 }
