@@ -88,8 +88,12 @@ func bridgeConfig(service, handler, runtime, code string, concurrency, minWarm i
 }
 
 // writeFixtures writes the handler sources and the bridge configurations
-// into dir and returns the configuration paths by peer key.
-func writeFixtures(dir string, workers int) (map[string]string, error) {
+// into dir and returns the configuration paths by peer key. workers are
+// P's and S's warm registrations, stepWorkers P5's and S5's: a steps
+// invocation holds its registration through its five round trips to
+// restate-server, so fewer registrations than callers would cap
+// throughput at registrations ÷ latency, a limit sdk-go's N5 does not have.
+func writeFixtures(dir string, workers, stepWorkers int) (map[string]string, error) {
 	fn := filepath.Join(dir, "functions")
 	if err := os.MkdirAll(fn, 0o755); err != nil {
 		return nil, err
@@ -106,8 +110,8 @@ func writeFixtures(dir string, workers int) (map[string]string, error) {
 		"P":  bridgeConfig("PyEcho", "echo", "python", "bench.echo", workers, workers, "function"),
 		"S":  bridgeConfig("BashEcho", "echo", "bash", "bench.respond", workers, workers, "function"),
 		"M":  bridgeConfig("Nap", "nap", "bash", "bench.nap", 32, 32, "function"),
-		"P5": bridgeConfig("PySteps", "steps", "python", "steps.steps", workers, workers, "steps"),
-		"S5": bridgeConfig("BashSteps", "steps", "bash", "steps.steps", workers, workers, "steps"),
+		"P5": bridgeConfig("PySteps", "steps", "python", "steps.steps", stepWorkers, stepWorkers, "steps"),
+		"S5": bridgeConfig("BashSteps", "steps", "bash", "steps.steps", stepWorkers, stepWorkers, "steps"),
 	}
 	out := map[string]string{}
 	for k, c := range cfgs {

@@ -26,7 +26,7 @@ func report(r *results) string {
 	for _, p := range r.peers {
 		w("| %s | %s | `%s/%s` |\n", p.Key, p.Label, p.Service, p.Handler)
 	}
-	w("\nP and S keep %d warm registrations each (`concurrency` = `min_warm` = %d); F %d. All bridges log one JSON line per invocation at the default level `info`, to a file. Ratios are against N (×N); for latency and CPU lower is better, for throughput higher.\n\n", cfg.workers, cfg.workers, 32)
+	w("\nP and S keep %d warm registrations each (`concurrency` = `min_warm` = %d), P5 and S5 %d (a steps invocation holds its registration through its five round trips to restate-server); F %d. All bridges log one JSON line per invocation at the default level `info`, to a file. Ratios are against N (×N), for the five-step peers against N5 (×N5); for latency and CPU lower is better, for throughput higher.\n\n", cfg.workers, cfg.workers, cfg.stepWorkers, 32)
 
 	if len(r.failures) > 0 {
 		w("## Points that failed (not in the medians)\n\n")

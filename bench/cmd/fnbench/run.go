@@ -23,7 +23,7 @@ type config struct {
 	quick                           bool
 	concurrency                     []int
 	driveConcurrency                []int
-	workers                         int
+	workers, stepWorkers            int
 	adapter                         adapterCounts
 	keep                            bool
 }
@@ -61,6 +61,7 @@ func run(args []string) error {
 	fs.DurationVar(&cfg.pointDur, "point", 4*time.Second, "measured time of one point through restate-server")
 	fs.DurationVar(&cfg.driveDur, "drive", 2*time.Second, "approximate measured time of one direct (Drive) point")
 	fs.IntVar(&cfg.workers, "workers", 4, "warm registrations (concurrency = min_warm) of peers P and S")
+	fs.IntVar(&cfg.stepWorkers, "step-workers", 32, "warm registrations (concurrency = min_warm) of the five-step peers P5 and S5")
 	fs.IntVar(&cfg.adapter.warm, "warm-samples", 500, "warm invocations per runtime and repetition")
 	fs.IntVar(&cfg.adapter.idle, "idle-samples", 100, "warm invocations after an idle pause per runtime and repetition")
 	fs.IntVar(&cfg.adapter.fresh, "fresh-samples", 30, "fresh-process invocations per runtime and repetition")
@@ -105,7 +106,7 @@ func run(args []string) error {
 	r.loadBefore = loadAvg()
 	logf("machine: %d cores, %s; load average %s; scratch %s", r.machine.Cores, r.machine.CPU, r.loadBefore, cfg.workDir)
 
-	cfgs, err := writeFixtures(cfg.workDir, cfg.workers)
+	cfgs, err := writeFixtures(cfg.workDir, cfg.workers, cfg.stepWorkers)
 	if err != nil {
 		return err
 	}
