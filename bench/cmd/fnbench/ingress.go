@@ -54,3 +54,11 @@ func measureIngress(ctx context.Context, rs *restateserver.Server, p *peer, c in
 	u := cpuBetween(before, after)
 	return ingressPoint{Peer: p.Key, C: c, Load: res, Self: u.Self, Workers: u.Workers, Server: u.Server, Gen: u.Gen, Machine: u.Machine}, ctx.Err()
 }
+
+// prime sends up to 10·c requests at concurrency c to p through rs for at
+// most dur, unrecorded.
+func prime(ctx context.Context, rs *restateserver.Server, p *peer, c int, dur time.Duration) loadResult {
+	client := newIngressClient(c)
+	defer client.CloseIdleConnections()
+	return load(ctx, client, rs.IngressURL()+"/"+p.Service+"/"+p.Handler, c, 10*c, dur, p.want)
+}

@@ -224,6 +224,14 @@ func run(args []string) error {
 			return fmt.Errorf("register %s: %w", p.Key, err)
 		}
 	}
+	// Prime every peer once, untimed, at c=32: each warm registration (32
+	// for F, P5, S5) takes its first invocations (a Python worker's lazy
+	// imports, its first connection to the context endpoint) here, not in
+	// the c=1 point whose short warm-up reaches only a few of them.
+	for _, p := range r.peers {
+		res := prime(ctx, rs, p, 32, 2*time.Second)
+		logf("prime   %-2s c=32: %d answered, %d errors", p.Key, res.OK, res.Errors)
+	}
 	err = r.eachPoint(ctx, "ingress", r.peers, cfg.concurrency, func(p *peer, c, rep int) error {
 		pt, err := measureIngress(ctx, rs, p, c, cfg.pointDur, cfg.warmUp)
 		if err != nil {
