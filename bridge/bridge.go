@@ -54,10 +54,13 @@ func New(cfg *Config, opts Options) (*Bridge, error) {
 		mode = restate.RequestResponse
 	}
 	b.endpoint = restate.NewEndpoint(restate.Config{
-		ProtocolMode:      mode,
-		IdentityKeys:      cfg.IdentityKeys,
-		Logger:            opts.Logger,
-		AfterRunJournaled: opts.AfterRunJournaled,
+		ProtocolMode:             mode,
+		StartTimeout:             cfg.StartTimeout.Std(),
+		MaxConcurrentInvocations: cfg.MaxConcurrentInvocations,
+		MaxJournalBytes:          int(cfg.MaxJournalBytes),
+		IdentityKeys:             cfg.IdentityKeys,
+		Logger:                   opts.Logger,
+		AfterRunJournaled:        opts.AfterRunJournaled,
 	})
 	if err := b.endpoint.Err(); err != nil {
 		return nil, err

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"net"
 	"os"
 	"path/filepath"
@@ -17,6 +18,7 @@ import (
 
 	"github.com/fnbridge/fnbridge/functionruntime"
 	"github.com/fnbridge/fnbridge/functionruntime/kinds"
+	"github.com/fnbridge/fnbridge/restate"
 )
 
 // Config is the bridge configuration file (see docs/ARCHITECTURE.md and the
@@ -38,6 +40,13 @@ type Config struct {
 	Runtimes map[string]string `yaml:"runtimes"`
 	// ShutdownTimeout bounds graceful shutdown on SIGTERM.
 	ShutdownTimeout Duration `yaml:"shutdown_timeout"`
+	// StartTimeout, MaxConcurrentInvocations and MaxJournalBytes are the
+	// endpoint's bounds (restate.Config); zero takes restate's default
+	// (restate.DefaultStartTimeout, DefaultMaxConcurrentInvocations,
+	// DefaultMaxJournalFactor times the message size).
+	StartTimeout             Duration `yaml:"start_timeout"`
+	MaxConcurrentInvocations int      `yaml:"max_concurrent_invocations"`
+	MaxJournalBytes          ByteSize `yaml:"max_journal_bytes"`
 	// ContextListen is the context endpoint of durability: steps handlers
 	// (unix:///abs/path or host:port); empty: a socket in a private
 	// temporary directory (see resolveContextListen).
@@ -130,6 +139,30 @@ func (d *Duration) UnmarshalYAML(n *yaml.Node) error {
 
 // Std returns the value as a time.Duration.
 func (d Duration) Std() time.Duration { return time.Duration(d) }
+
+// ByteSize is a byte count written as an integer or a size with a unit
+// suffix ("64Ki", "128Mi"; see ParseSize). A negative value decodes, so
+// that validation can report it under its field path.
+type ByteSize int64
+
+// UnmarshalYAML parses 65536, 64Ki and -1 alike.
+func (b *ByteSize) UnmarshalYAML(n *yaml.Node) error {
+	var s string
+	if err := n.Decode(&s); err != nil {
+		return fmt.Errorf("line %d: want a size like 65536 or 64Ki", n.Line)
+	}
+	s = strings.TrimSpace(s)
+	neg := strings.HasPrefix(s, "-")
+	v, ok := ParseSize(strings.TrimPrefix(s, "-"))
+	if !ok || s == "" {
+		return fmt.Errorf("line %d: %q is not a size (want e.g. 65536, 64Ki, 128Mi)", n.Line, s)
+	}
+	if neg {
+		v = -v
+	}
+	*b = ByteSize(v)
+	return nil
+}
 
 // Defaults applied when a field is left out.
 const (
@@ -235,6 +268,17 @@ func (c *Config) resolve(baseDir string) error {
 		c.ShutdownTimeout = Duration(DefaultShutdownTimeout)
 	} else if c.ShutdownTimeout < 0 {
 		bad("shutdown_timeout", "must be positive")
+	}
+	if c.StartTimeout < 0 {
+		bad("start_timeout", "%s is negative (0: the default of %s)", c.StartTimeout.Std(), restate.DefaultStartTimeout)
+	}
+	if c.MaxConcurrentInvocations < 0 {
+		bad("max_concurrent_invocations", "%d is negative (0: the default of %d)", c.MaxConcurrentInvocations, restate.DefaultMaxConcurrentInvocations)
+	}
+	if c.MaxJournalBytes < 0 {
+		bad("max_journal_bytes", "%d is negative (0: the default, %d times the 32 MiB message size)", c.MaxJournalBytes, restate.DefaultMaxJournalFactor)
+	} else if int64(c.MaxJournalBytes) > math.MaxInt {
+		bad("max_journal_bytes", "%d is out of range", c.MaxJournalBytes)
 	}
 	c.resolveContextListen(bad)
 	if len(c.Services) == 0 {

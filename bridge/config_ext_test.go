@@ -1,6 +1,9 @@
 package bridge_test
 
 import (
+	"context"
+	"fmt"
+	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
@@ -8,6 +11,9 @@ import (
 	"time"
 
 	"github.com/fnbridge/fnbridge/bridge"
+	executorv1 "github.com/fnbridge/fnbridge/proto/executor/v1"
+	"github.com/fnbridge/fnbridge/restate/restatetest"
+	"github.com/fnbridge/fnbridge/restate/wire"
 )
 
 func writeConfig(t *testing.T, body string) string {
@@ -104,6 +110,11 @@ func TestLoadConfigRejectsInvalidNamingFieldPath(t *testing.T) {
 		{"env that changes how the loader starts", "env: {GREETING: Hello}", "env: {LD_LIBRARY_PATH: /tmp}", []string{"services[0].handlers[0].env.LD_LIBRARY_PATH", "changes how"}},
 		{"bad service name", "name: Greeter", "name: Greeter-Service", []string{"services[0].name", "not a valid service name"}},
 		{"bad listen", "listen: 127.0.0.1:9080", "listen: nine", []string{"listen", "host:port"}},
+		{"negative start_timeout", "protocol_mode: bidi", "protocol_mode: bidi\nstart_timeout: -1s", []string{"start_timeout: -1s is negative (0: the default of 30s)"}},
+		{"negative max_concurrent_invocations", "protocol_mode: bidi", "protocol_mode: bidi\nmax_concurrent_invocations: -2", []string{"max_concurrent_invocations: -2 is negative (0: the default of 10000)"}},
+		{"negative max_journal_bytes", "protocol_mode: bidi", "protocol_mode: bidi\nmax_journal_bytes: -64Ki", []string{"max_journal_bytes: -65536 is negative"}},
+		{"max_journal_bytes that is not a size", "protocol_mode: bidi", "protocol_mode: bidi\nmax_journal_bytes: lots", []string{`"lots" is not a size (want e.g. 65536, 64Ki, 128Mi)`}},
+		{"start_timeout that is not a duration", "protocol_mode: bidi", "protocol_mode: bidi\nstart_timeout: soon", []string{`"soon" is not a duration`}},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -137,5 +148,98 @@ func TestLoadConfigReportsAllProblems(t *testing.T) {
 	_, err := bridge.LoadConfig(writeConfig(t, body))
 	if err == nil || !strings.Contains(err.Error(), ".runtime") || !strings.Contains(err.Error(), ".concurrency") {
 		t.Fatalf("err = %v, want both runtime and concurrency named", err)
+	}
+}
+
+// The endpoint bounds: left out they stay zero (restate's defaults apply);
+// set, they hold what the file says, sizes with or without a unit.
+func TestLoadConfigEndpointBounds(t *testing.T) {
+	cfg, err := bridge.LoadConfig(writeConfig(t, validConfig))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cfg.StartTimeout != 0 || cfg.MaxConcurrentInvocations != 0 || cfg.MaxJournalBytes != 0 {
+		t.Errorf("defaults = %s/%d/%d, want zeros (restate's defaults)", cfg.StartTimeout.Std(), cfg.MaxConcurrentInvocations, cfg.MaxJournalBytes)
+	}
+	for _, tc := range []struct {
+		yaml string
+		want bridge.ByteSize
+	}{{"64Ki", 64 << 10}, {"65536", 65536}, {"128Mi", 128 << 20}, {"1M", 1e6}} {
+		body := "start_timeout: 1s\nmax_concurrent_invocations: 2\nmax_journal_bytes: " + tc.yaml + "\n" + validConfig
+		cfg, err := bridge.LoadConfig(writeConfig(t, body))
+		if err != nil {
+			t.Fatalf("%s: %v", tc.yaml, err)
+		}
+		if cfg.StartTimeout.Std() != time.Second || cfg.MaxConcurrentInvocations != 2 || cfg.MaxJournalBytes != tc.want {
+			t.Errorf("%s: got %s/%d/%d, want 1s/2/%d", tc.yaml, cfg.StartTimeout.Std(), cfg.MaxConcurrentInvocations, cfg.MaxJournalBytes, tc.want)
+		}
+	}
+}
+
+// The bounds reach the endpoint bridge.New builds: with
+// max_concurrent_invocations 1 a second stream is refused with 503 while
+// the first runs, and a stream that sends nothing is ended after
+// start_timeout.
+func TestEndpointBoundsReachTheEndpoint(t *testing.T) {
+	h := newHarness(t, "start_timeout: 300ms\nmax_concurrent_invocations: 1\n")
+	inInvoke, release := make(chan struct{}), make(chan struct{})
+	h.fake.setInvoke(func(_ context.Context, r *executorv1.InvokeFunctionRequest) (*executorv1.InvokeFunctionResponse, error) {
+		close(inInvoke)
+		<-release
+		return &executorv1.InvokeFunctionResponse{Registration: r.Registration, InvocationId: r.InvocationId,
+			Output: r.Input, ContentType: "application/json"}, nil
+	})
+	client := restatetest.NewH2CClient()
+	defer client.CloseIdleConnections()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	url := restatetest.InvokeURL(h.url, "Svc", "fn")
+
+	first := restatetest.Open(ctx, client, url, 6)
+	defer first.Close()
+	played := make(chan error, 1)
+	go func() {
+		got, err := first.Play([]any{restatetest.Start("inv_first", 1), restatetest.Input([]byte(`1`))}, nil)
+		if err == nil && got[len(got)-1].Type() != wire.EndMessageType {
+			err = fmt.Errorf("frames %v", got)
+		}
+		played <- err
+	}()
+	select {
+	case <-inInvoke:
+	case err := <-played:
+		t.Fatalf("the first stream ended before its function ran: %v", err)
+	}
+	second := restatetest.Open(ctx, client, url, 6)
+	defer second.Close()
+	resp, err := second.Response()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if resp.StatusCode != http.StatusServiceUnavailable || resp.Header.Get("Retry-After") == "" {
+		t.Errorf("second stream: HTTP %d (Retry-After %q), want 503 with Retry-After", resp.StatusCode, resp.Header.Get("Retry-After"))
+	}
+	close(release)
+	if err := <-played; err != nil {
+		t.Fatalf("the admitted stream: %v", err)
+	}
+
+	// A stream's slot is freed as its handler returns, just after the
+	// client read End: the start timeout is checked on an endpoint of its
+	// own rather than racing that.
+	h2 := newHarness(t, "start_timeout: 300ms\n")
+	idle := restatetest.Open(ctx, client, restatetest.InvokeURL(h2.url, "Svc", "fn"), 6)
+	defer idle.Close()
+	start := time.Now()
+	f, err := idle.Next()
+	if err != nil {
+		t.Fatal(err)
+	}
+	e := errorOf(t, []restatetest.Frame{f})
+	if e.GetCode() != 571 || !strings.Contains(e.GetMessage(), "timed out after 300ms waiting for the StartMessage") {
+		t.Errorf("idle stream ended with %d %q, want 571 after the 300ms start timeout", e.GetCode(), e.GetMessage())
+	}
+	if d := time.Since(start); d > 5*time.Second {
+		t.Errorf("the start timeout took %s", d)
 	}
 }

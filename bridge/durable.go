@@ -1,23 +1,15 @@
 package bridge
 
 import (
-	"errors"
 	"time"
 
 	"github.com/fnbridge/fnbridge/restate"
 )
 
 // durableContext is the part of restate.Context a steps-mode handler
-// drives: the durable-steps operations of one invocation attempt.
-//
-// Until package restate has that API, the types below stand in for its
-// own. Wiring it is this block alone: each type becomes an alias
-// (rsFuture = restate.Future, rsOutcome = restate.Outcome, rsAwaitMode =
-// restate.AwaitMode, rsCallRequest = restate.CallRequest, rsSendRequest
-// = restate.SendRequest), the constants restate.AwaitAll/AwaitAny and
-// errRestateSuspended restate.ErrSuspended. The handler's assertion
-// ctx.(durableContext) (stepsHandlerFunc) then succeeds; until then it
-// fails and a steps-mode invocation pauses with a clear error.
+// drives: the durable-steps operations of one invocation attempt. The
+// handler's assertion ctx.(durableContext) (stepsHandlerFunc) succeeds for
+// the endpoint's Context; tests substitute fakes.
 type durableContext interface {
 	InvocationID() string
 	RunStart(name string) (*rsOutcome, rsFuture, error)
@@ -29,27 +21,19 @@ type durableContext interface {
 	RandomSeed() uint64
 }
 
+var _ durableContext = restate.Context(nil)
+
 type (
-	rsFuture    any
-	rsAwaitMode int
-	rsOutcome   struct {
-		Value   []byte
-		Failure *restate.TerminalError
-	}
-	rsCallRequest struct {
-		Service, Handler, Key, IdempotencyKey string
-		Headers                               map[string]string
-		Input                                 []byte
-	}
-	rsSendRequest struct {
-		rsCallRequest
-		Delay time.Duration
-	}
+	rsFuture      = restate.Future
+	rsAwaitMode   = restate.AwaitMode
+	rsOutcome     = restate.Outcome
+	rsCallRequest = restate.CallRequest
+	rsSendRequest = restate.SendRequest
 )
 
 const (
-	rsAwaitAll rsAwaitMode = iota
-	rsAwaitAny
+	rsAwaitAll = restate.AwaitAll
+	rsAwaitAny = restate.AwaitAny
 )
 
-var errRestateSuspended = errors.New("restate: the invocation suspended")
+var errRestateSuspended = restate.ErrSuspended

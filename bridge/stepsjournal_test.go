@@ -106,7 +106,7 @@ func TestRestateJournalMapsEveryOperation(t *testing.T) {
 	if err != nil || id != "inv_callee" {
 		t.Fatalf("Send = %q, %v", id, err)
 	}
-	if !reflect.DeepEqual(f.send.rsCallRequest, wantCall) || f.send.Delay != time.Minute {
+	if !reflect.DeepEqual(f.send.CallRequest, wantCall) || f.send.Delay != time.Minute {
 		t.Fatalf("send %+v", f.send)
 	}
 

@@ -20,6 +20,19 @@ func (h *harness) unregister(ref *executorv1.FunctionRegistration, cancel bool, 
 	})
 }
 
+// hold starts an invocation of ref that g holds in the adapter and waits
+// until it is there; the invocation's error arrives on the channel.
+func (h *harness) hold(t *testing.T, g *gate, ref *executorv1.FunctionRegistration) <-chan error {
+	t.Helper()
+	errc := make(chan error, 1)
+	go func() {
+		_, err := h.invoke(ref, "held", "{}")
+		errc <- err
+	}()
+	g.waitEntered(t)
+	return errc
+}
+
 // "UnregisterFunction first moves the registration to DRAINING, rejecting
 // new invokes. With cancel_in_flight=false, it waits no longer than
 // drain_timeout_millis for the active invocation. With cancel_in_flight=true,
@@ -43,12 +56,7 @@ func TestUnregisterDrainsThenRemoves(t *testing.T) {
 			ad := &fakeAdapter{invoke: g.invoke}
 			h := newHarness(t, ad, functionruntime.Limits{}, nil)
 			ref := h.mustReady("run-1", 1)
-			invErr := make(chan error, 1)
-			go func() {
-				_, err := h.invoke(ref, "held", "{}")
-				invErr <- err
-			}()
-			g.waitEntered(t)
+			invErr := h.hold(t, g, ref)
 
 			start := time.Now()
 			unreg := make(chan error, 1)
@@ -160,12 +168,7 @@ func TestUnregisterConcurrent(t *testing.T) {
 	ad := &fakeAdapter{invoke: g.invoke}
 	h := newHarness(t, ad, functionruntime.Limits{}, nil)
 	ref := h.mustReady("run-1", 1)
-	invErr := make(chan error, 1)
-	go func() {
-		_, err := h.invoke(ref, "held", "{}")
-		invErr <- err
-	}()
-	g.waitEntered(t)
+	invErr := h.hold(t, g, ref)
 	errs := make(chan error, 2)
 	for i := 0; i < 2; i++ {
 		go func() {
@@ -196,12 +199,7 @@ func TestShutdownClosesEverything(t *testing.T) {
 	h := newHarness(t, ad, functionruntime.Limits{}, nil)
 	a := h.mustReady("run-a", 1)
 	h.mustReady("run-b", 1)
-	invErr := make(chan error, 1)
-	go func() {
-		_, err := h.invoke(a, "held", "{}")
-		invErr <- err
-	}()
-	g.waitEntered(t)
+	invErr := h.hold(t, g, a)
 	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
 	defer cancel()
 	if err := h.srv.Shutdown(ctx); err != nil {

@@ -158,53 +158,16 @@ func (m *Machine) ProposeRun(id uint32, res Result) error {
 	return nil
 }
 
-// Await reports the state of completion id. A CANCEL signal that arrived
-// before the completion wins, in arrival order, so a replay decides the same
-// way as the attempt that recorded the journal. When the completion is
-// missing and the runtime closed its side, Await emits SuspensionMessage
-// (waiting on the completion and on CANCEL) and returns Suspended.
+// Await reports the state of completion id: AwaitMany over one id, with
+// its result when Ready.
 func (m *Machine) Await(id uint32) (Result, Status) {
-	if m.phase == closed {
-		return Result{}, Closed
+	ids := [1]uint32{id}
+	st := m.AwaitMany(ids[:], AllCompleted)
+	if st != Ready {
+		return Result{}, st
 	}
-	var res Result
-	var seq uint64
-	if n := m.findNotif(id); n != nil {
-		res, seq = n.res, n.seq
-	}
-	for i := range m.proposals {
-		p := &m.proposals[i]
-		if p.id == id && p.ackSeq != 0 && (seq == 0 || p.ackSeq < seq) {
-			res, seq = p.res, p.ackSeq
-		}
-	}
-	if m.cancelSeq != 0 && (seq == 0 || m.cancelSeq < seq) {
-		return Result{}, Cancelled
-	}
-	if seq != 0 {
-		return res, Ready
-	}
-	if m.inputClosed {
-		m.suspend(id)
-		return Result{}, Suspended
-	}
-	return Result{}, Pending
-}
-
-func (m *Machine) suspend(id uint32) {
-	var s servicev1.SuspensionMessage
-	if m.rules.futureSuspension {
-		s.AwaitingOn = &servicev1.Future{
-			WaitingCompletions: []uint32{id},
-			WaitingSignals:     []uint32{cancelSignal},
-			CombinatorType:     servicev1.CombinatorType_COMBINATOR_TYPE_FIRST_COMPLETED,
-		}
-	} else {
-		s.WaitingCompletions = []uint32{id}
-		s.WaitingSignals = []uint32{cancelSignal}
-	}
-	m.emit(wire.SuspensionMessageType, 0, &s)
-	m.end(wire.SuspensionMessageType)
+	res, _ := m.Completed(id)
+	return res, st
 }
 
 // Output records the invocation's result (value or terminal failure) and

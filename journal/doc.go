@@ -5,11 +5,23 @@
 // (CANCEL), eager state, suspension, and the single terminal message (End,
 // Suspension or Error) every stream ends with.
 //
-// It is pure logic: no network, no goroutines, no clocks. The caller feeds
-// runtime frames with Receive and InputClosed, drives handler operations
-// (Input, RunStart, ProposeRun, Await, Output, Fail, state access) and
-// drains the encoded frames to send with TakeOutput. Everything that differs
-// between protocol versions 5, 6 and 7 is looked up in one rules table.
+// It is pure logic: no network, no goroutines, no clocks (Sleep and
+// OneWayCall take their times from the caller). The caller feeds runtime
+// frames with Receive and InputClosed, drives handler operations (Input,
+// RunStart, ProposeRun, Sleep, Call, OneWayCall, Await, AwaitMany, Suspend,
+// Output, Fail, state access) and drains the encoded frames to send with
+// TakeOutput.
+//
+// Replayed commands must be issued again in journal order: a different
+// command type, run name, or call target (service, handler, key,
+// idempotency key, parameter) fails the attempt with 570 naming both the
+// recorded and the issued command. AwaitMany waits for all or the first of
+// several completions; not satisfied once the runtime closed its side, it
+// suspends with the pending ids (v5/v6 flat lists; v7 a Future tree that
+// the CANCEL signal also resumes).
+//
+// Everything that differs between protocol versions 5, 6 and 7 is looked
+// up in one rules table.
 //
 // A Machine is not safe for concurrent use; callers serialise access.
 package journal

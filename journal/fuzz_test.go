@@ -32,6 +32,9 @@ func FuzzJournal(f *testing.F) {
 	seed(7, true, start(2), input("x"), runCmd(1, "invoke"))
 	seed(6, false, start(2), input("x"), cancelSignal())
 	seed(6, false, input("x"))
+	// Replayed durable-steps commands exercise their decoders.
+	seed(7, true, start(4), input("x"), sleepCmd(1, 5), callCmd(2, 3, target), sendCmd(4, target, 9))
+	seed(5, false, start(3), input("x"), callCmd(1, 2, target), callDone(2, "v"))
 	f.Fuzz(func(t *testing.T, v byte, closeInput bool, data []byte) {
 		m, err := journal.New(5 + int(v%3))
 		if err != nil {

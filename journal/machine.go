@@ -99,6 +99,10 @@ type Machine struct {
 	state   map[string]stateValue
 	partial bool
 
+	// held is the payload bytes of the journal frames received (start,
+	// entries, notifications), bounded by maxHeld when it is positive.
+	held, maxHeld int
+
 	inputClosed bool
 	terminal    wire.MessageType
 	failure     *Error
@@ -120,6 +124,26 @@ func New(version int) (*Machine, error) {
 	m := &Machine{version: version, rules: r, nextCompletion: 1}
 	m.commands, m.notifs, m.expect = m.commandsArr[:0], m.notifsArr[:0], m.expectArr[:0]
 	return m, nil
+}
+
+// LimitJournal bounds the journal the machine holds: the payload bytes of
+// the StartMessage, replayed entries and notifications it received. A frame
+// that would take it past max fails the attempt with ErrorMessage 571
+// asking the runtime to pause the invocation (a retry after
+// PauseFallbackDelay before v7): every retry replays the same journal, so
+// only an operator raising the bound can help. max <= 0 means no bound.
+func (m *Machine) LimitJournal(max int) { m.maxHeld = max }
+
+// hold accounts for a journal frame of n payload bytes.
+func (m *Machine) hold(t wire.MessageType, n int) error {
+	m.held += n
+	if m.maxHeld <= 0 || m.held <= m.maxHeld {
+		return nil
+	}
+	e := newError(CodeProtocolViolation, "the invocation's journal exceeds the %d bytes this endpoint holds per invocation (%s of %d bytes brings it to %d); the same journal is replayed on every retry, so raise the endpoint's journal bound and resume the invocation", m.maxHeld, t, n, m.held)
+	e.Pause = true
+	m.Fail(e)
+	return e
 }
 
 // Version is the negotiated protocol version.
@@ -194,6 +218,9 @@ func (m *Machine) Receive(h wire.Header, payload []byte) error {
 		if h.Type != wire.StartMessageType {
 			return m.violation("expected StartMessage as the first message, got %s", h.Type)
 		}
+		if err := m.hold(h.Type, len(payload)); err != nil {
+			return err
+		}
 		start, err := decodeStart(payload)
 		if err != nil {
 			return m.violation("malformed StartMessage: %v", err)
@@ -201,6 +228,9 @@ func (m *Machine) Receive(h wire.Header, payload []byte) error {
 		m.begin(start)
 		return nil
 	case replaying:
+		if err := m.hold(h.Type, len(payload)); err != nil {
+			return err
+		}
 		switch h.Type.Namespace() {
 		case wire.Command, wire.Custom:
 			if err := m.replayCommand(h, payload); err != nil {
@@ -221,6 +251,9 @@ func (m *Machine) Receive(h wire.Header, payload []byte) error {
 	default: // processing
 		switch {
 		case h.Type.Namespace() == wire.Notification:
+			if err := m.hold(h.Type, len(payload)); err != nil {
+				return err
+			}
 			return m.notification(h, payload)
 		case h.Type == wire.ProposeRunCompletionAckMessageType:
 			return m.ack(payload)
@@ -278,6 +311,12 @@ func (m *Machine) replayCommand(h wire.Header, payload []byte) error {
 		decoded, err = decodeInput(payload)
 	case wire.RunCommandType:
 		decoded, err = decodeRun(payload)
+	case wire.SleepCommandType:
+		decoded, err = decodeSleep(payload)
+	case wire.CallCommandType:
+		decoded, err = decodeCall(payload)
+	case wire.OneWayCallCommandType:
+		decoded, err = decodeOneWayCall(payload)
 	default:
 		decoded, err = wire.Decode(h, payload)
 	}

@@ -1,6 +1,8 @@
 package restate
 
 import (
+	"time"
+
 	"github.com/fnbridge/fnbridge/restate/discovery"
 	"github.com/rs/zerolog"
 )
@@ -18,8 +20,25 @@ const (
 	RequestResponse = discovery.RequestResponse
 )
 
+// Defaults of the Config bounds a zero field stands for.
+const (
+	// DefaultStartTimeout: restate-server writes the StartMessage and the
+	// known journal as soon as it opens a stream, so a healthy runtime
+	// needs moments; 30 s leaves room for a large journal on a slow link.
+	DefaultStartTimeout = 30 * time.Second
+	// DefaultMaxConcurrentInvocations is far above what one restate-server
+	// node keeps in flight against one deployment, and low enough that the
+	// endpoint's per-stream memory (goroutines, buffers) stays bounded.
+	DefaultMaxConcurrentInvocations = 10000
+	// DefaultMaxJournalFactor times MaxMessageSize is the default
+	// MaxJournalBytes (128 MiB with 32 MiB messages): room for an input, a
+	// run result and their entries each of the largest message size.
+	DefaultMaxJournalFactor = 4
+)
+
 // Config configures an Endpoint. The zero value is usable: BIDI_STREAM,
-// no prefix, 32 MiB messages, unsigned requests accepted, logs discarded.
+// no prefix, 32 MiB messages, unsigned requests accepted, logs discarded,
+// and the default bounds above.
 type Config struct {
 	// ProtocolMode defaults to BidiStream.
 	ProtocolMode ProtocolMode
@@ -29,6 +48,25 @@ type Config struct {
 	// restate-server's own default). Larger frames fail the attempt before
 	// anything is allocated for them.
 	MaxMessageSize int
+	// StartTimeout bounds how long after the request arrived the endpoint
+	// waits for what the handler needs to start: the StartMessage and the
+	// journal entries it announces (in REQUEST_RESPONSE, the whole request
+	// body). Past it the attempt ends with ErrorMessage 571 and the stream
+	// is closed. Zero means DefaultStartTimeout.
+	StartTimeout time.Duration
+	// MaxConcurrentInvocations bounds the invocation streams served at
+	// once. A stream over the bound is refused with 503 (and Retry-After)
+	// before its body is read; restate-server retries the attempt by its
+	// retry policy. Zero means DefaultMaxConcurrentInvocations.
+	MaxConcurrentInvocations int
+	// MaxJournalBytes bounds the journal one invocation attempt holds in
+	// memory: the payloads of its StartMessage, replayed entries and
+	// received notifications. An attempt over it fails with ErrorMessage
+	// 571 asking Restate to pause the invocation (v7; a retry after
+	// journal.PauseFallbackDelay before), since every retry would replay
+	// the same journal. Zero means DefaultMaxJournalFactor times
+	// MaxMessageSize.
+	MaxJournalBytes int
 	// IdentityKeys are restate-server request-identity public keys
 	// ("publickeyv1_..."). When set, unsigned or badly signed requests get
 	// 401; /health stays open.

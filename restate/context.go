@@ -38,34 +38,13 @@ func (c invocationContext) Run(name string, fn func(ctx context.Context) ([]byte
 		if cancelled {
 			return nil, ErrCancelled
 		}
+		inv.flush() // the RunCommand reaches Restate before fn runs
 		out, ferr := runClosure(inv.ctx, fn)
-		var te *TerminalError
-		if ferr != nil && !errors.As(ferr, &te) {
-			if errors.Is(context.Cause(inv.ctx), ErrCancelled) {
-				return nil, ErrCancelled
-			}
-			var re *RetryableError
-			if !errors.As(ferr, &re) {
-				re = &RetryableError{Code: CodeInternal, Message: ferr.Error()}
-			}
-			inv.mu.Lock()
-			inv.m.Fail(retryableToJournal(re, index, wire.RunCommandType, name))
-			inv.mu.Unlock()
-			return nil, ErrAttemptEnded
-		}
-		res := journal.Result{Value: out}
-		if te != nil {
-			res = journal.Result{Failure: &journal.Failure{Code: orInternal(te.Code), Message: te.Message}}
-		}
 		inv.mu.Lock()
-		if inv.m.Cancelled() {
-			inv.mu.Unlock()
-			return nil, ErrCancelled
-		}
-		err = inv.m.ProposeRun(id, res)
+		err = inv.settleRun(id, index, name, out, ferr)
 		inv.mu.Unlock()
 		if err != nil {
-			return nil, ErrAttemptEnded
+			return nil, err
 		}
 	}
 	res, st := inv.await(id)
@@ -84,6 +63,51 @@ func (c invocationContext) Run(name string, fn func(ctx context.Context) ([]byte
 	default:
 		return nil, ErrAttemptEnded
 	}
+}
+
+// settleRun proposes the result of an executed run, unless the attempt
+// must not record it: after a CANCEL signal the invocation ends with 409
+// instead; after the handler's context ended for any other reason (the
+// stream closed, the server shutting down) nothing is proposed, since a
+// result produced under a cancelled context, ErrCancelled above all, is
+// not the run's; and a closure reporting ErrCancelled on its own is
+// retried, because only Restate's CANCEL may journal the terminal 409.
+// Callers hold inv.mu.
+func (inv *invocation) settleRun(id uint32, index int, name string, out []byte, ferr error) error {
+	if inv.m.Cancelled() {
+		return ErrCancelled
+	}
+	if inv.interruptedLocked(index, name) {
+		return ErrAttemptEnded
+	}
+	res := journal.Result{Value: out}
+	if ferr != nil {
+		// Declared here: errors.As moves them to the heap, which a
+		// successful run need not pay for.
+		var te *TerminalError
+		if errors.Is(ferr, ErrCancelled) || !errors.As(ferr, &te) {
+			inv.m.Fail(retryableToJournal(runRetryable(name, ferr), index, wire.RunCommandType, name))
+			return ErrAttemptEnded
+		}
+		res = journal.Result{Failure: &journal.Failure{Code: orInternal(te.Code), Message: te.Message}}
+	}
+	if err := inv.m.ProposeRun(id, res); err != nil {
+		return ErrAttemptEnded
+	}
+	return nil
+}
+
+// runRetryable is the attempt failure for a run closure's non-terminal
+// error; an ErrCancelled without a CANCEL signal is one too.
+func runRetryable(name string, err error) *RetryableError {
+	if errors.Is(err, ErrCancelled) {
+		return &RetryableError{Code: CodeUnavailable, Message: fmt.Sprintf("run %q reported cancellation, but Restate did not cancel the invocation: %v", name, err)}
+	}
+	var re *RetryableError
+	if errors.As(err, &re) {
+		return re
+	}
+	return &RetryableError{Code: CodeInternal, Message: err.Error()}
 }
 
 // runClosure calls fn, turning a panic into a retryable failure.

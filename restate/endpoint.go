@@ -2,9 +2,11 @@ package restate
 
 import (
 	"fmt"
+	"math"
 	"net/http"
 	"strings"
 	"sync"
+	"sync/atomic"
 
 	"github.com/fnbridge/fnbridge/internal/version"
 	"github.com/fnbridge/fnbridge/journal"
@@ -30,6 +32,8 @@ type Endpoint struct {
 	pool sync.Pool
 	// err is the configuration error NewEndpoint found, if any.
 	err error
+	// active counts the invocation streams being served.
+	active atomic.Int64
 }
 
 type boundHandler struct {
@@ -39,9 +43,9 @@ type boundHandler struct {
 
 // NewEndpoint returns an endpoint for cfg with no services bound.
 //
-// An invalid Config (unknown protocol mode, negative MaxMessageSize, a path
-// prefix without a leading slash, an unparsable identity key) does not
-// panic: the endpoint records the error, naming the field, and then Err
+// An invalid Config (unknown protocol mode, a negative size, count or
+// timeout, a path prefix without a leading slash, an unparsable identity
+// key) does not panic: the endpoint records the error, naming the field, and then Err
 // and every Bind return it, and ServeHTTP answers every request with 500
 // and the error. In particular a bad identity key never degrades into
 // accepting unsigned requests.
@@ -72,6 +76,23 @@ func (e *Endpoint) configure(cfg Config) error {
 	}
 	if cfg.MaxMessageSize == 0 {
 		cfg.MaxMessageSize = wire.DefaultMaxMessageSize
+	}
+	switch {
+	case cfg.StartTimeout < 0:
+		return fmt.Errorf("restate: Config.StartTimeout %v is negative", cfg.StartTimeout)
+	case cfg.MaxConcurrentInvocations < 0:
+		return fmt.Errorf("restate: Config.MaxConcurrentInvocations %d is negative", cfg.MaxConcurrentInvocations)
+	case cfg.MaxJournalBytes < 0:
+		return fmt.Errorf("restate: Config.MaxJournalBytes %d is negative", cfg.MaxJournalBytes)
+	}
+	if cfg.StartTimeout == 0 {
+		cfg.StartTimeout = DefaultStartTimeout
+	}
+	if cfg.MaxConcurrentInvocations == 0 {
+		cfg.MaxConcurrentInvocations = DefaultMaxConcurrentInvocations
+	}
+	if cfg.MaxJournalBytes == 0 {
+		cfg.MaxJournalBytes = DefaultMaxJournalFactor * min(cfg.MaxMessageSize, math.MaxInt/DefaultMaxJournalFactor)
 	}
 	prefix := strings.TrimRight(cfg.PathPrefix, "/")
 	if prefix != "" && !strings.HasPrefix(prefix, "/") {

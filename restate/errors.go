@@ -74,6 +74,8 @@ func (e *RetryableError) Error() string {
 // cancelled, and context.Cause of the handler's Context reports it. Test
 // for it with errors.Is; errors.As to a *TerminalError yields a fresh copy
 // (code 409, message "cancelled"), so no caller can alter the sentinel.
+// Returned by a handler or run closure without a CANCEL signal it fails
+// the attempt retryably: only Restate's CANCEL journals the 409.
 var ErrCancelled error = cancelled{}
 
 // cancelledMessage is the failure message of ErrCancelled.

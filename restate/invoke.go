@@ -10,6 +10,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/fnbridge/fnbridge/journal"
@@ -43,6 +44,8 @@ func negotiateVersion(ct string) (int, bool) {
 	return v, true
 }
 
+var retryAfterOne = []string{"1"}
+
 // invocation is one attempt: one HTTP request/response stream.
 type invocation struct {
 	ep *Endpoint
@@ -62,17 +65,33 @@ type invocation struct {
 	ctx    context.Context
 	cancel context.CancelCauseFunc
 
+	// wmu serialises writes to the response: durable operations may run
+	// on a goroutine other than the handler's.
+	wmu      sync.Mutex
 	frames   *wire.Reader
 	spare    []byte // the idle half of the output double buffer
 	writeErr error
 
 	input   []byte
 	headers map[string]string
+
+	// watch bounds the wait for the StartMessage; kept across requests.
+	watch *startWatch
 }
 
 func newInvocation() any { return &invocation{wake: make(chan struct{}, 1)} }
 
 func (e *Endpoint) serveInvoke(w http.ResponseWriter, r *http.Request, h *boundHandler) {
+	// Admission first, so a refused stream costs no body read and no state.
+	if n := e.active.Add(1); n > int64(e.cfg.MaxConcurrentInvocations) {
+		e.active.Add(-1)
+		e.cfg.Logger.Warn().Str("handler", h.service+"/"+h.name).Int("limit", e.cfg.MaxConcurrentInvocations).
+			Msg("refused an invocation stream: too many concurrent invocation streams")
+		w.Header()["Retry-After"] = retryAfterOne
+		httpError(w, http.StatusServiceUnavailable, "too many concurrent invocation streams: this endpoint serves at most %d at once; retry later", e.cfg.MaxConcurrentInvocations)
+		return
+	}
+	defer e.active.Add(-1)
 	version, ok := negotiateVersion(r.Header.Get("Content-Type"))
 	if !ok {
 		httpError(w, http.StatusUnsupportedMediaType, "unsupported content-type %q: this endpoint speaks %s%d to %s%d", r.Header.Get("Content-Type"), invocationContentTypePrefix, journal.MinVersion, invocationContentTypePrefix, journal.MaxVersion)
@@ -92,6 +111,7 @@ func (e *Endpoint) serveInvoke(w http.ResponseWriter, r *http.Request, h *boundH
 		httpError(w, http.StatusUnsupportedMediaType, "%v", err)
 		return
 	}
+	m.LimitJournal(e.cfg.MaxJournalBytes)
 	inv := e.pool.Get().(*invocation)
 	inv.ep, inv.h, inv.w, inv.r, inv.m = e, h, w, r, m
 	inv.fl, _ = w.(http.Flusher)
@@ -123,10 +143,22 @@ func (inv *invocation) serve(version int, bidi bool) {
 	// Bootstrapping and replay: read until the machine holds StartMessage
 	// and all known entries (or failed). In REQUEST_RESPONSE the runtime
 	// sends everything first, so read to the end of the body.
+	watch := inv.watchStart(inv.ep.cfg.StartTimeout)
 	for !inv.m.Done() && (!bidi || !inv.m.Ready()) {
-		if !inv.readOne() {
+		h, p, err := inv.frames.Next()
+		if err != nil {
+			if watch.expired() {
+				inv.failStartTimeout()
+			}
+			inv.readFailed(err)
 			break
 		}
+		_ = inv.m.Receive(h, p)
+	}
+	if !inv.finishWatch(watch) {
+		// Expired as the last frame arrived: the body's next read may
+		// already be interrupted, so this attempt cannot go on.
+		inv.failStartTimeout()
 	}
 	w := inv.w
 	w.Header()["Content-Type"] = invocationContentTypes[version]
@@ -182,29 +214,89 @@ func (inv *invocation) stopReader(done chan struct{}) {
 		return
 	default:
 	}
-	t := time.NewTimer(readerGrace)
-	defer t.Stop()
-	select {
-	case <-done:
-		return
-	case <-t.C:
+	// A request that is already done has no runtime left to end the body.
+	if inv.r.Context().Err() == nil {
+		t := time.NewTimer(readerGrace)
+		defer t.Stop()
+		select {
+		case <-done:
+			return
+		case <-t.C:
+		}
 	}
-	if err := http.NewResponseController(inv.w).SetReadDeadline(time.Now()); err != nil {
-		_ = inv.r.Body.Close()
-	}
+	interruptRead(inv.w, inv.r)
 	<-done
 }
 
-// readOne reads and delivers one frame synchronously (no reader goroutine
-// yet). It reports whether reading may continue.
-func (inv *invocation) readOne() bool {
-	h, p, err := inv.frames.Next()
-	if err != nil {
-		inv.readFailed(err)
-		return false
+// startWatch interrupts the body read of a request that does not deliver
+// the StartMessage and its journal within the start timeout. The pooled
+// invocation reuses its watch only when the timer was stopped before
+// firing; a watch whose timer fired is dropped, so a late callback never
+// touches the request the invocation serves next.
+type startWatch struct {
+	mu    sync.Mutex   // held by expire while it interrupts
+	state atomic.Int32 // 0 watching, 1 finished in time, 2 expired
+	t     *time.Timer
+	w     http.ResponseWriter
+	r     *http.Request
+}
+
+// watchStart arms inv's watch for its current request.
+func (inv *invocation) watchStart(d time.Duration) *startWatch {
+	sw := inv.watch
+	if sw == nil {
+		sw = &startWatch{}
+		inv.watch = sw
+		sw.w, sw.r = inv.w, inv.r
+		sw.t = time.AfterFunc(d, sw.expire)
+		return sw
 	}
-	_ = inv.m.Receive(h, p)
-	return true
+	sw.w, sw.r = inv.w, inv.r
+	sw.state.Store(0)
+	sw.t.Reset(d)
+	return sw
+}
+
+func (sw *startWatch) expire() {
+	sw.mu.Lock()
+	defer sw.mu.Unlock()
+	if sw.state.CompareAndSwap(0, 2) {
+		interruptRead(sw.w, sw.r)
+	}
+}
+
+func (sw *startWatch) expired() bool { return sw.state.Load() == 2 }
+
+// finishWatch stops inv's watch; false means it expired, and then the
+// interrupt is complete when it returns (the request must still exist
+// while its read is interrupted).
+func (inv *invocation) finishWatch(sw *startWatch) bool {
+	if sw.t.Stop() {
+		sw.w, sw.r = nil, nil
+		return sw.state.CompareAndSwap(0, 1)
+	}
+	inv.watch = nil // the callback ran or runs: never reuse this watch
+	if sw.state.CompareAndSwap(0, 1) {
+		return true
+	}
+	sw.mu.Lock() // expire holds it until its interrupt is done
+	expired := sw.expired()
+	sw.mu.Unlock()
+	return !expired
+}
+
+func (inv *invocation) failStartTimeout() {
+	inv.m.Fail(&journal.Error{Code: journal.CodeProtocolViolation, RelatedIndex: -1,
+		Message: fmt.Sprintf("timed out after %v waiting for the StartMessage and the journal it announces (restate-server sends them at once; the endpoint's start timeout ended this stream)", inv.ep.cfg.StartTimeout)})
+}
+
+// interruptRead makes a pending or future read of r's body fail: an
+// expired read deadline (HTTP/1.1 and HTTP/2 both support it) or, failing
+// that, closing the body.
+func interruptRead(w http.ResponseWriter, r *http.Request) {
+	if err := http.NewResponseController(w).SetReadDeadline(time.Now().Add(-time.Second)); err != nil {
+		_ = r.Body.Close()
+	}
 }
 
 // readFailed maps the end of the request body onto the machine.
@@ -252,8 +344,9 @@ func (inv *invocation) readLoop(done chan struct{}) {
 }
 
 // flush writes the machine's pending output and flushes it to the wire.
-// Only the handler goroutine writes to the response.
 func (inv *invocation) flush() {
+	inv.wmu.Lock()
+	defer inv.wmu.Unlock()
 	inv.mu.Lock()
 	if !inv.m.Pending() {
 		inv.mu.Unlock()
@@ -286,6 +379,9 @@ func (inv *invocation) runHandler() {
 	switch {
 	case inv.m.Cancelled():
 		_ = inv.m.Output(journal.Result{Failure: &journal.Failure{Code: CodeCancelled, Message: cancelledMessage}})
+	case inv.interruptedLocked(-1, ""):
+	case errors.Is(err, ErrCancelled):
+		inv.m.Fail(&journal.Error{Code: CodeUnavailable, Message: "the handler reported cancellation, but Restate did not cancel the invocation: " + err.Error(), RelatedIndex: -1})
 	case err == nil:
 		_ = inv.m.Output(journal.Result{Value: out})
 	case errors.As(err, &te):
@@ -312,17 +408,42 @@ func retryableToJournal(re *RetryableError, index int, t wire.MessageType, name 
 		RelatedIndex: index, RelatedType: t, RelatedName: name}
 }
 
+// interruptedLocked reports whether the handler's context ended without
+// a CANCEL signal (the request is done: the stream closed or the server is
+// shutting down), and if so fails the attempt with an ErrorMessage, so
+// nothing of what the handler does afterwards is journaled. Callers hold
+// inv.mu and have checked m.Cancelled.
+func (inv *invocation) interruptedLocked(index int, name string) bool {
+	if inv.ctx.Err() == nil {
+		return false
+	}
+	e := &journal.Error{Code: CodeUnavailable, Message: fmt.Sprintf("attempt interrupted without a CANCEL signal: %v", context.Cause(inv.ctx)), RelatedIndex: -1}
+	if index >= 0 {
+		e.RelatedIndex, e.RelatedType, e.RelatedName = index, wire.RunCommandType, name
+	}
+	inv.m.Fail(e)
+	return true
+}
+
 // await blocks until completion id is ready, cancelled, or this attempt
-// ended, flushing pending output before it sleeps.
+// ended, flushing pending output before it sleeps. It also wakes when the
+// handler's context ends, so a request that is gone without the body
+// reader noticing does not leave the handler waiting forever.
 func (inv *invocation) await(id uint32) (journal.Result, journal.Status) {
 	for {
 		inv.mu.Lock()
 		res, st := inv.m.Await(id)
+		if st == journal.Pending && inv.ctx.Err() != nil && inv.interruptedLocked(-1, "") {
+			st = journal.Closed
+		}
 		inv.mu.Unlock()
 		if st != journal.Pending {
 			return res, st
 		}
 		inv.flush()
-		<-inv.wake
+		select {
+		case <-inv.wake:
+		case <-inv.ctx.Done():
+		}
 	}
 }

@@ -17,6 +17,8 @@ type HandlerFunc func(ctx Context, input []byte) ([]byte, error)
 type Context interface {
 	// Context is done when the runtime cancels the invocation (CANCEL
 	// signal; context.Cause is ErrCancelled) or the attempt's stream ends.
+	// Ended without CANCEL, the attempt journals nothing more: whatever Run
+	// or the handler returns afterwards is neither proposed nor output.
 	context.Context
 	// InvocationID is the printable invocation id (inv_...).
 	InvocationID() string
@@ -33,6 +35,40 @@ type Context interface {
 	// does when the invocation must suspend. Runs must be issued in the
 	// same order, with the same names, on every attempt.
 	Run(name string, fn func(ctx context.Context) ([]byte, error)) ([]byte, error)
+
+	// The durable-steps operations: the parts of Run as separate calls,
+	// timers, calls to other handlers, and waiting for several results.
+	// They are not safe for concurrent use; the caller issues one at a
+	// time. ErrSuspended, ErrCancelled and ErrAttemptEnded end the attempt:
+	// the handler should return.
+
+	// RunStart journals a RunCommand named name and flushes it to the
+	// runtime before returning. On replay of a recorded run it returns
+	// (outcome, nil, nil): the closure must not run. Otherwise it returns
+	// (nil, run, nil): execute, then call RunComplete.
+	RunStart(name string) (*Outcome, Future, error)
+	// RunComplete proposes the run's result (value or terminal failure)
+	// and returns once it is durable (ack on v7, notification on v5/v6).
+	// A retryable closure failure is not passed here: the handler returns
+	// a *RetryableError instead.
+	RunComplete(run Future, out Outcome) error
+	// Sleep journals a timer (SleepCommand, wake_up_time = now + d).
+	Sleep(d time.Duration) (Future, error)
+	// Call journals a call (CallCommand); the Future is the call's result.
+	Call(req CallRequest) (Future, error)
+	// Send journals a one-way call (OneWayCallCommand) and returns the
+	// callee's invocation id once the runtime reported it.
+	Send(req SendRequest) (invocationID string, err error)
+	// Await waits until all (AwaitAll) or at least one (AwaitAny) of
+	// futures completed and returns one *Outcome per future (nil where not
+	// complete). A wait not complete within suspendAfter, or at once when
+	// the runtime closed its input (REQUEST_RESPONSE), suspends the attempt
+	// and returns ErrSuspended. The CANCEL signal while waiting makes it
+	// return ErrCancelled.
+	Await(futures []Future, mode AwaitMode, suspendAfter time.Duration) ([]*Outcome, error)
+	// RandomSeed is StartMessage.random_seed or, when the runtime sent
+	// none, derived from the invocation id: identical on every attempt.
+	RandomSeed() uint64
 }
 
 // RetryPolicy is the runtime-side retry policy of a handler.

@@ -268,30 +268,44 @@ func newCtxSleepCmd() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			c, err := ctxClient()
-			if err != nil {
-				return err
-			}
-			defer c.Close()
-			if async {
-				h, err := c.SleepAsync(cmd.Context(), d)
-				if err != nil {
-					return callFailed(err)
-				}
-				return writeOut(cmd, []byte(h+"\n"))
-			}
-			r, err := c.Sleep(cmd.Context(), d)
-			if err != nil {
-				return callFailed(err)
-			}
-			if r.Failure != nil {
-				return terminal("sleep", r.Failure)
-			}
-			return nil
+			return awaitable(cmd, async,
+				func(ctx context.Context, c *stepctx.Client) (string, error) { return c.SleepAsync(ctx, d) },
+				func(ctx context.Context, c *stepctx.Client) (stepctx.Result, error) { return c.Sleep(ctx, d) },
+				func(r stepctx.Result) error {
+					if r.Failure != nil {
+						return terminal("sleep", r.Failure)
+					}
+					return nil
+				})
 		},
 	}
 	cmd.Flags().BoolVar(&async, "async", false, "print a handle instead of waiting")
 	return cmd
+}
+
+// awaitable makes a context call that waits for a result, handled by done;
+// with async it starts the call and prints its handle for await instead.
+func awaitable(cmd *cobra.Command, async bool,
+	start func(context.Context, *stepctx.Client) (string, error),
+	wait func(context.Context, *stepctx.Client) (stepctx.Result, error),
+	done func(stepctx.Result) error) error {
+	c, err := ctxClient()
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+	if async {
+		h, err := start(cmd.Context(), c)
+		if err != nil {
+			return callFailed(err)
+		}
+		return writeOut(cmd, []byte(h+"\n"))
+	}
+	r, err := wait(cmd.Context(), c)
+	if err != nil {
+		return callFailed(err)
+	}
+	return done(r)
 }
 
 func exactArgs(n int, usage string) cobra.PositionalArgs {
@@ -361,23 +375,10 @@ func newCtxCallCmd() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			c, err := ctxClient()
-			if err != nil {
-				return err
-			}
-			defer c.Close()
-			if async {
-				h, err := c.CallAsync(cmd.Context(), req)
-				if err != nil {
-					return callFailed(err)
-				}
-				return writeOut(cmd, []byte(h+"\n"))
-			}
-			r, err := c.Call(cmd.Context(), req)
-			if err != nil {
-				return callFailed(err)
-			}
-			return printResult(cmd, "call "+args[0], r)
+			return awaitable(cmd, async,
+				func(ctx context.Context, c *stepctx.Client) (string, error) { return c.CallAsync(ctx, req) },
+				func(ctx context.Context, c *stepctx.Client) (stepctx.Result, error) { return c.Call(ctx, req) },
+				func(r stepctx.Result) error { return printResult(cmd, "call "+args[0], r) })
 		},
 	}
 	f.add(cmd)

@@ -193,16 +193,9 @@ func (w *worker) Invoke(ctx context.Context, inv functionruntime.Invocation) (fu
 			return functionruntime.Result{}, err
 		}
 	}
-	var res functionruntime.Result
-	err := w.sup.Do(ctx, &inv.Logger, func(s proc.Session) error {
-		var err error
-		res, err = s.(*session).invoke(inv.Input, inv.Context)
-		return err
+	return proc.Call(ctx, w.sup, &inv.Logger, func(s *session) (functionruntime.Result, error) {
+		return s.invoke(inv.Input, inv.Context)
 	})
-	if err != nil {
-		return functionruntime.Result{}, err
-	}
-	return res, nil
 }
 
 // Close kills the worker's process group and reaps it.

@@ -117,15 +117,7 @@ func (e *stepsEnv) start(t *testing.T, fn string, env map[string]string) *steps 
 // invoke runs one invocation, with the step context of a unless a is nil.
 func (s *steps) invoke(t *testing.T, a *stepctx.Attempt, input string) (functionruntime.Result, error) {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	return s.w.Invoke(ctx, s.invocation(a, input))
-}
-
-func (s *steps) invocation(a *stepctx.Attempt, input string) functionruntime.Invocation {
-	inv := s.f.Invocation("inv-1", []byte(input))
-	inv.Context = s.Context(a)
-	return inv
+	return s.Invoke(t, s.f, s.w, a, input)
 }
 
 // marker returns the marker file's lines and removes it.
@@ -239,7 +231,7 @@ func TestSteps(t *testing.T) {
 			<-a.Done() // as the bridge does when the attempt suspends
 			cancel()
 		}()
-		_, err := s.w.Invoke(ctx, s.invocation(a, "block"))
+		_, err := s.w.Invoke(ctx, s.Invocation(s.f, a, "block"))
 		if !errors.Is(err, context.Canceled) || !errors.Is(a.Err(), stepctx.ErrSuspended) {
 			t.Fatalf("invoke = %v (attempt: %v), want cancelled after the suspension", err, a.Err())
 		}

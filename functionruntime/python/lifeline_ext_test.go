@@ -5,7 +5,6 @@ import (
 	"context"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"runtime"
 	"strconv"
@@ -76,21 +75,9 @@ func TestRequestAfterServerDeathNotRun(t *testing.T) {
 	}
 	dir := t.TempDir()
 	adaptertest.WriteFiles(t, dir, map[string]string{"late.py": latePy})
-	cmd := exec.Command(os.Args[0], "-test.run=^$")
-	cmd.Env = append(os.Environ(), lateRequestRole+"="+dir, "TMPDIR="+t.TempDir())
-	stdin, err := cmd.StdinPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	stdout, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
-	line, err := bufio.NewReader(stdout).ReadString('\n')
+	h := adaptertest.StartHelper(t, []string{lateRequestRole + "=" + dir}, true)
+	cmd := h.Cmd
+	line, err := h.Out.ReadString('\n')
 	if err != nil {
 		t.Fatalf("helper: %v", err)
 	}
@@ -118,7 +105,7 @@ func TestRequestAfterServerDeathNotRun(t *testing.T) {
 		}
 		return n >= 2 // the worker and its guardian
 	})
-	if _, err := stdin.Write([]byte("go\n")); err != nil {
+	if _, err := h.Stdin.Write([]byte("go\n")); err != nil {
 		t.Fatal(err)
 	}
 	proctest.Eventually(t, 10*time.Second, "request written to the stopped worker", func() bool {

@@ -146,16 +146,9 @@ func (w *worker) Invoke(ctx context.Context, inv functionruntime.Invocation) (fu
 	if err := checkContentType(inv.ContentType); err != nil {
 		return functionruntime.Result{}, err
 	}
-	var res functionruntime.Result
-	err := w.sup.Do(ctx, &inv.Logger, func(s proc.Session) error {
-		var err error
-		res, err = s.(*session).invoke(inv.Input, inv.Context)
-		return err
+	return proc.Call(ctx, w.sup, &inv.Logger, func(s *session) (functionruntime.Result, error) {
+		return s.invoke(inv.Input, inv.Context)
 	})
-	if err != nil {
-		return functionruntime.Result{}, err
-	}
-	return res, nil
 }
 
 // Close kills the worker's process group and reaps it.
@@ -264,10 +257,11 @@ func (s *session) readFrame(id uint64) (byte, []byte, error) {
 	if len(payload) < idSize {
 		return 0, nil, &proc.ProtocolError{Err: fmt.Errorf("response frame %q of %d bytes carries no request id; worker ended", kind, len(payload))}
 	}
-	switch got := binary.BigEndian.Uint64(payload); got {
-	case id:
+	// Ids are never 0, so a worker's first request has no "previous" one.
+	switch got := binary.BigEndian.Uint64(payload); {
+	case got == id:
 		return kind, payload[idSize:], nil
-	case s.last:
+	case got == s.last && s.last != 0:
 		return 0, nil, &proc.ProtocolError{Err: fmt.Errorf(
 			"response frame %q answers the previous request (id %016x), not this one (id %016x): written late by a forked child, a background thread or the handler itself; worker ended", kind, got, id)}
 	default:

@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"net/http"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -16,6 +15,7 @@ import (
 	"github.com/fnbridge/fnbridge/bridge/stepctx/stepctxtest"
 	"github.com/fnbridge/fnbridge/functionruntime"
 	"github.com/fnbridge/fnbridge/functionruntime/internal/adaptertest"
+	"github.com/fnbridge/fnbridge/functionruntime/internal/proc/steptest"
 )
 
 // stepsPy is the test module steps.py. mark(name) appends to the file
@@ -161,52 +161,9 @@ def unreachable(event):
     return [catch(fnbridge.invocation_id), catch(fnbridge.random)]
 `
 
-// stepServer is a real context endpoint on a unix socket, serving
-// attempts of in-memory journals.
-type stepServer struct {
-	srv  *stepctx.Server
-	addr string
-}
-
-func newStepServer(t *testing.T) *stepServer {
-	t.Helper()
-	dir, err := os.MkdirTemp("", "fnbctx") // short: a socket path has ~100 bytes
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = os.RemoveAll(dir) })
-	l, err := stepctx.Listen("unix://" + filepath.Join(dir, "ctx.sock"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	s := &stepServer{srv: stepctx.NewServer(stepctx.Config{}), addr: stepctx.URL(l)}
-	served := make(chan error, 1)
-	go func() { served <- s.srv.Serve(l) }()
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer cancel()
-		_ = s.srv.Shutdown(ctx)
-		if err := <-served; !errors.Is(err, http.ErrServerClosed) {
-			t.Errorf("context endpoint: %v", err)
-		}
-	})
-	return s
-}
-
-// open registers the next attempt of j.
-func (s *stepServer) open(t *testing.T, j *stepctxtest.Journal) *stepctx.Attempt {
-	t.Helper()
-	a, err := s.srv.Open("", j)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(a.Close)
-	return a
-}
-
 // steps is one registration of steps.<fn> and a context endpoint.
 type steps struct {
-	*stepServer
+	*steptest.Server
 	f *adaptertest.Fixture
 	w functionruntime.Worker
 }
@@ -214,46 +171,14 @@ type steps struct {
 func newSteps(t *testing.T, fn string) *steps {
 	t.Helper()
 	f := conformance.NewFixture(t, "steps."+fn, map[string]string{"steps.py": stepsPy})
-	return &steps{stepServer: newStepServer(t), f: f, w: f.Start(t)}
+	return &steps{Server: steptest.New(t), f: f, w: f.Start(t)}
 }
 
 // invoke runs one invocation attempt, with the step context of a unless
 // a is nil.
 func (s *steps) invoke(t *testing.T, a *stepctx.Attempt, input string) (functionruntime.Result, error) {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	return s.w.Invoke(ctx, s.invocation(a, input))
-}
-
-func (s *steps) invocation(a *stepctx.Attempt, input string) functionruntime.Invocation {
-	inv := s.f.Invocation("inv-1", []byte(input))
-	if a != nil {
-		inv.Context = &functionruntime.StepContext{Address: s.addr, Token: a.Token()}
-	}
-	return inv
-}
-
-func mustOutput(t *testing.T, res functionruntime.Result, err error, want string) {
-	t.Helper()
-	if err != nil {
-		t.Fatalf("invoke: %v", err)
-	}
-	if string(res.Output) != want {
-		t.Fatalf("output = %s\nwant     %s", res.Output, want)
-	}
-}
-
-func wantHandlerError(t *testing.T, err error, want functionruntime.HandlerError) *functionruntime.HandlerError {
-	t.Helper()
-	var he *functionruntime.HandlerError
-	if !errors.As(err, &he) {
-		t.Fatalf("error = %v, want a HandlerError", err)
-	}
-	if he.Type != want.Type || he.Terminal != want.Terminal || !strings.Contains(he.Message, want.Message) {
-		t.Fatalf("error = %+v, want type %q terminal %v message containing %q", *he, want.Type, want.Terminal, want.Message)
-	}
-	return he
+	return s.Invoke(t, s.f, s.w, a, input)
 }
 
 // marks reads the "ran-" marker files: how often each closure ran.
@@ -283,9 +208,9 @@ func TestStepsResumeWhereTheyFailed(t *testing.T) {
 	j := &stepctxtest.Journal{ID: "inv_prov"}
 	adaptertest.WriteFiles(t, s.f.Dir, map[string]string{"fail-once": ""})
 
-	a := s.open(t, j)
+	a := s.Open(t, j)
 	_, err := s.invoke(t, a, `{}`)
-	wantHandlerError(t, err, functionruntime.HandlerError{Type: "ConnectionError", Message: "flaky network"})
+	steptest.WantHandlerError(t, err, functionruntime.HandlerError{Type: "ConnectionError", Message: "flaky network"})
 	if got, want := marks(t, s.f.Dir), map[string]int{"step1": 1, "step2": 1, "step3": 1}; !reflect.DeepEqual(got, want) {
 		t.Fatalf("first attempt ran %v, want %v", got, want)
 	}
@@ -298,8 +223,8 @@ func TestStepsResumeWhereTheyFailed(t *testing.T) {
 	}
 
 	j.Restart()
-	res, err := s.invoke(t, s.open(t, j), `{}`)
-	mustOutput(t, res, err, `[{"step":1},{"step":2},{"step":3},{"step":4},"inv_prov"]`)
+	res, err := s.invoke(t, s.Open(t, j), `{}`)
+	steptest.MustOutput(t, res, err, `[{"step":1},{"step":2},{"step":3},{"step":4},"inv_prov"]`)
 	if got, want := marks(t, s.f.Dir), map[string]int{"step3": 1, "step4": 1}; !reflect.DeepEqual(got, want) {
 		t.Fatalf("second attempt ran %v, want only steps 3 and 4 (1 and 2 replayed)", got)
 	}
@@ -320,19 +245,19 @@ func TestStepsResumeWhereTheyFailed(t *testing.T) {
 func TestStepsTerminalErrorJournaledAndReplayed(t *testing.T) {
 	s := newSteps(t, "terminal_step")
 	j := &stepctxtest.Journal{}
-	_, err := s.invoke(t, s.open(t, j), `"raise"`)
-	wantHandlerError(t, err, functionruntime.HandlerError{Type: "fnbridge.TerminalError", Terminal: true, Message: "no such plan"})
+	_, err := s.invoke(t, s.Open(t, j), `"raise"`)
+	steptest.WantHandlerError(t, err, functionruntime.HandlerError{Type: "fnbridge.TerminalError", Terminal: true, Message: "no such plan"})
 	e := j.Entries()
 	if len(e) != 1 || e[0].Result == nil || e[0].Result.Failure == nil || *e[0].Result.Failure != (stepctx.Failure{Code: 404, Message: "no such plan"}) {
 		t.Fatalf("journal = %+v, want the run's terminal failure 404", e)
 	}
 	for _, input := range []string{`"catch"`, `"raise"`} {
 		j.Restart()
-		res, err := s.invoke(t, s.open(t, j), input)
+		res, err := s.invoke(t, s.Open(t, j), input)
 		if input == `"catch"` {
-			mustOutput(t, res, err, `["TerminalError",404,"no such plan"]`)
+			steptest.MustOutput(t, res, err, `["TerminalError",404,"no such plan"]`)
 		} else {
-			wantHandlerError(t, err, functionruntime.HandlerError{Type: "fnbridge.TerminalError", Terminal: true, Message: "no such plan"})
+			steptest.WantHandlerError(t, err, functionruntime.HandlerError{Type: "fnbridge.TerminalError", Terminal: true, Message: "no such plan"})
 		}
 	}
 	if got := marks(t, s.f.Dir); got["terminal"] != 1 {
@@ -345,8 +270,8 @@ func TestStepsTerminalErrorJournaledAndReplayed(t *testing.T) {
 func TestStepsUnserializableResultIsTerminal(t *testing.T) {
 	s := newSteps(t, "unserializable_step")
 	j := &stepctxtest.Journal{}
-	res, err := s.invoke(t, s.open(t, j), `null`)
-	mustOutput(t, res, err, `[500,"fnbridge.run('bad'): the step's return value is not JSON-serializable: TypeError: Object of type set is not JSON serializable"]`)
+	res, err := s.invoke(t, s.Open(t, j), `null`)
+	steptest.MustOutput(t, res, err, `[500,"fnbridge.run('bad'): the step's return value is not JSON-serializable: TypeError: Object of type set is not JSON serializable"]`)
 	if e := j.Entries(); len(e) != 1 || e[0].Result.Failure == nil || e[0].Result.Failure.Code != 500 {
 		t.Fatalf("journal = %+v, want a terminal failure", e)
 	}
@@ -358,8 +283,8 @@ func TestStepsUnserializableResultIsTerminal(t *testing.T) {
 func TestStepsNothingAfterAFailedStep(t *testing.T) {
 	s := newSteps(t, "step_failure_swallowed")
 	j := &stepctxtest.Journal{}
-	_, err := s.invoke(t, s.open(t, j), `null`)
-	wantHandlerError(t, err, functionruntime.HandlerError{Type: functionruntime.AttemptEndedType, Message: `step 'boom' failed and will be retried: ValueError: boom`})
+	_, err := s.invoke(t, s.Open(t, j), `null`)
+	steptest.WantHandlerError(t, err, functionruntime.HandlerError{Type: functionruntime.AttemptEndedType, Message: `step 'boom' failed and will be retried: ValueError: boom`})
 	if got := marks(t, s.f.Dir); got["swallowed"] != 0 {
 		t.Fatal("a context call after the failed step raised an Exception, want Suspended (a BaseException)")
 	}
@@ -376,7 +301,7 @@ func TestStepsRoundTrip(t *testing.T) {
 		}
 		return stepctx.Result{Value: append(append([]byte(`{"echo":`), r.Input...), '}')}
 	}}
-	res, err := s.invoke(t, s.open(t, j), `null`)
+	res, err := s.invoke(t, s.Open(t, j), `null`)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -427,8 +352,8 @@ func TestStepsRoundTrip(t *testing.T) {
 	}
 
 	j.Restart()
-	again, err := s.invoke(t, s.open(t, j), `null`)
-	mustOutput(t, again, err, string(res.Output))
+	again, err := s.invoke(t, s.Open(t, j), `null`)
+	steptest.MustOutput(t, again, err, string(res.Output))
 }
 
 // Rule: wait_any returns a completed future; a future may be
@@ -438,9 +363,9 @@ func TestStepsRoundTrip(t *testing.T) {
 func TestStepsSuspendedUnwinds(t *testing.T) {
 	s := newSteps(t, "wait_then_suspend")
 	j := &stepctxtest.Journal{HoldSleeps: true}
-	a := s.open(t, j)
+	a := s.Open(t, j)
 	_, err := s.invoke(t, a, `null`)
-	wantHandlerError(t, err, functionruntime.HandlerError{Type: functionruntime.AttemptEndedType, Message: "suspended"})
+	steptest.WantHandlerError(t, err, functionruntime.HandlerError{Type: functionruntime.AttemptEndedType, Message: "suspended"})
 	if !errors.Is(a.Err(), stepctx.ErrSuspended) {
 		t.Fatalf("attempt ended with %v, want suspended", a.Err())
 	}
@@ -452,7 +377,7 @@ func TestStepsSuspendedUnwinds(t *testing.T) {
 
 	j.Complete(0) // the timer fired
 	j.Restart()
-	res, err := s.invoke(t, s.open(t, j), `null`)
+	res, err := s.invoke(t, s.Open(t, j), `null`)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -470,8 +395,8 @@ func TestStepsSuspendedUnwinds(t *testing.T) {
 // without a result; every later context call raises Suspended too.
 func TestStepsSuspendedCaughtStillEnds(t *testing.T) {
 	s := newSteps(t, "suspend_ignored")
-	_, err := s.invoke(t, s.open(t, &stepctxtest.Journal{HoldSleeps: true}), `null`)
-	wantHandlerError(t, err, functionruntime.HandlerError{Type: functionruntime.AttemptEndedType, Message: "suspended"})
+	_, err := s.invoke(t, s.Open(t, &stepctxtest.Journal{HoldSleeps: true}), `null`)
+	steptest.WantHandlerError(t, err, functionruntime.HandlerError{Type: functionruntime.AttemptEndedType, Message: "suspended"})
 	if got := marks(t, s.f.Dir); got["ignored"] != 1 {
 		t.Fatalf("marks = %v: the handler did not get Suspended again", got)
 	}
@@ -483,7 +408,7 @@ func TestStepsSuspendedCaughtStillEnds(t *testing.T) {
 // context) is refused as well.
 func TestStepsOneCallAtATime(t *testing.T) {
 	s := newSteps(t, "threads")
-	res, err := s.invoke(t, s.open(t, &stepctxtest.Journal{}), `null`)
+	res, err := s.invoke(t, s.Open(t, &stepctxtest.Journal{}), `null`)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -523,8 +448,8 @@ func TestStepsConcurrentUseRefused(t *testing.T) {
 		case <-ctx.Done():
 		}
 	}}
-	a := s.open(t, j)
-	c, err := stepctx.NewClient(s.addr, a.Token())
+	a := s.Open(t, j)
+	c, err := stepctx.NewClient(s.Addr, a.Token())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -537,7 +462,7 @@ func TestStepsConcurrentUseRefused(t *testing.T) {
 	<-entered
 	res, err := s.invoke(t, a, `null`)
 	close(release)
-	mustOutput(t, res, err, `"fnbridge.invocation_id: the fnbridge context is being used by another thread/process at the same time; context calls must be made one at a time (HTTP 409)"`)
+	steptest.MustOutput(t, res, err, `"fnbridge.invocation_id: the fnbridge context is being used by another thread/process at the same time; context calls must be made one at a time (HTTP 409)"`)
 	if err := <-held; err != nil {
 		t.Fatal(err)
 	}
@@ -567,12 +492,12 @@ func TestStepsFunctionModeRefuses(t *testing.T) {
 // environment of the invocation (children inherit them) and gone after.
 func TestStepsContextEnvironment(t *testing.T) {
 	s := newSteps(t, "env")
-	a := s.open(t, &stepctxtest.Journal{})
+	a := s.Open(t, &stepctxtest.Journal{})
 	res, err := s.invoke(t, a, `null`)
-	want, _ := json.Marshal([]string{s.addr, a.Token(), s.addr + " " + a.Token()})
-	mustOutput(t, res, err, string(want))
+	want, _ := json.Marshal([]string{s.Addr, a.Token(), s.Addr + " " + a.Token()})
+	steptest.MustOutput(t, res, err, string(want))
 	res, err = s.invoke(t, nil, `null`)
-	mustOutput(t, res, err, `[null,null,""]`)
+	steptest.MustOutput(t, res, err, `[null,null,""]`)
 }
 
 // Rule: an InvokeFunction cancelled during a context call kills the
@@ -584,11 +509,11 @@ func TestStepsCancelledDuringContextCall(t *testing.T) {
 		close(entered)
 		<-ctx.Done()
 	}}
-	a := s.open(t, j)
+	a := s.Open(t, j)
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() {
-		_, err := s.w.Invoke(ctx, s.invocation(a, `null`))
+		_, err := s.w.Invoke(ctx, s.Invocation(s.f, a, `null`))
 		done <- err
 	}()
 	<-entered
@@ -601,8 +526,8 @@ func TestStepsCancelledDuringContextCall(t *testing.T) {
 		t.Fatalf("the held step ran: %v", got)
 	}
 	j2 := &stepctxtest.Journal{}
-	res, err := s.invoke(t, s.open(t, j2), `null`)
-	mustOutput(t, res, err, `null`)
+	res, err := s.invoke(t, s.Open(t, j2), `null`)
+	steptest.MustOutput(t, res, err, `null`)
 	if got := marks(t, s.f.Dir); got["hold"] != 1 {
 		t.Fatalf("marks = %v, want the step run once by the fresh worker", got)
 	}
@@ -619,7 +544,7 @@ func TestStepsUnreachableEndpoint(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	_, err := w.Invoke(ctx, inv)
-	he := wantHandlerError(t, err, functionruntime.HandlerError{Type: "RuntimeError",
+	he := steptest.WantHandlerError(t, err, functionruntime.HandlerError{Type: "RuntimeError",
 		Message: "fnbridge: the context endpoint at " + addr + " is unreachable: FileNotFoundError"})
 	if strings.Contains(he.Message, "Suspended") {
 		t.Fatalf("message = %q", he.Message)

@@ -63,6 +63,9 @@ func Open(ctx context.Context, client *http.Client, url string, version int) *Se
 		s.respCh <- result{err: err}
 		return s
 	}
+	// An HTTP/1.1 client waits for its body copy before reporting a
+	// failed round trip; ending the body with ctx keeps that bounded.
+	context.AfterFunc(ctx, func() { _ = pw.CloseWithError(ctx.Err()) })
 	ct := ContentType(version)
 	req.Header.Set("Content-Type", ct)
 	req.Header.Set("Accept", ct)
@@ -79,6 +82,12 @@ func Open(ctx context.Context, client *http.Client, url string, version int) *Se
 // Send writes frames (proto messages or Out values) to the request body.
 func (s *Session) Send(msgs ...any) error {
 	b := Encode(msgs...)
+	_, err := s.pw.Write(b)
+	return err
+}
+
+// SendRaw writes bytes as they are, e.g. a partial frame.
+func (s *Session) SendRaw(b []byte) error {
 	_, err := s.pw.Write(b)
 	return err
 }

@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"context"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -90,14 +91,30 @@ func serveOrphans(a *Adapter) {
 	helperFail(fmt.Errorf("long invocation returned: %v", err))
 }
 
-// startHelper re-executes the test binary in role with working directory
-// dir and returns it with its stdout.
-func startHelper(t *testing.T, role, dir string) (*exec.Cmd, *bufio.Reader) {
+// Helper is a re-executed test binary playing a server.
+type Helper struct {
+	Cmd   *exec.Cmd
+	Stdin io.WriteCloser // nil unless asked for
+	Out   *bufio.Reader  // its stdout
+}
+
+// StartHelper re-executes the test binary with env added to its
+// environment, and with a pipe to its stdin when stdin is set. It is
+// killed and reaped at cleanup.
+func StartHelper(t *testing.T, env []string, stdin bool) *Helper {
 	t.Helper()
 	cmd := exec.Command(os.Args[0], "-test.run=^$")
 	// The killed helper cannot remove its worker scratch directories: keep
 	// them inside the test's temporary directory.
-	cmd.Env = append(os.Environ(), helperEnv+"="+role, helperDir+"="+dir, "TMPDIR="+t.TempDir())
+	cmd.Env = append(append(os.Environ(), env...), "TMPDIR="+t.TempDir())
+	h := &Helper{Cmd: cmd}
+	if stdin {
+		in, err := cmd.StdinPipe()
+		if err != nil {
+			t.Fatal(err)
+		}
+		h.Stdin = in
+	}
 	out, err := cmd.StdoutPipe()
 	if err != nil {
 		t.Fatal(err)
@@ -106,7 +123,15 @@ func startHelper(t *testing.T, role, dir string) (*exec.Cmd, *bufio.Reader) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
-	return cmd, bufio.NewReader(out)
+	h.Out = bufio.NewReader(out)
+	return h
+}
+
+// startHelper starts the helper in role with working directory dir.
+func startHelper(t *testing.T, role, dir string) (*exec.Cmd, *bufio.Reader) {
+	t.Helper()
+	h := StartHelper(t, []string{helperEnv + "=" + role, helperDir + "=" + dir}, false)
+	return h.Cmd, h.Out
 }
 
 // Rule: workers "die with the server (Pdeathsig SIGKILL)".

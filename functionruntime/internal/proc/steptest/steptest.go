@@ -14,6 +14,7 @@ import (
 
 	"github.com/fnbridge/fnbridge/bridge/stepctx"
 	"github.com/fnbridge/fnbridge/functionruntime"
+	"github.com/fnbridge/fnbridge/functionruntime/internal/adaptertest"
 )
 
 // Server is a context endpoint serving attempts of any Journal, shut down
@@ -67,6 +68,22 @@ func (s *Server) Context(a *stepctx.Attempt) *functionruntime.StepContext {
 		return nil
 	}
 	return &functionruntime.StepContext{Address: s.Addr, Token: a.Token()}
+}
+
+// Invocation is f's invocation "inv-1" of input, with the step context of
+// a unless a is nil.
+func (s *Server) Invocation(f *adaptertest.Fixture, a *stepctx.Attempt, input string) functionruntime.Invocation {
+	inv := f.Invocation("inv-1", []byte(input))
+	inv.Context = s.Context(a)
+	return inv
+}
+
+// Invoke runs Invocation(f, a, input) on w, bounded by 30s.
+func (s *Server) Invoke(t testing.TB, f *adaptertest.Fixture, w functionruntime.Worker, a *stepctx.Attempt, input string) (functionruntime.Result, error) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	return w.Invoke(ctx, s.Invocation(f, a, input))
 }
 
 // MustOutput fails the test unless err is nil and the output is want.

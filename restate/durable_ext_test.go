@@ -1,0 +1,466 @@
+package restate_test
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"hash/fnv"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	servicev1 "github.com/fnbridge/fnbridge/proto/restate/service/v1"
+	"github.com/fnbridge/fnbridge/restate"
+	"github.com/fnbridge/fnbridge/restate/restatetest"
+	"github.com/fnbridge/fnbridge/restate/wire"
+	"google.golang.org/protobuf/proto"
+)
+
+// stepsServer serves handlers of service "D" over h2c in the given mode.
+func stepsServer(t *testing.T, mode restate.ProtocolMode, handlers map[string]restate.HandlerFunc) (*restate.Endpoint, string) {
+	t.Helper()
+	ep := restate.NewEndpoint(restate.Config{ProtocolMode: mode})
+	svc := restate.Service{Name: "D"}
+	for name, fn := range handlers {
+		svc.Handlers = append(svc.Handlers, restate.Handler{Name: name, Fn: fn})
+	}
+	if err := ep.Bind(svc); err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewUnstartedServer(ep)
+	srv.Config = restate.NewHTTPServer("", ep)
+	srv.Start()
+	t.Cleanup(srv.Close)
+	return ep, srv.URL
+}
+
+// playSteps runs one BIDI invocation of D/handler; the runtime side
+// answers proposals, timers and calls at once.
+func playSteps(t *testing.T, url string, v int, handler string, start []any, inject func(restatetest.Frame) []proto.Message) []restatetest.Frame {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	s := restatetest.Open(ctx, restatetest.NewH2CClient(), restatetest.InvokeURL(url, "D", handler), v)
+	defer s.Close()
+	got, err := s.Play(start, inject)
+	if err != nil {
+		t.Fatalf("after %v: %v", got, err)
+	}
+	return got
+}
+
+func frameTypes(fs []restatetest.Frame) []wire.MessageType {
+	out := make([]wire.MessageType, len(fs))
+	for i, f := range fs {
+		out[i] = f.Type()
+	}
+	return out
+}
+
+func wantFrameTypes(t *testing.T, fs []restatetest.Frame, want ...wire.MessageType) {
+	t.Helper()
+	if fmt.Sprint(frameTypes(fs)) != fmt.Sprint(want) {
+		t.Fatalf("frames %v, want types %v", fs, want)
+	}
+}
+
+func outputValue(t *testing.T, fs []restatetest.Frame) string {
+	t.Helper()
+	for _, f := range fs {
+		if o, ok := restatetest.Message[*servicev1.OutputCommandMessage](f); ok {
+			if o.GetFailure() != nil {
+				t.Fatalf("output failed: %v", o.GetFailure())
+			}
+			return string(o.GetValue().GetContent())
+		}
+	}
+	t.Fatalf("no OutputCommand in %v", fs)
+	return ""
+}
+
+// stepsHandler runs two steps, sleeps, calls and sends, counting the
+// closures it executes.
+func stepsHandler(executed *atomic.Int32) restate.HandlerFunc {
+	return func(ctx restate.Context, _ []byte) ([]byte, error) {
+		var trail []string
+		for _, name := range []string{"a", "b"} {
+			out, run, err := ctx.RunStart(name)
+			if err != nil {
+				return nil, err
+			}
+			if out == nil {
+				executed.Add(1)
+				if err := ctx.RunComplete(run, restate.Outcome{Value: []byte(name + "-ran")}); err != nil {
+					return nil, err
+				}
+				out = &restate.Outcome{Value: []byte(name + "-ran")}
+			}
+			trail = append(trail, string(out.Value))
+		}
+		timer, err := ctx.Sleep(time.Minute)
+		if err != nil {
+			return nil, err
+		}
+		if _, err := ctx.Await([]restate.Future{timer}, restate.AwaitAll, 20*time.Second); err != nil {
+			return nil, err
+		}
+		call, err := ctx.Call(restate.CallRequest{Service: "Other", Handler: "h", Key: "k", Input: []byte("q")})
+		if err != nil {
+			return nil, err
+		}
+		outs, err := ctx.Await([]restate.Future{call}, restate.AwaitAll, 20*time.Second)
+		if err != nil {
+			return nil, err
+		}
+		if f := outs[0].Failure; f != nil {
+			trail = append(trail, fmt.Sprintf("call failed %d %s", f.Code, f.Message))
+		} else {
+			trail = append(trail, string(outs[0].Value))
+		}
+		id, err := ctx.Send(restate.SendRequest{CallRequest: restate.CallRequest{Service: "Other", Handler: "later"}, Delay: time.Hour})
+		if err != nil {
+			return nil, err
+		}
+		return []byte(strings.Join(append(trail, id), "|")), nil
+	}
+}
+
+func TestStepsProcessing(t *testing.T) {
+	for _, v := range versions {
+		t.Run(fmt.Sprintf("v%d", v), func(t *testing.T) {
+			var executed atomic.Int32
+			_, url := stepsServer(t, restate.BidiStream, map[string]restate.HandlerFunc{"steps": stepsHandler(&executed)})
+			c := &restatetest.Completer{CallResult: func(m *servicev1.CallCommandMessage) []byte { return []byte("called:" + string(m.GetParameter())) }}
+			before := time.Now()
+			got := playSteps(t, url, v, "steps", []any{restatetest.Start("inv_steps", 1), restatetest.Input(nil)}, c.Complete)
+			after := time.Now()
+			wantFrameTypes(t, got, wire.RunCommandType, wire.ProposeRunCompletionMessageType, wire.RunCommandType, wire.ProposeRunCompletionMessageType,
+				wire.SleepCommandType, wire.CallCommandType, wire.OneWayCallCommandType, wire.OutputCommandType, wire.EndMessageType)
+			if out := outputValue(t, got); out != "a-ran|b-ran|called:q|inv_callee_2" {
+				t.Fatalf("output %q", out)
+			}
+			if executed.Load() != 2 {
+				t.Fatalf("%d closures executed, want 2", executed.Load())
+			}
+			s, _ := restatetest.Message[*servicev1.SleepCommandMessage](got[4])
+			if w := s.GetWakeUpTime(); w < uint64(before.Add(time.Minute).UnixMilli()) || w > uint64(after.Add(time.Minute).UnixMilli()) {
+				t.Fatalf("wake_up_time %d is not a minute after the sleep (%v..%v)", w, before, after)
+			}
+			call, _ := restatetest.Message[*servicev1.CallCommandMessage](got[5])
+			if call.GetServiceName() != "Other" || call.GetHandlerName() != "h" || call.GetKey() != "k" || string(call.GetParameter()) != "q" {
+				t.Fatalf("CallCommand %v", call)
+			}
+			send, _ := restatetest.Message[*servicev1.OneWayCallCommandMessage](got[6])
+			if it := send.GetInvokeTime(); it < uint64(before.Add(time.Hour).UnixMilli()) || it > uint64(after.Add(time.Hour).UnixMilli()) {
+				t.Fatalf("invoke_time %d is not an hour after the send", it)
+			}
+		})
+	}
+}
+
+// A replay of the whole journal emits no command again, runs no closure
+// and returns the recorded results.
+func TestStepsReplay(t *testing.T) {
+	journal := []any{restatetest.Input(nil),
+		restatetest.Run(1, "a"), restatetest.RunValue(1, []byte("a-recorded")),
+		restatetest.Run(2, "b"), restatetest.RunValue(2, []byte("b-recorded")),
+		restatetest.Sleep(3, 1), restatetest.SleepDone(3),
+		&servicev1.CallCommandMessage{ServiceName: "Other", HandlerName: "h", Key: "k", Parameter: []byte("q"), InvocationIdNotificationIdx: 4, ResultCompletionId: 5},
+		restatetest.InvocationID(4, "inv_recorded_call"), restatetest.CallFailure(5, 404, "recorded failure"),
+		restatetest.OneWayCall(6, "Other", "later", nil), restatetest.InvocationID(6, "inv_recorded_send"),
+	}
+	for _, v := range versions {
+		t.Run(fmt.Sprintf("v%d", v), func(t *testing.T) {
+			var executed atomic.Int32
+			_, url := stepsServer(t, restate.BidiStream, map[string]restate.HandlerFunc{"steps": stepsHandler(&executed)})
+			start := append([]any{restatetest.Start("inv_replay", uint32(len(journal)))}, journal...)
+			got := playSteps(t, url, v, "steps", start, nil)
+			wantFrameTypes(t, got, wire.OutputCommandType, wire.EndMessageType)
+			if out := outputValue(t, got); out != "a-recorded|b-recorded|call failed 404 recorded failure|inv_recorded_send" {
+				t.Fatalf("output %q", out)
+			}
+			if executed.Load() != 0 {
+				t.Fatalf("%d closures executed on replay", executed.Load())
+			}
+		})
+	}
+}
+
+// The protocol: "570 JOURNAL_MISMATCH — the SDK cannot replay the journal
+// because its contents diverge from what user code expects."
+func TestStepsMismatch(t *testing.T) {
+	var handlerErr atomic.Value
+	callFirst := func(ctx restate.Context, _ []byte) ([]byte, error) {
+		_, err := ctx.Call(restate.CallRequest{Service: "Other", Handler: "h"})
+		handlerErr.Store(fmt.Sprint(err))
+		return nil, err
+	}
+	for _, v := range versions {
+		t.Run(fmt.Sprintf("v%d", v), func(t *testing.T) {
+			_, url := stepsServer(t, restate.BidiStream, map[string]restate.HandlerFunc{"h": callFirst})
+			got := playSteps(t, url, v, "h", []any{restatetest.Start("inv_mm", 3), restatetest.Input(nil),
+				restatetest.Sleep(1, 5), restatetest.SleepDone(1)}, nil)
+			wantFrameTypes(t, got, wire.ErrorMessageType)
+			e, _ := restatetest.Message[*servicev1.ErrorMessage](got[0])
+			if e.GetCode() != 570 || e.GetRelatedCommandIndex() != 1 || e.GetRelatedCommandType() != uint32(wire.SleepCommandType) ||
+				!strings.Contains(e.GetMessage(), "the journal has SleepCommand") || !strings.Contains(e.GetMessage(), "the handler issued CallCommand to Other/h") {
+				t.Fatalf("ErrorMessage %v, want 570 naming the recorded SleepCommand and the issued CallCommand", e)
+			}
+			if handlerErr.Load() != restate.ErrAttemptEnded.Error() {
+				t.Fatalf("Call returned %v, want ErrAttemptEnded", handlerErr.Load())
+			}
+		})
+	}
+}
+
+// awaitTwoTimers sleeps twice and awaits both in mode with budget,
+// reporting Await's error on errs.
+func awaitTwoTimers(mode restate.AwaitMode, budget time.Duration, errs chan<- error) restate.HandlerFunc {
+	return func(ctx restate.Context, _ []byte) ([]byte, error) {
+		t1, err := ctx.Sleep(time.Minute)
+		if err != nil {
+			return nil, err
+		}
+		t2, err := ctx.Sleep(2 * time.Minute)
+		if err != nil {
+			return nil, err
+		}
+		_, err = ctx.Await([]restate.Future{t1, t2}, mode, budget)
+		errs <- err
+		return nil, err
+	}
+}
+
+// The protocol: "To suspend, the SDK MUST send a SuspensionMessage
+// describing the await point as a tree of future combinators, then close
+// the stream." A wait over its budget suspends; v5/v6 list the pending
+// completions flat, v7 sends a Future tree that CANCEL also resumes.
+func TestStepsSuspensionPerVersion(t *testing.T) {
+	first, all := servicev1.CombinatorType_COMBINATOR_TYPE_FIRST_COMPLETED, servicev1.CombinatorType_COMBINATOR_TYPE_ALL_COMPLETED
+	v7 := map[restate.AwaitMode]*servicev1.Future{
+		restate.AwaitAny: {WaitingCompletions: []uint32{1, 2}, WaitingSignals: []uint32{1}, CombinatorType: first},
+		restate.AwaitAll: {WaitingSignals: []uint32{1}, CombinatorType: first,
+			NestedFutures: []*servicev1.Future{{WaitingCompletions: []uint32{1, 2}, CombinatorType: all}}},
+	}
+	for _, v := range versions {
+		for mode, name := range map[restate.AwaitMode]string{restate.AwaitAny: "any", restate.AwaitAll: "all"} {
+			t.Run(fmt.Sprintf("v%d/%s", v, name), func(t *testing.T) {
+				errs := make(chan error, 1)
+				// No completion ever arrives: the 1ms budget runs out.
+				_, url := stepsServer(t, restate.BidiStream, map[string]restate.HandlerFunc{"h": awaitTwoTimers(mode, time.Millisecond, errs)})
+				got := playSteps(t, url, v, "h", []any{restatetest.Start("inv_susp", 1), restatetest.Input(nil)}, nil)
+				wantFrameTypes(t, got, wire.SleepCommandType, wire.SleepCommandType, wire.SuspensionMessageType)
+				s, _ := restatetest.Message[*servicev1.SuspensionMessage](got[2])
+				want := &servicev1.SuspensionMessage{WaitingCompletions: []uint32{1, 2}, WaitingSignals: []uint32{1}}
+				if v == 7 {
+					want = &servicev1.SuspensionMessage{AwaitingOn: v7[mode]}
+				}
+				if !proto.Equal(s, want) {
+					t.Fatalf("suspension %v, want %v", s, want)
+				}
+				if err := <-errs; !errors.Is(err, restate.ErrSuspended) {
+					t.Fatalf("Await returned %v, want ErrSuspended", err)
+				}
+			})
+		}
+	}
+}
+
+// An await that one completion satisfies (any) returns within its budget
+// with the other future's outcome nil.
+func TestStepsAwaitAnyReturnsFirst(t *testing.T) {
+	outs := make(chan []*restate.Outcome, 1)
+	h := func(ctx restate.Context, _ []byte) ([]byte, error) {
+		t1, _ := ctx.Sleep(time.Minute)
+		t2, _ := ctx.Sleep(time.Hour)
+		o, err := ctx.Await([]restate.Future{t1, t2}, restate.AwaitAny, time.Hour)
+		outs <- o
+		return nil, err
+	}
+	_, url := stepsServer(t, restate.BidiStream, map[string]restate.HandlerFunc{"h": h})
+	got := playSteps(t, url, 6, "h", []any{restatetest.Start("inv_any", 1), restatetest.Input(nil)}, func(f restatetest.Frame) []proto.Message {
+		if s, ok := restatetest.Message[*servicev1.SleepCommandMessage](f); ok && s.GetResultCompletionId() == 1 {
+			return []proto.Message{restatetest.SleepDone(1)}
+		}
+		return nil
+	})
+	wantFrameTypes(t, got, wire.SleepCommandType, wire.SleepCommandType, wire.OutputCommandType, wire.EndMessageType)
+	o := <-outs
+	if len(o) != 2 || o[0] == nil || o[0].Failure != nil || o[1] != nil {
+		t.Fatalf("outcomes %v, want the first timer complete and the second nil", o)
+	}
+}
+
+// REQUEST_RESPONSE: the runtime closed its side, so a wait that is not
+// complete suspends at once, whatever the budget; so does waiting for a
+// run's result to become durable.
+func TestStepsRequestResponseSuspendsAtOnce(t *testing.T) {
+	errs := make(chan error, 1)
+	runThenWait := func(ctx restate.Context, _ []byte) ([]byte, error) {
+		_, run, err := ctx.RunStart("r")
+		if err == nil {
+			err = ctx.RunComplete(run, restate.Outcome{Value: []byte("v")})
+		}
+		errs <- err
+		return nil, err
+	}
+	for _, v := range versions {
+		for name, c := range map[string]struct {
+			fn   restate.HandlerFunc
+			want []wire.MessageType
+		}{
+			"await": {awaitTwoTimers(restate.AwaitAll, time.Hour, errs), []wire.MessageType{wire.SleepCommandType, wire.SleepCommandType, wire.SuspensionMessageType}},
+			"run":   {runThenWait, []wire.MessageType{wire.RunCommandType, wire.ProposeRunCompletionMessageType, wire.SuspensionMessageType}},
+		} {
+			t.Run(fmt.Sprintf("v%d/%s", v, name), func(t *testing.T) {
+				ep, _ := stepsServer(t, restate.RequestResponse, map[string]restate.HandlerFunc{"h": c.fn})
+				body := restatetest.Encode(restatetest.Start("inv_rr", 1), restatetest.Input(nil))
+				req := httptest.NewRequest(http.MethodPost, "/invoke/D/h", bytes.NewReader(body))
+				req.Header.Set("Content-Type", restatetest.ContentType(v))
+				rec := httptest.NewRecorder()
+				served := make(chan struct{})
+				go func() { ep.ServeHTTP(rec, req); close(served) }()
+				select {
+				case <-served:
+				case <-time.After(10 * time.Second):
+					t.Fatal("the attempt waited instead of suspending at once")
+				}
+				frames, err := restatetest.Decode(rec.Body.Bytes())
+				if err != nil || rec.Code != http.StatusOK {
+					t.Fatalf("HTTP %d, %v", rec.Code, err)
+				}
+				wantFrameTypes(t, frames, c.want...)
+				if err := <-errs; !errors.Is(err, restate.ErrSuspended) {
+					t.Fatalf("got %v, want ErrSuspended", err)
+				}
+			})
+		}
+	}
+}
+
+// A CANCEL signal while waiting ends the wait with ErrCancelled; the
+// handler returning it ends the invocation with the terminal 409.
+func TestStepsCancelWhileAwaiting(t *testing.T) {
+	for _, v := range versions {
+		t.Run(fmt.Sprintf("v%d", v), func(t *testing.T) {
+			errs := make(chan error, 1)
+			_, url := stepsServer(t, restate.BidiStream, map[string]restate.HandlerFunc{"h": awaitTwoTimers(restate.AwaitAny, time.Hour, errs)})
+			got := playSteps(t, url, v, "h", []any{restatetest.Start("inv_cancel", 1), restatetest.Input(nil)}, func(f restatetest.Frame) []proto.Message {
+				if s, ok := restatetest.Message[*servicev1.SleepCommandMessage](f); ok && s.GetResultCompletionId() == 2 {
+					return []proto.Message{restatetest.Cancel()}
+				}
+				return nil
+			})
+			wantFrameTypes(t, got, wire.SleepCommandType, wire.SleepCommandType, wire.OutputCommandType, wire.EndMessageType)
+			o, _ := restatetest.Message[*servicev1.OutputCommandMessage](got[2])
+			if o.GetFailure().GetCode() != 409 {
+				t.Fatalf("output %v, want the 409 failure", o)
+			}
+			if err := <-errs; !errors.Is(err, restate.ErrCancelled) {
+				t.Fatalf("Await returned %v, want ErrCancelled", err)
+			}
+		})
+	}
+}
+
+// "Commands reach Restate before their closure executes": the runtime
+// sees the RunCommand while the closure is still blocked, for Run and for
+// RunStart.
+func TestRunCommandReachesRuntimeBeforeClosure(t *testing.T) {
+	seen := make(chan struct{})
+	entered := make(chan struct{}, 1)
+	closure := func() ([]byte, error) {
+		entered <- struct{}{}
+		<-seen
+		return []byte("done"), nil
+	}
+	handlers := map[string]restate.HandlerFunc{
+		"run": func(ctx restate.Context, _ []byte) ([]byte, error) {
+			return ctx.Run("step", func(context.Context) ([]byte, error) { return closure() })
+		},
+		"runstart": func(ctx restate.Context, _ []byte) ([]byte, error) {
+			_, run, err := ctx.RunStart("step")
+			if err != nil {
+				return nil, err
+			}
+			out, _ := closure()
+			return out, ctx.RunComplete(run, restate.Outcome{Value: out})
+		},
+	}
+	for _, v := range versions {
+		for _, name := range []string{"run", "runstart"} {
+			t.Run(fmt.Sprintf("v%d/%s", v, name), func(t *testing.T) {
+				seen = make(chan struct{})
+				_, url := stepsServer(t, restate.BidiStream, handlers)
+				ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+				defer cancel()
+				s := restatetest.Open(ctx, restatetest.NewH2CClient(), restatetest.InvokeURL(url, "D", name), v)
+				defer s.Close()
+				if err := s.Send(restatetest.Start("inv_flush", 1), restatetest.Input(nil)); err != nil {
+					t.Fatal(err)
+				}
+				// The closure blocks until this frame was read, so only a
+				// RunCommand flushed before it ran can arrive here.
+				f, err := s.Next()
+				if err != nil {
+					t.Fatalf("no frame while the closure runs: %v", err)
+				}
+				if r, ok := restatetest.Message[*servicev1.RunCommandMessage](f); !ok || r.GetName() != "step" {
+					t.Fatalf("first frame %v, want RunCommand \"step\"", f)
+				}
+				select {
+				case <-entered:
+				case <-ctx.Done():
+					t.Fatal("the closure was not entered")
+				}
+				close(seen)
+				for {
+					f, err := s.Next()
+					if err != nil {
+						t.Fatal(err)
+					}
+					if restatetest.Terminal(f.Type()) {
+						if f.Type() != wire.EndMessageType {
+							t.Fatalf("ended with %v", f)
+						}
+						return
+					}
+					if a, ok := restatetest.Answer(f); ok {
+						if err := s.Send(a); err != nil {
+							t.Fatal(err)
+						}
+					}
+				}
+			})
+		}
+	}
+}
+
+// RandomSeed is StartMessage.random_seed when set, else derived from the
+// invocation id: the same on every attempt.
+func TestRandomSeed(t *testing.T) {
+	seeds := make(chan uint64, 1)
+	_, url := stepsServer(t, restate.BidiStream, map[string]restate.HandlerFunc{"h": func(ctx restate.Context, _ []byte) ([]byte, error) {
+		seeds <- ctx.RandomSeed()
+		return nil, nil
+	}})
+	seedOf := func(start *servicev1.StartMessage) uint64 {
+		playSteps(t, url, 6, "h", []any{start, restatetest.Input(nil)}, nil)
+		return <-seeds
+	}
+	withSeed := restatetest.Start("inv_seed", 1)
+	withSeed.RandomSeed = 42
+	if s := seedOf(withSeed); s != 42 {
+		t.Fatalf("seed %d, want StartMessage.random_seed 42", s)
+	}
+	h := fnv.New64a()
+	h.Write([]byte("inv_a"))
+	a1, a2, b := seedOf(restatetest.Start("inv_a", 1)), seedOf(restatetest.Start("inv_a", 1)), seedOf(restatetest.Start("inv_b", 1))
+	if a1 != a2 || a1 == b || a1 != h.Sum64() {
+		t.Fatalf("derived seeds %d %d (same id) and %d (other id); want the FNV-1a of the id, %d", a1, a2, b, h.Sum64())
+	}
+}
