@@ -4,7 +4,8 @@
 # directory, then runs every peer side by side and writes bench/RESULTS.md.
 # fnbench owns every process it starts (own process group, Pdeathsig, TERM
 # then KILL); this script only owns the temporary directory. Extra
-# arguments go to `fnbench run` (e.g. --reps 1 --point 2s for a quick look).
+# arguments go to `fnbench run` (e.g. --quick for a smoke run of every
+# section in under a minute, or --reps 1 --point 2s for a quick look).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 

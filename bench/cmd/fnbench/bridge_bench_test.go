@@ -31,7 +31,7 @@ func BenchmarkBridgeDrive(b *testing.B) {
 		{"P/log=info", "P", zerolog.InfoLevel},
 	} {
 		b.Run(tc.name, func(b *testing.B) {
-			cfgs, err := writeFixtures(b.TempDir(), 4)
+			cfgs, err := writeFixtures(b.TempDir(), 4, 4)
 			if err != nil {
 				b.Fatal(err)
 			}

@@ -23,12 +23,17 @@ import (
 // fakeServe is peer F: `bridge serve` as cmd/bridge does it, with every
 // runtime kind answered by echoRuntime (bridge.Options.Clients), so no
 // worker process exists and the bridge's own cost is what is measured.
+// With --embedded it keeps the configuration's runtimes (the embedded
+// adapters, as bin/bridge serve): `fnbench run --profile` serves peer P5
+// that way to profile the bridge under a real Python steps load (Bash
+// steps need bin/bridge as the fnbridge command, so not S5).
 func fakeServe(args []string) error {
 	fs := flag.NewFlagSet("fake-serve", flag.ContinueOnError)
 	configPath := fs.String("config", "", "bridge configuration file")
 	listen := fs.String("listen", "", "listen address host:port (overrides the file's listen)")
 	logLevel := fs.String("log-level", "info", "zerolog level, as bridge --log-level")
 	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile of the whole run to this file")
+	embedded := fs.Bool("embedded", false, "use the configured (embedded) runtimes instead of the in-process echo runtime")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -54,8 +59,12 @@ func fakeServe(args []string) error {
 		}
 		defer func() { pprof.StopCPUProfile(); _ = f.Close() }()
 	}
-	echo := &echoRuntime{}
-	b, err := bridge.New(cfg, bridge.Options{Logger: log, Clients: map[string]executorv1.FunctionRuntimeClient{"python": echo, "bash": echo}})
+	opts := bridge.Options{Logger: log}
+	if !*embedded {
+		echo := &echoRuntime{}
+		opts.Clients = map[string]executorv1.FunctionRuntimeClient{"python": echo, "bash": echo}
+	}
+	b, err := bridge.New(cfg, opts)
 	if err != nil {
 		return err
 	}

@@ -48,8 +48,8 @@ func newIngressClient(concurrency int) *http.Client {
 // load sends POST url with a JSON body {"n":i} from concurrency callers in
 // a closed loop until maxRequests were sent or duration passed, whichever
 // comes first. A request counts as OK when the answer is 200 and, when
-// echo is set, its body is the request's JSON (compared compacted).
-func load(ctx context.Context, client *http.Client, url string, concurrency, maxRequests int, duration time.Duration, echo bool) loadResult {
+// want is set, its body is want(request body) (JSON, compared compacted).
+func load(ctx context.Context, client *http.Client, url string, concurrency, maxRequests int, duration time.Duration, want func(sent []byte) []byte) loadResult {
 	ctx, cancel := context.WithTimeout(ctx, duration)
 	defer cancel()
 	var (
@@ -72,7 +72,7 @@ func load(ctx context.Context, client *http.Client, url string, concurrency, max
 				}
 				body := []byte(`{"n":` + strconv.FormatInt(i, 10) + `}`)
 				t0 := time.Now()
-				err := callOnce(ctx, client, url, body, echo)
+				err := callOnce(ctx, client, url, body, want)
 				d := time.Since(t0)
 				if err != nil {
 					if ctx.Err() != nil {
@@ -101,7 +101,7 @@ func load(ctx context.Context, client *http.Client, url string, concurrency, max
 	return res
 }
 
-func callOnce(ctx context.Context, client *http.Client, url string, body []byte, echo bool) error {
+func callOnce(ctx context.Context, client *http.Client, url string, body []byte, want func(sent []byte) []byte) error {
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, url, bytes.NewReader(body))
 	if err != nil {
 		return err
@@ -119,8 +119,10 @@ func callOnce(ctx context.Context, client *http.Client, url string, body []byte,
 	if resp.StatusCode != http.StatusOK {
 		return fmt.Errorf("status %d: %.200s", resp.StatusCode, got)
 	}
-	if echo && !sameJSON(got, body) {
-		return fmt.Errorf("echo mismatch: sent %s, got %.200s", body, got)
+	if want != nil {
+		if w := want(body); !sameJSON(got, w) {
+			return fmt.Errorf("wrong answer: sent %s, want %s, got %.200s", body, w, got)
+		}
 	}
 	return nil
 }

@@ -8,9 +8,13 @@
 //	F  fnbench fake-serve: the bridge with an in-process echo FunctionRuntime (the bridge alone)
 //	P  bin/bridge serve with a warm Python echo function
 //	S  bin/bridge serve with a warm Bash echo function
+//	N5 bench/sdkgo --service Steps: five restate.Run steps per invocation
+//	P5 bin/bridge serve, a warm Python function (durability: steps) taking five fnbridge.run steps
+//	S5 bin/bridge serve, a warm Bash function (durability: steps) taking five `fnbridge run` steps
 //	M  bin/bridge serve with a Bash handler that sleeps (memory with 32 in flight)
 //
-// Measurements: through a real restate-server (own HTTP/1.1 keep-alive load
+// The five-step peers are measured through restate-server only, as ratios
+// to N5. Measurements: through a real restate-server (own HTTP/1.1 keep-alive load
 // generator on the ingress), directly against each endpoint with
 // restatetest.Drive (no restate-server), warm against cold Python and Bash
 // invocations through the adapters, and resident memory. CPU and memory
@@ -19,6 +23,7 @@
 // Usage:
 //
 //	fnbench run --bridge bin/bridge --sdkgo PATH --restate-server PATH --out bench/RESULTS.md
+//	fnbench run --quick ...   (a smoke run of every section, under a minute)
 //	fnbench fake-serve --config F.yaml --listen 127.0.0.1:PORT   (started by run)
 package main
 

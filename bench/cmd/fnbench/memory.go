@@ -42,7 +42,7 @@ func measureInFlight(ctx context.Context, rs *restateserver.Server, p *peer, n i
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			if err := callOnce(ctx, client, url, []byte(`{}`), false); err != nil {
+			if err := callOnce(ctx, client, url, []byte(`{}`), nil); err != nil {
 				mu.Lock()
 				out.Errors++
 				if out.FirstError == "" {

@@ -26,7 +26,7 @@ func report(r *results) string {
 	for _, p := range r.peers {
 		w("| %s | %s | `%s/%s` |\n", p.Key, p.Label, p.Service, p.Handler)
 	}
-	w("\nP and S keep %d warm registrations each (`concurrency` = `min_warm` = %d); F %d. All bridges log one JSON line per invocation at the default level `info`, to a file. Ratios are against N (×N); for latency and CPU lower is better, for throughput higher.\n\n", cfg.workers, cfg.workers, 32)
+	w("\nP and S keep %d warm registrations each (`concurrency` = `min_warm` = %d), P5 and S5 %d (a steps invocation holds its registration through its five round trips to restate-server); F %d. All bridges log one JSON line per invocation at the default level `info`, to a file. Ratios are against N (×N), for the five-step peers against N5 (×N5); for latency and CPU lower is better, for throughput higher.\n\n", cfg.workers, cfg.workers, cfg.stepWorkers, 32)
 
 	if len(r.failures) > 0 {
 		w("## Points that failed (not in the medians)\n\n")
@@ -37,6 +37,7 @@ func report(r *results) string {
 	}
 	writeTargets(&b, r)
 	writeIngress(&b, r)
+	writeSteps(&b, r)
 	writeDirect(&b, r)
 	writeAdapters(&b, r)
 	writeMemory(&b, r)
@@ -86,6 +87,7 @@ func writeTargets(b *strings.Builder, r *results) {
 				p.RPS, p.RPSMin, p.RPSMax, n.RPS, n.RPSMin, n.RPSMax, p.RPS/n.RPS, ratio(p.totalUS(), n.totalUS()), metMissed(p.RPS >= 0.95*n.RPS))
 		}
 	}
+	writeStepTargets(b, r)
 	if p, ok := aggregateIngress(r.ingress, "P", 1); ok {
 		if n, ok := aggregateIngress(r.ingress, "N", 1); ok {
 			w("| P's p50 within +1 ms of N's at c=1 | P %.2f ms vs N %.2f ms (%+.2f ms) | %s |\n",
@@ -113,13 +115,46 @@ func writeTargets(b *strings.Builder, r *results) {
 	w("\n")
 }
 
+// writeStepTargets are the five-step targets at c=32 against N5; a peer
+// with no measured point there misses them.
+func writeStepTargets(b *strings.Builder, r *results) {
+	w := func(format string, args ...any) { fmt.Fprintf(b, format, args...) }
+	n, ok := aggregateIngress(r.ingress, "N5", 32)
+	if !ok {
+		if len(r.ingress) > 0 {
+			w("| five-step targets (P5, S5 against N5 at c=32) | N5 not measured at c=32 | **missed** |\n")
+		}
+		return
+	}
+	const (
+		pyTput = "P5 (Python, 5 × fnbridge.run) throughput through restate-server ≥ 0.9× N5's (5 × restate.Run) at c=32"
+		pyCPU  = "P5's deployment CPU per invocation ≤ 1.2× N5's at c=32"
+		shTput = "S5 (Bash, 5 × fnbridge run) throughput through restate-server ≥ 0.5× N5's at c=32"
+	)
+	if p, ok := aggregateIngress(r.ingress, "P5", 32); ok {
+		w("| %s | P5 %.0f [%.0f–%.0f] vs N5 %.0f [%.0f–%.0f] req/s (%.3f×) | %s |\n",
+			pyTput, p.RPS, p.RPSMin, p.RPSMax, n.RPS, n.RPSMin, n.RPSMax, p.RPS/n.RPS, metMissed(p.RPS >= 0.9*n.RPS))
+		w("| %s | P5 %.0f µs (bridge %.0f + worker %.0f) vs N5 %.0f µs (%s) | %s |\n",
+			pyCPU, p.totalUS(), p.SelfUS, p.WorkersUS, n.totalUS(), ratio(p.totalUS(), n.totalUS()), metMissed(p.totalUS() <= 1.2*n.totalUS()))
+	} else {
+		w("| %s | P5 not measured (see the failed points) | **missed** |\n| %s | P5 not measured | **missed** |\n", pyTput, pyCPU)
+	}
+	if s, ok := aggregateIngress(r.ingress, "S5", 32); ok {
+		w("| %s | S5 %.0f [%.0f–%.0f] vs N5 %.0f req/s (%.3f×); deployment CPU per invocation S5 %.0f µs (bridge %.0f + worker, subshells and step processes %.0f), %s of N5's | %s |\n",
+			shTput, s.RPS, s.RPSMin, s.RPSMax, n.RPS, s.RPS/n.RPS, s.totalUS(), s.SelfUS, s.WorkersUS, ratio(s.totalUS(), n.totalUS()), metMissed(s.RPS >= 0.5*n.RPS))
+	} else {
+		w("| %s | S5 not measured (see the failed points) | **missed** |\n", shTput)
+	}
+}
+
 // tableRows calls row for every concurrency and peer that has a measured
-// row, with N's row at the same concurrency for the ×N columns (zero when N
-// was not measured there, which ratio renders as –).
+// row, with the row of the peer's base (N, or N5 for a five-step peer) at
+// the same concurrency for the ×N columns (zero when it was not measured
+// there, which ratio renders as –).
 func tableRows[R any](concurrency []int, peers []*peer, agg func(key string, c int) (R, bool), row func(c int, key string, r, n R)) {
 	for _, c := range concurrency {
-		n, _ := agg("N", c)
 		for _, p := range peers {
+			n, _ := agg(p.base(), c)
 			if r, ok := agg(p.Key, c); ok {
 				row(c, p.Key, r, n)
 			}
@@ -131,15 +166,22 @@ func writeIngress(b *strings.Builder, r *results) {
 	w := func(format string, args ...any) { fmt.Fprintf(b, format, args...) }
 	w("## 1. Through restate-server %s (loopback ingress)\n\n", strings.TrimPrefix(r.machine.Restate, "restate-server "))
 	w("CPU is per invocation of the deployment side: the peer process itself, and its descendants (the bridge's workers) separately. \"cores\" columns are CPU seconds per wall second during the point.\n\n")
-	w("| c | peer | req/s [min–max] | ×N | p50 ms | ×N | p99 ms | ×N | CPU µs/inv process | CPU µs/inv workers | CPU total ×N | restate-server CPU µs/req | restate-server cores | load gen cores | machine busy cores | errors |\n")
+	writeIngressTable(b, r, echoPeers(r.peers), "N")
+}
+
+// writeIngressTable is the table of section 1 (and 1b) for peers, with
+// their errors below it.
+func writeIngressTable(b *strings.Builder, r *results, peers []*peer, base string) {
+	w := func(format string, args ...any) { fmt.Fprintf(b, format, args...) }
+	w("| c | peer | req/s [min–max] | ×%[1]s | p50 ms | ×%[1]s | p99 ms | ×%[1]s | CPU µs/inv process | CPU µs/inv workers | CPU total ×%[1]s | restate-server CPU µs/req | restate-server cores | load gen cores | machine busy cores | errors |\n", base)
 	w("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n")
 	agg := func(key string, c int) (ingressRow, bool) { return aggregateIngress(r.ingress, key, c) }
-	tableRows(r.cfg.concurrency, r.peers, agg, func(c int, key string, row, n ingressRow) {
+	tableRows(r.cfg.concurrency, peers, agg, func(c int, key string, row, n ingressRow) {
 		w("| %d | %s | %.0f [%.0f–%.0f] | %s | %.2f | %s | %.2f | %s | %.0f | %.0f | %s | %.0f | %.2f | %.2f | %.2f | %d |\n",
 			c, key, row.RPS, row.RPSMin, row.RPSMax, ratio(row.RPS, n.RPS), row.P50, ratio(row.P50, n.P50), row.P99, ratio(row.P99, n.P99),
 			row.SelfUS, row.WorkersUS, ratio(row.totalUS(), n.totalUS()), row.ServerUS, row.ServerCores, row.GenCores, row.MachineCores, row.Errors)
 	})
-	for _, p := range r.peers {
+	for _, p := range peers {
 		for _, c := range r.cfg.concurrency {
 			if row, ok := agg(p.Key, c); ok && row.Errors > 0 {
 				w("\n%s c=%d: %d errors, first: `%s`\n", p.Key, c, row.Errors, row.FirstError)
@@ -156,7 +198,7 @@ func writeDirect(b *strings.Builder, r *results) {
 	w("| c | peer | inv/s [min–max] | ×N | p50 ms | p99 ms | CPU µs/inv process | CPU µs/inv workers | CPU total ×N | driver cores | machine busy cores |\n")
 	w("|---|---|---|---|---|---|---|---|---|---|---|\n")
 	agg := func(key string, c int) (directRow, bool) { return aggregateDirect(r.direct, key, c) }
-	tableRows(r.cfg.driveConcurrency, r.peers, agg, func(c int, key string, row, n directRow) {
+	tableRows(r.cfg.driveConcurrency, echoPeers(r.peers), agg, func(c int, key string, row, n directRow) {
 		w("| %d | %s | %.0f [%.0f–%.0f] | %s | %.3f | %.3f | %.0f | %.0f | %s | %.2f | %.2f |\n",
 			c, key, row.IPS, row.IPSMin, row.IPSMax, ratio(row.IPS, n.IPS), row.P50, row.P99, row.SelfUS, row.WorkersUS,
 			ratio(row.totalUS(), n.totalUS()), row.GenCores, row.MachineCores)
@@ -208,14 +250,43 @@ func writeMethod(b *strings.Builder, r *results) {
 	w := func(format string, args ...any) { fmt.Fprintf(b, format, args...) }
 	w("## How it was measured\n\n")
 	w("Commands: `make bench` = `make tools build` then `bench/run.sh`, which builds bench/sdkgo (its own module) and `bench/cmd/fnbench` into a temporary directory and runs\n\n")
-	w("```\nfnbench run --bridge bin/bridge --sdkgo $TMP/sdkgo --restate-server $RESTATE_SERVER_BIN --reps %d --point %s --drive %s --out bench/RESULTS.md --notes bench/NOTES.md\n```\n\n",
-		r.cfg.reps, r.cfg.pointDur, r.cfg.driveDur)
-	w("- Every process (restate-server, the five peers) is started by fnbench in its own process group with Pdeathsig, stopped with SIGTERM then SIGKILL, and reaped; the scratch directory is removed.\n")
-	w("- Load generator (section 1): %s; for each point c goroutines each own one HTTP/1.1 keep-alive connection to the ingress (`MaxConnsPerHost` = c) and POST `{\"n\":i}` in a closed loop, for %s or 1,000,000 requests, whichever ends first, after an unrecorded warm-up of 10·c requests (at most 2 s) on the same connections. A request counts when the answer is 200 and its body is the sent JSON. p50/p99 are nearest-rank percentiles of all successful requests of the point.\n", "fnbench's own Go client", r.cfg.pointDur)
+	w("```\nfnbench run --bridge bin/bridge --sdkgo $TMP/sdkgo --restate-server $RESTATE_SERVER_BIN --reps %d --point %s --drive %s --warmup %s --out bench/RESULTS.md --notes bench/NOTES.md\n```\n\n",
+		r.cfg.reps, r.cfg.pointDur, r.cfg.driveDur, r.cfg.warmUp)
+	w("- Every process (restate-server, the eight peers) is started by fnbench in its own process group with Pdeathsig, stopped with SIGTERM then SIGKILL, and reaped; the scratch directory is removed.\n")
+	w("- Load generator (section 1): %s; for each point c goroutines each own one HTTP/1.1 keep-alive connection to the ingress (`MaxConnsPerHost` = c) and POST `{\"n\":i}` in a closed loop, for %s or 1,000,000 requests, whichever ends first, after an unrecorded warm-up of 10·c requests (at most %s) on the same connections. A request counts when the answer is 200 and its body is the sent JSON (echo peers) or `{\"n\":i,\"s\":5}` (five-step peers). p50/p99 are nearest-rank percentiles of all successful requests of the point.\n", "fnbench's own Go client", r.cfg.pointDur, r.cfg.warmUp)
 	w("- Points are interleaved: each repetition runs every concurrency for every peer, and the peer order rotates each repetition, so drift (journal growth, other load) spreads over all peers.\n")
 	w("- CPU: utime+stime from /proc/PID/stat (USER_HZ = 100, 10 ms resolution) of the peer process, and utime+stime+cutime+cstime of each of its descendants found through the ppid chain (the bridge's workers run in their own process groups; a Bash worker's per-call subshells land in its cutime), sampled before and after the point.\n")
 	w("- Section 3 uses the functionruntime python and bash adapters in fnbench's process; the cold baselines are the same commands as the adapters' Go benchmarks (`go test -bench . ./functionruntime/python ./functionruntime/bash`).\n")
 	w("- Section 4: VmRSS of the bridge's own pid sampled every 10 ms during the 32 concurrent calls through restate-server; in-flight is counted as `sleep` processes under the bridge.\n")
+}
+
+// echoPeers are the peers other than the five-step ones.
+func echoPeers(ps []*peer) []*peer {
+	var out []*peer
+	for _, p := range ps {
+		if !p.steps {
+			out = append(out, p)
+		}
+	}
+	return out
+}
+
+// stepPeers are the five-step peers (N5, P5, S5).
+func stepPeers(ps []*peer) []*peer {
+	var out []*peer
+	for _, p := range ps {
+		if p.steps {
+			out = append(out, p)
+		}
+	}
+	return out
+}
+
+func writeSteps(b *strings.Builder, r *results) {
+	w := func(format string, args ...any) { fmt.Fprintf(b, format, args...) }
+	w("## 1b. Five durable steps through restate-server (×N5)\n\n")
+	w("Each invocation of {\"n\":i} takes %d durable steps, each returning {\"n\":i,\"s\":k}, and answers the fifth: N5 with 5 × `restate.Run` (sdk-go), P5 with 5 × `fnbridge.run` (Python, `durability: steps`), S5 with 5 × `v=$(fnbridge run sK -- printf ...)` (Bash, `durability: steps`: each step is a command substitution subshell, a `fnbridge` process (the bridge binary) that talks to the bridge's context endpoint, and a `printf` process it executes). The ratios (×N5 columns) are against N5 at the same concurrency, measured interleaved with every other peer of section 1. CPU \"workers\" is every descendant of the bridge: the worker, its subshells, and for S5 the per-step `fnbridge` and `printf` processes (reaped into their parents' cutime).\n\n", stepCount)
+	writeIngressTable(b, r, stepPeers(r.peers), "N5")
 }
 
 // formatKB renders KiB as MiB with one decimal.

@@ -18,10 +18,12 @@ type config struct {
 	bridgeBin, sdkgoBin, restateBin string
 	out, notes, workDir, profileDir string
 	reps                            int
-	pointDur, driveDur              time.Duration
+	pointDur, driveDur, warmUp      time.Duration
+	memReps                         int
+	quick                           bool
 	concurrency                     []int
 	driveConcurrency                []int
-	workers                         int
+	workers, stepWorkers            int
 	adapter                         adapterCounts
 	keep                            bool
 }
@@ -59,13 +61,20 @@ func run(args []string) error {
 	fs.DurationVar(&cfg.pointDur, "point", 4*time.Second, "measured time of one point through restate-server")
 	fs.DurationVar(&cfg.driveDur, "drive", 2*time.Second, "approximate measured time of one direct (Drive) point")
 	fs.IntVar(&cfg.workers, "workers", 4, "warm registrations (concurrency = min_warm) of peers P and S")
+	fs.IntVar(&cfg.stepWorkers, "step-workers", 32, "warm registrations (concurrency = min_warm) of the five-step peers P5 and S5")
 	fs.IntVar(&cfg.adapter.warm, "warm-samples", 500, "warm invocations per runtime and repetition")
 	fs.IntVar(&cfg.adapter.idle, "idle-samples", 100, "warm invocations after an idle pause per runtime and repetition")
 	fs.IntVar(&cfg.adapter.fresh, "fresh-samples", 30, "fresh-process invocations per runtime and repetition")
 	fs.IntVar(&cfg.adapter.cold, "cold-samples", 10, "adapter cold starts per runtime and repetition")
+	fs.DurationVar(&cfg.warmUp, "warmup", 2*time.Second, "longest unrecorded warm-up (10·c requests) before a point through restate-server")
 	fs.BoolVar(&cfg.keep, "keep", false, "keep the scratch directory (logs, configurations)")
+	fs.BoolVar(&cfg.quick, "quick", false, "smoke run (under a minute): --reps 1 --point 1s --drive 500ms --warmup 300ms, few adapter samples, one memory repetition (flags given explicitly win)")
 	if err := fs.Parse(args); err != nil {
 		return err
+	}
+	cfg.memReps = cfg.reps
+	if cfg.quick {
+		applyQuick(fs, &cfg)
 	}
 	cfg.concurrency = []int{1, 8, 32}
 	cfg.driveConcurrency = []int{1, 32}
@@ -97,7 +106,7 @@ func run(args []string) error {
 	r.loadBefore = loadAvg()
 	logf("machine: %d cores, %s; load average %s; scratch %s", r.machine.Cores, r.machine.CPU, r.loadBefore, cfg.workDir)
 
-	cfgs, err := writeFixtures(cfg.workDir, cfg.workers)
+	cfgs, err := writeFixtures(cfg.workDir, cfg.workers, cfg.stepWorkers)
 	if err != nil {
 		return err
 	}
@@ -125,18 +134,31 @@ func run(args []string) error {
 		fArgs = append(fArgs, "--cpuprofile", abs)
 	}
 	r.peers = []*peer{
-		{Key: "N", Label: "sdk-go v1.2.0 echo in restate.Run", Service: "Echo", Handler: "echo", echo: true},
-		{Key: "F", Label: "bridge + in-process fake runtime", Service: "FakeEcho", Handler: "echo", echo: true},
-		{Key: "P", Label: "bridge serve, warm Python echo", Service: "PyEcho", Handler: "echo", echo: true},
-		{Key: "S", Label: "bridge serve, warm Bash echo", Service: "BashEcho", Handler: "echo", echo: true},
+		{Key: "N", Label: "sdk-go v1.2.0 echo in restate.Run", Service: "Echo", Handler: "echo", want: echoAnswer},
+		{Key: "F", Label: "bridge + in-process fake runtime", Service: "FakeEcho", Handler: "echo", want: echoAnswer},
+		{Key: "P", Label: "bridge serve, warm Python echo", Service: "PyEcho", Handler: "echo", want: echoAnswer},
+		{Key: "S", Label: "bridge serve, warm Bash echo", Service: "BashEcho", Handler: "echo", want: echoAnswer},
+		{Key: "N5", Label: "sdk-go v1.2.0, five restate.Run steps", Service: "Steps", Handler: "steps", want: stepsAnswer, steps: true},
+		{Key: "P5", Label: "bridge serve, warm Python, durability: steps, five fnbridge.run", Service: "PySteps", Handler: "steps", want: stepsAnswer, steps: true},
+		{Key: "S5", Label: "bridge serve, warm Bash, durability: steps, five `fnbridge run sN -- printf ...`", Service: "BashSteps", Handler: "steps", want: stepsAnswer, steps: true},
 	}
 	mem := &peer{Key: "M", Label: "bridge serve, Bash handler sleeping 4 s (32 warm)", Service: "Nap", Handler: "nap"}
 	starts := map[string][]string{
-		"N": {cfg.sdkgoBin},
-		"F": append([]string{self}, fArgs...),
-		"P": {cfg.bridgeBin, "serve", "--config", cfgs["P"]},
-		"S": {cfg.bridgeBin, "serve", "--config", cfgs["S"]},
-		"M": {cfg.bridgeBin, "serve", "--config", cfgs["M"]},
+		"N":  {cfg.sdkgoBin, "--service", "Echo"},
+		"F":  append([]string{self}, fArgs...),
+		"P":  {cfg.bridgeBin, "serve", "--config", cfgs["P"]},
+		"S":  {cfg.bridgeBin, "serve", "--config", cfgs["S"]},
+		"N5": {cfg.sdkgoBin, "--service", "Steps"},
+		"P5": {cfg.bridgeBin, "serve", "--config", cfgs["P5"]},
+		"S5": {cfg.bridgeBin, "serve", "--config", cfgs["S5"]},
+		"M":  {cfg.bridgeBin, "serve", "--config", cfgs["M"]},
+	}
+	if cfg.profileDir != "" {
+		// P5 under fnbench's own copy of `bridge serve` (embedded runtimes),
+		// profiled: bin/bridge has no profiling flag.
+		abs, _ := filepath.Abs(filepath.Join(cfg.profileDir, "p5-steps.cpu.pprof"))
+		starts["P5"] = []string{self, "fake-serve", "--embedded", "--config", cfgs["P5"], "--cpuprofile", abs}
+		r.peers[5].Label += " (profiled: fnbench fake-serve --embedded)"
 	}
 	all := append(append([]*peer{}, r.peers...), mem)
 	for _, p := range all {
@@ -155,7 +177,7 @@ func run(args []string) error {
 		if kb, err := rssKB(p.proc.pid()); err == nil {
 			r.idleRSS[p.Key] = kb
 		}
-		if p.Key == "P" || p.Key == "S" || p.Key == "M" {
+		if p.Key != "N" && p.Key != "N5" && p.Key != "F" {
 			if w, err := workerMemory(p.proc.pid()); err == nil {
 				r.workerMem[p.Key] = w
 			}
@@ -163,7 +185,15 @@ func run(args []string) error {
 	}
 
 	// 2. Directly against each endpoint, no restate-server.
-	err = r.eachPoint(ctx, "direct", cfg.driveConcurrency, func(p *peer, c, rep int) error {
+	// The five-step peers only through restate-server: Drive answers one
+	// run proposal per invocation.
+	var echoPeers []*peer
+	for _, p := range r.peers {
+		if !p.steps {
+			echoPeers = append(echoPeers, p)
+		}
+	}
+	err = r.eachPoint(ctx, "direct", echoPeers, cfg.driveConcurrency, func(p *peer, c, rep int) error {
 		pt, err := measureDirect(ctx, p, c, cfg.driveDur)
 		if err != nil {
 			return err
@@ -194,12 +224,20 @@ func run(args []string) error {
 			return fmt.Errorf("register %s: %w", p.Key, err)
 		}
 	}
-	err = r.eachPoint(ctx, "ingress", cfg.concurrency, func(p *peer, c, rep int) error {
-		pt, err := measureIngress(ctx, rs, p, c, cfg.pointDur)
+	// Prime every peer once, untimed, at c=32: each warm registration (32
+	// for F, P5, S5) takes its first invocations (a Python worker's lazy
+	// imports, its first connection to the context endpoint) here, not in
+	// the c=1 point whose short warm-up reaches only a few of them.
+	for _, p := range r.peers {
+		res := prime(ctx, rs, p, 32, 2*time.Second)
+		logf("prime   %-2s c=32: %d answered, %d errors", p.Key, res.OK, res.Errors)
+	}
+	err = r.eachPoint(ctx, "ingress", r.peers, cfg.concurrency, func(p *peer, c, rep int) error {
+		pt, err := measureIngress(ctx, rs, p, c, cfg.pointDur, cfg.warmUp)
 		if err != nil {
 			return err
 		}
-		logf("ingress %s c=%-2d rep %d: %6.0f req/s, p50 %.2f ms, p99 %.2f ms, CPU %.0f µs/inv (+%.0f workers), restate-server %.0f%%, errors %d",
+		logf("ingress %-2s c=%-2d rep %d: %6.0f req/s, p50 %.2f ms, p99 %.2f ms, CPU %.0f µs/inv (+%.0f workers), restate-server %.0f%%, errors %d",
 			p.Key, c, rep, pt.Load.rps(), ms(percentile(pt.Load.Latencies, 50)), ms(percentile(pt.Load.Latencies, 99)),
 			us(pt.cpuPerInv(pt.Self)), us(pt.cpuPerInv(pt.Workers)), 100*pt.Server.Seconds()/pt.Load.Duration.Seconds(), pt.Load.Errors)
 		r.ingress = append(r.ingress, pt)
@@ -210,7 +248,7 @@ func run(args []string) error {
 	}
 
 	// 4. Memory with 32 in flight.
-	for rep := 1; rep <= cfg.reps; rep++ {
+	for rep := 1; rep <= cfg.memReps; rep++ {
 		m, err := measureInFlight(ctx, rs, mem, 32)
 		if err != nil {
 			return err
@@ -233,13 +271,38 @@ func run(args []string) error {
 	return nil
 }
 
-// eachPoint runs measure once per repetition, concurrency and peer, the
-// peer order rotating each repetition. A point that fails is recorded
-// (r.fail) and the run goes on; a cancelled run ends with ctx's error.
-func (r *results) eachPoint(ctx context.Context, what string, concurrency []int, measure func(p *peer, c, rep int) error) error {
+// applyQuick sets the --quick defaults of every flag not given explicitly.
+func applyQuick(fs *flag.FlagSet, cfg *config) {
+	set := map[string]bool{}
+	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
+	if !set["reps"] {
+		cfg.reps = 1
+	}
+	if !set["point"] {
+		cfg.pointDur = time.Second
+	}
+	if !set["drive"] {
+		cfg.driveDur = 500 * time.Millisecond
+	}
+	if !set["warmup"] {
+		cfg.warmUp = 300 * time.Millisecond
+	}
+	for name, v := range map[string]*int{"warm-samples": &cfg.adapter.warm, "idle-samples": &cfg.adapter.idle, "fresh-samples": &cfg.adapter.fresh, "cold-samples": &cfg.adapter.cold} {
+		if !set[name] {
+			*v = max(*v/10, 2)
+		}
+	}
+	cfg.memReps = 1
+}
+
+// eachPoint runs measure once per repetition, concurrency and peer of
+// peers, the peer order rotating each repetition. A point that fails is
+// recorded (r.fail) and the run goes on; a cancelled run ends with ctx's
+// error.
+func (r *results) eachPoint(ctx context.Context, what string, peers []*peer, concurrency []int, measure func(p *peer, c, rep int) error) error {
 	for rep := 1; rep <= r.cfg.reps; rep++ {
 		for _, c := range concurrency {
-			for _, p := range rotate(r.peers, rep) {
+			for _, p := range rotate(peers, rep) {
 				err := measure(p, c, rep)
 				if ctx.Err() != nil {
 					return ctx.Err()
