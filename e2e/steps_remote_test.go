@@ -33,7 +33,7 @@ import (
 const (
 	remoteSuspendAfter = 2 * time.Second
 	remoteShortSleep   = 300 * time.Millisecond
-	remoteLongSleep    = 5 * time.Second
+	remoteLongSleep    = 4 * time.Second
 )
 
 func TestStepsRemote(t *testing.T) {
