@@ -25,6 +25,34 @@ type bridgeCase struct {
 	run  func(t *testing.T, env *bridgeEnv)
 }
 
+// bridgeGroup is a set of cases sharing one environment (a restate-server
+// for one protocol version, or none for the CLI cases).
+type bridgeGroup struct {
+	name  string
+	setup func(t *testing.T, env *bridgeEnv)
+	cases []bridgeCase
+}
+
+// runBridgeGroups runs the groups in parallel, and each group's cases in
+// parallel against its environment.
+func runBridgeGroups(t *testing.T, groups []bridgeGroup) {
+	for _, g := range groups {
+		t.Run(g.name, func(t *testing.T) {
+			t.Parallel()
+			env := &bridgeEnv{}
+			if g.setup != nil {
+				g.setup(t, env)
+			}
+			for _, c := range g.cases {
+				t.Run(c.name, func(t *testing.T) {
+					t.Parallel()
+					c.run(t, env)
+				})
+			}
+		})
+	}
+}
+
 // TestBridge runs the real `bridge serve` binary with real python3 and bash
 // functions behind a real restate-server 1.7.12. Each group shares one server and registers one bridge per case
 // under the case's own service names; the cases of a group run in parallel.
@@ -33,11 +61,7 @@ type bridgeCase struct {
 func TestBridge(t *testing.T) {
 	requireInterpreters(t)
 
-	groups := []struct {
-		name  string
-		setup func(t *testing.T, env *bridgeEnv)
-		cases []bridgeCase
-	}{
+	groups := []bridgeGroup{
 		{
 			name:  "protocol v6",
 			setup: func(t *testing.T, env *bridgeEnv) { env.srv = restateserver.Start(t, restateserver.Options{}) },
@@ -90,21 +114,7 @@ func TestBridge(t *testing.T) {
 			},
 		},
 	}
-	for _, g := range groups {
-		t.Run(g.name, func(t *testing.T) {
-			t.Parallel()
-			env := &bridgeEnv{}
-			if g.setup != nil {
-				g.setup(t, env)
-			}
-			for _, c := range g.cases {
-				t.Run(c.name, func(t *testing.T) {
-					t.Parallel()
-					c.run(t, env)
-				})
-			}
-		})
-	}
+	runBridgeGroups(t, groups)
 }
 
 // callTimeout bounds one case's calls through the ingress.

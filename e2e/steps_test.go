@@ -33,11 +33,7 @@ func TestSteps(t *testing.T) {
 			{"request/response mode completes a multi-step function with each step executed once", testStepsRequestResponse},
 		}
 	}
-	groups := []struct {
-		name  string
-		setup func(t *testing.T, env *bridgeEnv)
-		cases []bridgeCase
-	}{
+	groups := []bridgeGroup{
 		{
 			name:  "protocol v6",
 			setup: func(t *testing.T, env *bridgeEnv) { env.srv = restateserver.Start(t, restateserver.Options{}) },
@@ -57,21 +53,7 @@ func TestSteps(t *testing.T) {
 			},
 		},
 	}
-	for _, g := range groups {
-		t.Run(g.name, func(t *testing.T) {
-			t.Parallel()
-			env := &bridgeEnv{}
-			if g.setup != nil {
-				g.setup(t, env)
-			}
-			for _, c := range g.cases {
-				t.Run(c.name, func(t *testing.T) {
-					t.Parallel()
-					c.run(t, env)
-				})
-			}
-		})
-	}
+	runBridgeGroups(t, groups)
 }
 
 // stepsRetry is the retry policy of the steps handlers: a retried attempt
