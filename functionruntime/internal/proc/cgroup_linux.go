@@ -205,6 +205,13 @@ type cgroupLeaf struct {
 	dirs       []string
 	pidsEvents string // file with the "max" counter, "" without
 	memEvents  string // file with the "oom_kill" counter, "" without
+
+	// The event files stay open and are re-read with pread: they are read
+	// before every invocation, and opening them each time cost about 5% of
+	// a steps-mode bridge's CPU.
+	mu      sync.Mutex
+	open    map[string]*os.File
+	removed bool
 }
 
 // newCgroupLeaf creates the worker's leaf in every usable hierarchy and
@@ -295,18 +302,34 @@ func (c *cgroupLeaf) counters() limitCounters {
 	if c == nil {
 		return limitCounters{}
 	}
-	return limitCounters{pidsMax: readCounter(c.pidsEvents, "max"), oomKill: readCounter(c.memEvents, "oom_kill")}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return limitCounters{pidsMax: c.readCounter(c.pidsEvents, "max"), oomKill: c.readCounter(c.memEvents, "oom_kill")}
 }
 
-func readCounter(file, key string) int64 {
-	if file == "" {
+// readCounter reads key's value from one of the leaf's event files; a file
+// that is absent or gone (the leaf was removed) reads zero. c.mu is held.
+func (c *cgroupLeaf) readCounter(file, key string) int64 {
+	if file == "" || c.removed {
 		return 0
 	}
-	b, err := os.ReadFile(file)
-	if err != nil {
+	f := c.open[file]
+	if f == nil {
+		var err error
+		if f, err = os.Open(file); err != nil {
+			return 0
+		}
+		if c.open == nil {
+			c.open = map[string]*os.File{}
+		}
+		c.open[file] = f
+	}
+	var buf [1024]byte
+	n, err := f.ReadAt(buf[:], 0)
+	if n == 0 && err != nil {
 		return 0
 	}
-	for _, line := range strings.Split(string(b), "\n") {
+	for _, line := range strings.Split(string(buf[:n]), "\n") {
 		if k, v, ok := strings.Cut(line, " "); ok && k == key {
 			n, _ := strconv.ParseInt(strings.TrimSpace(v), 10, 64)
 			return n
@@ -342,6 +365,12 @@ func (c *cgroupLeaf) release(wait time.Duration) {
 }
 
 func (c *cgroupLeaf) remove() {
+	c.mu.Lock()
+	for _, f := range c.open {
+		_ = f.Close()
+	}
+	c.open, c.removed = nil, true
+	c.mu.Unlock()
 	for _, dir := range c.dirs {
 		_ = os.Remove(dir)
 	}
