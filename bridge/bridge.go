@@ -65,6 +65,11 @@ func New(cfg *Config, opts Options) (*Bridge, error) {
 	if err := b.endpoint.Err(); err != nil {
 		return nil, err
 	}
+	// A Config built in code, not loaded, may leave the identity out.
+	instance := cfg.Instance
+	if instance == "" {
+		instance = DefaultInstance()
+	}
 	unimplemented := map[string]*sync.Once{}
 	for si := range cfg.Services {
 		svc := &cfg.Services[si]
@@ -83,7 +88,7 @@ func New(cfg *Config, opts Options) (*Bridge, error) {
 				b.runtimes[h.Runtime] = rc
 				unimplemented[h.Runtime] = &sync.Once{}
 			}
-			p := newPool(svc.Name, h, rc.client, opts.Logger, unimplemented[h.Runtime])
+			p := newPool(instance, svc.Name, h, rc.client, opts.Logger, unimplemented[h.Runtime])
 			b.pools[svc.Name+"/"+h.Name] = p
 			rs.Handlers = append(rs.Handlers, restateHandler(b, p))
 		}

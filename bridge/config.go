@@ -51,11 +51,17 @@ type Config struct {
 	// (unix:///abs/path or host:port); empty: a socket in a private
 	// temporary directory (see resolveContextListen).
 	ContextListen string `yaml:"context_listen"`
+	// Instance is this replica's identity, the first part of its run UIDs
+	// (see instance.go); empty in the file: the hostname.
+	Instance string `yaml:"instance"`
 	// Services are the Restate services this deployment serves.
 	Services []ServiceConfig `yaml:"services"`
 
 	// Path is the absolute path of the loaded file ("" when built in code).
 	Path string `yaml:"-"`
+	// InstanceFrom says where Instance came from (InstanceFromHostname,
+	// ...), for the start-up log.
+	InstanceFrom string `yaml:"-"`
 }
 
 // ServiceConfig is one Restate service.
@@ -281,6 +287,7 @@ func (c *Config) resolve(baseDir string) error {
 		bad("max_journal_bytes", "%d is out of range", c.MaxJournalBytes)
 	}
 	c.resolveContextListen(bad)
+	c.resolveInstance(bad)
 	if len(c.Services) == 0 {
 		bad("services", "want at least one service")
 	}

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"strings"
 	"sync"
 	"time"
 
@@ -85,7 +84,7 @@ const (
 	unregisterDrain    = 2 * time.Second
 )
 
-func newPool(service string, h *HandlerConfig, client executorv1.FunctionRuntimeClient, log zerolog.Logger, unimpl *sync.Once) *pool {
+func newPool(instance, service string, h *HandlerConfig, client executorv1.FunctionRuntimeClient, log zerolog.Logger, unimpl *sync.Once) *pool {
 	p := &pool{
 		service:             service,
 		h:                   h,
@@ -99,17 +98,11 @@ func newPool(service string, h *HandlerConfig, client executorv1.FunctionRuntime
 		reportUnimplemented: unimpl,
 	}
 	for i := range h.Concurrency {
-		s := &slot{index: i, runUID: runUID(service, h.Name, i), attempt: 1}
+		s := &slot{index: i, runUID: runUID(instance, service, h.Name, i), attempt: 1}
 		p.slots = append(p.slots, s)
 		p.free <- s
 	}
 	return p
-}
-
-// runUID is deterministic so a restarted bridge resumes (same run_uid,
-// attempt and digest) the registrations a remote runtime still holds.
-func runUID(service, handler string, i int) string {
-	return strings.ToLower(fmt.Sprintf("%s-%s-%d", service, handler, i))
 }
 
 // start registers the min_warm registrations and starts the janitor.

@@ -54,7 +54,7 @@ func failingPool(t *testing.T, rt executorv1.FunctionRuntimeClient) *pool {
 	}
 	h := &HandlerConfig{Name: "h", Runtime: "python", Dir: dir, Handler: "m.f", Concurrency: 1,
 		Timeout: Duration(DefaultTimeout), IdleTimeout: Duration(DefaultIdleTimeout), LeaseTimeout: Duration(DefaultLeaseTimeout)}
-	return newPool("S", h, rt, zerolog.Nop(), &sync.Once{})
+	return newPool("test", "S", h, rt, zerolog.Nop(), &sync.Once{})
 }
 
 // A registration whose initialization failed once (the worker was killed

@@ -64,7 +64,7 @@ func testPool(t *testing.T, minWarm int) (*pool, *poolRuntime, *time.Time) {
 	h := &HandlerConfig{Name: "f", Runtime: "python", Dir: dir, Handler: "m.f", Concurrency: 1, MinWarm: minWarm,
 		IdleTimeout: Duration(time.Minute), Timeout: Duration(time.Second), LeaseTimeout: Duration(time.Second)}
 	rt := &poolRuntime{}
-	p := newPool("Svc", h, rt, zerolog.Nop(), &sync.Once{})
+	p := newPool("test", "Svc", h, rt, zerolog.Nop(), &sync.Once{})
 	now := time.Unix(1_000_000, 0)
 	p.now = func() time.Time { return now }
 	return p, rt, &now

@@ -22,6 +22,7 @@ func newServeCmd(g *globalFlags) *cobra.Command {
 		configPath, listen string
 		identityKeysFile   string
 		holdAfterRun       string
+		instance           string
 	)
 	cmd := &cobra.Command{
 		Use:   "serve",
@@ -38,6 +39,9 @@ func newServeCmd(g *globalFlags) *cobra.Command {
 			}
 			cfg, err := loadServeConfig(configPath, listen, identityKeysFile)
 			if err != nil {
+				return err
+			}
+			if err := applyInstance(cfg, instance); err != nil {
 				return err
 			}
 			if cfg.AllowUnauthenticated && len(cfg.IdentityKeys) == 0 && !bridge.IsLoopback(cfg.Listen) {
@@ -66,7 +70,8 @@ func newServeCmd(g *globalFlags) *cobra.Command {
 			srv := restate.NewHTTPServer(cfg.Listen, b.Handler())
 			serveErr := make(chan error, 1)
 			go func() { serveErr <- srv.Serve(lis) }()
-			log.Info().Str("listen", lis.Addr().String()).Str("protocol_mode", cfg.ProtocolMode).Int("services", len(cfg.Services)).Msg("serving Restate endpoint")
+			log.Info().Str("listen", lis.Addr().String()).Str("protocol_mode", cfg.ProtocolMode).Int("services", len(cfg.Services)).
+				Str("instance", cfg.Instance).Str("instance_from", cfg.InstanceFrom).Msg("serving Restate endpoint")
 
 			select {
 			case err := <-serveErr:
@@ -97,6 +102,7 @@ func newServeCmd(g *globalFlags) *cobra.Command {
 	addConfigFlag(cmd, &configPath)
 	cmd.Flags().StringVar(&listen, "listen", "", "listen address host:port (overrides the file's listen)")
 	cmd.Flags().StringVar(&identityKeysFile, "identity-keys-file", "", "file of publickeyv1_ keys, one per line (as bridge keygen writes FILE.pub), added to identity_keys")
+	addInstanceFlag(cmd, &instance)
 	cmd.Flags().StringVar(&holdAfterRun, "test-hold-after-run", "", "testing only: after a run is journaled, write the invocation id to this file and block")
 	_ = cmd.Flags().MarkHidden("test-hold-after-run")
 	return cmd

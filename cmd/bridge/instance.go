@@ -1,0 +1,28 @@
+package main
+
+import (
+	"os"
+
+	"github.com/spf13/cobra"
+
+	"github.com/fnbridge/fnbridge/bridge"
+)
+
+// addInstanceFlag registers --instance on a command that serves.
+func addInstanceFlag(cmd *cobra.Command, instance *string) {
+	cmd.Flags().StringVar(instance, "instance", "", "this replica's identity, part of every run UID (overrides "+bridge.InstanceEnv+" and the file's instance; default: the hostname)")
+}
+
+// applyInstance gives the replica identity its precedence: --instance,
+// then FNBRIDGE_INSTANCE, then the file's instance:, then the hostname
+// (which the loaded configuration already holds). An empty variable counts
+// as unset, as an empty field of the file does.
+func applyInstance(cfg *bridge.Config, flag string) error {
+	if flag != "" {
+		return cfg.SetInstance(flag, bridge.InstanceFromFlag)
+	}
+	if env := os.Getenv(bridge.InstanceEnv); env != "" {
+		return cfg.SetInstance(env, bridge.InstanceFromEnv)
+	}
+	return nil
+}

@@ -1,0 +1,56 @@
+package main
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/fnbridge/fnbridge/bridge"
+)
+
+// --instance wins over FNBRIDGE_INSTANCE, which wins over the file's
+// instance:, which wins over the hostname.
+func TestInstancePrecedence(t *testing.T) {
+	cases := []struct {
+		name, head, env, flag string
+		setEnv                bool
+		want, from            string
+	}{
+		{"hostname", "", "", "", false, bridge.DefaultInstance(), bridge.InstanceFromHostname},
+		{"file", "instance: file-1\n", "", "", false, "file-1", bridge.InstanceFromConfig},
+		{"env over file", "instance: file-1\n", "env-1", "", true, "env-1", bridge.InstanceFromEnv},
+		{"flag over env", "instance: file-1\n", "env-1", "flag-1", true, "flag-1", bridge.InstanceFromFlag},
+		{"empty env is unset", "instance: file-1\n", "", "", true, "file-1", bridge.InstanceFromConfig},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			if tc.setEnv {
+				t.Setenv(bridge.InstanceEnv, tc.env)
+			}
+			cfg, err := loadServeConfig(writeServeConfig(t, tc.head), "", "")
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := applyInstance(cfg, tc.flag); err != nil {
+				t.Fatal(err)
+			}
+			if cfg.Instance != tc.want || cfg.InstanceFrom != tc.from {
+				t.Errorf("instance %q from %q, want %q from %q", cfg.Instance, cfg.InstanceFrom, tc.want, tc.from)
+			}
+		})
+	}
+}
+
+// A malformed FNBRIDGE_INSTANCE is an error naming it, not a silent fall
+// back to the hostname.
+func TestInstanceEnvRefused(t *testing.T) {
+	for _, v := range []string{"a b", "-x"} {
+		t.Setenv(bridge.InstanceEnv, v)
+		cfg, err := loadServeConfig(writeServeConfig(t, ""), "", "")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := applyInstance(cfg, ""); err == nil || !strings.HasPrefix(err.Error(), bridge.InstanceEnv+": ") {
+			t.Errorf("FNBRIDGE_INSTANCE=%q: err = %v, want one naming it", v, err)
+		}
+	}
+}
