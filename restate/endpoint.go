@@ -34,6 +34,8 @@ type Endpoint struct {
 	err error
 	// active counts the invocation streams being served.
 	active atomic.Int64
+	// health is the readiness and drain state (health.go).
+	health health
 }
 
 type boundHandler struct {
@@ -54,6 +56,7 @@ func NewEndpoint(cfg Config) *Endpoint {
 		server:    version.ServerHeader(),
 		handlers:  map[string]map[string]*boundHandler{},
 		manifests: map[int][]byte{},
+		health:    newHealth(),
 	}
 	e.pool.New = newInvocation
 	e.err = e.configure(cfg)
@@ -165,7 +168,8 @@ func (e *Endpoint) lookup(service, handler string) *boundHandler {
 	return e.handlers[service][handler]
 }
 
-// ServeHTTP routes {prefix}/health, {prefix}/discover (and /discovery) and
+// ServeHTTP routes {prefix}/health (and /health/live, /health/ready),
+// {prefix}/discover (and /discovery) and
 // {prefix}/invoke/{service}/{handler}.
 func (e *Endpoint) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	w.Header()["X-Restate-Server"] = []string{e.server}
@@ -181,9 +185,7 @@ func (e *Endpoint) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		}
 		path = path[len(e.prefix):]
 	}
-	if path == "/health" {
-		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
-		_, _ = w.Write([]byte("ok\n"))
+	if e.serveHealth(w, r, path) { // before identity: probes are unsigned
 		return
 	}
 	if err := e.verifier.Verify(r.URL.EscapedPath(), r.Header); err != nil {

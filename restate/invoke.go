@@ -83,15 +83,19 @@ func newInvocation() any { return &invocation{wake: make(chan struct{}, 1)} }
 
 func (e *Endpoint) serveInvoke(w http.ResponseWriter, r *http.Request, h *boundHandler) {
 	// Admission first, so a refused stream costs no body read and no state.
-	if n := e.active.Add(1); n > int64(e.cfg.MaxConcurrentInvocations) {
-		e.active.Add(-1)
+	n, ok := e.admit(w) // refused while draining (health.go)
+	if !ok {
+		return
+	}
+	if n > int64(e.cfg.MaxConcurrentInvocations) {
+		e.streamDone()
 		e.cfg.Logger.Warn().Str("handler", h.service+"/"+h.name).Int("limit", e.cfg.MaxConcurrentInvocations).
 			Msg("refused an invocation stream: too many concurrent invocation streams")
 		w.Header()["Retry-After"] = retryAfterOne
 		httpError(w, http.StatusServiceUnavailable, "too many concurrent invocation streams: this endpoint serves at most %d at once; retry later", e.cfg.MaxConcurrentInvocations)
 		return
 	}
-	defer e.active.Add(-1)
+	defer e.streamDone()
 	version, ok := negotiateVersion(r.Header.Get("Content-Type"))
 	if !ok {
 		httpError(w, http.StatusUnsupportedMediaType, "unsupported content-type %q: this endpoint speaks %s%d to %s%d", r.Header.Get("Content-Type"), invocationContentTypePrefix, journal.MinVersion, invocationContentTypePrefix, journal.MaxVersion)
