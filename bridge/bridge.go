@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"sort"
 	"sync"
+	"sync/atomic"
 
 	"github.com/rs/zerolog"
 
@@ -40,6 +41,10 @@ type Bridge struct {
 	pools    map[string]*pool // by "Service/handler"
 	ctxEnd   *contextEndpoint // nil unless a handler is in steps mode
 
+	// started and ready are the readiness state (health.go).
+	started atomic.Bool
+	ready   readiness
+
 	closeOnce sync.Once
 	closeErr  error
 }
@@ -65,6 +70,7 @@ func New(cfg *Config, opts Options) (*Bridge, error) {
 	if err := b.endpoint.Err(); err != nil {
 		return nil, err
 	}
+	b.endpoint.SetReadiness(b.Ready)
 	// A Config built in code, not loaded, may leave the identity out.
 	instance := cfg.Instance
 	if instance == "" {
@@ -157,6 +163,7 @@ func (b *Bridge) Start(ctx context.Context) error {
 			return err
 		}
 	}
+	b.started.Store(true)
 	return nil
 }
 

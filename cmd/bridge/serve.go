@@ -79,12 +79,19 @@ func newServeCmd(g *globalFlags) *cobra.Command {
 				return fmt.Errorf("serve: %w", err)
 			case <-ctx.Done():
 			}
-			// Stop accepting, let in-flight invocations finish within the
-			// deadline; streams still open then are closed, and Restate
-			// retries those attempts (journaled work is not redone).
-			log.Info().Dur("deadline", cfg.ShutdownTimeout.Std()).Msg("shutting down")
+			// Drain first, listener open: readiness answers 503 and new
+			// streams are refused (Restate retries them on another
+			// replica) while in-flight invocations finish within the
+			// deadline. Then stop accepting; streams still open are
+			// closed, and Restate retries those attempts (journaled work
+			// is not redone).
+			log.Info().Dur("deadline", cfg.ShutdownTimeout.Std()).Int("in_flight", b.InFlight()).Msg("shutting down: draining")
 			sctx, cancel := context.WithTimeout(context.Background(), cfg.ShutdownTimeout.Std())
 			defer cancel()
+			srv.SetKeepAlivesEnabled(false) // HTTP/2: GOAWAY as each connection goes idle
+			if err := b.Drain(sctx); err != nil {
+				log.Warn().Int("in_flight", b.InFlight()).Msg("in-flight invocations did not finish before the deadline")
+			}
 			if err := srv.Shutdown(sctx); err != nil {
 				log.Warn().Err(err).Msg("in-flight invocations did not finish before the deadline; closing their streams")
 				_ = srv.Close()

@@ -1,0 +1,81 @@
+package bridge
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sort"
+	"sync"
+	"time"
+
+	"google.golang.org/grpc/codes"
+	healthpb "google.golang.org/grpc/health/grpc_health_v1"
+	"google.golang.org/grpc/status"
+)
+
+// Readiness of a replica for a load balancer (GET /health/ready): the
+// bridge is ready once Start has registered the min_warm registrations and
+// while every remote runtime it uses answers its gRPC health check. A
+// handler whose own registration fails is not counted: Restate already
+// retries or pauses its invocations, and taking the replica out would stop
+// the healthy handlers too.
+
+// readyCacheFor is how long a remote runtime's health answer is reused, so
+// frequent probes of several load balancers cost the runtime one check.
+const readyCacheFor = time.Second
+
+// readiness caches the last remote-runtime check.
+type readiness struct {
+	mu      sync.Mutex
+	checked time.Time
+	err     error
+}
+
+// Ready reports why the bridge cannot take invocations now, or nil.
+func (b *Bridge) Ready(ctx context.Context) error {
+	if !b.started.Load() {
+		return errors.New("starting: min_warm registrations not ready yet")
+	}
+	b.ready.mu.Lock()
+	defer b.ready.mu.Unlock()
+	if time.Since(b.ready.checked) < readyCacheFor {
+		return b.ready.err
+	}
+	b.ready.err = b.checkRuntimes(ctx)
+	b.ready.checked = time.Now()
+	return b.ready.err
+}
+
+// checkRuntimes asks every remote runtime's grpc.health.v1 service (as
+// `bridge runtime serve` offers) whether it serves. A server without the
+// health service answered, so it is reachable: that counts as serving.
+func (b *Bridge) checkRuntimes(ctx context.Context) error {
+	kinds := make([]string, 0, len(b.runtimes))
+	for k, rc := range b.runtimes {
+		if rc.conn != nil {
+			kinds = append(kinds, k)
+		}
+	}
+	sort.Strings(kinds)
+	for _, k := range kinds {
+		rc := b.runtimes[k]
+		resp, err := healthpb.NewHealthClient(rc.conn).Check(ctx, &healthpb.HealthCheckRequest{})
+		switch {
+		case status.Code(err) == codes.Unimplemented:
+		case err != nil:
+			return fmt.Errorf("runtimes.%s (%s): %v", k, b.cfg.Runtimes[k], status.Convert(err).Message())
+		case resp.GetStatus() != healthpb.HealthCheckResponse_SERVING:
+			return fmt.Errorf("runtimes.%s (%s): %s", k, b.cfg.Runtimes[k], resp.GetStatus())
+		}
+	}
+	return nil
+}
+
+// Drain stops taking invocations (readiness 503, new streams refused so
+// that Restate retries them on another replica) and waits, bounded by ctx,
+// until the invocations in flight have ended; see restate.Endpoint.Drain.
+// The listener stays open, so probes see the drain. Close afterwards.
+func (b *Bridge) Drain(ctx context.Context) error { return b.endpoint.Drain(ctx) }
+
+// InFlight is the number of invocation streams being served.
+func (b *Bridge) InFlight() int { return b.endpoint.InFlight() }
