@@ -180,13 +180,16 @@ func (l *lockedBuffer) String() string {
 	return l.buf.String()
 }
 
-// bridgeChild is a long-running `bridge` child (serve, or runtime serve)
+// bridgeChild is a long-running `bridge` child (serve, or runtime serve; or
+// another program, bin, such as the cluster tests' HAProxy)
 // owned by the test that made it. Each incarnation leads its own process
 // group; the test may kill it and start it again with the same arguments
 // (same address). Every incarnation appends its output to one log file.
 type bridgeChild struct {
 	t       *testing.T
+	bin     string // the program; empty: the bridge (bridgeBin)
 	args    []string
+	env     []string     // added to the test's environment
 	dir     string       // working directory
 	healthy func() error // nil once the incarnation serves
 	logPath string
@@ -209,7 +212,7 @@ func newBridgeChild(t *testing.T, dir string, healthy func() error, args ...stri
 	t.Cleanup(func() {
 		b.stop()
 		if t.Failed() {
-			t.Logf("bridge %s log (last 200 lines):\n%s", strings.Join(args, " "), tail(b.logPath, 200))
+			t.Logf("%s log (last 200 lines):\n%s", b.name(), tail(b.logPath, 200))
 		}
 	})
 	return b
@@ -273,15 +276,22 @@ func (b *bridgeChild) start() {
 	if err != nil {
 		b.t.Fatal(err)
 	}
-	cmd := exec.Command(bridgeBin(b.t), b.args...)
+	bin := b.bin
+	if bin == "" {
+		bin = bridgeBin(b.t)
+	}
+	cmd := exec.Command(bin, b.args...)
 	cmd.Dir = b.dir
+	if len(b.env) > 0 {
+		cmd.Env = append(os.Environ(), b.env...)
+	}
 	cmd.Stdout, cmd.Stderr = logFile, logFile
 	// Own group so the test can signal everything the bridge runs at once;
 	// Pdeathsig so a crashed test binary leaves no bridge behind.
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
 	if err := cmd.Start(); err != nil {
 		logFile.Close()
-		b.t.Fatalf("start bridge %s: %v", strings.Join(b.args, " "), err)
+		b.t.Fatalf("start %s: %v", b.name(), err)
 	}
 	done := make(chan struct{})
 	b.mu.Lock()
@@ -303,13 +313,22 @@ func (b *bridgeChild) start() {
 		}
 		select {
 		case <-done:
-			b.t.Fatalf("bridge %s exited before it was healthy: %v\n%s", b.args[0], b.exit().err, tail(b.logPath, 30))
+			b.t.Fatalf("%s exited before it was healthy: %v\n%s", b.name(), b.exit().err, tail(b.logPath, 30))
 		case <-time.After(pollEvery):
 		}
 		if time.Now().After(deadline) {
-			b.t.Fatalf("bridge %s not healthy within %s: %v\n%s", strings.Join(b.args, " "), healthTimeout, err, tail(b.logPath, 30))
+			b.t.Fatalf("%s not healthy within %s: %v\n%s", b.name(), healthTimeout, err, tail(b.logPath, 30))
 		}
 	}
+}
+
+// name is the program and its arguments, for messages.
+func (b *bridgeChild) name() string {
+	prog := "bridge"
+	if b.bin != "" {
+		prog = filepath.Base(b.bin)
+	}
+	return prog + " " + strings.Join(b.args, " ")
 }
 
 // current returns the running incarnation's process and its done channel
@@ -426,7 +445,7 @@ func (b *bridgeChild) stop() {
 		select {
 		case <-done:
 		case <-time.After(stopGrace):
-			b.t.Logf("bridge %s ignored SIGTERM for %s; killing it", strings.Join(b.args, " "), stopGrace)
+			b.t.Logf("%s ignored SIGTERM for %s; killing it", b.name(), stopGrace)
 			_ = syscall.Kill(-pgid, syscall.SIGKILL)
 			<-done
 		}
