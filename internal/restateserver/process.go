@@ -76,3 +76,9 @@ func (p *process) stop(grace time.Duration) error {
 	_ = syscall.Kill(-p.pgid, syscall.SIGKILL) // stragglers; ESRCH when none
 	return result
 }
+
+// kill SIGKILLs the group and waits for the reaper.
+func (p *process) kill() {
+	_ = syscall.Kill(-p.pgid, syscall.SIGKILL)
+	<-p.done
+}

@@ -49,6 +49,16 @@ type Options struct {
 	// new short temporary directory that [Server.Close] removes; a given
 	// Dir is the caller's and is left in place.
 	Dir string
+	// Ports, when set, are the loopback ports to bind instead of free ones
+	// chosen at start: the nodes of a cluster must know each other's
+	// fabric ports before any of them starts ([LaunchCluster]). A start
+	// that loses one of them to another process is not retried here.
+	Ports *Ports
+}
+
+// Ports are a server's loopback ports.
+type Ports struct {
+	Ingress, Admin, Fabric int
 }
 
 // Server is a running restate-server and its loopback ports.
@@ -97,12 +107,19 @@ func launch(ctx context.Context, opts Options, logf func(format string, args ...
 	}
 	var lastErr error
 	for attempt := 1; attempt <= bindAttempts; attempt++ {
-		ports, err := freePorts(3)
-		if err != nil {
-			lastErr = err
-			break
+		if p := opts.Ports; p != nil {
+			if attempt > 1 {
+				break
+			}
+			s.ingress, s.admin, s.fabric = p.Ingress, p.Admin, p.Fabric
+		} else {
+			ports, err := freePorts(3)
+			if err != nil {
+				lastErr = err
+				break
+			}
+			s.ingress, s.admin, s.fabric = ports[0], ports[1], ports[2]
 		}
-		s.ingress, s.admin, s.fabric = ports[0], ports[1], ports[2]
 		// A fresh directory per attempt: a node that once started records
 		// its advertised address in its metadata.
 		s.baseDir = filepath.Join(s.root, "attempt-"+strconv.Itoa(attempt))
@@ -168,6 +185,20 @@ func (s *Server) Stop() error {
 		return nil
 	}
 	return p.stop(stopGrace)
+}
+
+// Kill SIGKILLs the server's process group at once (a crash: nothing of
+// its orderly shutdown runs) and reaps it; [Server.Relaunch] starts it
+// again on the same ports and base directory. Killing a stopped server
+// does nothing.
+func (s *Server) Kill() {
+	s.mu.Lock()
+	p := s.proc
+	s.proc = nil
+	s.mu.Unlock()
+	if p != nil {
+		p.kill()
+	}
 }
 
 // Close stops the server for good: [Server.Stop], then the removal of the

@@ -7,7 +7,7 @@ import (
 	"time"
 )
 
-// This file is the testing.TB layer over [Launch]: a missing binary skips
+// This file is the testing.TB layer over [Launch] and [LaunchCluster]: a missing binary skips
 // or fails the test, a server that cannot start fails it, and the test's
 // cleanup stops the server, prints its log tail when the test failed and
 // removes its directory, so no restate-server outlives its test.
@@ -85,4 +85,41 @@ func (s *Server) Register(t testing.TB, uri string, useHTTP11 bool) []byte {
 		t.Fatalf("restateserver: register %s: %v", uri, err)
 	}
 	return body
+}
+
+// StartCluster is [LaunchCluster] for a test, as [Start] is for one
+// server: the binary is required like [Binary] does (unless opts.Node.Binary
+// names one), a cluster that cannot start fails t, and the test's cleanup
+// stops every node, prints each node's log tail when the test failed, and
+// removes the directory.
+func StartCluster(t testing.TB, opts ClusterOptions) *Cluster {
+	t.Helper()
+	if opts.Node.Binary == "" {
+		opts.Node.Binary = Binary(t)
+	}
+	c, err := launchCluster(context.Background(), opts, t.Logf)
+	if err != nil {
+		t.Fatalf("%v", err)
+		return nil
+	}
+	t.Cleanup(func() {
+		start := time.Now()
+		for i, n := range c.Nodes {
+			if err := n.Stop(); err != nil {
+				t.Logf("restateserver: stop node n%d: %v", i+1, err)
+			}
+		}
+		if d := time.Since(start); d > 10*time.Second {
+			t.Logf("restateserver: stopping the cluster took %s", d.Round(time.Millisecond))
+		}
+		if t.Failed() {
+			for i, n := range c.Nodes {
+				t.Logf("restate-server node n%d log tail (%s):\n%s", i+1, n.logPath, n.logTail(60))
+			}
+		}
+		if err := os.RemoveAll(c.root); err != nil {
+			t.Errorf("restateserver: remove %s: %v", c.root, err)
+		}
+	})
+	return c
 }
