@@ -36,7 +36,25 @@ help: ## Describe useful make targets
 	@grep -hE '^[a-zA-Z_-]+:.*?## .*$$' $(MAKEFILE_LIST) | awk 'BEGIN {FS = ":.*?## "}; {printf "%-14s %s\n", $$1, $$2}'
 
 .PHONY: tools
-tools: $(TOOLS)/.npm-$(RESTATE_VERSION)-$(BUF_VERSION) $(TOOLS)/.go-tools ## Install pinned tools into .tools/
+tools: $(TOOLS)/.npm-$(RESTATE_VERSION)-$(BUF_VERSION) $(TOOLS)/.go-tools haproxy ## Install pinned tools into .tools/ (and HAProxy)
+
+# HAProxy, the load balancer of the cluster tests, is a system package
+# (Debian's haproxy), not a pinned tool: installed with apt-get when missing
+# and the machine allows it (root, apt-get). Otherwise the cluster tests
+# skip, except under CI=true, where a missing HAProxy fails here already.
+.PHONY: haproxy
+haproxy:
+	@if ! command -v haproxy >/dev/null 2>&1; then \
+		if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
+			export DEBIAN_FRONTEND=noninteractive; \
+			apt-get install -y --no-install-recommends haproxy \
+				|| { apt-get update && apt-get install -y --no-install-recommends haproxy; }; \
+		elif [ "$${CI:-}" = true ]; then \
+			echo "HAProxy is missing and cannot be installed here (needs root and apt-get); CI needs it for the cluster tests"; exit 1; \
+		else \
+			echo "note: HAProxy is missing (install the haproxy package); the cluster tests will skip"; \
+		fi; \
+	fi
 
 $(TOOLS)/.npm-$(RESTATE_VERSION)-$(BUF_VERSION):
 	mkdir -p $(NPM_DIR)
@@ -101,6 +119,10 @@ fuzz: ## Run every fuzz target for FUZZTIME each (default 60s)
 .PHONY: chaos
 chaos: tools build ## Run the full chaos test: 10,000 invocations with bridge, worker and restate-server faults
 	CHAOS_FULL=1 go test -count=1 -run TestChaos -timeout 30m -v ./e2e/
+
+.PHONY: chaos-cluster
+chaos-cluster: tools build ## Run the cluster chaos test: 3 restate-server nodes, 3 bridges behind HAProxy, node and replica faults
+	CHAOS_CLUSTER_FULL=1 go test -count=1 -run TestChaosCluster -timeout 40m -v ./e2e/
 
 .PHONY: bench
 bench: tools build ## Run the benchmarks side by side and write bench/RESULTS.md
