@@ -156,9 +156,11 @@ func parseMarker(path string, withStep bool) (map[string][]*execution, int, erro
 // chaosEvent is one injected fault, with the wall-clock time it happened
 // (the same clock the handlers stamp their markers with).
 type chaosEvent struct {
-	kind     string // "bridge-kill", "worker-kill", "restate-restart"
-	at, till int64  // UnixNano; till is the end of a restart window
-	pid      int    // the killed worker
+	// "bridge-kill", "worker-kill", "restate-restart"; the cluster run's
+	// "bridge-drain" (SIGTERM) and "restate-node-kill" (one node down)
+	kind     string
+	at, till int64 // UnixNano; till is the end of a restart, drain or outage window
+	pid      int   // the killed worker
 	// workers of the killed bridge incarnation, recorded just before the
 	// kill: an execution on one of them belonged to that incarnation.
 	workers map[int]bool
@@ -193,7 +195,8 @@ func (l *chaosLog) count(kind string) int {
 // earliest fault that applies to x. A fault applies when it is a SIGKILL
 // of x's own worker between x's start and next, a SIGKILL of the bridge
 // incarnation x's worker belonged to, any bridge SIGKILL between x's start
-// and next, or a restate-server restart overlapping that window. Whether x
+// and next, or a restate-server restart, node outage or bridge drain
+// overlapping that window. Whether x
 // had written its end line by the fault says whether it was interrupted
 // mid-execution or lost its result after finishing; for the latter,
 // exposed is how long before the fault the run had ended.
@@ -209,7 +212,7 @@ func (l *chaosLog) cause(x *execution, next int64) (cause string, exposed time.D
 			applies = e.pid == x.pid && e.at >= x.startNS && e.at <= next
 		case "bridge-kill":
 			applies = e.workers[x.pid] || (e.at >= x.startNS && e.at <= next)
-		case "restate-restart":
+		case "restate-restart", "restate-node-kill", "bridge-drain":
 			applies = e.till >= x.startNS && e.at <= next
 		}
 		if applies && (first == nil || e.at < first.at) {
@@ -219,7 +222,8 @@ func (l *chaosLog) cause(x *execution, next int64) (cause string, exposed time.D
 	if first == nil {
 		return "unexplained (no fault between this execution and the next attempt)", 0
 	}
-	what := map[string]string{"worker-kill": "worker SIGKILLed", "bridge-kill": "bridge SIGKILLed", "restate-restart": "restate-server restarted"}[first.kind]
+	what := map[string]string{"worker-kill": "worker SIGKILLed", "bridge-kill": "bridge SIGKILLed", "restate-restart": "restate-server restarted",
+		"restate-node-kill": "a restate-server node SIGKILLed", "bridge-drain": "a bridge drained (SIGTERM)"}[first.kind]
 	switch {
 	case x.startNS > first.at && first.kind == "bridge-kill":
 		// The fault is stamped just before SIGKILL is sent, but the

@@ -194,7 +194,7 @@ func TestChaos(t *testing.T) {
 	if os.Getenv("CHAOS_FULL") == "1" {
 		plan = chaosFull
 	}
-	r := newChaosRun(t, plan)
+	r := newChaosRun(t, plan, newChaosEnv(t, plan.perHandler, 10*time.Second))
 	r.load()
 	r.injectFaults()
 	r.checkResources()
@@ -213,6 +213,9 @@ type chaosRun struct {
 	begin     time.Time
 	elapsed   time.Duration
 	outcomes  []chaosOutcome
+	startAt   []int64                 // when each invocation's first call was sent (UnixNano)
+	doneAt    []int64                 // when each invocation got its outcome (UnixNano)
+	ingresses []*restateserver.Server // the calls go through these in turn
 	completed atomic.Int64
 	retryMu   sync.Mutex
 	retries   map[string]int // client retries by reason
@@ -230,16 +233,19 @@ type chaosRun struct {
 	after    chaosResources
 }
 
-func newChaosRun(t *testing.T, plan chaosPlan) *chaosRun {
+func newChaosRun(t *testing.T, plan chaosPlan, env *chaosEnv) *chaosRun {
 	return &chaosRun{
 		t: t, plan: plan,
-		chaosEnv: newChaosEnv(t, plan.perHandler, 10*time.Second),
-		runKey:   fmt.Sprintf("%d", time.Now().UnixNano()),
-		outcomes: make([]chaosOutcome, plan.invocations),
-		retries:  map[string]int{},
-		loadDone: make(chan struct{}),
-		faults:   &chaosLog{},
-		rng:      rand.New(rand.NewPCG(uint64(time.Now().UnixNano()), 7)),
+		chaosEnv:  env,
+		runKey:    fmt.Sprintf("%d", time.Now().UnixNano()),
+		outcomes:  make([]chaosOutcome, plan.invocations),
+		startAt:   make([]int64, plan.invocations),
+		doneAt:    make([]int64, plan.invocations),
+		ingresses: []*restateserver.Server{env.srv},
+		retries:   map[string]int{},
+		loadDone:  make(chan struct{}),
+		faults:    &chaosLog{},
+		rng:       rand.New(rand.NewPCG(uint64(time.Now().UnixNano()), 7)),
 	}
 }
 
@@ -265,11 +271,13 @@ func (r *chaosRun) load() {
 				if i >= r.plan.invocations || loadCtx.Err() != nil {
 					return
 				}
-				r.outcomes[i] = chaosCall(loadCtx, r.srv, r.plan, r.runKey, i, func(reason string) {
+				r.startAt[i] = time.Now().UnixNano()
+				r.outcomes[i] = chaosCall(loadCtx, r.ingresses, r.plan, r.runKey, i, func(reason string) {
 					r.retryMu.Lock()
 					r.retries[reason]++
 					r.retryMu.Unlock()
 				})
+				r.doneAt[i] = time.Now().UnixNano()
 				r.completed.Add(1)
 			}
 		}()
@@ -308,7 +316,7 @@ injector:
 			r.inject(sched[0].kind)
 			sched = sched[1:]
 		case plan.bridgeEvery > 0 && frac < plan.bridgeUntil && now.After(nextBridge):
-			r.killBridge()
+			r.killBridge(r.b)
 			nextBridge = time.Now().Add(r.interval(plan.bridgeEvery))
 		case plan.workerEvery > 0 && frac < plan.workerUntil && now.After(nextWorker):
 			r.killWorker()
@@ -327,7 +335,7 @@ injector:
 func (r *chaosRun) inject(kind string) {
 	switch kind {
 	case "bridge-kill":
-		r.killBridge()
+		r.killBridge(r.b)
 	case "worker-kill":
 		r.killWorker()
 	case "restate-restart":
@@ -335,18 +343,18 @@ func (r *chaosRun) inject(kind string) {
 	}
 }
 
-// killBridge SIGKILLs the bridge process, checks that nothing of its
+// killBridge SIGKILLs the bridge process b, checks that nothing of its
 // workers' groups outlives it by 10 s, and starts a new bridge on the same
 // address.
-func (r *chaosRun) killBridge() {
+func (r *chaosRun) killBridge(b *bridgeServe) {
 	// Every child counts, also one forked a moment ago that has not
 	// exec'd python3 or bash yet; each is its own group's leader.
 	groups, workers := map[int]bool{}, map[int]bool{}
-	for _, c := range childrenOf(r.b.pid()) {
+	for _, c := range childrenOf(b.pid()) {
 		groups[c.PID], groups[c.PGID], workers[c.PID] = true, true, true
 	}
 	at := time.Now()
-	r.b.killLeader()
+	b.killLeader()
 	r.faults.add(chaosEvent{kind: "bridge-kill", at: at.UnixNano(), workers: workers})
 	if left := liveInGroups(groups); len(left) > 0 {
 		r.lingered += len(left)
@@ -356,7 +364,7 @@ func (r *chaosRun) killBridge() {
 			r.t.Errorf("processes of the killed bridge's worker groups still alive 10s after the SIGKILL: %+v", left)
 		}
 	}
-	r.b.start()
+	b.start()
 }
 
 // killWorker SIGKILLs one worker, preferring one with an execution in
@@ -501,6 +509,21 @@ func (r *chaosRun) verify() {
 		st.outOfOrder,
 		r.lingered, r.lingerMax.Round(time.Millisecond), baselineString(r.baseline), r.after)
 
+	r.checkTally(x)
+	if r.faults.count("bridge-kill") == 0 || r.faults.count("restate-restart") == 0 {
+		t.Errorf("faults injected: %d bridge kills, %d restate restarts; want at least one of each", r.faults.count("bridge-kill"), r.faults.count("restate-restart"))
+	}
+}
+
+// checkTally fails the test on what the tally shows the replay rule or the
+// load forbids: lost invocations, results naming no completed execution,
+// journaled outputs or steps missing from sys_journal. (Executions after a
+// journaled completion are failed by tally itself, one by one.)
+func (r *chaosRun) checkTally(x chaosTally) {
+	t := r.t
+	fnCompleted := x.fnPython + x.fnBash - x.fnLost
+	st := &x.steps
+	stepsCompleted := st.python + st.bash - st.lost
 	if x.lost > 0 {
 		t.Errorf("%d invocations lost, e.g. %v", x.lost, x.lostSamples)
 		chaosDiagnoseLost(t, r.srv, r.runKey, r.outcomes)
@@ -528,9 +551,6 @@ func (r *chaosRun) verify() {
 	}
 	if len(st.unexplained) > 0 {
 		t.Logf("unexplained re-executed steps (allowed by the replay rule, shown for inspection): %v", st.unexplained)
-	}
-	if r.faults.count("bridge-kill") == 0 || r.faults.count("restate-restart") == 0 {
-		t.Errorf("faults injected: %d bridge kills, %d restate restarts; want at least one of each", r.faults.count("bridge-kill"), r.faults.count("restate-restart"))
 	}
 }
 
@@ -837,8 +857,9 @@ const journalTolerance = time.Second
 func chaosID(i int) string { return fmt.Sprintf("c%05d", i) }
 
 // chaosCall runs invocation i to its result, retrying the same idempotency
-// key after anything but a 200.
-func chaosCall(ctx context.Context, srv *restateserver.Server, plan chaosPlan, runKey string, i int, retried func(string)) chaosOutcome {
+// key after anything but a 200. Call k goes through ingress i+k (modulo
+// their number): a client of a cluster tries the next node after a failure.
+func chaosCall(ctx context.Context, ingresses []*restateserver.Server, plan chaosPlan, runKey string, i int, retried func(string)) chaosOutcome {
 	id := chaosID(i)
 	h := chaosHandlerOf(plan, i)
 	sleep := time.Duration((i*7919)%int(plan.maxSleep/time.Millisecond+1)) * time.Millisecond
@@ -851,6 +872,7 @@ func chaosCall(ctx context.Context, srv *restateserver.Server, plan chaosPlan, r
 	var out chaosOutcome
 	for {
 		out.calls++
+		srv := ingresses[(i+out.calls-1)%len(ingresses)]
 		cctx, cancel := context.WithTimeout(ctx, 60*time.Second)
 		status, resp, err := srv.Call(cctx, h.service, h.handler, body, headers)
 		cancel()
@@ -1089,7 +1111,7 @@ func TestChaosGracefulShutdown(t *testing.T) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			outcomes[i] = chaosCall(ctx, env.srv, plan, runKey, i, func(string) {})
+			outcomes[i] = chaosCall(ctx, []*restateserver.Server{env.srv}, plan, runKey, i, func(string) {})
 		}()
 	}
 	env.waitStarted(t, n, 60*time.Second) // all sixteen executing

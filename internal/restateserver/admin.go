@@ -40,6 +40,18 @@ func (s *Server) TryRegister(ctx context.Context, uri string, useHTTP11 bool) ([
 	return s.do(ctx, http.MethodPost, s.AdminURL()+"/deployments", b, map[string]string{"content-type": "application/json"})
 }
 
+// KnowsService reports whether the server's admin API knows service (GET
+// /services/{name}): in a cluster a node learns a registration made through
+// another node's admin a moment later, and until then its ingress answers
+// 404 for the service.
+func (s *Server) KnowsService(ctx context.Context, service string) (bool, error) {
+	status, _, err := s.roundTrip(ctx, http.MethodGet, s.AdminURL()+"/services/"+url.PathEscape(service), nil, nil)
+	if status == http.StatusNotFound {
+		return false, nil
+	}
+	return err == nil, err
+}
+
 // invocationIDPattern keeps ids that go into URLs and SQL to the alphabet
 // restate uses (inv_ + base62).
 var invocationIDPattern = regexp.MustCompile(`^inv_[0-9A-Za-z]+$`)

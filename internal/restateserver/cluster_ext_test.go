@@ -63,6 +63,18 @@ func TestClusterServesThroughEveryNodeAndSurvivesOne(t *testing.T) {
 	uri := echoDeployment(t)
 	c.Nodes[0].Register(t, uri, false)
 	for i, n := range c.Nodes {
+		var known bool
+		for deadline := time.Now().Add(30 * time.Second); !known && time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
+			known, _ = n.KnowsService(context.Background(), "Echo")
+		}
+		if !known {
+			t.Fatalf("node n%d does not know the service registered through n1", i+1)
+		}
+		if ok, err := n.KnowsService(context.Background(), "Nope"); ok || err != nil {
+			t.Fatalf("node n%d: KnowsService(Nope) = %v, %v", i+1, ok, err)
+		}
+	}
+	for i, n := range c.Nodes {
 		callWithin(t, n, fmt.Sprintf(`{"via":%d}`, i), 30*time.Second)
 	}
 	killed := c.Nodes[1]
