@@ -1,6 +1,7 @@
 package bridge
 
 import (
+	"crypto/rand"
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
@@ -110,6 +111,19 @@ func sanitizeInstance(host string) string {
 		return fallbackInstance
 	}
 	return fitInstance(s)
+}
+
+// OneOffInstance is the identity of a one-off run (`bridge invoke`) of a
+// replica with identity base: base-invoke- and random hex digits, fitted
+// like any identity. On a remote runtime the run then never shares, nor
+// unregisters at its end, a registration of a serving replica.
+func OneOffInstance(base string) string {
+	var b [4]byte
+	_, _ = rand.Read(b[:])
+	if base == "" {
+		base = DefaultInstance()
+	}
+	return fitDigest(base, MaxInstanceBytes-len("-invoke-")-2*len(b), 8) + "-invoke-" + hex.EncodeToString(b[:])
 }
 
 // instanceByte reports whether c may appear in an instance identity

@@ -126,3 +126,16 @@ func TestRunUIDFitsTheRuntime(t *testing.T) {
 		}
 	}
 }
+
+// A one-off run's identity starts with the replica's, differs on every
+// call and stays within the bounds even for the longest identity.
+func TestOneOffInstance(t *testing.T) {
+	a, b := OneOffInstance("replica-a"), OneOffInstance("replica-a")
+	if a == b || !strings.HasPrefix(a, "replica-a-invoke-") {
+		t.Fatalf("one-off identities %q, %q: want distinct, starting replica-a-invoke-", a, b)
+	}
+	long := OneOffInstance(fitInstance(strings.Repeat("x", 300)))
+	if len(long) > MaxInstanceBytes || !runUIDAlphabet.MatchString(long) {
+		t.Fatalf("one-off identity %q (%d bytes) is not a valid identity", long, len(long))
+	}
+}

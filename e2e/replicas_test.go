@@ -229,6 +229,40 @@ services:
 	if after := registered(); len(after) != len(regs) || fmt.Sprint(after) != fmt.Sprint(regs) {
 		t.Errorf("the restarted replica registered anew (%v before, %v after), want its registrations resumed", regs, after)
 	}
+
+	// `bridge invoke` of the same configuration with replica-a's identity
+	// runs on a registration of its own and unregisters only that one.
+	oneOff := filepath.Join(ws.root, "invoke.yaml")
+	writeFile(t, oneOff, "instance: replica-a\n"+readFile(t, cfg))
+	if out, errOut, code := runBridge(t, time.Minute, "invoke", "--config", oneOff, "Replica/work", `{"n":7,"sleep":0}`); code != 0 || !strings.Contains(out, `"n": 7`) && !strings.Contains(out, `"n":7`) {
+		t.Fatalf("bridge invoke: exit %d, %q\n%s", code, out, errOut)
+	}
+	var unregistered []string
+	for _, rec := range logRecords(rt, "unregistering") {
+		unregistered = append(unregistered, fmt.Sprint(rec["run_uid"]))
+	}
+	if len(unregistered) != 1 || !strings.HasPrefix(unregistered[0], "replica-a-invoke-") {
+		t.Errorf("after bridge invoke the runtime unregistered %v, want only the one-off run's own registration", unregistered)
+	}
+	if final := loadReplica(ctx, srvA, "replica-a after invoke", perReplica, perReplica, hold); len(final.failures) > 0 {
+		t.Errorf("replica-a after bridge invoke: %v", final.failures)
+	} else {
+		for id := range final.pids {
+			if !loadA.pids[id] {
+				t.Errorf("after bridge invoke worker %d answered replica-a, not one of its warm workers", id)
+			}
+		}
+	}
+}
+
+// readFile returns a file's content or fails the test.
+func readFile(t *testing.T, path string) string {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(b)
 }
 
 // healthStatus is the status of GET addr path (0: no answer).

@@ -36,7 +36,15 @@ func newInvokeCmd(g *globalFlags) *cobra.Command {
 			if !json.Valid([]byte(args[1])) {
 				return fmt.Errorf("input %q is not valid JSON", args[1])
 			}
-			_, b, err := loadBridge(configPath, "", bridge.Options{Logger: log})
+			cfg, err := loadConfig(configPath, "")
+			if err != nil {
+				return err
+			}
+			// Its own identity: on a remote runtime a one-off run must not
+			// share, nor unregister at its end, the registrations of a
+			// `bridge serve` with the same instance.
+			cfg.Instance = bridge.OneOffInstance(cfg.Instance)
+			b, err := bridge.New(cfg, bridge.Options{Logger: log})
 			if err != nil {
 				return err
 			}
