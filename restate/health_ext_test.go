@@ -61,13 +61,12 @@ func TestReadinessCheck(t *testing.T) {
 	}
 }
 
-// Drain: readiness answers 503 at once while liveness stays 200, a new
-// invocation stream is refused with 503, Retry-After and Connection: close
-// (over HTTP/2 and HTTP/1.1), the stream in flight runs to its Output, and
-// Drain returns only once it has ended.
-func TestDrainFinishesInFlightAndRefusesNew(t *testing.T) {
-	started, release := make(chan struct{}, 1), make(chan struct{})
-	ep := restate.NewEndpoint(restate.Config{})
+// holdEndpoint serves an endpoint whose handler Svc/hold signals started
+// and returns its input once release is closed; url is its invoke URL.
+func holdEndpoint(t *testing.T) (ep *restate.Endpoint, url string, started, release chan struct{}) {
+	t.Helper()
+	started, release = make(chan struct{}, 1), make(chan struct{})
+	ep = restate.NewEndpoint(restate.Config{})
 	err := ep.Bind(restate.Service{Name: "Svc", Handlers: []restate.Handler{{Name: "hold", Fn: func(_ restate.Context, in []byte) ([]byte, error) {
 		started <- struct{}{}
 		<-release
@@ -80,10 +79,18 @@ func TestDrainFinishesInFlightAndRefusesNew(t *testing.T) {
 	srv.Config = restate.NewHTTPServer("", ep)
 	srv.Start()
 	t.Cleanup(srv.Close)
+	return ep, restatetest.InvokeURL(srv.URL, "Svc", "hold"), started, release
+}
+
+// Drain: readiness answers 503 at once while liveness stays 200, a new
+// invocation stream is refused with 503, Retry-After and Connection: close
+// (over HTTP/2 and HTTP/1.1), the stream in flight runs to its Output, and
+// Drain returns only once it has ended.
+func TestDrainFinishesInFlightAndRefusesNew(t *testing.T) {
+	ep, url, started, release := holdEndpoint(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	client := restatetest.NewH2CClient()
-	url := restatetest.InvokeURL(srv.URL, "Svc", "hold")
 
 	s := restatetest.Open(ctx, client, url, 6)
 	defer s.Close()
@@ -168,23 +175,11 @@ func TestDrainBoundedByContext(t *testing.T) {
 	if err := ep.Drain(context.Background()); err != nil {
 		t.Fatalf("idle Drain: %v", err)
 	}
-	started, release := make(chan struct{}, 1), make(chan struct{})
+	ep2, url, started, release := holdEndpoint(t)
 	defer close(release)
-	ep2 := restate.NewEndpoint(restate.Config{})
-	if err := ep2.Bind(restate.Service{Name: "Svc", Handlers: []restate.Handler{{Name: "hold", Fn: func(_ restate.Context, in []byte) ([]byte, error) {
-		started <- struct{}{}
-		<-release
-		return in, nil
-	}}}}); err != nil {
-		t.Fatal(err)
-	}
-	srv := httptest.NewUnstartedServer(ep2)
-	srv.Config = restate.NewHTTPServer("", ep2)
-	srv.Start()
-	t.Cleanup(srv.Close)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	s := restatetest.Open(ctx, restatetest.NewH2CClient(), restatetest.InvokeURL(srv.URL, "Svc", "hold"), 6)
+	s := restatetest.Open(ctx, restatetest.NewH2CClient(), url, 6)
 	defer s.Close()
 	if err := s.Send(restatetest.Start("inv_bound", 1), restatetest.Input([]byte(`1`))); err != nil {
 		t.Fatal(err)
