@@ -157,7 +157,9 @@ func parseMarker(path string, withStep bool) (map[string][]*execution, int, erro
 // (the same clock the handlers stamp their markers with).
 type chaosEvent struct {
 	// "bridge-kill", "worker-kill", "restate-restart"; the cluster run's
-	// "bridge-drain" (SIGTERM) and "restate-node-kill" (one node down)
+	// "bridge-drain" (SIGTERM), "restate-node-kill" (one node down) and
+	// "leader-change" (a node took a partition over, which restate-server
+	// also does on its own: it is logged, not injected)
 	kind     string
 	at, till int64 // UnixNano; till is the end of a restart, drain or outage window
 	pid      int   // the killed worker
@@ -195,8 +197,8 @@ func (l *chaosLog) count(kind string) int {
 // earliest fault that applies to x. A fault applies when it is a SIGKILL
 // of x's own worker between x's start and next, a SIGKILL of the bridge
 // incarnation x's worker belonged to, any bridge SIGKILL between x's start
-// and next, or a restate-server restart, node outage or bridge drain
-// overlapping that window. Whether x
+// and next, or a restate-server restart, node outage, bridge drain or
+// partition leader change overlapping that window. Whether x
 // had written its end line by the fault says whether it was interrupted
 // mid-execution or lost its result after finishing; for the latter,
 // exposed is how long before the fault the run had ended.
@@ -212,7 +214,7 @@ func (l *chaosLog) cause(x *execution, next int64) (cause string, exposed time.D
 			applies = e.pid == x.pid && e.at >= x.startNS && e.at <= next
 		case "bridge-kill":
 			applies = e.workers[x.pid] || (e.at >= x.startNS && e.at <= next)
-		case "restate-restart", "restate-node-kill", "bridge-drain":
+		case "restate-restart", "restate-node-kill", "bridge-drain", "leader-change":
 			applies = e.till >= x.startNS && e.at <= next
 		}
 		if applies && (first == nil || e.at < first.at) {
@@ -223,7 +225,8 @@ func (l *chaosLog) cause(x *execution, next int64) (cause string, exposed time.D
 		return "unexplained (no fault between this execution and the next attempt)", 0
 	}
 	what := map[string]string{"worker-kill": "worker SIGKILLed", "bridge-kill": "bridge SIGKILLed", "restate-restart": "restate-server restarted",
-		"restate-node-kill": "a restate-server node SIGKILLed", "bridge-drain": "a bridge drained (SIGTERM)"}[first.kind]
+		"restate-node-kill": "a restate-server node SIGKILLed", "bridge-drain": "a bridge drained (SIGTERM)",
+		"leader-change": "a partition moved to a new leader node"}[first.kind]
 	switch {
 	case x.startNS > first.at && first.kind == "bridge-kill":
 		// The fault is stamped just before SIGKILL is sent, but the

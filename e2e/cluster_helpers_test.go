@@ -13,6 +13,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -186,12 +187,14 @@ func knowsServices(node *restateserver.Server, timeout time.Duration, services .
 const recoveryRate = 0.8
 
 // throughputDip measures the completions per second over 1 s windows
-// after at against their rate in the 5 s before at (doneAt holds every
-// completion time, UnixNano): the lowest window in the 10 s after at, as a
-// fraction of that rate, and how long after at a window first reached
-// recoveryRate of it again. ok is false when there was no throughput
-// before at, or it never came back while the load lasted.
-func throughputDip(doneAt []int64, at time.Time) (lowest float64, back time.Duration, ok bool) {
+// after at against their rate in the 5 s before at (startAt and doneAt
+// hold every invocation's first call and completion, UnixNano): the lowest
+// window in the 10 s after at, as a fraction of that rate, and how long
+// after at a window first reached recoveryRate of it again. Only windows
+// that end before the last invocation started count: from then on fewer
+// calls are in flight. ok is false when there was no throughput before
+// at, or it never came back while the load lasted.
+func throughputDip(startAt, doneAt []int64, at time.Time) (lowest float64, back time.Duration, ok bool) {
 	ts := append([]int64(nil), doneAt...)
 	sort.Slice(ts, func(i, j int) bool { return ts[i] < ts[j] })
 	count := func(from, to int64) float64 {
@@ -203,7 +206,7 @@ func throughputDip(doneAt []int64, at time.Time) (lowest float64, back time.Dura
 	if pre == 0 || len(ts) == 0 {
 		return 0, 0, false
 	}
-	end := ts[len(ts)-1]
+	end := slices.Max(startAt)
 	lowest, back = math.Inf(1), -1
 	for d := time.Duration(0); t0+int64(d+window) <= end; d += step {
 		n := count(t0+int64(d), t0+int64(d+window)) / pre
@@ -251,7 +254,7 @@ type clusterRecovery struct {
 func (c clusterRecovery) String(startAt, doneAt []int64) string {
 	n, last := inFlightAt(startAt, doneAt, c.at)
 	out := fmt.Sprintf("%s\n        %d invocations in flight, the last done %s after it", c.fault, n, last.Round(10*time.Millisecond))
-	if lowest, back, ok := throughputDip(doneAt, c.at); ok {
+	if lowest, back, ok := throughputDip(startAt, doneAt, c.at); ok {
 		out += fmt.Sprintf("; throughput fell to %.0f%%, back to %.0f%% after %s", 100*lowest, 100*recoveryRate, back.Round(10*time.Millisecond))
 	} else {
 		out += "; throughput not comparable (none before, or not back while the load lasted)"

@@ -82,7 +82,11 @@ var (
 // It checks what TestChaos checks of the replay rule, with the same code
 // (chaosRun.tally and checkTally, so the same marker files and journal
 // cross-checks): nothing lost, no execution (or step) after its journaled
-// completion, every duplicate attributed to a fault. Then: each replica
+// completion, every duplicate attributed to a fault; besides the injected
+// faults, the partition leader changes the nodes log count as causes
+// (restate-server moves partitions on its own after the cluster formed and
+// when a node rejoins, and a new leader re-invokes what was in flight).
+// Then: each replica
 // completed at least minShare of the invocations (its "invocation" log
 // records with outcome ok), a drained replica exited 0, and for each fault
 // it prints how long the throughput took to recover (completions over 1 s
@@ -264,6 +268,22 @@ func (r *clusterRun) fault(f clusterFault) {
 // run did not make.
 func (r *clusterRun) verifyCluster() {
 	t, plan := r.t, r.cplan
+	// restate-server moves partitions between nodes on its own too (after
+	// the cluster formed, when a node rejoins); a new leader re-invokes
+	// what its partition had in flight. The nodes log each take-over.
+	leaderChanges := 0
+	for i, n := range r.cluster.Nodes {
+		changes, err := n.LeaderChanges()
+		if err != nil {
+			t.Errorf("node n%d: %v", i+1, err)
+		}
+		for _, at := range changes {
+			if at.After(r.begin) {
+				leaderChanges++
+				r.faults.add(chaosEvent{kind: "leader-change", at: at.UnixNano(), till: at.UnixNano()})
+			}
+		}
+	}
 	x := r.tally()
 	fnCompleted := x.fnPython + x.fnBash - x.fnLost
 	st := &x.steps
@@ -305,7 +325,7 @@ func (r *clusterRun) verifyCluster() {
   executions after a journaled completion: %d (function mode, file order), %d (steps, file order); journal-time check: %d, %d
   duplicate executions (function mode): %d, by cause:%s
   re-executed steps (steps mode):  %d, by cause:%s
-  faults:                          %d replica SIGKILLs, %d drains, %d restate node SIGKILLs (each restarted)
+  faults:                          %d replica SIGKILLs, %d drains, %d restate node SIGKILLs (each restarted); %d partition leader changes logged by the nodes
   client retries (same idempotency key), by reason:%s
   per-replica share of the completed invocations (fair: at least %.0f%% each):%s
   recovery after each fault (throughput: completions over 1 s against their rate in the 5 s before):%s`,
@@ -317,7 +337,7 @@ func (r *clusterRun) verifyCluster() {
 		x.afterCompletion, st.afterCompletion, x.afterJournal, st.afterJournal,
 		x.executions-fnCompleted, sortedCounts(x.causes),
 		st.reexecuted, sortedCounts(st.causes),
-		r.faults.count("bridge-kill"), r.faults.count("bridge-drain"), r.faults.count("restate-node-kill"),
+		r.faults.count("bridge-kill"), r.faults.count("bridge-drain"), r.faults.count("restate-node-kill"), leaderChanges,
 		retryReport,
 		100*plan.minShare, strings.Join(shareLines, ""),
 		strings.Join(recoveryLines, ""))

@@ -8,9 +8,11 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strconv"
 	"strings"
 	"sync"
+	"time"
 )
 
 // A cluster is several restate-server nodes on loopback that form one
@@ -108,6 +110,8 @@ func (c *Cluster) start(ctx context.Context, opts ClusterOptions, dir string) (r
 		no.Dir = filepath.Join(dir, "n"+strconv.Itoa(i+1))
 		no.Ports = &Ports{Ingress: ports[3*i], Admin: ports[3*i+1], Fabric: ports[3*i+2]}
 		no.ExtraEnv = append([]string{
+			// Warnings, and which partitions a node leads (LeaderChanges).
+			"RESTATE_LOG_FILTER=warn," + leadershipTarget + "=info",
 			"RESTATE_NODE_NAME=n" + strconv.Itoa(i+1),
 			"RESTATE_CLUSTER_NAME=" + c.Name,
 			// One node provisions the cluster; the others join it.
@@ -152,4 +156,38 @@ func (c *Cluster) Close() error {
 		errs = append(errs, fmt.Errorf("restateserver: remove %s: %w", c.root, err))
 	}
 	return errors.Join(errs...)
+}
+
+// leadershipTarget is the restate-server 1.7 log target of partition
+// leadership: "Processor became Leader of epoch eN" when a node takes a
+// partition over.
+const leadershipTarget = "restate_worker::partition::leadership"
+
+// leaderHeader is the first line of a leadership record in the log; its
+// message follows on the next line.
+var leaderHeader = regexp.MustCompile(`^(\S+Z) INFO ` + regexp.QuoteMeta(leadershipTarget) + `$`)
+
+// LeaderChanges lists when this node became the leader of a partition, as
+// its log tells (a cluster node logs it; [Launch] alone does not). A new
+// leader re-invokes what its partition had in flight, so tests attribute
+// re-executions no fault of theirs explains to these moments: restate-
+// server moves partitions on its own, after a start and when a node
+// rejoins.
+func (s *Server) LeaderChanges() ([]time.Time, error) {
+	b, err := os.ReadFile(s.logPath)
+	if err != nil {
+		return nil, fmt.Errorf("restateserver: %w", err)
+	}
+	lines := strings.Split(string(b), "\n")
+	var out []time.Time
+	for i := 0; i+1 < len(lines); i++ {
+		m := leaderHeader.FindStringSubmatch(lines[i])
+		if m == nil || !strings.Contains(lines[i+1], "became Leader") {
+			continue
+		}
+		if at, err := time.Parse(time.RFC3339Nano, m[1]); err == nil {
+			out = append(out, at)
+		}
+	}
+	return out, nil
 }

@@ -83,10 +83,27 @@ func TestClusterServesThroughEveryNodeAndSurvivesOne(t *testing.T) {
 	if !groupGone(pgid) {
 		t.Fatalf("node n2's group %d survived Kill", pgid)
 	}
+	killedAt := time.Now()
 	for i, n := range []*restateserver.Server{c.Nodes[0], c.Nodes[2]} {
 		for k := range 5 {
 			callWithin(t, n, fmt.Sprintf(`{"survivor":%d,"k":%d}`, i, k), 60*time.Second)
 		}
+	}
+	// The survivors took over the dead node's partitions, and say so.
+	took := 0
+	for _, n := range []*restateserver.Server{c.Nodes[0], c.Nodes[2]} {
+		changes, err := n.LeaderChanges()
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, at := range changes {
+			if at.After(killedAt.Add(-time.Second)) {
+				took++
+			}
+		}
+	}
+	if took == 0 {
+		t.Error("no surviving node logged taking over a partition after n2 was killed")
 	}
 	if err := killed.Relaunch(context.Background()); err != nil {
 		t.Fatal(err)
