@@ -9,7 +9,9 @@ import (
 	"sync"
 
 	"github.com/rs/zerolog"
+	"go.opentelemetry.io/otel/trace"
 
+	"github.com/fnbridge/fnbridge/bridge/telemetry"
 	executorv1 "github.com/fnbridge/fnbridge/proto/executor/v1"
 	"github.com/fnbridge/fnbridge/restate"
 	"github.com/fnbridge/fnbridge/restate/discovery"
@@ -28,6 +30,10 @@ type Options struct {
 	// or remote runtime the configuration names: tests and benchmarks plug
 	// in-process fakes or instrumented clients here.
 	Clients map[string]executorv1.FunctionRuntimeClient
+	// Metrics, when set, records the bridge's metrics (bridge/telemetry);
+	// Tracer, when set, makes a span per attempt and function execution.
+	Metrics *telemetry.Metrics
+	Tracer  trace.Tracer
 }
 
 // Bridge is one configured fnbridge: a Restate endpoint whose handlers run
@@ -39,6 +45,8 @@ type Bridge struct {
 	runtimes map[string]*runtimeConn
 	pools    map[string]*pool // by "Service/handler"
 	ctxEnd   *contextEndpoint // nil unless a handler is in steps mode
+	// unobserve detaches the bridge from Options.Metrics.
+	unobserve func()
 
 	closeOnce sync.Once
 	closeErr  error
@@ -84,6 +92,7 @@ func New(cfg *Config, opts Options) (*Bridge, error) {
 				unimplemented[h.Runtime] = &sync.Once{}
 			}
 			p := newPool(svc.Name, h, rc.client, opts.Logger, unimplemented[h.Runtime])
+			p.tel = newPoolTelemetry(opts, svc.Name, h)
 			b.pools[svc.Name+"/"+h.Name] = p
 			rs.Handlers = append(rs.Handlers, restateHandler(b, p))
 		}
@@ -96,6 +105,7 @@ func New(cfg *Config, opts Options) (*Bridge, error) {
 		b.closeRuntimes(context.Background())
 		return nil, err
 	}
+	b.unobserve = opts.Metrics.AddSource(bridgeSource{b})
 	return b, nil
 }
 
@@ -176,6 +186,7 @@ func (b *Bridge) poolKeys() []string {
 // second pass would only wait for ctx to end).
 func (b *Bridge) Close(ctx context.Context) error {
 	b.closeOnce.Do(func() {
+		b.unobserve()
 		var errs []error
 		for _, key := range b.poolKeys() {
 			errs = append(errs, b.pools[key].close(ctx))

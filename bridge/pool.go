@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/rs/zerolog"
@@ -42,6 +43,7 @@ type pool struct {
 	// reportUnimplemented makes a runtime without FunctionRuntime a single
 	// clear log line rather than one per invocation.
 	reportUnimplemented *sync.Once
+	tel                 *poolTelemetry // metrics and spans (telemetry.go)
 }
 
 // slot is one registration position. Only the holder of the slot (a lease
@@ -60,6 +62,8 @@ type slot struct {
 	// (InvalidArgument): no number of retries can fix it, so it is
 	// permanent at once.
 	invalid bool
+	// state is the slot's telemetry.RegistrationState (slot.publish).
+	state atomic.Uint32
 }
 
 // permanentAfter is how many failed initializations in a row (each already
@@ -117,7 +121,7 @@ func (p *pool) start(ctx context.Context) error {
 	for i := 0; i < p.h.MinWarm; i++ {
 		s := <-p.free
 		err := p.ensureRegistered(ctx, s)
-		p.free <- s
+		p.release(s)
 		if err != nil {
 			return fmt.Errorf("%s/%s: warming registration %d: %w", p.service, p.h.Name, i, err)
 		}
@@ -131,6 +135,7 @@ func (p *pool) start(ctx context.Context) error {
 // sure it is registered and READY.
 func (p *pool) lease(ctx context.Context) (*slot, error) {
 	var s *slot
+	waited := time.Now()
 	select {
 	case s = <-p.free:
 	default:
@@ -139,19 +144,22 @@ func (p *pool) lease(ctx context.Context) (*slot, error) {
 		select {
 		case s = <-p.free:
 		case <-t.C:
+			p.tel.leaseWaited(waited, true)
 			return nil, &Error{Class: ClassBusy, Message: fmt.Sprintf("all %d registrations of %s/%s are busy (waited %s)", p.h.Concurrency, p.service, p.h.Name, p.h.LeaseTimeout.Std())}
 		case <-ctx.Done():
 			return nil, ctx.Err()
 		}
 	}
+	p.tel.leaseWaited(waited, false)
 	if err := p.ensureRegistered(ctx, s); err != nil {
-		p.free <- s
+		p.release(s)
 		return nil, err
 	}
+	s.publish(true)
 	return s, nil
 }
 
-func (p *pool) release(s *slot) { p.free <- s }
+func (p *pool) release(s *slot) { s.publish(false); p.free <- s }
 
 // settleTimeout bounds how long a registration whose caller gave up is
 // kept out of the pool: the runtime's kill grace (2s by default) and
@@ -201,6 +209,7 @@ func (p *pool) ensureRegistered(ctx context.Context, s *slot) error {
 	// by moving to a newer attempt; bounded so a misbehaving server cannot
 	// spin us.
 	retriedFailed := false
+	registering := time.Now()
 	for tries := 0; ; tries++ {
 		// The limits travel as metadata: the contract's request has no
 		// field for them.
@@ -239,9 +248,11 @@ func (p *pool) ensureRegistered(ctx context.Context, s *slot) error {
 		switch st {
 		case executorv1.FunctionRegistrationState_FUNCTION_REGISTRATION_STATE_READY:
 			s.regID, s.fatal, s.backoff, s.invalid = regID, "", 0, false
+			p.tel.workerStarted(registering)
 			p.log.Debug().Str("run_uid", s.runUID).Int32("attempt", s.attempt).Msg("registration ready")
 			return nil
 		case executorv1.FunctionRegistrationState_FUNCTION_REGISTRATION_STATE_FAILED:
+			p.tel.workerStartFailed()
 			fatal := "initialization failed"
 			if sr, err := p.client.FunctionStatus(ctx, &executorv1.FunctionStatusRequest{Registration: resp.GetRegistration()}); err == nil && sr.GetFatalError() != "" {
 				fatal = sr.GetFatalError()
@@ -337,7 +348,7 @@ func (p *pool) janitor() {
 				break
 			}
 			p.check(s)
-			p.free <- s
+			p.release(s)
 		}
 	}
 }
