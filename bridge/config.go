@@ -51,6 +51,10 @@ type Config struct {
 	// (unix:///abs/path or host:port); empty: a socket in a private
 	// temporary directory (see resolveContextListen).
 	ContextListen string `yaml:"context_listen"`
+	// MetricsListen serves Prometheus /metrics (host:port); empty: off.
+	MetricsListen string `yaml:"metrics_listen"`
+	// Tracing configures the OTLP span export (telemetry_config.go).
+	Tracing TracingConfig `yaml:"tracing"`
 	// Services are the Restate services this deployment serves.
 	Services []ServiceConfig `yaml:"services"`
 
@@ -281,6 +285,7 @@ func (c *Config) resolve(baseDir string) error {
 		bad("max_journal_bytes", "%d is out of range", c.MaxJournalBytes)
 	}
 	c.resolveContextListen(bad)
+	c.resolveTelemetry(bad)
 	if len(c.Services) == 0 {
 		bad("services", "want at least one service")
 	}

@@ -40,6 +40,11 @@ func newServeCmd(g *globalFlags) *cobra.Command {
 			if err != nil {
 				return err
 			}
+			stopTelemetry, err := startTelemetry(cfg, log, &opts)
+			if err != nil {
+				return err
+			}
+			defer stopTelemetry()
 			if cfg.AllowUnauthenticated && len(cfg.IdentityKeys) == 0 && !bridge.IsLoopback(cfg.Listen) {
 				log.Warn().Str("listen", cfg.Listen).Msg("allow_unauthenticated: serving unsigned requests on an address other machines can reach; anyone who can connect can run these functions")
 			}
