@@ -123,8 +123,11 @@ type execTelemetry struct {
 	span  trace.Span
 }
 
-// startExecution begins the record of one function execution on slot s;
-// the returned context carries its span.
+// startExecution begins the record of one function execution on slot s.
+// The returned context carries its span and, as the invocation's
+// environment (TRACEPARENT, TRACESTATE), the trace context the function
+// continues: the execution span's, or without a tracer the one Restate
+// sent with the attempt.
 func (pt *poolTelemetry) startExecution(ctx context.Context, s *slot) (context.Context, execTelemetry) {
 	if pt == nil {
 		return ctx, execTelemetry{}
@@ -133,6 +136,12 @@ func (pt *poolTelemetry) startExecution(ctx context.Context, s *slot) (context.C
 	if pt.tracer != nil {
 		ctx, e.span = pt.tracer.Start(ctx, "function "+pt.target, trace.WithSpanKind(trace.SpanKindClient),
 			trace.WithAttributes(pt.attrs...), trace.WithAttributes(pt.runtime, attrRunUID.String(s.runUID)))
+	}
+	if tp, ts := telemetry.TraceHeaders(ctx); tp != "" {
+		ctx = functionruntime.WithInvocationEnv(ctx, functionruntime.EnvTraceparent, tp)
+		if ts != "" {
+			ctx = functionruntime.WithInvocationEnv(ctx, functionruntime.EnvTracestate, ts)
+		}
 	}
 	return ctx, e
 }

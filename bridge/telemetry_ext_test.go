@@ -4,10 +4,12 @@ import (
 	"context"
 	"fmt"
 	"net/http"
+	"slices"
 	"testing"
 	"time"
 
 	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
 
 	tracev1 "go.opentelemetry.io/proto/otlp/trace/v1"
@@ -140,7 +142,9 @@ func TestMetricsGaugesFollowALeasedRegistration(t *testing.T) {
 	})
 	done := make(chan []restatetest.Frame, 2)
 	for i := range 2 {
-		go func() { done <- h.play(6, []any{restatetest.Start(fmt.Sprintf("inv_hold%d", i), 1), restatetest.Input([]byte(`1`))}, nil) }()
+		go func() {
+			done <- h.play(6, []any{restatetest.Start(fmt.Sprintf("inv_hold%d", i), 1), restatetest.Input([]byte(`1`))}, nil)
+		}()
 	}
 	<-started
 	<-started
@@ -281,5 +285,73 @@ func TestSpansPerAttemptAndExecution(t *testing.T) {
 	}
 	if ex := execs[1]; ex.GetStatus().GetCode() != tracev1.Status_STATUS_CODE_ERROR || ex.Attr("fnbridge.error_class") != "handler_terminal" {
 		t.Errorf("failed execution: status %v class %q", ex.GetStatus(), ex.Attr("fnbridge.error_class"))
+	}
+}
+
+// tracedClient plays the runtime's side with restate-server's trace
+// headers on every invoke request.
+func tracedClient(h *harness, traceparent, tracestate string) *http.Client {
+	return &http.Client{Transport: headerTransport{base: h.client.Transport, h: http.Header{
+		"Traceparent": {traceparent}, "Tracestate": {tracestate}}}}
+}
+
+// envOf captures the per-invocation environment each InvokeFunction call
+// carries (functionruntime.MetadataEnv).
+func envOf(h *harness) <-chan []string {
+	got := make(chan []string, 1)
+	h.fake.setInvoke(func(ctx context.Context, r *executorv1.InvokeFunctionRequest) (*executorv1.InvokeFunctionResponse, error) {
+		md, _ := metadata.FromOutgoingContext(ctx)
+		got <- md.Get(functionruntime.MetadataEnv)
+		return &executorv1.InvokeFunctionResponse{Output: []byte(`1`), ContentType: "application/json"}, nil
+	})
+	return got
+}
+
+// The function continues the trace: it gets TRACEPARENT and TRACESTATE
+// as its per-invocation environment, those of its execution span when the
+// bridge exports spans, else those Restate sent with the attempt; an
+// attempt without trace context sends none.
+func TestFunctionGetsTheTraceContext(t *testing.T) {
+	const traceID = "0af7651916cd43dd8448eb211c80319c"
+	restateTP := "00-" + traceID + "-b7ad6b7169203331-01"
+
+	h := newHarness(t, "")
+	h.client = tracedClient(h, restateTP, "restate=x")
+	got := envOf(h)
+	h.play(6, fresh(`1`), nil)
+	if env := <-got; !slices.Equal(env, []string{"TRACEPARENT=" + restateTP, "TRACESTATE=restate=x"}) {
+		t.Errorf("without a tracer the function got %q, want Restate's trace context", env)
+	}
+
+	rcv := telemetrytest.NewReceiver(t)
+	tr, err := telemetry.NewTracing(context.Background(), telemetry.TracingConfig{Endpoint: rcv.URL() + "/v1/traces", ServiceName: "fnbridge"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	h = newHarnessWith(t, "", bridge.Options{Tracer: tr.Tracer})
+	h.client = tracedClient(h, restateTP, "restate=x")
+	got = envOf(h)
+	h.play(6, fresh(`1`), nil)
+	env := <-got
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := tr.Shutdown(ctx); err != nil {
+		t.Fatal(err)
+	}
+	var exec telemetrytest.Span
+	for _, s := range rcv.Spans() {
+		if s.GetName() == "function Svc/fn" {
+			exec = s
+		}
+	}
+	if want := []string{"TRACEPARENT=00-" + traceID + "-" + exec.SpanIDHex() + "-01", "TRACESTATE=restate=x"}; exec.Span == nil || !slices.Equal(env, want) {
+		t.Errorf("with a tracer the function got %q, want its execution span's context %q", env, want)
+	}
+
+	h = newHarnessWith(t, "", bridge.Options{})
+	got = envOf(h)
+	h.play(6, fresh(`1`), nil)
+	if env := <-got; len(env) != 0 {
+		t.Errorf("an attempt without trace context gave the function %q", env)
 	}
 }

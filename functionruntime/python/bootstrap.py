@@ -193,6 +193,17 @@ def _fnbridge_worker():
     api.TerminalError = TerminalError
     api.set_output = set_output
 
+    def traceparent():
+        """The W3C traceparent of the current invocation, or None without one."""
+        # Like set_output, only the invocation's own context may ask: a
+        # thread left over from an earlier invocation gets None, never the
+        # trace of the one running now.
+        if invocation.get() == 0 or invocation.get() != state["invocation"]:
+            return None
+        return state["env"].get("TRACEPARENT")
+
+    api.traceparent = traceparent
+
     # Durable steps (durability: steps). The 'C' frame before an 'I' gives
     # the invocation its context endpoint; every call below is one request
     # to it, made strictly one at a time. Without a context (durability:
