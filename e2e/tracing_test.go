@@ -46,6 +46,19 @@ func callTraced(t *testing.T, srv *restateserver.Server, service, traceID string
 	return got
 }
 
+// traceServices configures trace.py as PREFIXPy/context and trace.sh as
+// PREFIXSh/context.
+func traceServices(prefix string) string {
+	return fmt.Sprintf(`services:
+  - name: %[1]sPy
+    handlers:
+      - {name: context, runtime: python, dir: fn, handler: trace.context}
+  - name: %[1]sSh
+    handlers:
+      - {name: context, runtime: bash, dir: fn, handler: trace.context}
+`, prefix)
+}
+
 // callerSpan is the span id of the test's caller in every trace.
 const callerSpan = "00f067aa0ba902b7"
 
@@ -70,14 +83,7 @@ func TestTracing(t *testing.T) {
   otlp_endpoint: %s
   service_name: fnbridge-e2e
   headers: {X-Tenant: e2e}
-services:
-  - name: TracedPy
-    handlers:
-      - {name: context, runtime: python, dir: fn, handler: trace.context}
-  - name: TracedSh
-    handlers:
-      - {name: context, runtime: bash, dir: fn, handler: trace.context}
-`, rcv.URL()))
+`, rcv.URL())+traceServices("Traced"))
 		b := startBridge(t, cfg, freeAddr(t))
 		srv.Register(t, b.URI(), false)
 
@@ -163,14 +169,7 @@ services:
 	t.Run("not exported: the function sees the attempt's trace context, per invocation", func(t *testing.T) {
 		t.Parallel()
 		ws := newWorkspace(t, "trace.py", "trace.sh")
-		cfg := ws.config(t, `services:
-  - name: PlainPy
-    handlers:
-      - {name: context, runtime: python, dir: fn, handler: trace.context}
-  - name: PlainSh
-    handlers:
-      - {name: context, runtime: bash, dir: fn, handler: trace.context}
-`)
+		cfg := ws.config(t, traceServices("Plain"))
 		b := startBridge(t, cfg, freeAddr(t))
 		srv.Register(t, b.URI(), false)
 		// Two invocations of the same warm worker in two traces: each sees
