@@ -139,7 +139,10 @@ func (pt *poolTelemetry) startExecution(ctx context.Context, s *slot) (context.C
 	}
 	if tp, ts := telemetry.TraceHeaders(ctx); tp != "" {
 		ctx = functionruntime.WithInvocationEnv(ctx, functionruntime.EnvTraceparent, tp)
-		if ts != "" {
+		// A caller's tracestate can exceed what the runtime accepts (it
+		// would refuse the invocation as invalid): the trace goes on
+		// without it rather than the invocation failing.
+		if ts != "" && len(ts) <= functionruntime.MaxInvocationEnvValue {
 			ctx = functionruntime.WithInvocationEnv(ctx, functionruntime.EnvTracestate, ts)
 		}
 	}

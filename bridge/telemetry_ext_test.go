@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net/http"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -353,5 +354,19 @@ func TestFunctionGetsTheTraceContext(t *testing.T) {
 	h.play(6, fresh(`1`), nil)
 	if env := <-got; len(env) != 0 {
 		t.Errorf("an attempt without trace context gave the function %q", env)
+	}
+
+	// A tracestate longer than the runtime accepts (32 members of 256
+	// characters are valid W3C) is left out, so the invocation still runs.
+	var members []string
+	for i := range 32 {
+		members = append(members, fmt.Sprintf("k%02d=%s", i, strings.Repeat("v", 256)))
+	}
+	h = newHarness(t, "")
+	h.client = tracedClient(h, restateTP, strings.Join(members, ","))
+	got = envOf(h)
+	wantTypes(t, h.play(6, fresh(`1`), nil), wire.RunCommandType, wire.ProposeRunCompletionMessageType, wire.OutputCommandType, wire.EndMessageType)
+	if env := <-got; !slices.Equal(env, []string{"TRACEPARENT=" + restateTP}) {
+		t.Errorf("with a %d-byte tracestate the function got %d values (first %.80q), want the traceparent alone", len(strings.Join(members, ",")), len(env), env)
 	}
 }
