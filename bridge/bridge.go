@@ -28,6 +28,11 @@ type Options struct {
 	// or remote runtime the configuration names: tests and benchmarks plug
 	// in-process fakes or instrumented clients here.
 	Clients map[string]executorv1.FunctionRuntimeClient
+
+	// carry is set by Live when it builds the bridge that replaces the one
+	// serving: the pools and context endpoint it takes over instead of
+	// creating them (reload.go).
+	carry *carryOver
 }
 
 // Bridge is one configured fnbridge: a Restate endpoint whose handlers run
@@ -83,7 +88,10 @@ func New(cfg *Config, opts Options) (*Bridge, error) {
 				b.runtimes[h.Runtime] = rc
 				unimplemented[h.Runtime] = &sync.Once{}
 			}
-			p := newPool(svc.Name, h, rc.client, opts.Logger, unimplemented[h.Runtime])
+			p := opts.carry.pool(svc.Name, h.Name)
+			if p == nil {
+				p = newPool(svc.Name, h, rc.client, opts.Logger, unimplemented[h.Runtime])
+			}
 			b.pools[svc.Name+"/"+h.Name] = p
 			rs.Handlers = append(rs.Handlers, restateHandler(b, p))
 		}
@@ -92,9 +100,11 @@ func New(cfg *Config, opts Options) (*Bridge, error) {
 			return nil, fmt.Errorf("services[%d]: %w", si, err)
 		}
 	}
-	if err := b.startContext(); err != nil {
-		b.closeRuntimes(context.Background())
-		return nil, err
+	if b.ctxEnd = opts.carry.contextEndpoint(); b.ctxEnd == nil {
+		if err := b.startContext(); err != nil {
+			b.closeRuntimes(context.Background())
+			return nil, err
+		}
 	}
 	return b, nil
 }
