@@ -174,7 +174,7 @@ type RestartRequiredError struct {
 }
 
 func (e *RestartRequiredError) Error() string {
-	return strings.Join(e.Fields, ", ") + " changed: only a restart applies that; the running configuration keeps serving"
+	return strings.Join(e.Fields, ", ") + " changed, which takes a restart to apply"
 }
 
 // restartOnly lists the settings of the process rather than of its
@@ -335,6 +335,7 @@ func (l *Live) candidate(ctx context.Context, service string, h *HandlerConfig) 
 	p.log = zerolog.Nop()
 	s := <-p.free
 	err = p.ensureRegistered(ctx, s)
+	fatal := s.fatal
 	p.free <- s
 	p.log = log
 	if err == nil {
@@ -342,6 +343,15 @@ func (l *Live) candidate(ctx context.Context, service string, h *HandlerConfig) 
 	}
 	if err != nil {
 		_ = p.close(ctx)
+		// Say what is wrong with the version (the runtime's fatal error,
+		// a missing module), not which attempt of which slot failed.
+		var e *Error
+		switch {
+		case fatal != "":
+			err = errors.New(fatal)
+		case errors.As(err, &e) && e.Cause == nil:
+			err = errors.New(e.Message)
+		}
 		return nil, err
 	}
 	return p, nil

@@ -418,7 +418,7 @@ func TestLiveReloadRefusesProcessSettings(t *testing.T) {
 	lh.write("bridge.yaml", "listen: 127.0.0.1:1\nshutdown_timeout: 3s\n"+liveConfig)
 	_, err := lh.live.Reload(context.Background(), lh.config())
 	var re *bridge.RestartRequiredError
-	if !errors.As(err, &re) || !slices.Equal(re.Fields, []string{"listen", "shutdown_timeout"}) || !strings.Contains(err.Error(), "listen, shutdown_timeout changed") {
+	if !errors.As(err, &re) || !slices.Equal(re.Fields, []string{"listen", "shutdown_timeout"}) || !strings.Contains(err.Error(), "listen, shutdown_timeout changed, which takes a restart") {
 		t.Fatalf("err = %v, want a restart-required error naming listen and shutdown_timeout", err)
 	}
 	if py := lh.callOK("Py", "f"); py != py1 {
