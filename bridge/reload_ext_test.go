@@ -23,6 +23,7 @@ import (
 	"github.com/fnbridge/fnbridge/restate"
 	"github.com/fnbridge/fnbridge/restate/discovery"
 	"github.com/fnbridge/fnbridge/restate/restatetest"
+	"github.com/fnbridge/fnbridge/restate/wire"
 )
 
 // The reload tests run real python3 and bash workers on the embedded
@@ -275,10 +276,37 @@ func TestLiveReloadLetsInFlightInvocationsFinishOnTheOldVersion(t *testing.T) {
 		held <- answer{r, err}
 	}()
 	oldPID := readFIFO(t, filepath.Join(lh.root, "fn", "started"))
+	// Another invocation reaches the old version while its only
+	// registration is held: it waits for a lease.
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	waiting := restatetest.Open(ctx, restatetest.NewH2CClient(), restatetest.InvokeURL(lh.url, "Py", "f"), 6)
+	defer waiting.Close()
+	if err := waiting.Send(restatetest.Start("inv_waiting", 1), restatetest.Input([]byte(`{}`))); err != nil {
+		t.Fatal(err)
+	}
+	if f, err := waiting.Next(); err != nil || f.Type() != wire.RunCommandType {
+		t.Fatalf("waiting invocation: %v, %v; want its run command", f, err)
+	}
 
 	lh.write("fn/py.py", pySource(2))
 	if rep := lh.reload(); !slices.Equal(rep.Reloaded, []string{"Py/f"}) {
 		t.Fatalf("report %+v, want Py/f reloaded", rep)
+	}
+	// Replaced, the old version stops waiting for its registration: 503,
+	// which Restate retries at once (on the new version), not the 429 of
+	// a lease timeout.
+	for {
+		f, err := waiting.Next()
+		if err != nil {
+			t.Fatalf("waiting invocation: %v", err)
+		}
+		if restatetest.Terminal(f.Type()) {
+			if e, ok := restatetest.Message[*servicev1.ErrorMessage](f); !ok || e.GetCode() != 503 {
+				t.Fatalf("waiting invocation ended with %v, want ErrorMessage 503", f)
+			}
+			break
+		}
 	}
 	// concurrency 1 on both versions: the new one does not wait for the
 	// registration still held by the old one.
