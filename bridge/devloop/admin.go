@@ -34,19 +34,6 @@ func (d *Deployment) ServiceNames() []string {
 	return names
 }
 
-// AdminError is a registration restate-server refused (a non-2xx answer).
-type AdminError struct {
-	Admin, URI string
-	Status     int
-	// Message is restate-server's message (its JSON "message", else the
-	// body as it came).
-	Message string
-}
-
-func (e *AdminError) Error() string {
-	return fmt.Sprintf("restate-server at %s refused to register %s (HTTP %d): %s", e.Admin, e.URI, e.Status, e.Message)
-}
-
 // Register registers the deployment at uri with the Restate admin API at
 // admin: POST /deployments with force, as `restate deployments register
 // --force` does, so a deployment already registered at uri is replaced
@@ -73,6 +60,7 @@ func Register(ctx context.Context, client *http.Client, admin, uri string) (*Dep
 		return nil, fmt.Errorf("restate-server admin API at %s: reading its answer: %w", admin, err)
 	}
 	if resp.StatusCode/100 != 2 {
+		// restate-server says why in {"message": ...}; else quote the body.
 		msg := strings.TrimSpace(string(answer))
 		var e struct {
 			Message string `json:"message"`
@@ -80,7 +68,7 @@ func Register(ctx context.Context, client *http.Client, admin, uri string) (*Dep
 		if json.Unmarshal(answer, &e) == nil && e.Message != "" {
 			msg = e.Message
 		}
-		return nil, &AdminError{Admin: admin, URI: uri, Status: resp.StatusCode, Message: msg}
+		return nil, fmt.Errorf("restate-server at %s refused to register %s (HTTP %d): %s", admin, uri, resp.StatusCode, msg)
 	}
 	var d Deployment
 	if err := json.Unmarshal(answer, &d); err != nil || d.ID == "" {
