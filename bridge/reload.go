@@ -13,6 +13,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/rs/zerolog"
 
@@ -266,7 +267,7 @@ func (l *Live) Reload(ctx context.Context, cfg *Config) (*ReloadReport, error) {
 	discard := func() {
 		for _, p := range fresh {
 			delete(l.versions, p)
-			_ = p.close(ctx)
+			discardPool(p)
 		}
 	}
 	if ctx.Err() != nil {
@@ -342,7 +343,7 @@ func (l *Live) candidate(ctx context.Context, service string, h *HandlerConfig) 
 		err = p.start(ctx)
 	}
 	if err != nil {
-		_ = p.close(ctx)
+		discardPool(p)
 		// Say what is wrong with the version (the runtime's fatal error,
 		// a missing module), not which attempt of which slot failed.
 		var e *Error
@@ -355,6 +356,14 @@ func (l *Live) candidate(ctx context.Context, service string, h *HandlerConfig) 
 		return nil, err
 	}
 	return p, nil
+}
+
+// discardPool closes a candidate pool nothing has leased, whatever became
+// of the reload's context: its registrations must not outlive it.
+func discardPool(p *pool) {
+	ctx, cancel := context.WithTimeout(context.Background(), unregisterDrain+10*time.Second)
+	defer cancel()
+	_ = p.close(ctx)
 }
 
 // runtime returns the connection of a runtime kind, connecting it the

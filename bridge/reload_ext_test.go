@@ -453,3 +453,30 @@ func TestLiveReloadRefusesProcessSettings(t *testing.T) {
 		t.Fatalf("a refused reload changed Py/f: %+v, was %+v", py, py1)
 	}
 }
+
+// A steps-mode handler added by a reload gets the context endpoint (started
+// by the successor when none ran) and keeps it across later reloads.
+func TestLiveReloadServesDurableStepsHandlers(t *testing.T) {
+	lh := newLiveHarness(t, liveConfig)
+	steps := func(v int) string {
+		return fmt.Sprintf("import fnbridge\n\ndef s(x):\n    return fnbridge.run('step', lambda: {'v': %d, 'pid': 0})\n", v)
+	}
+	lh.write("fn/steps.py", steps(1))
+	lh.write("bridge.yaml", liveConfig+`  - name: Steps
+    handlers:
+      - {name: s, runtime: python, dir: fn, handler: steps.s, durability: steps}
+`)
+	if rep := lh.reload(); !slices.Equal(rep.Added, []string{"Steps/s"}) {
+		t.Fatalf("report %+v, want Steps/s added", rep)
+	}
+	if r := lh.callOK("Steps", "s"); r.V != 1 {
+		t.Fatalf("Steps/s = %+v, want the step's value 1", r)
+	}
+	lh.write("fn/steps.py", steps(2))
+	if rep := lh.reload(); !slices.Equal(rep.Reloaded, []string{"Steps/s"}) {
+		t.Fatalf("report %+v, want Steps/s reloaded", rep)
+	}
+	if r := lh.callOK("Steps", "s"); r.V != 2 {
+		t.Fatalf("Steps/s = %+v after the edit, want 2", r)
+	}
+}
