@@ -142,6 +142,7 @@ func TestDevReloadsEditedFunctionsAndConfiguration(t *testing.T) {
 	writeFile(t, sh, devSh("1"))
 	cfgPath := ws.config(t, devConfig)
 	d := startDev(t, srv, ws, cfgPath)
+	pid := d.b.pid()
 	start := d.logged("registered with Restate", func(map[string]any) bool { return true })
 	d.answers("DevPy", `{"py":"1"}`)
 	d.answers("DevSh", `{"sh":"1"}`)
@@ -199,6 +200,9 @@ func TestDevReloadsEditedFunctionsAndConfiguration(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	callOK(ctx, t, srv, "DevAdded", "a", `1`, nil)
+	if got := d.b.pid(); got != pid {
+		t.Fatalf("the bridge is PID %d now, was %d: every change must apply without a restart", got, pid)
+	}
 }
 
 // An invocation in flight while its function is edited and the manifest
@@ -295,4 +299,35 @@ func TestDevRefusesBadStarts(t *testing.T) {
 	if code == 0 || !strings.Contains(stderr, "refused to register "+nowhere) {
 		t.Fatalf("dev --advertise %s that nothing serves: exit %d\n%s\nwant the registration refusal", nowhere, code, stderr)
 	}
+}
+
+// A manifest change restate-server could not take (it was down) is
+// reported and registered by the next change once it is back.
+func TestDevRegistersAgainAfterRestateWasDown(t *testing.T) {
+	requireInterpreters(t)
+	srv := restateserver.Start(t, restateserver.Options{})
+	ws := newWorkspace(t)
+	writeFile(t, filepath.Join(ws.fn, "dev.py"), devPy("1"))
+	writeFile(t, filepath.Join(ws.fn, "dev.sh"), devSh("1"))
+	cfgPath := ws.config(t, devConfig)
+	d := startDev(t, srv, ws, cfgPath)
+	d.answers("DevSh", `{"sh":"1"}`)
+
+	if err := srv.Stop(); err != nil {
+		t.Logf("stop restate-server: %v", err)
+	}
+	writeFile(t, cfgPath, devConfig+`  - name: DevLate
+    handlers:
+      - {name: v, runtime: bash, dir: fn, handler: dev.v}
+`)
+	d.logged("reloaded, but restate-server did not take the new manifest", func(rec map[string]any) bool {
+		return mentions(rec, "added", "DevLate/v") && mentions(rec, "registration_error", srv.AdminURL())
+	})
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	if err := srv.Relaunch(ctx); err != nil {
+		t.Fatal(err)
+	}
+	writeFile(t, filepath.Join(ws.fn, "dev.sh"), devSh("2"))
+	d.answers("DevLate", `{"sh":"2"}`)
 }
