@@ -156,12 +156,12 @@ func TestDevReloadsEditedFunctionsAndConfiguration(t *testing.T) {
 	})
 
 	writeFile(t, py, "def v(x)\n    return {'py': 'broken'}\n")
-	d.logged("reload failed", func(rec map[string]any) bool {
+	d.logged("reload", func(rec map[string]any) bool {
 		return mentions(rec, "failed", "DevPy/v") && mentions(rec, "error", "SyntaxError")
 	})
 	d.answers("DevPy", `{"py":"2"}`)
 	writeFile(t, sh, "v() {\n  if then\n}\n")
-	d.logged("reload failed", func(rec map[string]any) bool {
+	d.logged("reload", func(rec map[string]any) bool {
 		return mentions(rec, "failed", "DevSh/v") && mentions(rec, "error", "syntax error near unexpected token")
 	})
 	d.answers("DevSh", `{"sh":"2"}`)

@@ -149,9 +149,11 @@ func (l *loop) reload(ctx context.Context, files []string) {
 	msg := "reloaded"
 	switch {
 	case len(rep.Failed) > 0:
-		ev, msg = l.c.Log.Error(), "reload failed for some handlers; their previous version keeps serving"
+		// A failed handler keeps serving its previous version; one that
+		// is new is not served until it loads.
+		ev, msg = l.c.Log.Error(), "reloaded, with failures: each failed handler keeps its previous version"
 		if !rep.Changed() {
-			msg = "reload failed; the previous version keeps serving"
+			msg = "reload failed: each failed handler keeps its previous version"
 		}
 	case regErr != nil:
 		ev, msg = l.c.Log.Error(), "reloaded, but restate-server did not take the new manifest; the next change registers again"
