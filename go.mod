@@ -3,6 +3,7 @@ module github.com/fnbridge/fnbridge
 go 1.26.0
 
 require (
+	github.com/fsnotify/fsnotify v1.10.1
 	github.com/golang-jwt/jwt/v5 v5.3.1
 	github.com/mr-tron/base58 v1.2.0
 	github.com/oklog/ulid/v2 v2.1.2

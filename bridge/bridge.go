@@ -34,6 +34,11 @@ type Options struct {
 	// Tracer, when set, makes a span per attempt and function execution.
 	Metrics *telemetry.Metrics
 	Tracer  trace.Tracer
+
+	// carry is set by Live when it builds the bridge that replaces the one
+	// serving: the pools and context endpoint it takes over instead of
+	// creating them (reload.go).
+	carry *carryOver
 }
 
 // Bridge is one configured fnbridge: a Restate endpoint whose handlers run
@@ -91,8 +96,11 @@ func New(cfg *Config, opts Options) (*Bridge, error) {
 				b.runtimes[h.Runtime] = rc
 				unimplemented[h.Runtime] = &sync.Once{}
 			}
-			p := newPool(svc.Name, h, rc.client, opts.Logger, unimplemented[h.Runtime])
-			p.tel = newPoolTelemetry(opts, svc.Name, h)
+			p := opts.carry.pool(svc.Name, h.Name)
+			if p == nil {
+				p = newPool(svc.Name, h, rc.client, opts.Logger, unimplemented[h.Runtime])
+				p.tel = newPoolTelemetry(opts, svc.Name, h)
+			}
 			b.pools[svc.Name+"/"+h.Name] = p
 			rs.Handlers = append(rs.Handlers, restateHandler(b, p))
 		}
@@ -101,9 +109,11 @@ func New(cfg *Config, opts Options) (*Bridge, error) {
 			return nil, fmt.Errorf("services[%d]: %w", si, err)
 		}
 	}
-	if err := b.startContext(); err != nil {
-		b.closeRuntimes(context.Background())
-		return nil, err
+	if b.ctxEnd = opts.carry.contextEndpoint(); b.ctxEnd == nil {
+		if err := b.startContext(); err != nil {
+			b.closeRuntimes(context.Background())
+			return nil, err
+		}
 	}
 	b.unobserve = opts.Metrics.AddSource(bridgeSource{b})
 	return b, nil

@@ -42,11 +42,7 @@ func registrationDigest(h *HandlerConfig) (string, error) {
 // file's own sum in turn, so bytes moved from one file to the next still
 // change it.
 func sourceSum(h *HandlerConfig) (string, error) {
-	k, ok := kinds.Lookup(h.Runtime)
-	if !ok {
-		return "", fmt.Errorf("unknown runtime %q", h.Runtime)
-	}
-	files, err := k.SourceFiles(h.Dir, h.Handler)
+	files, err := h.SourceFiles()
 	if err != nil {
 		return "", err
 	}
@@ -66,4 +62,15 @@ func sourceSum(h *HandlerConfig) (string, error) {
 		all.Write(sum[:])
 	}
 	return hex.EncodeToString(all.Sum(nil)), nil
+}
+
+// SourceFiles lists the files holding the handler's code, as its runtime
+// kind names them (kinds.Kind SourceFiles): what the registration digest
+// covers, and what `bridge dev` watches.
+func (h *HandlerConfig) SourceFiles() ([]string, error) {
+	k, ok := kinds.Lookup(h.Runtime)
+	if !ok {
+		return nil, fmt.Errorf("unknown runtime %q", h.Runtime)
+	}
+	return k.SourceFiles(h.Dir, h.Handler)
 }

@@ -131,8 +131,8 @@ func (p *pool) start(ctx context.Context) error {
 	return nil
 }
 
-// lease takes a free registration, waiting at most LeaseTimeout, and makes
-// sure it is registered and READY.
+// lease takes a free registration, waiting at most LeaseTimeout (or
+// until the pool closes), and makes sure it is registered and READY.
 func (p *pool) lease(ctx context.Context) (*slot, error) {
 	var s *slot
 	waited := time.Now()
@@ -148,6 +148,10 @@ func (p *pool) lease(ctx context.Context) (*slot, error) {
 			return nil, &Error{Class: ClassBusy, Message: fmt.Sprintf("all %d registrations of %s/%s are busy (waited %s)", p.h.Concurrency, p.service, p.h.Name, p.h.LeaseTimeout.Std())}
 		case <-ctx.Done():
 			return nil, ctx.Err()
+		case <-p.stop:
+			// Closing (replaced by a reload, or shutting down): a slot
+			// may free up only for close, so fail now, retryably.
+			return nil, &Error{Class: ClassUnavailable, Message: fmt.Sprintf("the registrations of %s/%s are closing", p.service, p.h.Name)}
 		}
 	}
 	p.tel.leaseWaited(waited, false)

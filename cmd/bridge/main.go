@@ -50,7 +50,7 @@ func newRootCmd() *cobra.Command {
 	}
 	root.PersistentFlags().StringVar(&g.logLevel, "log-level", "info", "log level: trace, debug, info, warn, error")
 	root.PersistentFlags().StringVar(&g.logFormat, "log-format", "json", "log format: json or console")
-	root.AddCommand(newVersionCmd(), newServeCmd(g), newInvokeCmd(g), newManifestCmd(g), newRuntimeCmd(g), newKeygenCmd(), newCtxCmd())
+	root.AddCommand(newVersionCmd(), newServeCmd(g, nil), newDevCmd(g), newInvokeCmd(g), newManifestCmd(g), newRuntimeCmd(g), newKeygenCmd(), newCtxCmd())
 	return root
 }
 

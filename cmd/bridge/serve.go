@@ -17,7 +17,9 @@ import (
 	"github.com/fnbridge/fnbridge/restate"
 )
 
-func newServeCmd(g *globalFlags) *cobra.Command {
+// newServeCmd is `bridge serve`, and with dev set `bridge dev`: one code
+// path, which dev extends with its loop (dev.go).
+func newServeCmd(g *globalFlags, dev *devFlags) *cobra.Command {
 	var (
 		configPath, listen string
 		identityKeysFile   string
@@ -30,6 +32,9 @@ func newServeCmd(g *globalFlags) *cobra.Command {
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			log, err := g.logger()
 			if err != nil {
+				return err
+			}
+			if err := dev.check(); err != nil {
 				return err
 			}
 			opts := bridge.Options{Logger: log}
@@ -48,7 +53,7 @@ func newServeCmd(g *globalFlags) *cobra.Command {
 			if cfg.AllowUnauthenticated && len(cfg.IdentityKeys) == 0 && !bridge.IsLoopback(cfg.Listen) {
 				log.Warn().Str("listen", cfg.Listen).Msg("allow_unauthenticated: serving unsigned requests on an address other machines can reach; anyone who can connect can run these functions")
 			}
-			b, err := bridge.New(cfg, opts)
+			b, err := newEndpoint(cfg, opts, dev)
 			if err != nil {
 				return err
 			}
@@ -72,13 +77,19 @@ func newServeCmd(g *globalFlags) *cobra.Command {
 			serveErr := make(chan error, 1)
 			go func() { serveErr <- srv.Serve(lis) }()
 			log.Info().Str("listen", lis.Addr().String()).Str("protocol_mode", cfg.ProtocolMode).Int("services", len(cfg.Services)).Msg("serving Restate endpoint")
+			devDone, stopDev := dev.start(ctx, log, b, lis.Addr().String(), func() (*bridge.Config, error) {
+				return loadServeConfig(configPath, listen, identityKeysFile)
+			})
 
 			select {
 			case err := <-serveErr:
+				_ = stopDev()
 				_ = shutdownBridge()
 				return fmt.Errorf("serve: %w", err)
+			case <-devDone: // the dev loop failed: stopDev has its error
 			case <-ctx.Done():
 			}
+			devErr := stopDev()
 			// Stop accepting, let in-flight invocations finish within the
 			// deadline; streams still open then are closed, and Restate
 			// retries those attempts (journaled work is not redone).
@@ -94,6 +105,9 @@ func newServeCmd(g *globalFlags) *cobra.Command {
 			}
 			if err := <-serveErr; err != nil && !errors.Is(err, http.ErrServerClosed) {
 				return err
+			}
+			if devErr != nil {
+				return devErr
 			}
 			log.Info().Msg("stopped")
 			return nil

@@ -663,7 +663,10 @@ def _fnbridge_worker():
                         "module %r is %s, outside the working directory %s" % (sub, real, root), name=sub
                     )
 
-    # Load the handler once.
+    # Load the handler once. No bytecode cache is written: a cached .pyc is
+    # trusted while the source keeps its size and modification second, so
+    # a quick edit would start the old code under the new digest.
+    sys.dont_write_bytecode = True
     sys.path.insert(0, workdir)
     stage = "import module %r" % module_name
     try:

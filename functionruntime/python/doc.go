@@ -163,8 +163,11 @@
 //
 // The worker runs python3 -I -u (isolated: PYTHON* variables and the user
 // site directory are ignored) with the registered working directory as its
-// current directory, in its own process group. If the server dies, however
-// it dies, that whole group dies with it: the worker gets the Linux
+// current directory, in its own process group. It writes no bytecode cache
+// (sys.dont_write_bytecode): a .pyc is trusted while its source keeps the
+// size and modification second it was compiled from, so a worker started
+// right after an edit could otherwise run the old code. If the server
+// dies, however it dies, that whole group dies with it: the worker gets the Linux
 // parent-death signal, and a small guardian process the worker forks at
 // start (a copy of it that keeps only the lifeline pipe, fd 5, open; see
 // package proc) kills the group, the handler's subprocesses included, once
