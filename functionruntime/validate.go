@@ -1,7 +1,9 @@
 package functionruntime
 
 import (
+	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"sort"
@@ -106,20 +108,28 @@ func resolveAllowedRoots(dirs []string) (allowedRoots, error) {
 		return nil, fmt.Errorf("no allowed root directory given")
 	}
 	roots := make(allowedRoots, 0, len(dirs))
+	// Messages start with the directory: the caller names the option.
 	for _, d := range dirs {
 		if d == "" {
-			return nil, fmt.Errorf("allowed root must not be empty")
+			return nil, fmt.Errorf("an empty directory name")
 		}
 		abs, err := filepath.Abs(d)
 		if err != nil {
-			return nil, fmt.Errorf("allowed root %q: %w", d, err)
+			return nil, fmt.Errorf("%q: %w", d, err)
 		}
 		real, err := filepath.EvalSymlinks(abs)
 		if err != nil {
-			return nil, fmt.Errorf("allowed root %q: %w", d, err)
+			var pe *fs.PathError
+			if errors.As(err, &pe) {
+				err = pe.Err // the path is named once
+			}
+			if errors.Is(err, fs.ErrNotExist) {
+				return nil, fmt.Errorf("%q does not exist", d)
+			}
+			return nil, fmt.Errorf("%q: %w", d, err)
 		}
 		if fi, err := os.Stat(real); err != nil || !fi.IsDir() {
-			return nil, fmt.Errorf("allowed root %q is not a directory", d)
+			return nil, fmt.Errorf("%q is not a directory", d)
 		}
 		roots = append(roots, real)
 	}
