@@ -146,8 +146,11 @@
 // print(), logging and anything else written to stdout or stderr (file
 // descriptors 1 and 2, including child processes) become log records, one
 // per line, on the invocation's logger (run_uid, invocation_id) with
-// source=handler. Lines longer than Options.MaxLogLine are truncated and
-// carry truncated_bytes. Output written outside an invocation (at import,
+// source=handler, at the level a line starts with ("WARNING:root:..." as
+// logging's default format writes it, "[error] ...") or, for a JSON line,
+// names in "level" (the message then from "msg" or "message"); any other
+// line is info (see package proc). Lines longer than Options.MaxLogLine
+// are truncated and carry truncated_bytes. Output written outside an invocation (at import,
 // by background threads between invocations) goes to the registration's
 // logger. Printing never reaches the function output.
 //
