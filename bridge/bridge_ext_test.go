@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/rs/zerolog"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
@@ -29,6 +30,7 @@ type harness struct {
 	t    *testing.T
 	fake *fakeRuntime
 	url  string
+	logs *logRecords // the bridge's log, debug level
 }
 
 func newHarness(t *testing.T, extra string) *harness {
@@ -52,7 +54,8 @@ services:
 		t.Fatal(err)
 	}
 	fake := newFakeRuntime()
-	b, err := bridge.New(cfg, bridge.Options{Clients: map[string]executorv1.FunctionRuntimeClient{"python": fake}})
+	logs := &logRecords{}
+	b, err := bridge.New(cfg, bridge.Options{Logger: zerolog.New(logs).Level(zerolog.DebugLevel), Clients: map[string]executorv1.FunctionRuntimeClient{"python": fake}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -71,7 +74,7 @@ services:
 		defer cancel()
 		_ = b.Close(ctx)
 	})
-	return &harness{t: t, fake: fake, url: "http://" + ln.Addr().String()}
+	return &harness{t: t, fake: fake, url: "http://" + ln.Addr().String(), logs: logs}
 }
 
 // play runs one invocation stream: start frames in, every frame out.

@@ -280,7 +280,7 @@ func (p *pool) markFailed(s *slot, fatal string) {
 		s.backoff = min(2*s.backoff, maxRegisterBackoff)
 	}
 	s.retryAt = p.now().Add(s.backoff)
-	p.log.Error().Str("run_uid", s.runUID).Int32("next_attempt", s.attempt).Dur("retry_in", s.backoff).Str("fatal_error", fatal).Msg("registration failed")
+	p.log.Error().Str("run_uid", s.runUID).Int32("next_attempt", s.attempt).Dur("retry_in_ms", s.backoff).Str("fatal_error", fatal).Msg("registration failed")
 }
 
 func (p *pool) registerError(s *slot, err error) error {

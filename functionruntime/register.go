@@ -128,7 +128,7 @@ func (s *Server) admit(p registerParams, limits WorkerLimits) (*registration, er
 	// (in-flight invocation cancelled, worker closed) before the new worker
 	// starts, so a Run never has two live workers here.
 	ownsPrev := prev != nil && prev.beginTeardownLocked()
-	log.Info().Str("handler", p.handler).Str("working_dir", p.dir).Dur("idle_timeout", p.idleTimeout).Str("limits", limits.Encode()).Msg("registering function")
+	log.Info().Str("handler", p.handler).Str("working_dir", p.dir).Dur("idle_timeout_ms", p.idleTimeout).Str("limits", limits.Encode()).Msg("registering function")
 	go s.initialize(reg, prev, ownsPrev)
 	return reg, nil
 }
