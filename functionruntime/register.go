@@ -49,6 +49,9 @@ func (s *Server) RegisterFunction(ctx context.Context, req *executorv1.RegisterF
 	if err != nil {
 		return nil, err
 	}
+	if p.interpreter, err = interpreterOf(ctx, s.adapter); err != nil {
+		return nil, err
+	}
 	LogWorkerLimitMechanisms(s.log)
 
 	reg, err := s.admit(p, limits)
@@ -115,6 +118,8 @@ func (s *Server) admit(p registerParams, limits WorkerLimits) (*registration, er
 			Env:     copyEnv(p.env),
 			Logger:  log,
 			Limits:  limits,
+
+			Interpreter: p.interpreter,
 		},
 		lifeCtx:    lifeCtx,
 		cancelLife: cancel,

@@ -32,6 +32,7 @@ type registerParams struct {
 	env         map[string]string
 	idleTimeout time.Duration
 	digest      string
+	interpreter string // from InterpreterMetadata, not the request
 }
 
 // validateRegister checks every field of a RegisterFunctionRequest that does
@@ -150,14 +151,22 @@ func (r allowedRoots) confine(dir string) (string, error) {
 	if err != nil {
 		return "", invalidArgument("working_dir", "%q cannot be resolved: %v", dir, err)
 	}
-	for _, root := range r {
-		rel, err := filepath.Rel(root, real)
-		if err == nil && rel != ".." && !strings.HasPrefix(rel, ".."+string(filepath.Separator)) {
-			return real, nil
-		}
+	if r.contains(real) {
+		return real, nil
 	}
 	return "", invalidArgument("working_dir", "%q resolves to %q, which is not within an allowed root (%s)",
 		dir, real, strings.Join(r, ", "))
+}
+
+// contains reports whether the resolved path real is a root or beneath one.
+func (r allowedRoots) contains(real string) bool {
+	for _, root := range r {
+		rel, err := filepath.Rel(root, real)
+		if err == nil && rel != ".." && !strings.HasPrefix(rel, ".."+string(filepath.Separator)) {
+			return true
+		}
+	}
+	return false
 }
 
 // checkWorkingDir verifies that the validated working directory exists and
