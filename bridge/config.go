@@ -40,6 +40,9 @@ type Config struct {
 	// Runtimes maps a runtime kind to a remote FunctionRuntime address
 	// (host:port or unix:///path); a kind absent or empty runs embedded.
 	Runtimes map[string]string `yaml:"runtimes"`
+	// Python is the default python block of every python handler that
+	// sets none (see PythonConfig).
+	Python PythonConfig `yaml:"python"`
 	// ShutdownTimeout bounds graceful shutdown on SIGTERM.
 	ShutdownTimeout Duration `yaml:"shutdown_timeout"`
 	// StartTimeout, MaxConcurrentInvocations and MaxJournalBytes are the
@@ -81,6 +84,8 @@ type HandlerConfig struct {
 	// CheckHandler): module.function (python) or file.function (bash).
 	Handler string            `yaml:"handler"`
 	Env     map[string]string `yaml:"env"`
+	// Python chooses a python handler's interpreter (see PythonConfig).
+	Python *PythonConfig `yaml:"python"`
 	// Timeout bounds one invocation (InvokeFunction timeout_millis).
 	Timeout Duration `yaml:"timeout"`
 	// IdleTimeout unregisters a warm registration unused this long.
@@ -110,6 +115,10 @@ type HandlerConfig struct {
 	// SuspendAfter is how long a steps-mode wait may block before the
 	// invocation suspends.
 	SuspendAfter Duration `yaml:"suspend_after"`
+
+	// remoteRuntime: the handler's runtime is a remote server, which
+	// resolves the interpreter on its own host (interpreterDigest).
+	remoteRuntime bool
 }
 
 // RetryPolicyConfig is Restate's retry policy for one handler.
@@ -303,6 +312,7 @@ func (c *Config) resolve(baseDir string) error {
 		bad("max_journal_bytes", "%d is out of range", c.MaxJournalBytes)
 	}
 	c.resolveContextListen(bad)
+	c.resolvePython(baseDir, bad)
 	if len(c.Services) == 0 {
 		bad("services", "want at least one service")
 	}
@@ -330,6 +340,8 @@ func (c *Config) resolve(baseDir string) error {
 			}
 			seenH[h.Name] = true
 			h.resolve(hp, baseDir, bad)
+			h.resolvePython(hp, c.Python, bad)
+			h.remoteRuntime = c.Runtimes[h.Runtime] != ""
 		}
 	}
 	if len(problems) > 0 {

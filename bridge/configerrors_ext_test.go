@@ -13,11 +13,12 @@ import (
 // The fields each level of the configuration knows, in the order its
 // errors list them: one place to update when a field is added.
 const (
-	knownTop      = "listen, protocol_mode, identity_keys, allow_unauthenticated, runtimes, shutdown_timeout, start_timeout, max_concurrent_invocations, max_journal_bytes, context_listen, services"
+	knownTop      = "listen, protocol_mode, identity_keys, allow_unauthenticated, runtimes, python, shutdown_timeout, start_timeout, max_concurrent_invocations, max_journal_bytes, context_listen, services"
 	knownService  = "name, documentation, metadata, handlers"
-	knownHandler  = "name, documentation, metadata, runtime, dir, handler, env, timeout, idle_timeout, concurrency, min_warm, lease_timeout, input_content_type, output_content_type, inactivity_timeout, abort_timeout, retry_policy, limits, durability, suspend_after"
+	knownHandler  = "name, documentation, metadata, runtime, dir, handler, env, python, timeout, idle_timeout, concurrency, min_warm, lease_timeout, input_content_type, output_content_type, inactivity_timeout, abort_timeout, retry_policy, limits, durability, suspend_after"
 	knownLimits   = "memory, processes, open_files, file_size, cpu"
 	knownRetry    = "initial_interval, max_interval, exponentiation_factor, max_attempts, on_max_attempts"
+	knownPython   = "interpreter"
 	goodHandler   = "      - {name: h, runtime: python, dir: functions, handler: greeter.greet}\n"
 	servicesStart = "services:\n  - name: S\n    handlers:\n"
 )
@@ -139,6 +140,18 @@ func TestConfigErrorsNameLineFieldAndWhatIsAllowed(t *testing.T) {
 		{"an alias inside its own anchor",
 			"services: &s [*s]\n",
 			`line 1: services[0]: want a mapping of fields (known here: ` + knownService + `), got a list`},
+		{"unknown field in a handler's python block",
+			servicesStart + "      - {name: h, runtime: python, dir: functions, handler: greeter.greet, python: {interpeter: .venv/bin/python}}\n",
+			`line 4: services[0].handlers[0].python: unknown field "interpeter", did you mean "interpreter"? (known here: ` + knownPython + `)`},
+		{"python block on a bash handler",
+			servicesStart + "      - {name: h, runtime: bash, dir: functions, handler: greeter.greet, python: {interpreter: python3}}\n",
+			`line 4: services[0].handlers[0].python: only applies to runtime: python`},
+		{"interpreter that is neither a path nor a python command",
+			servicesStart + "      - {name: h, runtime: python, dir: functions, handler: greeter.greet, python: {interpreter: sh}}\n",
+			`line 4: services[0].handlers[0].python.interpreter: "sh" is neither a path (write ./sh for a file in dir) nor a python command such as python3 or python3.12`},
+		{"top-level interpreter with a line break",
+			"python:\n  interpreter: \"/opt/py\\nthon\"\n" + servicesStart + goodHandler,
+			`line 2: python.interpreter: "/opt/py\nthon" contains a NUL or line break`},
 		{"validation problems carry their field's line",
 			servicesStart + "      - name: h\n        runtime: ruby\n        dir: functions\n        handler: greeter.greet\n        concurrency: -1\n",
 			"line 5: services[0].handlers[0].runtime: \"ruby\" is not allowed (python | bash)\n" +
@@ -249,5 +262,42 @@ func TestLoadConfigNamesTheFileOnce(t *testing.T) {
 	}
 	if _, err := bridge.LoadConfig("functions"); err == nil || err.Error() != "functions: is a directory" {
 		t.Errorf("a directory: %v", err)
+	}
+}
+
+// python.interpreter: a handler's own wins; a handler without one takes
+// the top-level one, made absolute against the file's directory; a
+// handler's relative path stays relative (the runtime resolves it against
+// dir on its host); without either, none (the runtime's default: dir's
+// .venv, else python3).
+func TestConfigPythonInterpreter(t *testing.T) {
+	dir := configDir(t)
+	cfg, err := bridge.ParseConfig([]byte(`
+python: {interpreter: venvs/shared/bin/python}
+services:
+  - name: S
+    handlers:
+      - {name: own, runtime: python, dir: functions, handler: greeter.greet, python: {interpreter: .venv/bin/python}}
+      - {name: command, runtime: python, dir: functions, handler: greeter.greet, python: {interpreter: python3.12}}
+      - {name: inherits, runtime: python, dir: functions, handler: greeter.greet}
+      - {name: empty, runtime: python, dir: functions, handler: greeter.greet, python: {}}
+      - {name: shell, runtime: bash, dir: functions, handler: greeter.greet}
+`), dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	shared := filepath.Join(dir, "venvs", "shared", "bin", "python")
+	for i, want := range []string{".venv/bin/python", "python3.12", shared, shared, ""} {
+		h := cfg.Services[0].Handlers[i]
+		if got := h.PythonInterpreter(); got != want {
+			t.Errorf("%s: interpreter %q, want %q", h.Name, got, want)
+		}
+	}
+	cfg, err = bridge.ParseConfig([]byte(servicesStart+goodHandler), dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := cfg.Services[0].Handlers[0].PythonInterpreter(); got != "" {
+		t.Errorf("no python block anywhere: interpreter %q, want none (the runtime's default)", got)
 	}
 }

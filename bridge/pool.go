@@ -202,9 +202,12 @@ func (p *pool) ensureRegistered(ctx context.Context, s *slot) error {
 	// spin us.
 	retriedFailed := false
 	for tries := 0; ; tries++ {
-		// The limits travel as metadata: the contract's request has no
-		// field for them.
+		// The limits, and a python interpreter, travel as metadata: the
+		// contract's request has no field for them.
 		mdCtx := metadata.AppendToOutgoingContext(ctx, functionruntime.WorkerLimitsMetadata, p.h.Limits.Worker().Encode())
+		if interp := p.h.PythonInterpreter(); interp != "" {
+			mdCtx = metadata.AppendToOutgoingContext(mdCtx, functionruntime.InterpreterMetadata, interp)
+		}
 		resp, err := p.client.RegisterFunction(mdCtx, &executorv1.RegisterFunctionRequest{
 			RunUid:              s.runUID,
 			RegistrationAttempt: s.attempt,
