@@ -269,47 +269,21 @@ func (d *configDecoder) decodeMap(n *yaml.Node, v reflect.Value, path string) {
 	if v.IsNil() {
 		v.Set(reflect.MakeMap(v.Type()))
 	}
-	seen := map[string]int{}
-	for i := 0; i+1 < len(n.Content); i += 2 {
-		k, val := n.Content[i], n.Content[i+1]
-		key, ok := d.key(k, path)
-		if !ok {
-			continue
-		}
-		if first, dup := seen[key]; dup {
-			d.problem(k.Line, path, false, "%q is given twice (first on line %d)", key, first)
-			continue
-		}
-		seen[key] = k.Line
+	d.entries(n, v, path, "%q", func(key string, k, val *yaml.Node) {
 		kp := path + "." + key
 		d.lines[kp] = k.Line
 		ev := reflect.New(v.Type().Elem()).Elem()
 		d.decode(val, ev, kp)
 		v.SetMapIndex(reflect.ValueOf(key).Convert(v.Type().Key()), ev)
-	}
+	})
 }
 
-// key is a mapping key as the file writes it.
-func (d *configDecoder) key(k *yaml.Node, path string) (string, bool) {
-	if k.Kind == yaml.AliasNode && k.Alias != nil {
-		k = k.Alias
-	}
-	if k.Kind != yaml.ScalarNode {
-		d.problem(k.Line, path, false, "want a field name, got %s", describeNode(k))
-		return "", false
-	}
-	return k.Value, true
-}
-
-// decodeStruct stores a mapping into a struct, one yaml-tagged field per
-// key. Merge keys (<<: *defaults) apply first, so the mapping's own keys
-// win over what they bring.
-func (d *configDecoder) decodeStruct(n *yaml.Node, v reflect.Value, path string) {
-	fields := fieldsOf(v.Type())
-	if n.Kind != yaml.MappingNode {
-		d.problem(n.Line, path, true, "want a mapping of fields (known here: %s), got %s", fields.known, describeNode(n))
-		return
-	}
+// entries applies the merge keys of mapping n (<<: *defaults) to v first,
+// so the mapping's own keys win over what they bring, then calls f for
+// each other key, in order, as the file writes it. A key that is not a
+// scalar, or is given again, is a problem (named with what: "%q" or
+// "field %q").
+func (d *configDecoder) entries(n *yaml.Node, v reflect.Value, path, what string, f func(key string, k, val *yaml.Node)) {
 	for i := 0; i+1 < len(n.Content); i += 2 {
 		if isMergeKey(n.Content[i]) {
 			d.merge(n.Content[i+1], v, path)
@@ -321,19 +295,35 @@ func (d *configDecoder) decodeStruct(n *yaml.Node, v reflect.Value, path string)
 		if isMergeKey(k) {
 			continue
 		}
-		key, ok := d.key(k, path)
-		if !ok {
+		if k.Kind == yaml.AliasNode && k.Alias != nil {
+			k = k.Alias
+		}
+		if k.Kind != yaml.ScalarNode {
+			d.problem(k.Line, path, false, "want a field name, got %s", describeNode(k))
 			continue
 		}
-		if first, dup := seen[key]; dup {
-			d.problem(k.Line, path, false, "field %q is given twice (first on line %d)", key, first)
+		if first, dup := seen[k.Value]; dup {
+			d.problem(k.Line, path, false, what+" is given twice (first on line %d)", k.Value, first)
 			continue
 		}
-		seen[key] = k.Line
+		seen[k.Value] = k.Line
+		f(k.Value, k, val)
+	}
+}
+
+// decodeStruct stores a mapping into a struct, one yaml-tagged field per
+// key.
+func (d *configDecoder) decodeStruct(n *yaml.Node, v reflect.Value, path string) {
+	fields := fieldsOf(v.Type())
+	if n.Kind != yaml.MappingNode {
+		d.problem(n.Line, path, true, "want a mapping of fields (known here: %s), got %s", fields.known, describeNode(n))
+		return
+	}
+	d.entries(n, v, path, "field %q", func(key string, k, val *yaml.Node) {
 		f, ok := fields.byName[key]
 		if !ok {
 			d.problem(k.Line, path, false, "%s", unknownField(key, fields.names))
-			continue
+			return
 		}
 		fp := key
 		if path != "" {
@@ -341,7 +331,7 @@ func (d *configDecoder) decodeStruct(n *yaml.Node, v reflect.Value, path string)
 		}
 		d.lines[fp] = k.Line
 		d.decode(val, v.FieldByIndex(f), fp)
-	}
+	})
 }
 
 // isMergeKey reports whether k is YAML's merge key: a plain <<.

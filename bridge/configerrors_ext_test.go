@@ -24,17 +24,11 @@ const (
 )
 
 // configDir is a configuration directory whose functions/ holds
-// greeter.py, so the good parts of the cases below are valid.
+// greeter.py (writeConfig's), so the good parts of the cases below are
+// valid.
 func configDir(t *testing.T) string {
 	t.Helper()
-	dir := t.TempDir()
-	if err := os.MkdirAll(filepath.Join(dir, "functions"), 0o755); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(filepath.Join(dir, "functions", "greeter.py"), []byte("def greet(x):\n    return x\n"), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	return dir
+	return filepath.Dir(writeConfig(t, ""))
 }
 
 // A configuration error speaks the file's words: the line, the field path
@@ -202,10 +196,11 @@ func TestConfigAnchorsAndMergeKeys(t *testing.T) {
 services:
   - name: S
     handlers:
-      - &base {name: a, runtime: python, dir: functions, handler: greeter.greet, timeout: 5s, env: {A: "1"}}
+      - &base {name: a, runtime: python, dir: functions, handler: greeter.greet, timeout: 5s, env: &env {A: "1"}}
       - <<: *base
         name: b
         timeout: 7s
+        env: {<<: *env, B: "2"}
   - name: T
     handlers: [*base]
 `
@@ -217,7 +212,7 @@ services:
 	if a.Name != "a" || b.Name != "b" || c.Name != "a" {
 		t.Errorf("names %q %q %q, want a b a", a.Name, b.Name, c.Name)
 	}
-	if a.Timeout.Std().String() != "5s" || b.Timeout.Std().String() != "7s" || b.Env["A"] != "1" || b.Handler != "greeter.greet" {
+	if a.Timeout.Std().String() != "5s" || b.Timeout.Std().String() != "7s" || b.Env["A"] != "1" || b.Env["B"] != "2" || b.Handler != "greeter.greet" {
 		t.Errorf("merged handler = %+v, want a's fields with its own name and timeout", b)
 	}
 }
