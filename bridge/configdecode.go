@@ -1,6 +1,7 @@
 package bridge
 
 import (
+	"encoding"
 	"errors"
 	"fmt"
 	"reflect"
@@ -9,6 +10,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"time"
 
 	"go.yaml.in/yaml/v3"
 )
@@ -150,9 +152,21 @@ func (d *configDecoder) decode(n *yaml.Node, v reflect.Value, path string) {
 		return // left out: the field keeps its zero value, as if absent
 	}
 	if v.CanAddr() {
-		if u, ok := v.Addr().Interface().(yaml.Unmarshaler); ok {
-			if err := u.UnmarshalYAML(n); err != nil {
+		switch ptr := v.Addr().Interface().(type) {
+		case yaml.Unmarshaler:
+			if err := ptr.UnmarshalYAML(n); err != nil {
 				d.problem(n.Line, path, true, "%s", err.Error())
+			}
+			return
+		case encoding.TextUnmarshaler, *time.Duration:
+			// As yaml decodes them: from their text ("30s" for a
+			// time.Duration).
+			want := "a single value"
+			if _, ok := ptr.(*time.Duration); ok {
+				want = "a duration like 30s or 5m"
+			}
+			if n.Kind != yaml.ScalarNode || n.Decode(ptr) != nil {
+				d.problem(n.Line, path, true, "want %s, got %s", want, describeNode(n))
 			}
 			return
 		}
