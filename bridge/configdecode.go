@@ -181,6 +181,11 @@ func (d *configDecoder) decode(n *yaml.Node, v reflect.Value, path string) {
 		d.decodeStruct(n, v, path)
 	case reflect.Map:
 		d.decodeMap(n, v, path)
+	case reflect.Interface:
+		// Free-form (any): whatever the file holds, as yaml decodes it.
+		if err := n.Decode(v.Addr().Interface()); err != nil {
+			d.problem(n.Line, path, true, "%s cannot be read", describeNode(n))
+		}
 	case reflect.Slice:
 		if n.Kind != yaml.SequenceNode {
 			d.problem(n.Line, path, true, "want a list, got %s", describeNode(n))
