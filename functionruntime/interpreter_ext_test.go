@@ -111,12 +111,7 @@ func TestGRPCServerAllowedRootsConfineTheInterpreter(t *testing.T) {
 	if err := os.Symlink(filepath.Join(outside, "bin"), filepath.Join(root, "lib")); err != nil {
 		t.Fatal(err)
 	}
-	opt, err := functionruntime.AllowedRoots([]string{root})
-	if err != nil {
-		t.Fatal(err)
-	}
-	conn, _, _ := served(t, h, time.Second, opt)
-	cli := executorv1.NewFunctionRuntimeClient(conn)
+	cli := confinedClient(t, h, root)
 
 	for i, tc := range []struct{ interpreter, want string }{
 		{"venv/bin/python", filepath.Join(root, "venv", "bin", "python")},
@@ -144,4 +139,16 @@ func TestGRPCServerAllowedRootsConfineTheInterpreter(t *testing.T) {
 	if n := ad.starts.Load(); n != started {
 		t.Errorf("%d workers started for refused interpreters", n-started)
 	}
+}
+
+// confinedClient serves h's server over gRPC with AllowedRoots(root) and
+// returns a client of it.
+func confinedClient(t *testing.T, h *harness, root string) executorv1.FunctionRuntimeClient {
+	t.Helper()
+	opt, err := functionruntime.AllowedRoots([]string{root})
+	if err != nil {
+		t.Fatal(err)
+	}
+	conn, _, _ := served(t, h, time.Second, opt)
+	return executorv1.NewFunctionRuntimeClient(conn)
 }
