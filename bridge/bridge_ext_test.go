@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/rs/zerolog"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
@@ -33,6 +34,7 @@ type harness struct {
 	// client plays the runtime's side (h2c); a test may wrap it to send
 	// headers restate-server sends, such as traceparent.
 	client *http.Client
+	logs *logRecords // the bridge's log, debug level
 }
 
 func newHarness(t *testing.T, extra string) *harness {
@@ -63,6 +65,8 @@ services:
 		t.Fatal(err)
 	}
 	fake := newFakeRuntime()
+	logs := &logRecords{}
+	opts.Logger = zerolog.New(logs).Level(zerolog.DebugLevel)
 	opts.Clients = map[string]executorv1.FunctionRuntimeClient{"python": fake}
 	b, err := bridge.New(cfg, opts)
 	if err != nil {
@@ -83,7 +87,7 @@ services:
 		defer cancel()
 		_ = b.Close(ctx)
 	})
-	return &harness{t: t, fake: fake, url: "http://" + ln.Addr().String(), client: restatetest.NewH2CClient()}
+	return &harness{t: t, fake: fake, url: "http://" + ln.Addr().String(), client: restatetest.NewH2CClient(), logs: logs}
 }
 
 // play runs one invocation stream: start frames in, every frame out.

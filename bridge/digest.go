@@ -12,7 +12,8 @@ import (
 
 // registrationDigest is the registration_digest of
 // docs/spec/function-runtime-server-contract.md: a lowercase SHA-256 over the canonical, immutable registration inputs (handler
-// source content, handler, env, runtime-visible settings such as the worker limits). The working
+// source content, handler, env, runtime-visible settings such as the worker limits
+// and the python interpreter). The working
 // directory path is deliberately left out, so the same function in another
 // checkout has the same digest. It is recomputed for every registration,
 // so an edited source registers as a new generation.
@@ -29,7 +30,8 @@ func registrationDigest(h *HandlerConfig) (string, error) {
 		Env         map[string]string `json:"env"`
 		IdleSeconds int64             `json:"idle_timeout_seconds"`
 		Limits      string            `json:"limits,omitempty"`
-	}{h.Runtime, h.Handler, srcSum, h.Env, int64(h.IdleTimeout.Std().Seconds()), h.Limits.digestForm()})
+		Interpreter string            `json:"interpreter,omitempty"`
+	}{h.Runtime, h.Handler, srcSum, h.Env, int64(h.IdleTimeout.Std().Seconds()), h.Limits.digestForm(), interpreterDigest(h)})
 	if err != nil {
 		return "", err
 	}

@@ -61,7 +61,7 @@ func (b *Bridge) handlerFunc(p *pool) restate.HandlerFunc {
 		ev.Str("restate_invocation_id", ctx.InvocationID()).
 			Str("service", p.service).Str("handler", p.h.Name).
 			Str("run_uid", runUID).Str("invocation_id", ctx.InvocationID()).
-			Str("outcome", outcome.String()).Dur("duration", time.Since(start)).
+			Str("outcome", outcome.String()).Dur("duration_ms", time.Since(start)).
 			Msg("invocation")
 		return out, err
 	}

@@ -215,9 +215,12 @@ func (p *pool) ensureRegistered(ctx context.Context, s *slot) error {
 	retriedFailed := false
 	registering := time.Now()
 	for tries := 0; ; tries++ {
-		// The limits travel as metadata: the contract's request has no
-		// field for them.
+		// The limits, and a python interpreter, travel as metadata: the
+		// contract's request has no field for them.
 		mdCtx := metadata.AppendToOutgoingContext(ctx, functionruntime.WorkerLimitsMetadata, p.h.Limits.Worker().Encode())
+		if interp := p.h.PythonInterpreter(); interp != "" {
+			mdCtx = metadata.AppendToOutgoingContext(mdCtx, functionruntime.InterpreterMetadata, interp)
+		}
 		resp, err := p.client.RegisterFunction(mdCtx, &executorv1.RegisterFunctionRequest{
 			RunUid:              s.runUID,
 			RegistrationAttempt: s.attempt,
@@ -295,7 +298,7 @@ func (p *pool) markFailed(s *slot, fatal string) {
 		s.backoff = min(2*s.backoff, maxRegisterBackoff)
 	}
 	s.retryAt = p.now().Add(s.backoff)
-	p.log.Error().Str("run_uid", s.runUID).Int32("next_attempt", s.attempt).Dur("retry_in", s.backoff).Str("fatal_error", fatal).Msg("registration failed")
+	p.log.Error().Str("run_uid", s.runUID).Int32("next_attempt", s.attempt).Dur("retry_in_ms", s.backoff).Str("fatal_error", fatal).Msg("registration failed")
 }
 
 func (p *pool) registerError(s *slot, err error) error {

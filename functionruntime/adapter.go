@@ -37,6 +37,9 @@ type WorkerSpec struct {
 	Env     map[string]string // registration env; the adapter adds only PATH, LANG, HOME
 	Logger  zerolog.Logger    // carries run_uid; handler logs go here
 	Limits  WorkerLimits      // applied to every process of the worker
+	// Interpreter is the interpreter the registration named
+	// ([InterpreterMetadata]); empty: the adapter's own choice.
+	Interpreter string
 }
 
 // Worker is one registration's warm process. The server calls Invoke at most

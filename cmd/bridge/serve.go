@@ -93,7 +93,7 @@ func newServeCmd(g *globalFlags, dev *devFlags) *cobra.Command {
 			// Stop accepting, let in-flight invocations finish within the
 			// deadline; streams still open then are closed, and Restate
 			// retries those attempts (journaled work is not redone).
-			log.Info().Dur("deadline", cfg.ShutdownTimeout.Std()).Msg("shutting down")
+			log.Info().Dur("deadline_ms", cfg.ShutdownTimeout.Std()).Msg("shutting down")
 			sctx, cancel := context.WithTimeout(context.Background(), cfg.ShutdownTimeout.Std())
 			defer cancel()
 			if err := srv.Shutdown(sctx); err != nil {

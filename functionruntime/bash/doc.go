@@ -103,7 +103,9 @@
 // stderr becomes log records, one per line, on the invocation's logger
 // (run_uid, invocation_id) with source=handler; lines longer than
 // Options.MaxLogLine are truncated and carry truncated_bytes. stdout written
-// while the file is sourced is logged too.
+// while the file is sourced is logged too. A line keeps the level it
+// starts with ("ERROR: ...", "[warn] ...") or, as a JSON line, names in
+// "level"; any other line is info (see package proc).
 //
 // # Durable steps
 //

@@ -154,8 +154,11 @@
 // print(), logging and anything else written to stdout or stderr (file
 // descriptors 1 and 2, including child processes) become log records, one
 // per line, on the invocation's logger (run_uid, invocation_id) with
-// source=handler. Lines longer than Options.MaxLogLine are truncated and
-// carry truncated_bytes. Output written outside an invocation (at import,
+// source=handler, at the level a line starts with ("WARNING:root:..." as
+// logging's default format writes it, "[error] ...") or, for a JSON line,
+// names in "level" (the message then from "msg" or "message"); any other
+// line is info (see package proc). Lines longer than Options.MaxLogLine
+// are truncated and carry truncated_bytes. Output written outside an invocation (at import,
 // by background threads between invocations) goes to the registration's
 // logger. Printing never reaches the function output.
 //
@@ -174,13 +177,35 @@
 // the lifeline ends. Its environment is exactly
 // PATH=/usr/local/bin:/usr/bin:/bin, LANG=C.UTF-8, HOME=<working
 // directory>, then the registration's env (which may override those
-// three), then FNBRIDGE_OUTPUTS; nothing is inherited from the server. The interpreter is Options.Interpreter
-// (default python3) looked up in the server's PATH when the adapter is
-// created; launcher shims such as pyenv's are resolved once, by asking the
-// interpreter for sys.executable, so workers start the real binary. That
-// probe inherits the server's environment (shims need it) but is otherwise
-// owned like a worker: own process group, parent-death signal, group killed
-// when it returns or the start is cancelled.
+// three), then FNBRIDGE_OUTPUTS; nothing is inherited from the server.
+//
+// # Interpreter
+//
+// Each registration resolves its interpreter when it starts
+// (ResolveInterpreter): the one it names (WorkerSpec.Interpreter, the
+// handler's python.interpreter: a path, relative to the working directory
+// when not absolute, or a python command such as python3.12 looked up on
+// the server's PATH), else the working directory's .venv/bin/python when
+// it exists, else Options.Interpreter (default python3) looked up in the
+// server's PATH when the adapter is created. The interpreter is then
+// asked once, with -I, for its version, sys.executable and prefixes:
+// older than MinVersion (3.9), or not answering like a Python, fails the
+// registration naming the interpreter and how it was chosen, before any
+// handler code runs; the registration logs "python interpreter" with the
+// path, version, how it was chosen and its virtual environment. The
+// answer is cached per interpreter file (path, and the link's and the
+// file's size, mode and modification time), so a venv made again is asked
+// again. Workers start sys.executable, so launcher shims such as pyenv's
+// are resolved once (workers do not get the environment shims read). The
+// probe inherits the server's environment but is otherwise owned like a
+// worker: own process group, parent-death signal, group killed when it
+// returns or the start is cancelled.
+//
+// An interpreter that belongs to a virtual environment (sys.prefix is not
+// sys.base_prefix) gets it activated as its bin/activate would:
+// VIRTUAL_ENV is the venv and its bin directory leads the worker's PATH
+// (the registration's PATH, or the default), so its packages import and
+// its scripts are found by subprocesses.
 //
 // When an invocation's context ends (timeout, cancellation) the worker's
 // whole process group is sent SIGTERM, then SIGKILL after Options.Grace,

@@ -45,7 +45,7 @@ const logSync = time.Second
 // launcher starts sessions for one registration.
 type launcher struct {
 	opts             Options
-	exe              string
+	interp           Interpreter
 	spec             functionruntime.WorkerSpec
 	module, function string
 }
@@ -69,14 +69,18 @@ func (l *launcher) start(ctx context.Context) (proc.Session, error) {
 		_ = os.RemoveAll(tmp)
 		return nil, fmt.Errorf("create outputs file: %w", err)
 	}
-	env, err := proc.BuildEnv(l.spec.Dir, l.spec.Env, map[string]string{proc.OutputsEnv: outputs})
+	owned := map[string]string{proc.OutputsEnv: outputs}
+	for k, v := range l.interp.activation(l.spec.Env) {
+		owned[k] = v
+	}
+	env, err := proc.BuildEnv(l.spec.Dir, l.spec.Env, owned)
 	if err != nil {
 		_ = os.RemoveAll(tmp)
 		return nil, err
 	}
 	marker := proc.NewMarker()
 	p, err := proc.Start(proc.Config{
-		Path:        l.exe,
+		Path:        l.interp.Executable,
 		Args:        []string{"-I", "-u", "-c", bootstrap, l.module, l.function, l.spec.Dir, marker, strconv.Itoa(l.opts.MaxOutput)},
 		Dir:         l.spec.Dir,
 		Env:         env,

@@ -604,13 +604,16 @@ func testLogs(t *testing.T, a *Adapter) {
 		t.Fatalf("output = %q, want %q: printed text leaked into the output", got, a.LogsResult)
 	}
 	// No waiting: Invoke returns only after the invocation's lines were logged.
-	for _, msg := range a.Lines {
+	for i, msg := range a.Lines {
 		recs := f.Logs.Records(msg)
 		if len(recs) != 1 {
 			t.Fatalf("%d records for %q, want 1; handler lines: %q", len(recs), msg, f.Logs.Messages())
 		}
 		if r := recs[0]; r["message"] != msg || r["run_uid"] != "run-1" || r["invocation_id"] != "inv-1" || r["source"] != "handler" {
 			t.Fatalf("record for %q = %v", msg, r)
+		}
+		if r := recs[0]; i < len(a.Levels) && r["level"] != a.Levels[i] {
+			t.Errorf("record for %q has level %v, want %s", msg, r["level"], a.Levels[i])
 		}
 	}
 	for _, msg := range a.LoadLines {
