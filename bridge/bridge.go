@@ -10,7 +10,9 @@ import (
 	"sync/atomic"
 
 	"github.com/rs/zerolog"
+	"go.opentelemetry.io/otel/trace"
 
+	"github.com/fnbridge/fnbridge/bridge/telemetry"
 	executorv1 "github.com/fnbridge/fnbridge/proto/executor/v1"
 	"github.com/fnbridge/fnbridge/restate"
 	"github.com/fnbridge/fnbridge/restate/discovery"
@@ -29,6 +31,15 @@ type Options struct {
 	// or remote runtime the configuration names: tests and benchmarks plug
 	// in-process fakes or instrumented clients here.
 	Clients map[string]executorv1.FunctionRuntimeClient
+	// Metrics, when set, records the bridge's metrics (bridge/telemetry);
+	// Tracer, when set, makes a span per attempt and function execution.
+	Metrics *telemetry.Metrics
+	Tracer  trace.Tracer
+
+	// carry is set by Live when it builds the bridge that replaces the one
+	// serving: the pools and context endpoint it takes over instead of
+	// creating them (reload.go).
+	carry *carryOver
 }
 
 // Bridge is one configured fnbridge: a Restate endpoint whose handlers run
@@ -40,7 +51,11 @@ type Bridge struct {
 	runtimes map[string]*runtimeConn
 	pools    map[string]*pool // by "Service/handler"
 	ctxEnd   *contextEndpoint // nil unless a handler is in steps mode
+	// unobserve detaches the bridge from Options.Metrics.
+	unobserve func()
 
+	// instance is the identity in every run UID (instance.go).
+	instance string
 	// started and ready are the readiness state (health.go).
 	started atomic.Bool
 	ready   readiness
@@ -76,6 +91,7 @@ func New(cfg *Config, opts Options) (*Bridge, error) {
 	if instance == "" {
 		instance = DefaultInstance()
 	}
+	b.instance = instance
 	unimplemented := map[string]*sync.Once{}
 	for si := range cfg.Services {
 		svc := &cfg.Services[si]
@@ -94,7 +110,11 @@ func New(cfg *Config, opts Options) (*Bridge, error) {
 				b.runtimes[h.Runtime] = rc
 				unimplemented[h.Runtime] = &sync.Once{}
 			}
-			p := newPool(instance, svc.Name, h, rc.client, opts.Logger, unimplemented[h.Runtime])
+			p := opts.carry.pool(svc.Name, h.Name)
+			if p == nil {
+				p = newPool(instance, svc.Name, h, rc.client, opts.Logger, unimplemented[h.Runtime])
+				p.tel = newPoolTelemetry(opts, svc.Name, h)
+			}
 			b.pools[svc.Name+"/"+h.Name] = p
 			rs.Handlers = append(rs.Handlers, restateHandler(b, p))
 		}
@@ -103,10 +123,13 @@ func New(cfg *Config, opts Options) (*Bridge, error) {
 			return nil, fmt.Errorf("services[%d]: %w", si, err)
 		}
 	}
-	if err := b.startContext(); err != nil {
-		b.closeRuntimes(context.Background())
-		return nil, err
+	if b.ctxEnd = opts.carry.contextEndpoint(); b.ctxEnd == nil {
+		if err := b.startContext(); err != nil {
+			b.closeRuntimes(context.Background())
+			return nil, err
+		}
 	}
+	b.unobserve = opts.Metrics.AddSource(bridgeSource{b})
 	return b, nil
 }
 
@@ -188,6 +211,7 @@ func (b *Bridge) poolKeys() []string {
 // second pass would only wait for ctx to end).
 func (b *Bridge) Close(ctx context.Context) error {
 	b.closeOnce.Do(func() {
+		b.unobserve()
 		var errs []error
 		for _, key := range b.poolKeys() {
 			errs = append(errs, b.pools[key].close(ctx))

@@ -4,12 +4,14 @@ import (
 	"context"
 	"encoding/json"
 	"net"
+	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/rs/zerolog"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
@@ -29,9 +31,20 @@ type harness struct {
 	t    *testing.T
 	fake *fakeRuntime
 	url  string
+	// client plays the runtime's side (h2c); a test may wrap it to send
+	// headers restate-server sends, such as traceparent.
+	client *http.Client
+	logs   *logRecords // the bridge's log, debug level
 }
 
 func newHarness(t *testing.T, extra string) *harness {
+	t.Helper()
+	return newHarnessWith(t, extra, bridge.Options{})
+}
+
+// newHarnessWith is newHarness with the bridge's options (metrics, a
+// tracer); the fake runtime is always the python client.
+func newHarnessWith(t *testing.T, extra string, opts bridge.Options) *harness {
 	t.Helper()
 	dir := t.TempDir()
 	if err := os.WriteFile(filepath.Join(dir, "mod.py"), []byte("def fn(x):\n    return x\n"), 0o644); err != nil {
@@ -52,7 +65,10 @@ services:
 		t.Fatal(err)
 	}
 	fake := newFakeRuntime()
-	b, err := bridge.New(cfg, bridge.Options{Clients: map[string]executorv1.FunctionRuntimeClient{"python": fake}})
+	logs := &logRecords{}
+	opts.Logger = zerolog.New(logs).Level(zerolog.DebugLevel)
+	opts.Clients = map[string]executorv1.FunctionRuntimeClient{"python": fake}
+	b, err := bridge.New(cfg, opts)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -71,7 +87,7 @@ services:
 		defer cancel()
 		_ = b.Close(ctx)
 	})
-	return &harness{t: t, fake: fake, url: "http://" + ln.Addr().String()}
+	return &harness{t: t, fake: fake, url: "http://" + ln.Addr().String(), client: restatetest.NewH2CClient(), logs: logs}
 }
 
 // play runs one invocation stream: start frames in, every frame out.
@@ -86,7 +102,7 @@ func (h *harness) playWith(version int, start []any, inject func(restatetest.Fra
 	h.t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
-	s := restatetest.Open(ctx, restatetest.NewH2CClient(), restatetest.InvokeURL(h.url, "Svc", "fn"), version)
+	s := restatetest.Open(ctx, h.client, restatetest.InvokeURL(h.url, "Svc", "fn"), version)
 	defer s.Close()
 	if err := s.Send(start...); err != nil {
 		h.t.Fatal(err)

@@ -5,10 +5,12 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"math"
 	"net"
 	"os"
 	"path/filepath"
+	"reflect"
 	"regexp"
 	"sort"
 	"strings"
@@ -38,6 +40,9 @@ type Config struct {
 	// Runtimes maps a runtime kind to a remote FunctionRuntime address
 	// (host:port or unix:///path); a kind absent or empty runs embedded.
 	Runtimes map[string]string `yaml:"runtimes"`
+	// Python is the default python block of every python handler that
+	// sets none (see PythonConfig).
+	Python PythonConfig `yaml:"python"`
 	// ShutdownTimeout bounds graceful shutdown on SIGTERM.
 	ShutdownTimeout Duration `yaml:"shutdown_timeout"`
 	// StartTimeout, MaxConcurrentInvocations and MaxJournalBytes are the
@@ -51,6 +56,10 @@ type Config struct {
 	// (unix:///abs/path or host:port); empty: a socket in a private
 	// temporary directory (see resolveContextListen).
 	ContextListen string `yaml:"context_listen"`
+	// MetricsListen serves Prometheus /metrics (host:port); empty: off.
+	MetricsListen string `yaml:"metrics_listen"`
+	// Tracing configures the OTLP span export (telemetry_config.go).
+	Tracing TracingConfig `yaml:"tracing"`
 	// Instance is this replica's identity, the first part of its run UIDs
 	// (see instance.go); empty in the file: the hostname.
 	Instance string `yaml:"instance"`
@@ -85,6 +94,8 @@ type HandlerConfig struct {
 	// CheckHandler): module.function (python) or file.function (bash).
 	Handler string            `yaml:"handler"`
 	Env     map[string]string `yaml:"env"`
+	// Python chooses a python handler's interpreter (see PythonConfig).
+	Python *PythonConfig `yaml:"python"`
 	// Timeout bounds one invocation (InvokeFunction timeout_millis).
 	Timeout Duration `yaml:"timeout"`
 	// IdleTimeout unregisters a warm registration unused this long.
@@ -114,6 +125,10 @@ type HandlerConfig struct {
 	// SuspendAfter is how long a steps-mode wait may block before the
 	// invocation suspends.
 	SuspendAfter Duration `yaml:"suspend_after"`
+
+	// remoteRuntime: the handler's runtime is a remote server, which
+	// resolves the interpreter on its own host (interpreterDigest).
+	remoteRuntime bool
 }
 
 // RetryPolicyConfig is Restate's retry policy for one handler.
@@ -133,11 +148,11 @@ type Duration time.Duration
 func (d *Duration) UnmarshalYAML(n *yaml.Node) error {
 	var s string
 	if err := n.Decode(&s); err != nil {
-		return fmt.Errorf("line %d: want a duration like 30s or 5m", n.Line)
+		return fmt.Errorf("want a duration like 30s or 5m, got %s", describeNode(n))
 	}
 	v, err := time.ParseDuration(s)
 	if err != nil {
-		return fmt.Errorf("line %d: %q is not a duration (want e.g. 30s, 5m)", n.Line, s)
+		return fmt.Errorf("%q is not a duration (want e.g. 30s, 5m)", s)
 	}
 	*d = Duration(v)
 	return nil
@@ -155,13 +170,13 @@ type ByteSize int64
 func (b *ByteSize) UnmarshalYAML(n *yaml.Node) error {
 	var s string
 	if err := n.Decode(&s); err != nil {
-		return fmt.Errorf("line %d: want a size like 65536 or 64Ki", n.Line)
+		return fmt.Errorf("want a size like 65536 or 64Ki, got %s", describeNode(n))
 	}
 	s = strings.TrimSpace(s)
 	neg := strings.HasPrefix(s, "-")
 	v, ok := ParseSize(strings.TrimPrefix(s, "-"))
 	if !ok || s == "" {
-		return fmt.Errorf("line %d: %q is not a size (want e.g. 65536, 64Ki, 128Mi)", n.Line, s)
+		return fmt.Errorf("%q is not a size (want e.g. 65536, 64Ki, 128Mi)", s)
 	}
 	if neg {
 		v = -v
@@ -199,48 +214,68 @@ var (
 var kindChoices = "(" + strings.Join(kinds.Names(), " | ") + ")"
 
 // LoadConfig reads, decodes (unknown fields are errors), resolves and
-// validates a configuration file. Every error names the field path.
+// validates a configuration file. A problem with its content is a
+// *ConfigError naming the file as given, the line and the field path.
 func LoadConfig(path string) (*Config, error) {
 	abs, err := filepath.Abs(path)
 	if err != nil {
-		return nil, fmt.Errorf("config %s: %w", path, err)
+		return nil, fmt.Errorf("%s: %w", path, err)
 	}
 	data, err := os.ReadFile(abs)
 	if err != nil {
-		return nil, fmt.Errorf("config: %w", err)
+		var pe *fs.PathError
+		if errors.As(err, &pe) {
+			err = pe.Err // the path is said once, as the user gave it
+		}
+		if errors.Is(err, fs.ErrNotExist) {
+			return nil, fmt.Errorf("%s: no such file (--config names the configuration file)", path)
+		}
+		return nil, fmt.Errorf("%s: %w", path, err)
 	}
 	cfg, err := ParseConfig(data, filepath.Dir(abs))
 	if err != nil {
-		return nil, fmt.Errorf("config %s: %w", path, err)
+		var ce *ConfigError
+		if errors.As(err, &ce) {
+			ce.File = path
+		}
+		return nil, err
 	}
 	cfg.Path = abs
 	return cfg, nil
 }
 
 // ParseConfig decodes and validates configuration bytes; relative handler
-// directories resolve against baseDir.
+// directories resolve against baseDir. Every problem is reported at once,
+// as a *ConfigError.
 func ParseConfig(data []byte, baseDir string) (*Config, error) {
-	dec := yaml.NewDecoder(bytes.NewReader(data))
-	dec.KnownFields(true)
-	cfg := &Config{}
-	if err := dec.Decode(cfg); err != nil {
+	var doc yaml.Node
+	if err := yaml.NewDecoder(bytes.NewReader(data)).Decode(&doc); err != nil {
 		if errors.Is(err, io.EOF) {
-			return nil, errors.New("file is empty: want at least one service under services")
+			return nil, &ConfigError{Problems: []ConfigProblem{{Message: "file is empty: want at least one service under services"}}}
 		}
-		return nil, fmt.Errorf("yaml: %w", err)
+		return nil, &ConfigError{Problems: []ConfigProblem{syntaxProblem(err)}}
 	}
+	cfg := &Config{}
+	d := newConfigDecoder()
+	d.decode(&doc, reflect.ValueOf(cfg).Elem(), "")
+	problems := d.problems
 	if err := cfg.resolve(baseDir); err != nil {
-		return nil, err
+		problems = append(problems, d.withLines(err)...)
+	}
+	if len(problems) > 0 {
+		sortProblems(problems)
+		return nil, &ConfigError{Problems: problems}
 	}
 	return cfg, nil
 }
 
 // resolve applies defaults, makes paths absolute and validates everything,
-// collecting every problem so a user fixes the file in one pass.
+// collecting every problem so a user fixes the file in one pass; the error
+// is a *ConfigError whose problems have field paths but no lines yet.
 func (c *Config) resolve(baseDir string) error {
-	var errs []error
+	var problems []ConfigProblem
 	bad := func(path, format string, args ...any) {
-		errs = append(errs, fmt.Errorf("%s: %s", path, fmt.Sprintf(format, args...)))
+		problems = append(problems, ConfigProblem{Path: path, Message: fmt.Sprintf(format, args...)})
 	}
 	if c.Listen == "" {
 		c.Listen = DefaultListen
@@ -287,6 +322,8 @@ func (c *Config) resolve(baseDir string) error {
 		bad("max_journal_bytes", "%d is out of range", c.MaxJournalBytes)
 	}
 	c.resolveContextListen(bad)
+	c.resolveTelemetry(bad)
+	c.resolvePython(baseDir, bad)
 	c.resolveInstance(bad)
 	if len(c.Services) == 0 {
 		bad("services", "want at least one service")
@@ -315,9 +352,14 @@ func (c *Config) resolve(baseDir string) error {
 			}
 			seenH[h.Name] = true
 			h.resolve(hp, baseDir, bad)
+			h.resolvePython(hp, c.Python, bad)
+			h.remoteRuntime = c.Runtimes[h.Runtime] != ""
 		}
 	}
-	return errors.Join(errs...)
+	if len(problems) > 0 {
+		return &ConfigError{Problems: problems}
+	}
+	return nil
 }
 
 func (h *HandlerConfig) resolve(hp, baseDir string, bad func(path, format string, args ...any)) {

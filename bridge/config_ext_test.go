@@ -105,7 +105,7 @@ func TestLoadConfigRejectsInvalidNamingFieldPath(t *testing.T) {
 		{"concurrency range", "concurrency: 4", "concurrency: 100000", []string{"services[0].handlers[0].concurrency", "out of range"}},
 		{"timeout over cap", "timeout: 10s", "timeout: 20h", []string{"services[0].handlers[0].timeout", "out of range"}},
 		{"bad duration", "timeout: 10s", "timeout: soon", []string{"not a duration"}},
-		{"unknown field", "concurrency: 4", "concurrency: 4\n        colour: red", []string{"colour", "not found"}},
+		{"unknown field", "concurrency: 4", "concurrency: 4\n        colour: red", []string{`services[0].handlers[0]: unknown field "colour" (known here: name, `}},
 		{"env that changes how bash starts", "env: {GREETING: Hello}", "env: {BASH_ENV: /tmp/evil.sh}", []string{"services[0].handlers[0].env.BASH_ENV", "changes how the interpreter or the dynamic loader starts"}},
 		{"env that changes how the loader starts", "env: {GREETING: Hello}", "env: {LD_LIBRARY_PATH: /tmp}", []string{"services[0].handlers[0].env.LD_LIBRARY_PATH", "changes how"}},
 		{"bad service name", "name: Greeter", "name: Greeter-Service", []string{"services[0].name", "not a valid service name"}},

@@ -85,6 +85,9 @@ func checkAccepted(t *testing.T, c *bridge.Config, base string) {
 			default:
 				t.Fatalf("accepted runtime %q", h.Runtime)
 			}
+			if interp := h.PythonInterpreter(); interp != "" && (h.Runtime != "python" || python.CheckInterpreter(interp) != nil) {
+				t.Fatalf("accepted interpreter %q for a %s handler", interp, h.Runtime)
+			}
 			if st, err := os.Stat(h.Dir); !filepath.IsAbs(h.Dir) || err != nil || !st.IsDir() {
 				t.Fatalf("accepted dir %q (base %s)", h.Dir, base)
 			}
@@ -127,6 +130,7 @@ func FuzzParseConfig(f *testing.F) {
 	f.Add([]byte("services:\n  - name: A\n    handlers:\n      - {name: h, runtime: bash, dir: /, handler: ../x.f, env: {FNBRIDGE_X: y}}\n"))
 	f.Add([]byte("{listen: ':0', identity_keys: [publickeyv1_x], runtimes: {python: unix:///tmp/s}, services: [{name: S, handlers: [{name: h, runtime: python, dir: functions, handler: greeter.greet, timeout: -1s}]}]}"))
 	f.Add([]byte("services:\n  - &a {name: A, handlers: [{name: h, runtime: python, dir: functions, handler: greeter.greet}]}\n  - *a\n"))
+	f.Add([]byte("python: {interpreter: venv/bin/python}\nservices:\n  - name: A\n    handlers:\n      - {name: h, runtime: python, dir: functions, handler: greeter.greet, python: {interpreter: python3.12}}\n      - {name: s, runtime: bash, dir: functions, handler: shell.respond, python: {interpreter: sh}}\n"))
 	f.Fuzz(func(t *testing.T, data []byte) {
 		c, err := bridge.ParseConfig(data, base)
 		if err != nil {

@@ -12,7 +12,8 @@ import (
 
 // registrationDigest is the registration_digest of
 // docs/spec/function-runtime-server-contract.md: a lowercase SHA-256 over the canonical, immutable registration inputs (handler
-// source content, handler, env, runtime-visible settings such as the worker limits). The working
+// source content, handler, env, runtime-visible settings such as the worker limits
+// and the python interpreter). The working
 // directory path is deliberately left out, so the same function in another
 // checkout has the same digest. It is recomputed for every registration,
 // so an edited source registers as a new generation.
@@ -29,7 +30,8 @@ func registrationDigest(h *HandlerConfig) (string, error) {
 		Env         map[string]string `json:"env"`
 		IdleSeconds int64             `json:"idle_timeout_seconds"`
 		Limits      string            `json:"limits,omitempty"`
-	}{h.Runtime, h.Handler, srcSum, h.Env, int64(h.IdleTimeout.Std().Seconds()), h.Limits.digestForm()})
+		Interpreter string            `json:"interpreter,omitempty"`
+	}{h.Runtime, h.Handler, srcSum, h.Env, int64(h.IdleTimeout.Std().Seconds()), h.Limits.digestForm(), interpreterDigest(h)})
 	if err != nil {
 		return "", err
 	}
@@ -42,11 +44,7 @@ func registrationDigest(h *HandlerConfig) (string, error) {
 // file's own sum in turn, so bytes moved from one file to the next still
 // change it.
 func sourceSum(h *HandlerConfig) (string, error) {
-	k, ok := kinds.Lookup(h.Runtime)
-	if !ok {
-		return "", fmt.Errorf("unknown runtime %q", h.Runtime)
-	}
-	files, err := k.SourceFiles(h.Dir, h.Handler)
+	files, err := h.SourceFiles()
 	if err != nil {
 		return "", err
 	}
@@ -66,4 +64,15 @@ func sourceSum(h *HandlerConfig) (string, error) {
 		all.Write(sum[:])
 	}
 	return hex.EncodeToString(all.Sum(nil)), nil
+}
+
+// SourceFiles lists the files holding the handler's code, as its runtime
+// kind names them (kinds.Kind SourceFiles): what the registration digest
+// covers, and what `bridge dev` watches.
+func (h *HandlerConfig) SourceFiles() ([]string, error) {
+	k, ok := kinds.Lookup(h.Runtime)
+	if !ok {
+		return nil, fmt.Errorf("unknown runtime %q", h.Runtime)
+	}
+	return k.SourceFiles(h.Dir, h.Handler)
 }

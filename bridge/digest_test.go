@@ -11,8 +11,10 @@ import (
 // The registration digest must not change across releases for the same
 // inputs: a remote runtime still holding a registration compares digests,
 // and the same attempt with a new digest is DIGEST_MISMATCH. The golden
-// values pin the canonical form for each kind's source layout; they were
-// computed independently (Python hashlib over the same canonical JSON).
+// values pin the canonical form for each kind's source layout, with a
+// remote runtime (an embedded one's digest holds this host's interpreter:
+// TestRegistrationDigestFollowsTheInterpreter); they were computed
+// independently (Python hashlib over the same canonical JSON).
 func TestRegistrationDigestIsStable(t *testing.T) {
 	dir := t.TempDir()
 	write := func(rel, content string) {
@@ -30,14 +32,18 @@ func TestRegistrationDigestIsStable(t *testing.T) {
 	write("fn.sh", "shout() { echo '{}'; }\n")
 	env := map[string]string{"B": "2", "A": "1"}
 	tests := []struct {
-		runtime, handler, want string
+		runtime, handler, interpreter, want string
 	}{
-		{"python", "greeter.greet", "sha256:b621a4ee907ea77f84bcaef8491e0658b28b01e6bd6a1d2299b8eb900f8440d5"},
-		{"python", "pkg.sub.main", "sha256:b41ad2c10d4f86ecc1ec3dbb04d853919d56f9086a0057d0dc361d0c38175b2f"},
-		{"bash", "fn.shout", "sha256:70b7db86a7279804fb1f9c3cda964cbd436b452468c376136351094a20dc46ec"},
+		{"python", "greeter.greet", "", "sha256:b621a4ee907ea77f84bcaef8491e0658b28b01e6bd6a1d2299b8eb900f8440d5"},
+		{"python", "pkg.sub.main", "", "sha256:b41ad2c10d4f86ecc1ec3dbb04d853919d56f9086a0057d0dc361d0c38175b2f"},
+		{"python", "greeter.greet", ".venv/bin/python3.11", "sha256:74e27a3b6f0cf9b7b0167bbfddb1017b152079ba5c9b4efc45658598ba3ee235"},
+		{"bash", "fn.shout", "", "sha256:70b7db86a7279804fb1f9c3cda964cbd436b452468c376136351094a20dc46ec"},
 	}
 	for _, tt := range tests {
-		h := &HandlerConfig{Runtime: tt.runtime, Dir: dir, Handler: tt.handler, Env: env, IdleTimeout: Duration(5 * time.Minute)}
+		h := &HandlerConfig{Runtime: tt.runtime, Dir: dir, Handler: tt.handler, Env: env, IdleTimeout: Duration(5 * time.Minute), remoteRuntime: true}
+		if tt.interpreter != "" {
+			h.Python = &PythonConfig{Interpreter: tt.interpreter}
+		}
 		got, err := registrationDigest(h)
 		if err != nil {
 			t.Fatalf("%s %s: %v", tt.runtime, tt.handler, err)
@@ -77,5 +83,86 @@ func TestRegistrationDigestNamesAMissingSource(t *testing.T) {
 	_, err := registrationDigest(&HandlerConfig{Runtime: "python", Dir: dir, Handler: "nowhere.main"})
 	if err == nil || !strings.Contains(err.Error(), `python module "nowhere" not found`) {
 		t.Fatalf("error = %v, want it to name the missing python module", err)
+	}
+}
+
+// fakePython writes an executable script answering the interpreter probe
+// as a Python of version would, and nothing else.
+func fakePython(t *testing.T, path, version string) {
+	t.Helper()
+	v := strings.ReplaceAll(version, ".", ",")
+	script := "#!/bin/sh\necho 'fnbridge-python-probe {\"version\": [" + v + "], \"executable\": \"\", \"prefix\": \"/x\", \"base_prefix\": \"/x\"}'\n"
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(path, []byte(script), 0o755); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// With an embedded runtime the digest holds the interpreter the runtime
+// resolves and its version: a venv appearing in dir, a venv made again
+// with another Python, another python.interpreter each register a new
+// generation; the same venv in another checkout keeps the digest. A
+// remote runtime resolves on its host, so there only the setting counts,
+// and nothing is run here.
+func TestRegistrationDigestFollowsTheInterpreter(t *testing.T) {
+	newDir := func() string {
+		dir := t.TempDir()
+		if err := os.WriteFile(filepath.Join(dir, "greeter.py"), []byte("def greet(r):\n    return r\n"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return dir
+	}
+	digest := func(h *HandlerConfig) string {
+		t.Helper()
+		d, err := registrationDigest(h)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return d
+	}
+	handler := func(dir, interpreter string) *HandlerConfig {
+		h := &HandlerConfig{Runtime: "python", Dir: dir, Handler: "greeter.greet"}
+		if interpreter != "" {
+			h.Python = &PythonConfig{Interpreter: interpreter}
+		}
+		return h
+	}
+	if defaultPython() == "" {
+		t.Skip("python3 is not on PATH")
+	}
+	a := newDir()
+	plain := digest(handler(a, ""))
+	fakePython(t, filepath.Join(a, ".venv", "bin", "python"), "3.11.2")
+	venv := digest(handler(a, ""))
+	if venv == plain {
+		t.Error("a .venv appearing in dir kept the digest of python3 on PATH")
+	}
+	if got := interpreterDigest(handler(a, "")); got != ".venv/bin/python 3.11.2" {
+		t.Errorf("interpreter part = %q, want the venv's python relative to dir and its version", got)
+	}
+	fakePython(t, filepath.Join(a, ".venv", "bin", "python"), "3.12.0") // the venv made again
+	if again := digest(handler(a, "")); again == venv {
+		t.Error("a venv made again with Python 3.12 kept the digest of 3.11")
+	}
+	b := newDir()
+	fakePython(t, filepath.Join(b, ".venv", "bin", "python"), "3.12.0")
+	if digest(handler(b, "")) != digest(handler(a, "")) {
+		t.Error("the same function and venv in another checkout has another digest")
+	}
+	fakePython(t, filepath.Join(a, "other", "python"), "3.12.0")
+	if digest(handler(a, "other/python")) == digest(handler(a, "")) {
+		t.Error("another python.interpreter kept the digest")
+	}
+
+	remote := handler(a, "/nowhere/python")
+	remote.remoteRuntime = true
+	if got := interpreterDigest(remote); got != "/nowhere/python" {
+		t.Errorf("remote interpreter part = %q, want the setting as configured", got)
+	}
+	unresolved := handler(a, "/nowhere/python")
+	if got := interpreterDigest(unresolved); got != "unresolved /nowhere/python" {
+		t.Errorf("an interpreter that cannot be resolved: %q, want it as configured (the runtime reports it)", got)
 	}
 }

@@ -79,3 +79,11 @@ func (b *Bridge) Drain(ctx context.Context) error { return b.endpoint.Drain(ctx)
 
 // InFlight is the number of invocation streams being served.
 func (b *Bridge) InFlight() int { return b.endpoint.InFlight() }
+
+// Drain drains the bridge serving new requests (Bridge.Drain); the
+// streams of earlier generations finish on theirs, and the HTTP server's
+// shutdown waits for them.
+func (l *Live) Drain(ctx context.Context) error { return l.cur.Load().Drain(ctx) }
+
+// InFlight is the current bridge's invocation streams (Bridge.InFlight).
+func (l *Live) InFlight() int { return l.cur.Load().InFlight() }

@@ -27,21 +27,23 @@ const runName = "invoke"
 func (b *Bridge) handlerFunc(p *pool) restate.HandlerFunc {
 	return func(ctx restate.Context, input []byte) ([]byte, error) {
 		start := time.Now()
+		att := p.tel.startAttempt(ctx)
 		var (
 			executed bool
 			runUID   string
+			runErr   error
 		)
 		value, err := ctx.Run(runName, func(rctx context.Context) ([]byte, error) {
 			executed = true
-			res, uid, err := p.invoke(rctx, runtimeInvocationID(ctx.InvocationID()), input, contentTypeOf(ctx))
+			res, uid, err := p.invoke(att.context(rctx), runtimeInvocationID(ctx.InvocationID()), input, contentTypeOf(ctx))
 			runUID = uid
 			if err != nil {
-				return nil, toRestate(err)
+				runErr = toRestate(err)
+				return nil, runErr
 			}
 			return encodeRecord(res)
 		})
 		ev := b.log.Info()
-		outcome := "ok"
 		var out []byte
 		if err == nil {
 			var res *Result
@@ -52,16 +54,14 @@ func (b *Bridge) handlerFunc(p *pool) restate.HandlerFunc {
 			}
 		}
 		if err != nil {
-			outcome = outcomeOf(err)
 			ev = b.log.Warn().Str("error", err.Error())
 		}
-		if !executed && err == nil {
-			outcome = "replayed"
-		}
+		outcome := attemptOutcome(ctx, executed, err, runErr)
+		att.end(outcome, err)
 		ev.Str("restate_invocation_id", ctx.InvocationID()).
 			Str("service", p.service).Str("handler", p.h.Name).
 			Str("run_uid", runUID).Str("invocation_id", ctx.InvocationID()).
-			Str("outcome", outcome).Dur("duration", time.Since(start)).
+			Str("outcome", outcome.String()).Dur("duration_ms", time.Since(start)).
 			Msg("invocation")
 		return out, err
 	}
@@ -101,27 +101,6 @@ func contentTypeOf(ctx restate.Context) string {
 	return "application/json"
 }
 
-func outcomeOf(err error) string {
-	var te *restate.TerminalError
-	if errors.As(err, &te) {
-		if te.Code == restate.CodeCancelled {
-			return "cancelled"
-		}
-		return "terminal_failure"
-	}
-	var re *restate.RetryableError
-	if errors.As(err, &re) {
-		if re.Pause {
-			return "paused"
-		}
-		return "retryable_failure"
-	}
-	if errors.Is(err, restate.ErrAttemptEnded) {
-		return "attempt_ended"
-	}
-	return "error"
-}
-
 // Invoke runs one function once, without Restate and without a journal:
 // `bridge invoke`, a developer's inner loop. A steps-mode function's
 // context calls go to a local journal (localJournal).
@@ -147,13 +126,15 @@ func (p *pool) invoke(ctx context.Context, invocationID string, input []byte, co
 		if err != nil {
 			return nil, "", classifyCtx(ctx, err)
 		}
-		resp, err := p.client.InvokeFunction(ctx, &executorv1.InvokeFunctionRequest{
+		ictx, exec := p.tel.startExecution(ctx, s)
+		resp, err := p.client.InvokeFunction(ictx, &executorv1.InvokeFunctionRequest{
 			Registration:  &executorv1.FunctionRegistration{RunUid: s.runUID, RegistrationId: s.regID},
 			InvocationId:  invocationID,
 			Input:         input,
 			ContentType:   contentType,
 			TimeoutMillis: p.h.Timeout.Std().Milliseconds(),
 		})
+		exec.end(err)
 		if err == nil {
 			p.release(s)
 			return &Result{Output: resp.GetOutput(), ContentType: resp.GetContentType(), Outputs: resp.GetOutputs()}, s.runUID, nil

@@ -85,7 +85,8 @@ func TestRegistrationDigestCoversLimits(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(dir, "greeter.py"), []byte("def greet(r):\n    return r\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	h := &HandlerConfig{Runtime: "python", Dir: dir, Handler: "greeter.greet", Env: map[string]string{"A": "1", "B": "2"}, IdleTimeout: Duration(5 * time.Minute)}
+	h := &HandlerConfig{Runtime: "python", Dir: dir, Handler: "greeter.greet", Env: map[string]string{"A": "1", "B": "2"}, IdleTimeout: Duration(5 * time.Minute),
+		remoteRuntime: true} // no interpreter in the digest, as in the golden values
 	h.Limits = LimitsConfig{Memory: "64Mi"}
 	bad := func(path, format string, args ...any) { t.Fatalf(path+": "+format, args...) }
 	h.Limits.resolve("limits", bad)

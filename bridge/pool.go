@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/rs/zerolog"
@@ -41,6 +42,7 @@ type pool struct {
 	// reportUnimplemented makes a runtime without FunctionRuntime a single
 	// clear log line rather than one per invocation.
 	reportUnimplemented *sync.Once
+	tel                 *poolTelemetry // metrics and spans (telemetry.go)
 }
 
 // slot is one registration position. Only the holder of the slot (a lease
@@ -59,6 +61,8 @@ type slot struct {
 	// (InvalidArgument): no number of retries can fix it, so it is
 	// permanent at once.
 	invalid bool
+	// state is the slot's telemetry.RegistrationState (slot.publish).
+	state atomic.Uint32
 }
 
 // permanentAfter is how many failed initializations in a row (each already
@@ -110,7 +114,7 @@ func (p *pool) start(ctx context.Context) error {
 	for i := 0; i < p.h.MinWarm; i++ {
 		s := <-p.free
 		err := p.ensureRegistered(ctx, s)
-		p.free <- s
+		p.release(s)
 		if err != nil {
 			return fmt.Errorf("%s/%s: warming registration %d: %w", p.service, p.h.Name, i, err)
 		}
@@ -120,10 +124,11 @@ func (p *pool) start(ctx context.Context) error {
 	return nil
 }
 
-// lease takes a free registration, waiting at most LeaseTimeout, and makes
-// sure it is registered and READY.
+// lease takes a free registration, waiting at most LeaseTimeout (or
+// until the pool closes), and makes sure it is registered and READY.
 func (p *pool) lease(ctx context.Context) (*slot, error) {
 	var s *slot
+	waited := time.Now()
 	select {
 	case s = <-p.free:
 	default:
@@ -132,19 +137,26 @@ func (p *pool) lease(ctx context.Context) (*slot, error) {
 		select {
 		case s = <-p.free:
 		case <-t.C:
+			p.tel.leaseWaited(waited, true)
 			return nil, &Error{Class: ClassBusy, Message: fmt.Sprintf("all %d registrations of %s/%s are busy (waited %s)", p.h.Concurrency, p.service, p.h.Name, p.h.LeaseTimeout.Std())}
 		case <-ctx.Done():
 			return nil, ctx.Err()
+		case <-p.stop:
+			// Closing (replaced by a reload, or shutting down): a slot
+			// may free up only for close, so fail now, retryably.
+			return nil, &Error{Class: ClassUnavailable, Message: fmt.Sprintf("the registrations of %s/%s are closing", p.service, p.h.Name)}
 		}
 	}
+	p.tel.leaseWaited(waited, false)
 	if err := p.ensureRegistered(ctx, s); err != nil {
-		p.free <- s
+		p.release(s)
 		return nil, err
 	}
+	s.publish(true)
 	return s, nil
 }
 
-func (p *pool) release(s *slot) { p.free <- s }
+func (p *pool) release(s *slot) { s.publish(false); p.free <- s }
 
 // settleTimeout bounds how long a registration whose caller gave up is
 // kept out of the pool: the runtime's kill grace (2s by default) and
@@ -194,10 +206,14 @@ func (p *pool) ensureRegistered(ctx context.Context, s *slot) error {
 	// by moving to a newer attempt; bounded so a misbehaving server cannot
 	// spin us.
 	retriedFailed := false
+	registering := time.Now()
 	for tries := 0; ; tries++ {
-		// The limits travel as metadata: the contract's request has no
-		// field for them.
+		// The limits, and a python interpreter, travel as metadata: the
+		// contract's request has no field for them.
 		mdCtx := metadata.AppendToOutgoingContext(ctx, functionruntime.WorkerLimitsMetadata, p.h.Limits.Worker().Encode())
+		if interp := p.h.PythonInterpreter(); interp != "" {
+			mdCtx = metadata.AppendToOutgoingContext(mdCtx, functionruntime.InterpreterMetadata, interp)
+		}
 		resp, err := p.client.RegisterFunction(mdCtx, &executorv1.RegisterFunctionRequest{
 			RunUid:              s.runUID,
 			RegistrationAttempt: s.attempt,
@@ -232,9 +248,11 @@ func (p *pool) ensureRegistered(ctx context.Context, s *slot) error {
 		switch st {
 		case executorv1.FunctionRegistrationState_FUNCTION_REGISTRATION_STATE_READY:
 			s.regID, s.fatal, s.backoff, s.invalid = regID, "", 0, false
+			p.tel.workerStarted(registering)
 			p.log.Debug().Str("run_uid", s.runUID).Int32("attempt", s.attempt).Msg("registration ready")
 			return nil
 		case executorv1.FunctionRegistrationState_FUNCTION_REGISTRATION_STATE_FAILED:
+			p.tel.workerStartFailed()
 			fatal := "initialization failed"
 			if sr, err := p.client.FunctionStatus(ctx, &executorv1.FunctionStatusRequest{Registration: resp.GetRegistration()}); err == nil && sr.GetFatalError() != "" {
 				fatal = sr.GetFatalError()
@@ -273,7 +291,7 @@ func (p *pool) markFailed(s *slot, fatal string) {
 		s.backoff = min(2*s.backoff, maxRegisterBackoff)
 	}
 	s.retryAt = p.now().Add(s.backoff)
-	p.log.Error().Str("run_uid", s.runUID).Int32("next_attempt", s.attempt).Dur("retry_in", s.backoff).Str("fatal_error", fatal).Msg("registration failed")
+	p.log.Error().Str("run_uid", s.runUID).Int32("next_attempt", s.attempt).Dur("retry_in_ms", s.backoff).Str("fatal_error", fatal).Msg("registration failed")
 }
 
 func (p *pool) registerError(s *slot, err error) error {
@@ -330,7 +348,7 @@ func (p *pool) janitor() {
 				break
 			}
 			p.check(s)
-			p.free <- s
+			p.release(s)
 		}
 	}
 }

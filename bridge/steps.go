@@ -13,6 +13,7 @@ import (
 	"google.golang.org/grpc/metadata"
 
 	"github.com/fnbridge/fnbridge/bridge/stepctx"
+	"github.com/fnbridge/fnbridge/bridge/telemetry"
 	"github.com/fnbridge/fnbridge/functionruntime"
 	"github.com/fnbridge/fnbridge/restate"
 )
@@ -175,6 +176,7 @@ var errNoDurableContext = &restate.RetryableError{Code: restate.CodeInternal, Pa
 func (b *Bridge) stepsHandlerFunc(p *pool) restate.HandlerFunc {
 	return func(ctx restate.Context, input []byte) ([]byte, error) {
 		start := time.Now()
+		att := p.tel.startAttempt(ctx)
 		var (
 			res    *Result
 			runUID string
@@ -182,28 +184,28 @@ func (b *Bridge) stepsHandlerFunc(p *pool) restate.HandlerFunc {
 		)
 		if dc, ok := ctx.(durableContext); ok {
 			j := restateJournal{dc: dc, suspendAfter: p.h.SuspendAfter.Std()}
-			res, runUID, err = b.runSteps(ctx, p, j, runtimeInvocationID(ctx.InvocationID()), input, contentTypeOf(ctx))
+			res, runUID, err = b.runSteps(att.context(ctx), p, j, runtimeInvocationID(ctx.InvocationID()), input, contentTypeOf(ctx))
 		} else {
 			err = errNoDurableContext
 		}
 		ev := b.log.Info()
-		outcome := "ok"
+		outcome := telemetry.OutcomeOK
 		var out []byte
 		if err == nil {
 			out = res.Output
 		} else {
 			suspended := errors.Is(err, stepctx.ErrSuspended)
+			cause := err
 			err = stepsToRestate(err)
-			outcome = outcomeOf(err)
-			if suspended {
-				outcome = "suspended"
-			} else {
+			outcome = attemptOutcome(ctx, true, err, cause)
+			if !suspended {
 				ev = b.log.Warn().Str("error", err.Error())
 			}
 		}
+		att.end(outcome, err)
 		ev.Str("restate_invocation_id", ctx.InvocationID()).
 			Str("service", p.service).Str("handler", p.h.Name).Str("durability", DurabilitySteps).
-			Str("run_uid", runUID).Str("outcome", outcome).Dur("duration", time.Since(start)).
+			Str("run_uid", runUID).Str("outcome", outcome.String()).Dur("duration_ms", time.Since(start)).
 			Msg("invocation")
 		return out, err
 	}

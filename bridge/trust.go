@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"io/fs"
 	"net"
 	"os"
 	"strings"
@@ -52,14 +53,19 @@ func (c *Config) CheckExposure(source string) (unsigned bool, err error) {
 
 // ReadIdentityKeys reads the publickeyv1_ keys of a file, one per line, as
 // `bridge keygen` writes them; blank lines and lines starting with # are
-// skipped. Errors name the file and line.
+// skipped. Errors start with the file (and line); the caller names what
+// the file is.
 func ReadIdentityKeys(path string) ([]string, error) {
 	data, err := os.ReadFile(path)
 	if errors.Is(err, os.ErrNotExist) {
-		return nil, fmt.Errorf("identity keys file %s does not exist: write it with `bridge keygen --out FILE` (it writes FILE.pub) and give restate-server FILE", path)
+		return nil, fmt.Errorf("%s does not exist: write it with `bridge keygen --out FILE` (it writes FILE.pub) and give restate-server FILE", path)
 	}
 	if err != nil {
-		return nil, fmt.Errorf("identity keys file: %w", err)
+		var pe *fs.PathError
+		if errors.As(err, &pe) {
+			err = pe.Err // the path is named once
+		}
+		return nil, fmt.Errorf("%s: %w", path, err)
 	}
 	var keys []string
 	sc := bufio.NewScanner(bytes.NewReader(data))
@@ -69,15 +75,15 @@ func ReadIdentityKeys(path string) ([]string, error) {
 			continue
 		}
 		if _, err := identity.ParseKey(line); err != nil {
-			return nil, fmt.Errorf("identity keys file %s:%d: %v", path, n, err)
+			return nil, fmt.Errorf("%s:%d: %v", path, n, err)
 		}
 		keys = append(keys, line)
 	}
 	if err := sc.Err(); err != nil {
-		return nil, fmt.Errorf("identity keys file %s: %w", path, err)
+		return nil, fmt.Errorf("%s: %w", path, err)
 	}
 	if len(keys) == 0 {
-		return nil, fmt.Errorf("identity keys file %s holds no publickeyv1_ key (write one with `bridge keygen`)", path)
+		return nil, fmt.Errorf("%s holds no publickeyv1_ key (write one with `bridge keygen`)", path)
 	}
 	return keys, nil
 }

@@ -34,7 +34,8 @@ package e2e
 //	shell metacharacters in a Bash payload         functionruntime/bash: TestPayloadIsNeverEvaluated
 //	NUL in a Bash payload                          functionruntime/bash: TestNULPayloadRejected
 //	env names and sizes (runtime level)            functionruntime: TestRegisterValidatesBeforeAcceptingWork
-//	config fields (parse level)                    bridge: TestLoadConfigRejectsInvalidNamingFieldPath, FuzzParseConfig
+//	config fields (parse level)                    bridge: TestConfigErrorsNameLineFieldAndWhatIsAllowed,
+//	                                               TestLoadConfigRejectsInvalidNamingFieldPath, FuzzParseConfig
 
 import (
 	"bytes"
@@ -602,6 +603,10 @@ func TestBadInputConfig(t *testing.T) {
 			[]string{"services[0].handlers[0].env.FNBRIDGE_OUTPUTS", "reserved"}},
 		{"identity key that is not a Restate public key", "identity_keys: [secret]\n" + handler("python", "h.f", ""),
 			[]string{"identity_keys[0]", "publickeyv1_"}},
+		{"misspelt field", "protocl_mode: bidi\n" + handler("python", "h.f", ""),
+			[]string{".yaml:1: unknown field \"protocl_mode\", did you mean \"protocol_mode\"? (known here: listen, protocol_mode, "}},
+		{"word for a number", handler("python", "h.f", ", concurrency: abc"),
+			[]string{".yaml:4: services[0].handlers[0].concurrency: want a whole number, got \"abc\"\n"}},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			cfg := filepath.Join(ws.root, strings.NewReplacer(" ", "_", "/", "_").Replace(c.name)+".yaml")
@@ -614,6 +619,10 @@ func TestBadInputConfig(t *testing.T) {
 				if !strings.Contains(stderr, w) {
 					t.Errorf("stderr does not name %q:\n%s", w, stderr)
 				}
+			}
+			// The file is named once, as given; no Go type, no "yaml:" chain.
+			if want := "bridge: " + cfg + ":"; !strings.HasPrefix(stderr, want) || strings.Count(stderr, "yaml: ") > 0 || strings.Contains(stderr, "in type") {
+				t.Errorf("stderr does not start with %q or repeats a prefix:\n%s", want, stderr)
 			}
 			if _, err := os.Stat(filepath.Join(ws.fn, "pwned")); err == nil {
 				t.Fatal("the handler string was executed")

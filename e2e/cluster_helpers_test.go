@@ -156,7 +156,7 @@ func (h *haproxy) waitUp(server string, timeout time.Duration) bool {
 func replicaShares(replicas []*bridgeServe) []int {
 	out := make([]int, len(replicas))
 	for i, b := range replicas {
-		for _, rec := range logRecords(b.bridgeChild, "invocation") {
+		for _, rec := range invocationRecords(b.bridgeChild) {
 			if rec["outcome"] == "ok" {
 				out[i]++
 			}

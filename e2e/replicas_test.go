@@ -25,12 +25,13 @@ import (
 	"github.com/fnbridge/fnbridge/internal/restateserver"
 )
 
-// logRecords returns the JSON log records of b whose message is msg.
-func logRecords(b *bridgeChild, msg string) []map[string]any {
+// invocationRecords are the bridge's "invocation" log records (one per
+// attempt, with its outcome), without the runtime's "invocation ..." lines
+// logRecords' prefix match also finds.
+func invocationRecords(b *bridgeChild) []map[string]any {
 	var out []map[string]any
-	for _, l := range strings.Split(b.logs(), "\n") {
-		var rec map[string]any
-		if json.Unmarshal([]byte(l), &rec) == nil && rec["message"] == msg {
+	for _, rec := range logRecords(b.logs(), "invocation") {
+		if rec["message"] == "invocation" {
 			out = append(out, rec)
 		}
 	}
@@ -128,7 +129,7 @@ services:
 		b    *bridgeServe
 		want string
 	}{{a, "--instance"}, {b, "FNBRIDGE_INSTANCE"}} {
-		recs := logRecords(r.b.bridgeChild, "serving Restate endpoint")
+		recs := logRecords(r.b.logs(), "serving Restate endpoint")
 		if len(recs) != 1 || recs[0]["instance_from"] != r.want {
 			t.Fatalf("start-up record %v: want the instance from %s", recs, r.want)
 		}
@@ -167,7 +168,7 @@ services:
 
 	registered := func() map[string][]string {
 		out := map[string][]string{}
-		for _, rec := range logRecords(rt, "registering function") {
+		for _, rec := range logRecords(rt.logs(), "registering function") {
 			uid := fmt.Sprint(rec["run_uid"])
 			out[uid] = append(out[uid], fmt.Sprint(rec["registration_attempt"]))
 		}
@@ -191,14 +192,14 @@ services:
 	if strings.Join(uids, " ") != strings.Join(want, " ") {
 		t.Errorf("the runtime registered run UIDs %v, want %v", uids, want)
 	}
-	if u := logRecords(rt, "unregistering"); len(u) > 0 {
+	if u := logRecords(rt.logs(), "unregistering"); len(u) > 0 {
 		t.Errorf("the runtime unregistered %d registrations under load: %v", len(u), u)
 	}
 	for _, r := range []struct {
 		b    *bridgeServe
 		inst string
 	}{{a, "replica-a"}, {b, "replica-b"}} {
-		recs := logRecords(r.b.bridgeChild, "invocation")
+		recs := invocationRecords(r.b.bridgeChild)
 		bad := 0
 		for _, rec := range recs {
 			if rec["outcome"] != "ok" || !strings.HasPrefix(fmt.Sprint(rec["run_uid"]), r.inst+"-") {
@@ -238,7 +239,7 @@ services:
 		t.Fatalf("bridge invoke: exit %d, %q\n%s", code, out, errOut)
 	}
 	var unregistered []string
-	for _, rec := range logRecords(rt, "unregistering") {
+	for _, rec := range logRecords(rt.logs(), "unregistering") {
 		unregistered = append(unregistered, fmt.Sprint(rec["run_uid"]))
 	}
 	if len(unregistered) != 1 || !strings.HasPrefix(unregistered[0], "replica-a-invoke-") {
@@ -352,7 +353,7 @@ services:
 		t.Fatalf("bridge after the drain: exited %v, %v; want status 0", ok, exited.err)
 	}
 	attempts := 0
-	for _, rec := range logRecords(b.bridgeChild, "invocation") {
+	for _, rec := range invocationRecords(b.bridgeChild) {
 		if rec["restate_invocation_id"] == id {
 			attempts++
 			if rec["outcome"] != "ok" {

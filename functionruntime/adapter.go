@@ -37,6 +37,9 @@ type WorkerSpec struct {
 	Env     map[string]string // registration env; the adapter adds only PATH, LANG, HOME
 	Logger  zerolog.Logger    // carries run_uid; handler logs go here
 	Limits  WorkerLimits      // applied to every process of the worker
+	// Interpreter is the interpreter the registration named
+	// ([InterpreterMetadata]); empty: the adapter's own choice.
+	Interpreter string
 }
 
 // Worker is one registration's warm process. The server calls Invoke at most
@@ -61,6 +64,10 @@ type Invocation struct {
 	// Context is the durable-steps context endpoint of this attempt (from
 	// the InvokeFunction metadata); nil for a plain function.
 	Context *StepContext
+	// Env is the per-invocation environment (from the InvokeFunction
+	// metadata [MetadataEnv]; names from [InvocationEnvNames]), exported
+	// for this invocation only; nil when there is none.
+	Env map[string]string
 }
 
 // Result is a handler's successful return.

@@ -36,6 +36,9 @@ type fakeAdapter struct {
 
 	// closeErr is returned by every worker's Close.
 	closeErr error
+	// checkInterpreter, when set, makes the harness's adapter an
+	// InterpreterChooser with this check.
+	checkInterpreter func(string) error
 
 	starts  atomic.Int32
 	mu      sync.Mutex
@@ -187,8 +190,12 @@ type harness struct {
 func newHarness(t *testing.T, ad *fakeAdapter, lim functionruntime.Limits, now func() time.Time) *harness {
 	t.Helper()
 	logs := &syncBuffer{}
+	var adapter functionruntime.Adapter = ad
+	if ad.checkInterpreter != nil {
+		adapter = choosingAdapter{ad}
+	}
 	srv := functionruntime.NewServer(functionruntime.Options{
-		Adapter: ad,
+		Adapter: adapter,
 		Logger:  zerolog.New(logs).Level(zerolog.DebugLevel),
 		Limits:  lim,
 		Now:     now,

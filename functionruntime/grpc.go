@@ -52,7 +52,8 @@ func NewGRPCServer(s *Server, opts ...grpc.ServerOption) *GRPCServer {
 // AllowedRoots returns a server option that refuses, with InvalidArgument
 // naming working_dir, every RegisterFunction whose working_dir, once its
 // symlinks are resolved, is not one of dirs or beneath one; an accepted
-// registration runs in the resolved path. Relative dirs are taken from the
+// registration runs in the resolved path. An interpreter the registration
+// names by path ([InterpreterMetadata]) must lie within them too. Relative dirs are taken from the
 // current directory. It guards network callers, which this server does
 // not authenticate; an in-process caller (NewLocalClient) is trusted.
 func AllowedRoots(dirs []string) (grpc.ServerOption, error) {
@@ -67,6 +68,9 @@ func AllowedRoots(dirs []string) (grpc.ServerOption, error) {
 				return nil, err
 			}
 			reg.WorkingDir = dir
+			if ctx, err = roots.confineInterpreter(ctx, dir); err != nil {
+				return nil, err
+			}
 		}
 		return handler(ctx, req)
 	}), nil

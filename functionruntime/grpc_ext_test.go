@@ -183,12 +183,7 @@ func TestGRPCServerAllowedRoots(t *testing.T) {
 	if err := os.Symlink(filepath.Join(root, "run"), link); err != nil {
 		t.Fatal(err)
 	}
-	opt, err := functionruntime.AllowedRoots([]string{root})
-	if err != nil {
-		t.Fatal(err)
-	}
-	conn, _, _ := served(t, h, time.Second, opt)
-	cli := executorv1.NewFunctionRuntimeClient(conn)
+	cli := confinedClient(t, h, root)
 	ctx := context.Background()
 
 	req := h.registerReq("run-out", 1, digest("x"))

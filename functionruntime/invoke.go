@@ -54,13 +54,17 @@ func (s *Server) InvokeFunction(ctx context.Context, req *executorv1.InvokeFunct
 	if err != nil {
 		return nil, invalidArgument("metadata", "%v", err)
 	}
+	env, err := invocationEnvOf(ctx)
+	if err != nil {
+		return nil, invalidArgument("metadata", "%v", err)
+	}
 
 	reg, act, invCtx, release, err := s.acquire(ctx, ref, invID, timeout)
 	if err != nil {
 		return nil, err
 	}
 	log := reg.log.With().Str("invocation_id", invID).Logger()
-	log.Debug().Int("input_bytes", len(req.GetInput())).Dur("timeout", timeout).Msg("invocation started")
+	log.Debug().Int("input_bytes", len(req.GetInput())).Dur("timeout_ms", timeout).Msg("invocation started")
 	started := time.Now()
 	res, werr := act.worker.Invoke(invCtx, Invocation{
 		ID:          invID,
@@ -68,6 +72,7 @@ func (s *Server) InvokeFunction(ctx context.Context, req *executorv1.InvokeFunct
 		ContentType: ct,
 		Logger:      log,
 		Context:     stepCtx,
+		Env:         env,
 	})
 	elapsed := time.Since(started)
 	// Read why the context ended before release cancels it.
@@ -79,11 +84,11 @@ func (s *Server) InvokeFunction(ctx context.Context, req *executorv1.InvokeFunct
 
 	if werr != nil {
 		err := s.invokeError(reg, invID, timeout, werr, ctxCause)
-		log.Warn().Err(err).Dur("elapsed", elapsed).Msg("invocation failed")
+		log.Warn().Err(err).Dur("elapsed_ms", elapsed).Msg("invocation failed")
 		return nil, err
 	}
 	if err := s.checkResult(res); err != nil {
-		log.Warn().Err(err).Dur("elapsed", elapsed).Msg("invocation returned invalid output")
+		log.Warn().Err(err).Dur("elapsed_ms", elapsed).Msg("invocation returned invalid output")
 		return nil, statusError(codes.Unknown, ReasonOutputsInvalid,
 			map[string]string{"run_uid": reg.runUID, "invocation_id": invID, "terminal": "true"},
 			"invocation %s: the handler returned, but its result is invalid: %v", invID, err)
@@ -92,7 +97,7 @@ func (s *Server) InvokeFunction(ctx context.Context, req *executorv1.InvokeFunct
 	if outCT == "" {
 		outCT = ct
 	}
-	log.Debug().Int("output_bytes", len(res.Output)).Dur("elapsed", elapsed).Msg("invocation succeeded")
+	log.Debug().Int("output_bytes", len(res.Output)).Dur("elapsed_ms", elapsed).Msg("invocation succeeded")
 	return &executorv1.InvokeFunctionResponse{
 		Registration: reg.ref(),
 		InvocationId: invID,

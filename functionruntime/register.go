@@ -49,6 +49,9 @@ func (s *Server) RegisterFunction(ctx context.Context, req *executorv1.RegisterF
 	if err != nil {
 		return nil, err
 	}
+	if p.interpreter, err = interpreterOf(ctx, s.adapter); err != nil {
+		return nil, err
+	}
 	LogWorkerLimitMechanisms(s.log)
 
 	reg, err := s.admit(p, limits)
@@ -115,6 +118,8 @@ func (s *Server) admit(p registerParams, limits WorkerLimits) (*registration, er
 			Env:     copyEnv(p.env),
 			Logger:  log,
 			Limits:  limits,
+
+			Interpreter: p.interpreter,
 		},
 		lifeCtx:    lifeCtx,
 		cancelLife: cancel,
@@ -128,7 +133,7 @@ func (s *Server) admit(p registerParams, limits WorkerLimits) (*registration, er
 	// (in-flight invocation cancelled, worker closed) before the new worker
 	// starts, so a Run never has two live workers here.
 	ownsPrev := prev != nil && prev.beginTeardownLocked()
-	log.Info().Str("handler", p.handler).Str("working_dir", p.dir).Dur("idle_timeout", p.idleTimeout).Str("limits", limits.Encode()).Msg("registering function")
+	log.Info().Str("handler", p.handler).Str("working_dir", p.dir).Dur("idle_timeout_ms", p.idleTimeout).Str("limits", limits.Encode()).Msg("registering function")
 	go s.initialize(reg, prev, ownsPrev)
 	return reg, nil
 }

@@ -148,7 +148,7 @@ func (s *Server) teardown(reg *registration, cause error, drain time.Duration, c
 			select {
 			case <-act.done:
 			case <-timeout:
-				reg.log.Warn().Str("invocation_id", act.id).Dur("drain_timeout", drain).Msg("drain timeout reached; cancelling the in-flight invocation")
+				reg.log.Warn().Str("invocation_id", act.id).Dur("drain_timeout_ms", drain).Msg("drain timeout reached; cancelling the in-flight invocation")
 			case <-ctx.Done():
 				reg.log.Warn().Str("invocation_id", act.id).Msg("drain interrupted; cancelling the in-flight invocation")
 			}

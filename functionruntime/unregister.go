@@ -49,7 +49,7 @@ func (s *Server) UnregisterFunction(ctx context.Context, req *executorv1.Unregis
 	s.mu.Unlock()
 
 	if owns {
-		reg.log.Info().Bool("cancel_in_flight", req.GetCancelInFlight()).Dur("drain_timeout", drain).Msg("unregistering")
+		reg.log.Info().Bool("cancel_in_flight", req.GetCancelInFlight()).Dur("drain_timeout_ms", drain).Msg("unregistering")
 		// A Close failure is logged; the registration is gone either way.
 		_ = s.teardown(reg, goneCause("unregistered"), drain, ctx)
 	} else {

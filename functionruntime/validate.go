@@ -1,7 +1,9 @@
 package functionruntime
 
 import (
+	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"sort"
@@ -30,6 +32,7 @@ type registerParams struct {
 	env         map[string]string
 	idleTimeout time.Duration
 	digest      string
+	interpreter string // from InterpreterMetadata, not the request
 }
 
 // validateRegister checks every field of a RegisterFunctionRequest that does
@@ -106,20 +109,28 @@ func resolveAllowedRoots(dirs []string) (allowedRoots, error) {
 		return nil, fmt.Errorf("no allowed root directory given")
 	}
 	roots := make(allowedRoots, 0, len(dirs))
+	// Messages start with the directory: the caller names the option.
 	for _, d := range dirs {
 		if d == "" {
-			return nil, fmt.Errorf("allowed root must not be empty")
+			return nil, fmt.Errorf("an empty directory name")
 		}
 		abs, err := filepath.Abs(d)
 		if err != nil {
-			return nil, fmt.Errorf("allowed root %q: %w", d, err)
+			return nil, fmt.Errorf("%q: %w", d, err)
 		}
 		real, err := filepath.EvalSymlinks(abs)
 		if err != nil {
-			return nil, fmt.Errorf("allowed root %q: %w", d, err)
+			var pe *fs.PathError
+			if errors.As(err, &pe) {
+				err = pe.Err // the path is named once
+			}
+			if errors.Is(err, fs.ErrNotExist) {
+				return nil, fmt.Errorf("%q does not exist", d)
+			}
+			return nil, fmt.Errorf("%q: %w", d, err)
 		}
 		if fi, err := os.Stat(real); err != nil || !fi.IsDir() {
-			return nil, fmt.Errorf("allowed root %q is not a directory", d)
+			return nil, fmt.Errorf("%q is not a directory", d)
 		}
 		roots = append(roots, real)
 	}
@@ -140,14 +151,22 @@ func (r allowedRoots) confine(dir string) (string, error) {
 	if err != nil {
 		return "", invalidArgument("working_dir", "%q cannot be resolved: %v", dir, err)
 	}
-	for _, root := range r {
-		rel, err := filepath.Rel(root, real)
-		if err == nil && rel != ".." && !strings.HasPrefix(rel, ".."+string(filepath.Separator)) {
-			return real, nil
-		}
+	if r.contains(real) {
+		return real, nil
 	}
 	return "", invalidArgument("working_dir", "%q resolves to %q, which is not within an allowed root (%s)",
 		dir, real, strings.Join(r, ", "))
+}
+
+// contains reports whether the resolved path real is a root or beneath one.
+func (r allowedRoots) contains(real string) bool {
+	for _, root := range r {
+		rel, err := filepath.Rel(root, real)
+		if err == nil && rel != ".." && !strings.HasPrefix(rel, ".."+string(filepath.Separator)) {
+			return true
+		}
+	}
+	return false
 }
 
 // checkWorkingDir verifies that the validated working directory exists and

@@ -60,6 +60,10 @@ func (c invocationContext) Run(name string, fn func(ctx context.Context) ([]byte
 	case journal.Cancelled:
 		inv.cancel(ErrCancelled)
 		return nil, ErrCancelled
+	case journal.Suspended:
+		// As the Context promises: its cause says the attempt suspended.
+		inv.cancel(ErrSuspended)
+		return nil, ErrAttemptEnded
 	default:
 		return nil, ErrAttemptEnded
 	}

@@ -169,7 +169,7 @@ func (inv *invocation) serve(version int, bidi bool) {
 	w.WriteHeader(http.StatusOK)
 
 	var readerDone chan struct{}
-	base, cancel := context.WithCancelCause(inv.r.Context())
+	base, cancel := context.WithCancelCause(attemptContext(inv.r))
 	inv.ctx, inv.cancel = base, cancel
 	defer cancel(nil)
 	if !inv.m.Done() {

@@ -20,12 +20,14 @@ func newInvokeCmd(g *globalFlags) *cobra.Command {
 		Short: "Run one configured function once, locally, without Restate",
 		Long: "Run one configured function once through the same FunctionRuntime path\n" +
 			"as bridge serve, without Restate or a journal: a developer's inner loop.\n" +
-			"The output goes to stdout; outputs and logs go to stderr.\n" +
+			"The output goes to stdout; outputs and logs go to stderr: on a terminal,\n" +
+			"console logs at warn unless --log-level/--log-format say otherwise\n" +
+			"(JSON at info when stderr is redirected).\n" +
 			"A durability: steps function runs against a local journal: every step\n" +
 			"executes, sleeps really wait, and calls/sends fail (they need Restate).",
 		Args: cobra.ExactArgs(2),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			log, err := g.logger()
+			log, err := g.interactiveLogger(cmd)
 			if err != nil {
 				return err
 			}

@@ -14,6 +14,7 @@ import (
 
 	"github.com/rs/zerolog"
 	"github.com/spf13/cobra"
+	"golang.org/x/sys/unix"
 
 	"github.com/fnbridge/fnbridge/bridge"
 	"github.com/fnbridge/fnbridge/internal/version"
@@ -48,9 +49,9 @@ func newRootCmd() *cobra.Command {
 		SilenceUsage:  true,
 		SilenceErrors: true,
 	}
-	root.PersistentFlags().StringVar(&g.logLevel, "log-level", "info", "log level: trace, debug, info, warn, error")
-	root.PersistentFlags().StringVar(&g.logFormat, "log-format", "json", "log format: json or console")
-	root.AddCommand(newVersionCmd(), newServeCmd(g), newInvokeCmd(g), newManifestCmd(g), newRuntimeCmd(g), newKeygenCmd(), newCtxCmd())
+	root.PersistentFlags().StringVar(&g.logLevel, "log-level", "info", "log level: trace, debug, info, warn, error (bridge invoke on a terminal: warn)")
+	root.PersistentFlags().StringVar(&g.logFormat, "log-format", "json", "log format: json or console (bridge invoke on a terminal: console)")
+	root.AddCommand(newVersionCmd(), newServeCmd(g, nil), newDevCmd(g), newInvokeCmd(g), newManifestCmd(g), newRuntimeCmd(g), newKeygenCmd(), newCtxCmd())
 	return root
 }
 
@@ -69,23 +70,55 @@ func newVersionCmd() *cobra.Command {
 // logger builds the process logger from the global flags; a bad value is an
 // error naming the flag rather than a silent default.
 func (g *globalFlags) logger() (zerolog.Logger, error) {
-	level, err := zerolog.ParseLevel(g.logLevel)
-	if err != nil || g.logLevel == "" {
-		return zerolog.Nop(), fmt.Errorf("--log-level %q: want trace, debug, info, warn or error", g.logLevel)
+	return newLogger(g.logLevel, g.logFormat, os.Stderr)
+}
+
+// interactiveLogger is logger for a command a person runs to read its
+// result (bridge invoke): when stderr is a terminal, --log-level and
+// --log-format left unset default to warn and console, so the output is
+// not buried under JSON lines. Redirected, the defaults stay info and
+// json, for whatever reads them.
+func (g *globalFlags) interactiveLogger(cmd *cobra.Command) (zerolog.Logger, error) {
+	level, format := interactiveLogDefaults(g.logLevel, g.logFormat, cmd.Flags().Changed("log-level"), cmd.Flags().Changed("log-format"), isTerminal(os.Stderr))
+	return newLogger(level, format, os.Stderr)
+}
+
+// interactiveLogDefaults picks interactiveLogger's level and format: each
+// flag the user set wins, each one left unset takes the terminal default.
+func interactiveLogDefaults(level, format string, levelSet, formatSet, terminal bool) (string, string) {
+	if terminal && !levelSet {
+		level = "warn"
+	}
+	if terminal && !formatSet {
+		format = "console"
+	}
+	return level, format
+}
+
+// newLogger writes level-filtered records to w in format.
+func newLogger(levelName, format string, w *os.File) (zerolog.Logger, error) {
+	level, err := zerolog.ParseLevel(levelName)
+	if err != nil || levelName == "" {
+		return zerolog.Nop(), fmt.Errorf("--log-level %q: want trace, debug, info, warn or error", levelName)
 	}
 	var l zerolog.Logger
-	switch g.logFormat {
+	switch format {
 	case "json":
-		l = zerolog.New(os.Stderr)
+		l = zerolog.New(w)
 	case "console":
 		// Colour only on a terminal: console logs often land in files.
-		st, err := os.Stderr.Stat()
-		tty := err == nil && st.Mode()&os.ModeCharDevice != 0
-		l = zerolog.New(zerolog.ConsoleWriter{Out: os.Stderr, NoColor: !tty})
+		l = zerolog.New(zerolog.ConsoleWriter{Out: w, NoColor: !isTerminal(w)})
 	default:
-		return zerolog.Nop(), fmt.Errorf("--log-format %q: want json or console", g.logFormat)
+		return zerolog.Nop(), fmt.Errorf("--log-format %q: want json or console", format)
 	}
 	return l.Level(level).With().Timestamp().Logger(), nil
+}
+
+// isTerminal reports whether f is a terminal (a character device such as
+// /dev/null is not).
+func isTerminal(f *os.File) bool {
+	_, err := unix.IoctlGetTermios(int(f.Fd()), unix.TCGETS)
+	return err == nil
 }
 
 // addConfigFlag registers --config, the configuration file of the

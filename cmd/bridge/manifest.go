@@ -24,6 +24,9 @@ func newManifestCmd(g *globalFlags) *cobra.Command {
 			if err != nil {
 				return err
 			}
+			if version < discovery.MinVersion || version > discovery.MaxVersion {
+				return fmt.Errorf("--manifest-version %d: want %d to %d", version, discovery.MinVersion, discovery.MaxVersion)
+			}
 			_, b, err := loadBridge(configPath, "", bridge.Options{Logger: log})
 			if err != nil {
 				return err

@@ -31,8 +31,8 @@ func TestRuntimeServeRejectsBadFlags(t *testing.T) {
 		{"bad listen address", []string{"--listen", "unix://"}, "--listen"},
 		{"default above max timeout", []string{"--default-timeout", "2h", "--max-timeout", "1h"}, "--default-timeout 2h0m0s: must not exceed --max-timeout"},
 		{"non-positive drain timeout", []string{"--drain-timeout", "0s"}, "--drain-timeout 0s: must be positive"},
-		{"missing --allowed-root", []string{"--allowed-root", "/nonexistent/fnbridge-root"}, `--allowed-root: allowed root "/nonexistent/fnbridge-root"`},
-		{"empty --allowed-root", []string{"--allowed-root", ""}, "--allowed-root: allowed root must not be empty"},
+		{"missing --allowed-root", []string{"--allowed-root", "/nonexistent/fnbridge-root"}, `--allowed-root: "/nonexistent/fnbridge-root" does not exist`},
+		{"empty --allowed-root", []string{"--allowed-root", ""}, "--allowed-root: an empty directory name"},
 		{"bad log format", []string{"--log-format", "xml"}, `--log-format "xml"`},
 	}
 	for _, tt := range tests {

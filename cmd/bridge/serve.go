@@ -17,7 +17,9 @@ import (
 	"github.com/fnbridge/fnbridge/restate"
 )
 
-func newServeCmd(g *globalFlags) *cobra.Command {
+// newServeCmd is `bridge serve`, and with dev set `bridge dev`: one code
+// path, which dev extends with its loop (dev.go).
+func newServeCmd(g *globalFlags, dev *devFlags) *cobra.Command {
 	var (
 		configPath, listen string
 		identityKeysFile   string
@@ -33,6 +35,9 @@ func newServeCmd(g *globalFlags) *cobra.Command {
 			if err != nil {
 				return err
 			}
+			if err := dev.check(); err != nil {
+				return err
+			}
 			opts := bridge.Options{Logger: log}
 			if holdAfterRun != "" {
 				opts.AfterRunJournaled = holdForever(holdAfterRun)
@@ -44,10 +49,15 @@ func newServeCmd(g *globalFlags) *cobra.Command {
 			if err := applyInstance(cfg, instance); err != nil {
 				return err
 			}
+			stopTelemetry, err := startTelemetry(cfg, log, &opts)
+			if err != nil {
+				return err
+			}
+			defer stopTelemetry()
 			if cfg.AllowUnauthenticated && len(cfg.IdentityKeys) == 0 && !bridge.IsLoopback(cfg.Listen) {
 				log.Warn().Str("listen", cfg.Listen).Msg("allow_unauthenticated: serving unsigned requests on an address other machines can reach; anyone who can connect can run these functions")
 			}
-			b, err := bridge.New(cfg, opts)
+			b, err := newEndpoint(cfg, opts, dev)
 			if err != nil {
 				return err
 			}
@@ -72,20 +82,30 @@ func newServeCmd(g *globalFlags) *cobra.Command {
 			go func() { serveErr <- srv.Serve(lis) }()
 			log.Info().Str("listen", lis.Addr().String()).Str("protocol_mode", cfg.ProtocolMode).Int("services", len(cfg.Services)).
 				Str("instance", cfg.Instance).Str("instance_from", cfg.InstanceFrom).Msg("serving Restate endpoint")
+			devDone, stopDev := dev.start(ctx, log, b, lis.Addr().String(), func() (*bridge.Config, error) {
+				cfg, err := loadServeConfig(configPath, listen, identityKeysFile)
+				if err != nil {
+					return nil, err
+				}
+				return cfg, applyInstance(cfg, instance)
+			})
 
 			select {
 			case err := <-serveErr:
+				_ = stopDev()
 				_ = shutdownBridge()
 				return fmt.Errorf("serve: %w", err)
+			case <-devDone: // the dev loop failed: stopDev has its error
 			case <-ctx.Done():
 			}
+			devErr := stopDev()
 			// Drain first, listener open: readiness answers 503 and new
 			// streams are refused (Restate retries them on another
 			// replica) while in-flight invocations finish within the
 			// deadline. Then stop accepting; streams still open are
 			// closed, and Restate retries those attempts (journaled work
 			// is not redone).
-			log.Info().Dur("deadline", cfg.ShutdownTimeout.Std()).Int("in_flight", b.InFlight()).Msg("shutting down: draining")
+			log.Info().Dur("deadline_ms", cfg.ShutdownTimeout.Std()).Int("in_flight", b.InFlight()).Msg("shutting down: draining")
 			sctx, cancel := context.WithTimeout(context.Background(), cfg.ShutdownTimeout.Std())
 			defer cancel()
 			srv.SetKeepAlivesEnabled(false) // HTTP/2: GOAWAY as each connection goes idle
@@ -101,6 +121,9 @@ func newServeCmd(g *globalFlags) *cobra.Command {
 			}
 			if err := <-serveErr; err != nil && !errors.Is(err, http.ErrServerClosed) {
 				return err
+			}
+			if devErr != nil {
+				return devErr
 			}
 			log.Info().Msg("stopped")
 			return nil

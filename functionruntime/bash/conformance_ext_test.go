@@ -103,7 +103,8 @@ var conformance = &adaptertest.Adapter{
 	// stdout included, goes to the registration's logger.
 	Logs:          adaptertest.Handler{Handler: "h.chatty", Files: hSh},
 	LogsResult:    "out",
-	Lines:         []string{"to stderr", "partial"},
+	Lines:         []string{"to stderr", "[debug] a bracketed level", "a JSON line", "partial"},
+	Levels:        []string{"info", "debug", "warn", "info"},
 	LoadLines:     []string{"sourcing h.sh", "sourcing h.sh, on stderr"},
 	BigLine:       adaptertest.Handler{Handler: "h.bigline", Files: hSh},
 	BigLineInput:  strconv.Itoa,

@@ -39,6 +39,8 @@ outputs() {
 }
 chatty() {
 	echo "to stderr" >&2
+	echo "[debug] a bracketed level" >&2
+	echo '{"level":"warning","message":"a JSON line"}' >&2
 	printf 'partial' >&2
 	echo out
 }

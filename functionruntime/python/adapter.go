@@ -3,11 +3,11 @@ package python
 import (
 	"context"
 	_ "embed"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/fnbridge/fnbridge/functionruntime"
@@ -50,9 +50,6 @@ type adapter struct {
 	opts    Options
 	lookErr error  // from looking Interpreter up at New
 	interp  string // the interpreter found at New
-
-	mu  sync.Mutex
-	exe string // the real executable behind interp, once resolved
 }
 
 // New returns the Python adapter. The interpreter is looked up now; a
@@ -121,12 +118,14 @@ func (a *adapter) Start(ctx context.Context, spec functionruntime.WorkerSpec) (f
 	if err := checkDir(spec.Dir); err != nil {
 		return nil, err
 	}
-	exe, err := a.executable(ctx)
+	it, err := a.interpreter(ctx, spec)
 	if err != nil {
 		return nil, err
 	}
+	spec.Logger.Info().Str("interpreter", it.Path).Str("python_version", it.Version).Str("chosen_by", it.ChosenBy).
+		Str("virtual_env", it.VirtualEnv).Msg("python interpreter")
 	i := strings.LastIndexByte(spec.Handler, '.')
-	l := &launcher{opts: a.opts, exe: exe, spec: spec, module: spec.Handler[:i], function: spec.Handler[i+1:]}
+	l := &launcher{opts: a.opts, interp: it, spec: spec, module: spec.Handler[:i], function: spec.Handler[i+1:]}
 	first, err := l.start(ctx)
 	if err != nil {
 		return nil, err
@@ -155,30 +154,20 @@ func checkDir(dir string) error {
 	return nil
 }
 
-// executable returns the real interpreter binary. Launcher shims (pyenv,
-// asdf) are scripts that re-resolve the interpreter on every start and read
-// the server's environment, which workers do not get; asking the
-// interpreter for sys.executable once skips them.
-func (a *adapter) executable(ctx context.Context) (string, error) {
+// interpreter resolves the registration's interpreter (ResolveInterpreter)
+// with the adapter's default as the fallback.
+func (a *adapter) interpreter(ctx context.Context, spec functionruntime.WorkerSpec) (Interpreter, error) {
+	fallback := a.interp
 	if a.lookErr != nil {
-		return "", fmt.Errorf("python interpreter %q: %w", a.opts.Interpreter, a.lookErr)
+		fallback = ""
 	}
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	if a.exe != "" {
-		return a.exe, nil
+	it, err := ResolveInterpreter(ctx, spec.Dir, spec.Interpreter, fallback)
+	if errors.Is(err, errNoFallback) {
+		return Interpreter{}, fmt.Errorf("python interpreter %q (%s, as dir has no %s): %w", a.opts.Interpreter, ChosenByPath, VenvInterpreter, a.lookErr)
 	}
-	// The probe is owned like a worker (own group, parent-death signal,
-	// group killed before Probe returns): a shim that forks cannot leave
-	// anything behind, nor outlive a server that dies meanwhile.
-	out, err := proc.Probe(ctx, a.interp, "-I", "-c", "import sys; sys.stdout.write(sys.executable or '')")
-	if err != nil {
-		return "", fmt.Errorf("python interpreter %s does not run: %w", a.interp, err)
-	}
-	exe := strings.TrimSpace(string(out))
-	if st, err := os.Stat(exe); exe == "" || !filepath.IsAbs(exe) || err != nil || st.IsDir() {
-		exe = a.interp
-	}
-	a.exe = exe
-	return exe, nil
+	return it, err
 }
+
+// CheckInterpreter accepts what a registration may name as its
+// interpreter (see the package function).
+func (a *adapter) CheckInterpreter(interpreter string) error { return CheckInterpreter(interpreter) }

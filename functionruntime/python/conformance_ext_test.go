@@ -115,7 +115,8 @@ var conformance = &adaptertest.Adapter{
 	// "print() and logging go to the logs".
 	Logs:          adaptertest.Handler{Handler: "h.chatty", Files: map[string]string{"h.py": "print('loading at import')\n" + handlerPy}},
 	LogsResult:    `"quiet"`,
-	Lines:         []string{"hello from print", "WARNING:root:hello from logging", "partial line without newline"},
+	Lines:         []string{"hello from print", "WARNING:root:hello from logging", "a structured line", "partial line without newline"},
+	Levels:        []string{"info", "warn", "error", "info"},
 	LoadLines:     []string{"loading at import", "importing h.py"},
 	BigLine:       adaptertest.Handler{Handler: "h.bigline", Files: hPy},
 	BigLineInput:  strconv.Itoa,

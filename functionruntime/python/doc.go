@@ -127,6 +127,14 @@
 // in children started meanwhile) while such an invocation runs, for the
 // fnbridge command or other clients; they are removed after it.
 //
+// # Per-invocation environment
+//
+// The per-invocation environment (functionruntime.Invocation.Env: names
+// of functionruntime.InvocationEnvNames such as FNBRIDGE_KEY and
+// TRACEPARENT) is set in os.environ while the invocation runs, so
+// children started meanwhile inherit it, and restored afterwards: a name
+// the registration's env set gets that value back, any other is removed.
+//
 // # Outputs
 //
 // Outputs are key/value strings returned next to the output. A handler sets
@@ -146,8 +154,11 @@
 // print(), logging and anything else written to stdout or stderr (file
 // descriptors 1 and 2, including child processes) become log records, one
 // per line, on the invocation's logger (run_uid, invocation_id) with
-// source=handler. Lines longer than Options.MaxLogLine are truncated and
-// carry truncated_bytes. Output written outside an invocation (at import,
+// source=handler, at the level a line starts with ("WARNING:root:..." as
+// logging's default format writes it, "[error] ...") or, for a JSON line,
+// names in "level" (the message then from "msg" or "message"); any other
+// line is info (see package proc). Lines longer than Options.MaxLogLine
+// are truncated and carry truncated_bytes. Output written outside an invocation (at import,
 // by background threads between invocations) goes to the registration's
 // logger. Printing never reaches the function output.
 //
@@ -155,21 +166,46 @@
 //
 // The worker runs python3 -I -u (isolated: PYTHON* variables and the user
 // site directory are ignored) with the registered working directory as its
-// current directory, in its own process group. If the server dies, however
-// it dies, that whole group dies with it: the worker gets the Linux
+// current directory, in its own process group. It writes no bytecode cache
+// (sys.dont_write_bytecode): a .pyc is trusted while its source keeps the
+// size and modification second it was compiled from, so a worker started
+// right after an edit could otherwise run the old code. If the server
+// dies, however it dies, that whole group dies with it: the worker gets the Linux
 // parent-death signal, and a small guardian process the worker forks at
 // start (a copy of it that keeps only the lifeline pipe, fd 5, open; see
 // package proc) kills the group, the handler's subprocesses included, once
 // the lifeline ends. Its environment is exactly
 // PATH=/usr/local/bin:/usr/bin:/bin, LANG=C.UTF-8, HOME=<working
 // directory>, then the registration's env (which may override those
-// three), then FNBRIDGE_OUTPUTS; nothing is inherited from the server. The interpreter is Options.Interpreter
-// (default python3) looked up in the server's PATH when the adapter is
-// created; launcher shims such as pyenv's are resolved once, by asking the
-// interpreter for sys.executable, so workers start the real binary. That
-// probe inherits the server's environment (shims need it) but is otherwise
-// owned like a worker: own process group, parent-death signal, group killed
-// when it returns or the start is cancelled.
+// three), then FNBRIDGE_OUTPUTS; nothing is inherited from the server.
+//
+// # Interpreter
+//
+// Each registration resolves its interpreter when it starts
+// (ResolveInterpreter): the one it names (WorkerSpec.Interpreter, the
+// handler's python.interpreter: a path, relative to the working directory
+// when not absolute, or a python command such as python3.12 looked up on
+// the server's PATH), else the working directory's .venv/bin/python when
+// it exists, else Options.Interpreter (default python3) looked up in the
+// server's PATH when the adapter is created. The interpreter is then
+// asked once, with -I, for its version, sys.executable and prefixes:
+// older than MinVersion (3.9), or not answering like a Python, fails the
+// registration naming the interpreter and how it was chosen, before any
+// handler code runs; the registration logs "python interpreter" with the
+// path, version, how it was chosen and its virtual environment. The
+// answer is cached per interpreter file (path, and the link's and the
+// file's size, mode and modification time), so a venv made again is asked
+// again. Workers start sys.executable, so launcher shims such as pyenv's
+// are resolved once (workers do not get the environment shims read). The
+// probe inherits the server's environment but is otherwise owned like a
+// worker: own process group, parent-death signal, group killed when it
+// returns or the start is cancelled.
+//
+// An interpreter that belongs to a virtual environment (sys.prefix is not
+// sys.base_prefix) gets it activated as its bin/activate would:
+// VIRTUAL_ENV is the venv and its bin directory leads the worker's PATH
+// (the registration's PATH, or the default), so its packages import and
+// its scripts are found by subprocesses.
 //
 // When an invocation's context ends (timeout, cancellation) the worker's
 // whole process group is sent SIGTERM, then SIGKILL after Options.Grace,
@@ -193,6 +229,7 @@
 // id: Go draws a random one per request, and the worker starts each
 // response frame with the id of the request it answers.
 //
+//	→ 'N' id, {"NAME":"value",...}               the per-invocation environment (optional), then:
 //	→ 'C' id, {"address","token"}               the step context (durability: steps), then:
 //	→ 'I' id, input bytes (the invocation's raw JSON input)
 //	← 'K' {"python":version,"file":path}        ready, after the import
@@ -202,8 +239,9 @@
 //	← 'R' id, output bytes                       success, ends the invocation
 //	← 'E' id, {"type","message","terminal"}      failure, ends the invocation
 //
-// A 'C' frame is followed by the 'I' of the same id; anything else ends
-// the worker. An invocation whose attempt ended answers 'E' with type
+// An 'N' frame is followed by a 'C' or 'I', a 'C' frame by the 'I', all
+// of the same id; anything else, or an 'N' naming a variable off the
+// allow-list, ends the worker. An invocation whose attempt ended answers 'E' with type
 // fnbridge.Suspended and terminal false.
 //
 // Before 'K', 'X', 'R' or 'E' the worker writes a log synchronisation

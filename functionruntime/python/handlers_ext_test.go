@@ -34,6 +34,7 @@ def cwd(event):
 def chatty(event):
     print("hello from print")
     logging.warning("hello from logging")
+    print(json.dumps({"level": "ERROR", "msg": "a structured line", "attempt": 2}), file=sys.stderr)
     sys.stderr.write("partial line without newline")
     return "quiet"
 

@@ -110,6 +110,9 @@ type Adapter struct {
 	LogsResult string
 	Lines      []string
 	LoadLines  []string
+	// Levels is the level each of Lines is logged at: a line keeps the
+	// level it starts with or, as a JSON line, names.
+	Levels []string
 	// BigLine writes one line of n 'x' to stderr for input BigLineInput(n)
 	// and returns BigLineResult (raw).
 	BigLine       Handler

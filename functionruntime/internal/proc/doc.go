@@ -38,6 +38,16 @@
 // capture goroutine has consumed that marker, so every line the handler
 // printed before returning has been logged with the invocation's logger.
 //
+// # Log levels
+//
+// Each line is logged at the level it gives itself: a leading level word
+// (TRACE, DEBUG, INFO, WARN, WARNING, ERROR, and CRITICAL or FATAL as
+// error; any case; bracketed or followed by ':', a space or nothing) keeps
+// the line whole as the message, and a JSON object with a string "level"
+// gives its "msg" or "message" as the message and its other members as
+// "fields". Any other line is info, so lines below the logger's level (a
+// handler's DEBUG output under --log-level info) are dropped.
+//
 // # Process ownership
 //
 // Workers run in their own process group (Setpgid) and, on Linux, receive

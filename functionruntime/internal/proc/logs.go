@@ -161,11 +161,15 @@ func (c *logCapture) emit(text []byte, dropped int) {
 	if l == nil {
 		l = &c.base
 	}
-	ev := l.Info().Str("source", "handler")
+	hl := parseHandlerLine(text)
+	ev := l.WithLevel(hl.level).Str("source", "handler")
+	if hl.fields != nil {
+		ev = ev.RawJSON("fields", hl.fields)
+	}
 	if dropped > 0 {
 		ev = ev.Int("truncated_bytes", dropped)
 	}
-	ev.Msg(string(text))
+	ev.Msg(hl.message)
 
 	line := text
 	if len(line) > recentLineMax {

@@ -23,11 +23,12 @@ const probeWaitDelay = time.Second
 // killed with its whole group when ctx ends, and, once it exited, its group
 // is killed (whatever it left running in the background) and reaped before
 // Probe returns. A non-zero exit is an error that quotes the end of stderr.
+// Of each stream only the first maxProbeOutput bytes are kept.
 func Probe(ctx context.Context, path string, args ...string) ([]byte, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
-	var stdout, stderr bytes.Buffer
+	stdout, stderr := cappedBuffer{max: maxProbeOutput}, cappedBuffer{max: maxProbeOutput}
 	cmd := exec.Command(path, args...)
 	cmd.Stdout = &stdout
 	cmd.Stderr = &stderr
@@ -72,6 +73,30 @@ func Probe(ctx context.Context, path string, args ...string) ([]byte, error) {
 	}
 	return stdout.Bytes(), nil
 }
+
+// maxProbeOutput bounds what Probe keeps of each stream: the answer it
+// waits for is short, and a program that prints without end must not fill
+// the server's memory.
+const maxProbeOutput = 1 << 20
+
+// cappedBuffer keeps the first max bytes written to it and drops the rest
+// (still reporting them written, so the program is not stopped by EPIPE).
+// The buffer is a field, not embedded: its ReadFrom would let io.Copy
+// bypass Write.
+type cappedBuffer struct {
+	buf bytes.Buffer
+	max int
+}
+
+func (b *cappedBuffer) Write(p []byte) (int, error) {
+	if room := b.max - b.buf.Len(); room > 0 {
+		b.buf.Write(p[:min(room, len(p))])
+	}
+	return len(p), nil
+}
+
+// Bytes returns what was kept.
+func (b *cappedBuffer) Bytes() []byte { return b.buf.Bytes() }
 
 // lastLines returns up to n of the last non-empty lines of b.
 func lastLines(b []byte, n int) []string {

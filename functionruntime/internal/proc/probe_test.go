@@ -92,3 +92,18 @@ func TestLifelineEndsWithServerEnd(t *testing.T) {
 		t.Fatalf("worker said %q, want eof", got)
 	}
 }
+
+// A program that prints without end cannot fill the server's memory: the
+// probe keeps the start of its output and still returns once it exits.
+func TestProbeKeepsABoundedOutput(t *testing.T) {
+	sh := requireSh(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	out, err := Probe(ctx, sh, "-c", "echo first; head -c 8388608 /dev/zero; head -c 8388608 /dev/zero >&2")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(out) != maxProbeOutput || !strings.HasPrefix(string(out), "first\n") {
+		t.Fatalf("kept %d bytes starting %q, want the first %d", len(out), out[:min(len(out), 6)], maxProbeOutput)
+	}
+}

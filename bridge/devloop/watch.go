@@ -1,0 +1,209 @@
+package devloop
+
+import (
+	"context"
+	"errors"
+	"path/filepath"
+	"slices"
+	"sort"
+	"sync"
+	"time"
+
+	"github.com/fsnotify/fsnotify"
+	"github.com/rs/zerolog"
+
+	"github.com/fnbridge/fnbridge/bridge"
+)
+
+// Debounce bounds: a batch of changes is due once no relevant event came
+// for quiet, or maxDelay after its first event when events keep coming.
+// Editors write a save as several events (a temporary file, a rename, a
+// chmod) within milliseconds.
+const (
+	defaultQuiet    = 150 * time.Millisecond
+	defaultMaxDelay = 2 * time.Second
+)
+
+// lostEvents stands in a batch for events the kernel dropped (inotify
+// queue overflow): something may have changed, so a reload checks all.
+const lostEvents = "(file events lost)"
+
+// watcher reports changes to a set of files. It watches their directories,
+// not the files: an editor that saves by renaming a new file over the old
+// one replaces the inode a watch on the file would follow.
+type watcher struct {
+	fs  *fsnotify.Watcher
+	log zerolog.Logger
+
+	quiet, maxDelay time.Duration
+
+	mu      sync.Mutex
+	files   map[string]bool // paths whose events count
+	anyIn   map[string]bool // directories where any entry's event counts
+	watched map[string]bool // directories watched
+}
+
+func newWatcher(log zerolog.Logger) (*watcher, error) {
+	fs, err := fsnotify.NewWatcher()
+	if err != nil {
+		return nil, err
+	}
+	return &watcher{fs: fs, log: log, quiet: defaultQuiet, maxDelay: defaultMaxDelay,
+		files: map[string]bool{}, anyIn: map[string]bool{}, watched: map[string]bool{}}, nil
+}
+
+func (w *watcher) close() error { return w.fs.Close() }
+
+// watchSet is what a configuration makes the dev loop watch: the file
+// itself and every handler's source files (the files its registration
+// digest covers). A handler whose files cannot be named yet (its module
+// does not exist) has its whole directory watched, so creating the file
+// is seen.
+func watchSet(cfg *bridge.Config) (files, anyIn []string) {
+	files = append(files, cfg.Path)
+	for _, svc := range cfg.Services {
+		for i := range svc.Handlers {
+			h := &svc.Handlers[i]
+			src, err := h.SourceFiles()
+			if err != nil {
+				anyIn = append(anyIn, h.Dir)
+				continue
+			}
+			files = append(files, src...)
+		}
+	}
+	return files, anyIn
+}
+
+// set replaces the watched files and directories. A directory that cannot
+// be watched (it does not exist) is logged and skipped.
+func (w *watcher) set(files, anyIn []string) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.files, w.anyIn = map[string]bool{}, map[string]bool{}
+	dirs := map[string]bool{}
+	for _, f := range files {
+		f = filepath.Clean(f)
+		w.files[f] = true
+		dirs[filepath.Dir(f)] = true
+	}
+	for _, d := range anyIn {
+		d = filepath.Clean(d)
+		w.anyIn[d] = true
+		dirs[d] = true
+	}
+	for d := range w.watched {
+		if !dirs[d] {
+			_ = w.fs.Remove(d)
+			delete(w.watched, d)
+		}
+	}
+	for d := range dirs {
+		if w.watched[d] {
+			continue
+		}
+		if err := w.fs.Add(d); err != nil {
+			w.log.Warn().Err(err).Str("dir", d).Msg("cannot watch directory; changes in it are not seen")
+			continue
+		}
+		w.watched[d] = true
+	}
+}
+
+// relevant reports whether an event may change what is served: a write,
+// creation, removal or rename of a watched file (a chmod alone does not).
+func (w *watcher) relevant(ev fsnotify.Event) bool {
+	if ev.Op&^fsnotify.Chmod == 0 {
+		return false
+	}
+	name := filepath.Clean(ev.Name)
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.files[name] || w.anyIn[filepath.Dir(name)]
+}
+
+// errClosed is next's error once the watcher is closed.
+var errClosed = errors.New("file watcher closed")
+
+// next waits for the next batch of changes and returns the paths changed,
+// sorted: the first relevant event opens a batch, which is due once the
+// events have been quiet for a while (or at the latest maxDelay after the
+// first), so one save makes one batch.
+func (w *watcher) next(ctx context.Context) ([]string, error) {
+	b := batch{quiet: w.quiet, maxDelay: w.maxDelay}
+	timer := time.NewTimer(time.Hour)
+	timer.Stop()
+	defer timer.Stop()
+	for {
+		var due <-chan time.Time
+		if b.pending() {
+			due = timer.C
+		}
+		select {
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		case ev, ok := <-w.fs.Events:
+			if !ok {
+				return nil, errClosed
+			}
+			if !w.relevant(ev) {
+				continue
+			}
+			b.add(filepath.Clean(ev.Name), time.Now())
+		case err, ok := <-w.fs.Errors:
+			if !ok {
+				return nil, errClosed
+			}
+			w.log.Warn().Err(err).Msg("file watcher")
+			if errors.Is(err, fsnotify.ErrEventOverflow) {
+				b.add(lostEvents, time.Now())
+			}
+		case now := <-due:
+			if !now.Before(b.deadline()) {
+				return b.take(), nil
+			}
+		}
+		if b.pending() {
+			timer.Reset(time.Until(b.deadline()))
+		}
+	}
+}
+
+// batch collects the paths of one burst of events.
+type batch struct {
+	quiet, maxDelay time.Duration
+	first, last     time.Time
+	paths           []string
+}
+
+func (b *batch) pending() bool { return len(b.paths) > 0 }
+
+func (b *batch) add(path string, now time.Time) {
+	if !b.pending() {
+		b.first = now
+	}
+	b.last = now
+	if !slices.Contains(b.paths, path) {
+		b.paths = append(b.paths, path)
+	}
+}
+
+// deadline is when the pending batch is due.
+func (b *batch) deadline() time.Time {
+	return minTime(b.last.Add(b.quiet), b.first.Add(b.maxDelay))
+}
+
+func minTime(a, c time.Time) time.Time {
+	if a.Before(c) {
+		return a
+	}
+	return c
+}
+
+// take returns the batch's paths, sorted, and empties it.
+func (b *batch) take() []string {
+	paths := b.paths
+	sort.Strings(paths)
+	b.paths = nil
+	return paths
+}

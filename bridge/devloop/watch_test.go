@@ -1,0 +1,157 @@
+package devloop
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/rs/zerolog"
+
+	"github.com/fnbridge/fnbridge/bridge"
+)
+
+func TestBatchIsDueWhenQuietOrAtTheLatestAfterMaxDelay(t *testing.T) {
+	t0 := time.Unix(1000, 0)
+	b := batch{quiet: 100 * time.Millisecond, maxDelay: time.Second}
+	if b.pending() {
+		t.Fatal("an empty batch is pending")
+	}
+	b.add("/w/b.sh", t0)
+	b.add("/w/a.py", t0.Add(60*time.Millisecond))
+	b.add("/w/b.sh", t0.Add(90*time.Millisecond))
+	if got, want := b.deadline(), t0.Add(190*time.Millisecond); !got.Equal(want) {
+		t.Fatalf("deadline %v, want quiet after the last event (%v)", got, want)
+	}
+	// Events that never pause: due maxDelay after the first.
+	for d := 100 * time.Millisecond; d < 2*time.Second; d += 50 * time.Millisecond {
+		b.add("/w/a.py", t0.Add(d))
+	}
+	if got, want := b.deadline(), t0.Add(time.Second); !got.Equal(want) {
+		t.Fatalf("deadline %v under a steady stream of events, want maxDelay after the first (%v)", got, want)
+	}
+	if got := b.take(); !slices.Equal(got, []string{"/w/a.py", "/w/b.sh"}) || b.pending() {
+		t.Fatalf("take = %v (pending %v), want each path once, sorted, and an empty batch", got, b.pending())
+	}
+}
+
+// watchFixture is a watcher over dir with a long enough quiet window that
+// a burst of writes in a loop is one batch even on a loaded machine.
+func watchFixture(t *testing.T) (*watcher, string) {
+	t.Helper()
+	dir := t.TempDir()
+	w, err := newWatcher(zerolog.Nop())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = w.close() })
+	w.quiet = 300 * time.Millisecond
+	return w, dir
+}
+
+func write(t *testing.T, path, content string) {
+	t.Helper()
+	if err := os.WriteFile(path, []byte(content), 0o644); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// saveByRename saves as many editors do: a new file renamed over the old
+// one, which gets a new inode.
+func saveByRename(t *testing.T, path, content string) {
+	t.Helper()
+	write(t, path+".tmp", content)
+	if err := os.Rename(path+".tmp", path); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func nextBatch(t *testing.T, w *watcher) []string {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	got, err := w.next(ctx)
+	if err != nil {
+		t.Fatalf("no change reported: %v", err)
+	}
+	return got
+}
+
+func TestWatcherReportsEverySaveOfAWatchedFileOnce(t *testing.T) {
+	w, dir := watchFixture(t)
+	py, sh := filepath.Join(dir, "h.py"), filepath.Join(dir, "h.sh")
+	write(t, py, "v1")
+	write(t, sh, "v1")
+	w.set([]string{py, sh}, nil)
+
+	// Replacing the inode does not lose the watch: the second rename-over
+	// save is seen too.
+	for _, v := range []string{"v2", "v3"} {
+		saveByRename(t, py, v)
+		if got := nextBatch(t, w); !slices.Equal(got, []string{py}) {
+			t.Fatalf("rename-over save %s reported %v, want [%s]", v, got, py)
+		}
+	}
+	// A burst of writes is one batch: had it split, the next batch would
+	// hold h.py again instead of h.sh alone. Events of files not watched,
+	// and a chmod alone, open no batch.
+	for i := range 5 {
+		write(t, py, "burst "+string(rune('a'+i)))
+	}
+	if got := nextBatch(t, w); !slices.Equal(got, []string{py}) {
+		t.Fatalf("a burst of writes reported %v, want [%s]", got, py)
+	}
+	write(t, filepath.Join(dir, "notes.txt"), "not watched")
+	if err := os.Chmod(py, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	write(t, sh, "v2")
+	if got := nextBatch(t, w); !slices.Equal(got, []string{sh}) {
+		t.Fatalf("reported %v, want [%s] only", got, sh)
+	}
+}
+
+// A handler whose module does not exist yet has its directory watched:
+// creating the module is a change.
+func TestWatcherSeesAFileCreatedInAWatchedDirectory(t *testing.T) {
+	w, dir := watchFixture(t)
+	sub := filepath.Join(dir, "fn")
+	if err := os.Mkdir(sub, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	w.set([]string{filepath.Join(dir, "bridge.yaml")}, []string{sub})
+	created := filepath.Join(sub, "new.py")
+	write(t, created, "def f(x):\n    return x\n")
+	if got := nextBatch(t, w); !slices.Equal(got, []string{created}) {
+		t.Fatalf("reported %v, want [%s]", got, created)
+	}
+}
+
+// The dev loop watches what the registration digest covers: the handler's
+// source files as its runtime kind names them, and the configuration.
+func TestWatchSetIsTheConfigurationAndTheDigestedSources(t *testing.T) {
+	dir := t.TempDir()
+	write(t, filepath.Join(dir, "h.py"), "def f(x):\n    return x\n")
+	write(t, filepath.Join(dir, "s.sh"), "g() { :; }\n")
+	cfg, err := bridge.ParseConfig([]byte(`
+services:
+  - name: S
+    handlers:
+      - {name: f, runtime: python, dir: ., handler: h.f}
+      - {name: g, runtime: bash, dir: ., handler: s.g}
+      - {name: m, runtime: python, dir: ., handler: missing.f}
+`), dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.Path = filepath.Join(dir, "bridge.yaml")
+	files, anyIn := watchSet(cfg)
+	if want := []string{cfg.Path, filepath.Join(dir, "h.py"), filepath.Join(dir, "s.sh")}; !slices.Equal(files, want) {
+		t.Errorf("files %v, want %v", files, want)
+	}
+	if !slices.Equal(anyIn, []string{dir}) {
+		t.Errorf("directories %v, want [%s] for the handler whose module is missing", anyIn, dir)
+	}
+}

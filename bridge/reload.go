@@ -1,0 +1,435 @@
+package bridge
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"maps"
+	"net/http"
+	"reflect"
+	"slices"
+	"sort"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/rs/zerolog"
+
+	executorv1 "github.com/fnbridge/fnbridge/proto/executor/v1"
+	"github.com/fnbridge/fnbridge/restate/discovery"
+)
+
+// Live is a bridge that can be reloaded while it serves (`bridge dev`).
+//
+// Each reload builds a successor Bridge from the new configuration and
+// swaps it in for new requests. Requests already in flight finish on the
+// bridge that accepted them: a handler whose code or settings changed gets
+// a new pool, with run UIDs of its own, so its new registrations never
+// supersede the old ones, and the old pool is closed once its leased
+// registrations come back. Handlers that did not change keep their pool,
+// registrations and warm workers. The runtimes and the context endpoint
+// are shared by every generation and closed with the Live.
+type Live struct {
+	opts Options
+
+	cur     atomic.Pointer[Bridge]
+	handler http.Handler
+
+	mu      sync.Mutex // one Reload or Close at a time; guards what follows
+	desired *Config    // the configuration last applied (the file as read)
+	// versions is what each serving pool runs; a pool is kept while the
+	// configuration and sources still read the same.
+	versions map[*pool]handlerVersion
+	// runtimes are every runtime connection any generation used, by kind.
+	runtimes      map[string]*runtimeConn
+	unimplemented map[string]*sync.Once
+	gen           int
+	closed        bool
+
+	// retiring counts the replaced pools still draining; drainCtx ends
+	// their wait when the Live closes.
+	retiring    sync.WaitGroup
+	drainCtx    context.Context
+	cancelDrain context.CancelFunc
+}
+
+// handlerVersion is what a handler's registrations run: its settings and
+// the digest of its sources ("" when they could not be read).
+type handlerVersion struct {
+	h      HandlerConfig
+	digest string
+}
+
+func versionOf(h *HandlerConfig) handlerVersion {
+	d, _ := registrationDigest(h) // unreadable sources: registering says why
+	return handlerVersion{h: *h, digest: d}
+}
+
+func (v handlerVersion) same(o handlerVersion) bool {
+	return v.digest == o.digest && reflect.DeepEqual(v.h, o.h)
+}
+
+// carryOver is what a successor bridge takes over from the bridge it
+// replaces (Options.carry).
+type carryOver struct {
+	pools  map[string]*pool // by "Service/handler"
+	ctxEnd *contextEndpoint
+}
+
+func (c *carryOver) pool(service, handler string) *pool {
+	if c == nil {
+		return nil
+	}
+	return c.pools[service+"/"+handler]
+}
+
+func (c *carryOver) contextEndpoint() *contextEndpoint {
+	if c == nil {
+		return nil
+	}
+	return c.ctxEnd
+}
+
+// NewLive builds the first bridge of cfg (New) as a Live.
+func NewLive(cfg *Config, opts Options) (*Live, error) {
+	b, err := New(cfg, opts)
+	if err != nil {
+		return nil, err
+	}
+	l := &Live{
+		opts:          opts,
+		desired:       cfg,
+		versions:      map[*pool]handlerVersion{},
+		runtimes:      b.runtimes,
+		unimplemented: map[string]*sync.Once{},
+	}
+	for _, p := range b.pools {
+		l.versions[p] = versionOf(p.h)
+	}
+	l.drainCtx, l.cancelDrain = context.WithCancel(context.Background())
+	l.cur.Store(b)
+	l.handler = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		l.cur.Load().Handler().ServeHTTP(w, r)
+	})
+	return l, nil
+}
+
+// Start starts the first bridge (Bridge.Start).
+func (l *Live) Start(ctx context.Context) error { return l.cur.Load().Start(ctx) }
+
+// Handler serves every request with the bridge current when it arrives.
+func (l *Live) Handler() http.Handler { return l.handler }
+
+// Manifest is the discovery manifest the current bridge serves.
+func (l *Live) Manifest() discovery.Manifest { return l.cur.Load().Manifest() }
+
+// Config is the configuration last applied: what Reload compares a newly
+// read one with.
+func (l *Live) Config() *Config {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.desired
+}
+
+// ReloadReport says what one Reload changed. Handlers are named
+// "Service/handler", sorted.
+type ReloadReport struct {
+	// Reloaded handlers now run a new version (sources or settings
+	// changed) on new registrations.
+	Reloaded []string
+	// Added handlers are new in the configuration and now served.
+	Added []string
+	// Removed handlers are no longer in the configuration nor served.
+	Removed []string
+	// Failed maps each handler whose new version did not register to the
+	// error; its previous version, if any, keeps serving. Such a version
+	// is tried again by every reload until it registers.
+	Failed map[string]string
+	// ManifestChanged says the manifest served now differs from the one
+	// served before.
+	ManifestChanged bool
+}
+
+// Changed reports whether the reload changed what is served.
+func (r *ReloadReport) Changed() bool {
+	return len(r.Reloaded)+len(r.Added)+len(r.Removed) > 0 || r.ManifestChanged
+}
+
+// Err joins the failures of the handlers whose new version did not
+// register, nil when there are none.
+func (r *ReloadReport) Err() error {
+	var errs []error
+	for _, k := range slices.Sorted(maps.Keys(r.Failed)) {
+		errs = append(errs, fmt.Errorf("%s: %s", k, r.Failed[k]))
+	}
+	return errors.Join(errs...)
+}
+
+// RestartRequiredError refuses a configuration that changes settings a
+// running bridge cannot change.
+type RestartRequiredError struct {
+	// Fields are the changed top-level fields, as the file spells them.
+	Fields []string
+}
+
+func (e *RestartRequiredError) Error() string {
+	return strings.Join(e.Fields, ", ") + " changed, which takes a restart to apply"
+}
+
+// restartOnly lists the settings of the process rather than of its
+// handlers: the listener, the runtime connections, the context endpoint,
+// the shutdown deadline and the instance identity (every run UID) are set
+// up once, at start.
+func restartOnly(old, cfg *Config) []string {
+	var fields []string
+	if old.Listen != cfg.Listen {
+		fields = append(fields, "listen")
+	}
+	if !maps.Equal(old.Runtimes, cfg.Runtimes) {
+		fields = append(fields, "runtimes")
+	}
+	if old.ContextListen != cfg.ContextListen {
+		fields = append(fields, "context_listen")
+	}
+	if old.ShutdownTimeout != cfg.ShutdownTimeout {
+		fields = append(fields, "shutdown_timeout")
+	}
+	if old.Instance != cfg.Instance {
+		fields = append(fields, "instance")
+	}
+	return fields
+}
+
+// Reload applies cfg (already loaded and checked, as for serve): each
+// handler whose settings or source files changed is registered anew and,
+// once a registration of the new version is READY, served by it; handlers
+// new in cfg are added and those gone from it removed. A handler whose new
+// version fails to register (a syntax error, a missing module) keeps its
+// previous version, which is reported in ReloadReport.Failed. Endpoint
+// settings (identity_keys, protocol_mode, bounds) take effect for new
+// requests. A change of a process setting is refused as a whole
+// (*RestartRequiredError).
+func (l *Live) Reload(ctx context.Context, cfg *Config) (*ReloadReport, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.closed {
+		return nil, errors.New("bridge: reload after close")
+	}
+	if fields := restartOnly(l.desired, cfg); len(fields) > 0 {
+		return nil, &RestartRequiredError{Fields: fields}
+	}
+	old := l.cur.Load()
+	rep := &ReloadReport{Failed: map[string]string{}}
+	carry := &carryOver{pools: map[string]*pool{}, ctxEnd: old.ctxEnd}
+	var fresh []*pool
+	// served is cfg as it will be served: a handler whose new version
+	// failed keeps the settings of its previous version, or is left out.
+	served := *cfg
+	served.Services = nil
+	l.gen++
+	for si := range cfg.Services {
+		svc := &cfg.Services[si]
+		ss := *svc
+		ss.Handlers = nil
+		for hi := range svc.Handlers {
+			h := &svc.Handlers[hi]
+			key := svc.Name + "/" + h.Name
+			want := versionOf(h)
+			cur := old.pools[key]
+			keep := func() {
+				if cur != nil {
+					carry.pools[key] = cur
+					ss.Handlers = append(ss.Handlers, *cur.h)
+				}
+			}
+			if cur != nil && l.versions[cur].same(want) {
+				keep()
+				continue
+			}
+			p, err := l.candidate(ctx, svc.Name, h)
+			if err != nil {
+				rep.Failed[key] = err.Error()
+				keep()
+				continue
+			}
+			fresh = append(fresh, p)
+			l.versions[p] = want
+			carry.pools[key] = p
+			ss.Handlers = append(ss.Handlers, *p.h)
+			if cur != nil {
+				rep.Reloaded = append(rep.Reloaded, key)
+			} else {
+				rep.Added = append(rep.Added, key)
+			}
+		}
+		if len(ss.Handlers) > 0 {
+			served.Services = append(served.Services, ss)
+		}
+	}
+	discard := func() {
+		for _, p := range fresh {
+			delete(l.versions, p)
+			discardPool(p)
+		}
+	}
+	if ctx.Err() != nil {
+		discard()
+		return nil, ctx.Err()
+	}
+	clients := map[string]executorv1.FunctionRuntimeClient{}
+	for kind, rc := range l.runtimes {
+		clients[kind] = rc.client
+	}
+	nb, err := New(&served, Options{Logger: l.opts.Logger, AfterRunJournaled: l.opts.AfterRunJournaled, Clients: clients,
+		Metrics: l.opts.Metrics, Tracer: l.opts.Tracer, carry: carry})
+	if err != nil {
+		discard()
+		return nil, fmt.Errorf("reload: %w", err)
+	}
+	// New wrapped the shared connections as injected clients; the Live's
+	// own set, which Close shuts down, stays the one that owns them.
+	nb.runtimes = l.runtimes
+	nb.started.Store(true) // its pools are carried over or started candidates
+	rep.ManifestChanged = !sameManifest(old.Manifest(), nb.Manifest())
+	l.cur.Store(nb)
+	l.desired = cfg
+	for key, p := range old.pools {
+		if carry.pools[key] == p {
+			continue
+		}
+		if !cfg.hasHandler(key) {
+			rep.Removed = append(rep.Removed, key)
+		}
+		l.retire(p)
+	}
+	for _, s := range [][]string{rep.Reloaded, rep.Added, rep.Removed} {
+		sort.Strings(s)
+	}
+	return rep, nil
+}
+
+// hasHandler reports whether c configures handler key ("Service/handler").
+func (c *Config) hasHandler(key string) bool {
+	for _, svc := range c.Services {
+		for _, h := range svc.Handlers {
+			if svc.Name+"/"+h.Name == key {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// candidate builds and starts the pool of a new version of a handler once
+// one of its registrations is READY. Its run UIDs carry the generation,
+// so registering it never supersedes (and so never stops) a registration
+// of the version still serving.
+func (l *Live) candidate(ctx context.Context, service string, h *HandlerConfig) (*pool, error) {
+	rc, err := l.runtime(h.Runtime)
+	if err != nil {
+		return nil, err
+	}
+	hc := *h
+	p := newPool(l.cur.Load().instance, service, &hc, rc.client, l.opts.Logger, l.unimplemented[h.Runtime])
+	p.tel = newPoolTelemetry(l.opts, service, &hc)
+	for _, s := range p.slots {
+		s.runUID = fmt.Sprintf("%s-r%d", s.runUID, l.gen)
+	}
+	// The pool's own lines about a failed first registration would
+	// describe a pool that is discarded; the reload reports it instead.
+	log := p.log
+	p.log = zerolog.Nop()
+	s := <-p.free
+	err = p.ensureRegistered(ctx, s)
+	fatal := s.fatal
+	p.free <- s
+	p.log = log
+	if err == nil {
+		err = p.start(ctx)
+	}
+	if err != nil {
+		discardPool(p)
+		// Say what is wrong with the version (the runtime's fatal error,
+		// a missing module), not which attempt of which slot failed.
+		var e *Error
+		switch {
+		case fatal != "":
+			err = errors.New(fatal)
+		case errors.As(err, &e) && e.Cause == nil:
+			err = errors.New(e.Message)
+		}
+		return nil, err
+	}
+	return p, nil
+}
+
+// discardPool closes a candidate pool nothing has leased, whatever became
+// of the reload's context: its registrations must not outlive it.
+func discardPool(p *pool) {
+	ctx, cancel := context.WithTimeout(context.Background(), unregisterDrain+10*time.Second)
+	defer cancel()
+	_ = p.close(ctx)
+}
+
+// runtime returns the connection of a runtime kind, connecting it the
+// first time a generation needs it (as New does).
+func (l *Live) runtime(kind string) (*runtimeConn, error) {
+	if _, ok := l.unimplemented[kind]; !ok {
+		l.unimplemented[kind] = &sync.Once{}
+	}
+	if rc, ok := l.runtimes[kind]; ok {
+		return rc, nil
+	}
+	var rc *runtimeConn
+	if c, ok := l.opts.Clients[kind]; ok {
+		rc = &runtimeConn{kind: kind, client: c}
+	} else {
+		var err error
+		if rc, err = dialRuntime(kind, l.desired.Runtimes[kind], l.opts.Logger); err != nil {
+			return nil, err
+		}
+	}
+	l.runtimes[kind] = rc
+	return rc, nil
+}
+
+// retire closes a replaced pool once the invocations that leased its
+// registrations have finished (bounded by the Live's Close).
+func (l *Live) retire(p *pool) {
+	delete(l.versions, p)
+	l.retiring.Add(1)
+	go func() {
+		defer l.retiring.Done()
+		if err := p.close(l.drainCtx); err != nil {
+			p.log.Warn().Err(err).Msg("replaced registrations not drained")
+		}
+	}()
+}
+
+// sameManifest compares manifests as restate-server would read them.
+func sameManifest(a, b discovery.Manifest) bool {
+	ea, errA := discovery.Encode(a, discovery.MaxVersion)
+	eb, errB := discovery.Encode(b, discovery.MaxVersion)
+	return errA == nil && errB == nil && bytes.Equal(ea, eb)
+}
+
+// Close waits (until ctx ends) for replaced registrations to drain, then
+// closes the current bridge, which unregisters its registrations and
+// stops the context endpoint and every runtime.
+func (l *Live) Close(ctx context.Context) error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.closed = true
+	drained := make(chan struct{})
+	go func() { l.retiring.Wait(); close(drained) }()
+	select {
+	case <-drained:
+	case <-ctx.Done():
+		l.cancelDrain()
+		<-drained
+	}
+	l.cancelDrain()
+	return l.cur.Load().Close(ctx)
+}

@@ -1,0 +1,372 @@
+package bridge_test
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/metadata"
+	"google.golang.org/grpc/status"
+
+	tracev1 "go.opentelemetry.io/proto/otlp/trace/v1"
+
+	"github.com/fnbridge/fnbridge/bridge"
+	"github.com/fnbridge/fnbridge/bridge/telemetry"
+	"github.com/fnbridge/fnbridge/bridge/telemetry/telemetrytest"
+	"github.com/fnbridge/fnbridge/functionruntime"
+	executorv1 "github.com/fnbridge/fnbridge/proto/executor/v1"
+	"github.com/fnbridge/fnbridge/restate/restatetest"
+	"github.com/fnbridge/fnbridge/restate/wire"
+)
+
+// metricsOf reads the series of the harness's only handler, Svc/fn.
+type metricsOf struct {
+	t *testing.T
+	m *telemetry.Metrics
+}
+
+func (r metricsOf) value(name string, labels ...string) float64 {
+	r.t.Helper()
+	f := telemetrytest.Gather(r.t, r.m.Registry())
+	v, ok := f.Value(name, labels...)
+	if !ok {
+		r.t.Fatalf("no single series %s%v: %v", name, labels, f.Labels(name))
+	}
+	return v
+}
+
+func (r metricsOf) expect(name string, want float64, labels ...string) {
+	r.t.Helper()
+	if got := r.value(name, labels...); got != want {
+		r.t.Errorf("%s%v = %v, want %v", name, labels, got, want)
+	}
+}
+
+// eventually polls cond for up to 5 s (what a released registration or a
+// closed stream takes to show is moments).
+func eventually(t *testing.T, what string, cond func() (bool, string)) {
+	t.Helper()
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		ok, state := cond()
+		if ok {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s: not within 5s (last: %s)", what, state)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// One attempt of each kind the fake runtime can produce, each counted once
+// under its outcome (the README's definitions), and the execution-side
+// counters: only calls that reached the function are timed, a crash and a
+// busy refusal are counted, a replay runs nothing.
+func TestMetricsCountEachAttemptByOutcome(t *testing.T) {
+	m := telemetry.NewMetrics("test")
+	h := newHarnessWith(t, "", bridge.Options{Metrics: m})
+	r := metricsOf{t, m}
+	answer := func(err error) {
+		h.fake.setInvoke(func(context.Context, *executorv1.InvokeFunctionRequest) (*executorv1.InvokeFunctionResponse, error) {
+			return nil, err
+		})
+	}
+
+	wantTypes(t, h.play(6, fresh(`1`), nil), wire.RunCommandType, wire.ProposeRunCompletionMessageType, wire.OutputCommandType, wire.EndMessageType)
+	record := `{"output":1,"content_type":"application/json"}`
+	wantTypes(t, h.play(6, []any{restatetest.Start("inv_replay", 3), restatetest.Input([]byte(`1`)),
+		restatetest.Run(1, "invoke"), restatetest.RunValue(1, []byte(record))}, nil), wire.OutputCommandType, wire.EndMessageType)
+	answer(runtimeError(codes.Unknown, functionruntime.ReasonHandlerTerminalError, "order not found"))
+	h.play(6, fresh(`1`), nil)
+	answer(runtimeError(codes.Unknown, functionruntime.ReasonHandlerError, "ValueError"))
+	h.play(6, fresh(`1`), nil)
+	answer(runtimeError(codes.Internal, functionruntime.ReasonWorkerCrashed, "worker died"))
+	h.play(6, fresh(`1`), nil)
+	answer(runtimeError(codes.ResourceExhausted, functionruntime.ReasonRegistrationBusy, "busy"))
+	if e := errorOf(t, h.play(6, fresh(`1`), nil)); e.GetCode() != 429 {
+		t.Fatalf("busy runtime: code %d, want 429", e.GetCode())
+	}
+	started := make(chan struct{})
+	h.fake.setInvoke(func(ctx context.Context, _ *executorv1.InvokeFunctionRequest) (*executorv1.InvokeFunctionResponse, error) {
+		close(started)
+		<-ctx.Done()
+		return nil, status.FromContextError(ctx.Err()).Err()
+	})
+	h.playWith(7, fresh(`1`), nil, func(s *restatetest.Session) {
+		<-started
+		_ = s.Send(restatetest.Cancel())
+	})
+
+	for outcome, want := range map[string]float64{
+		"ok": 1, "replayed": 1, "terminal_failure": 1,
+		"retryable_failure": 3, // handler error, crash, busy
+		"cancelled":         1, "suspended": 0, "paused": 0,
+	} {
+		r.expect("fnbridge_invocations_total", want, "handler", "fn", "outcome", outcome)
+	}
+	r.expect("fnbridge_attempt_duration_seconds", 7)
+	r.expect("fnbridge_function_duration_seconds", 5) // not the replay, not the busy refusal
+	r.expect("fnbridge_journal_replays_total", 1)
+	r.expect("fnbridge_worker_crashes_total", 1)
+	r.expect("fnbridge_runtime_resource_exhausted_total", 1)
+	r.expect("fnbridge_worker_starts_total", 1) // one registration served all
+	r.expect("fnbridge_worker_start_failures_total", 0)
+	r.expect("fnbridge_lease_wait_seconds", 6) // every attempt that ran leased once
+	r.expect("fnbridge_lease_timeouts_total", 0)
+}
+
+// While an invocation runs its registration is busy and its stream in
+// flight; a second one finds no free registration, waits lease_timeout
+// and is refused (429, a lease timeout); afterwards the registration is
+// idle again and nothing is in flight.
+func TestMetricsGaugesFollowALeasedRegistration(t *testing.T) {
+	m := telemetry.NewMetrics("test")
+	h := newHarnessWith(t, "        concurrency: 2\n        lease_timeout: 200ms\n", bridge.Options{Metrics: m})
+	r := metricsOf{t, m}
+	r.expect("fnbridge_registrations", 2, "state", "unregistered")
+	r.expect("fnbridge_warm_workers", 0)
+
+	release, started := make(chan struct{}), make(chan struct{}, 2)
+	h.fake.setInvoke(func(ctx context.Context, req *executorv1.InvokeFunctionRequest) (*executorv1.InvokeFunctionResponse, error) {
+		started <- struct{}{}
+		select {
+		case <-release:
+		case <-ctx.Done():
+		}
+		return &executorv1.InvokeFunctionResponse{Output: []byte(`1`), ContentType: "application/json"}, nil
+	})
+	done := make(chan []restatetest.Frame, 2)
+	for i := range 2 {
+		go func() {
+			done <- h.play(6, []any{restatetest.Start(fmt.Sprintf("inv_hold%d", i), 1), restatetest.Input([]byte(`1`))}, nil)
+		}()
+	}
+	<-started
+	<-started
+	r.expect("fnbridge_registrations", 2, "state", "busy")
+	r.expect("fnbridge_warm_workers", 2)
+	r.expect("fnbridge_inflight_streams", 2)
+	if e := errorOf(t, h.play(6, []any{restatetest.Start("inv_refused", 1), restatetest.Input([]byte(`2`))}, nil)); e.GetCode() != 429 {
+		t.Fatalf("code %d, want 429 while both registrations are leased", e.GetCode())
+	}
+	r.expect("fnbridge_lease_timeouts_total", 1)
+	r.expect("fnbridge_lease_wait_seconds", 3)
+	r.expect("fnbridge_invocations_total", 1, "outcome", "retryable_failure")
+	close(release)
+	<-done
+	<-done
+	eventually(t, "both registrations idle, no stream in flight", func() (bool, string) {
+		f := telemetrytest.Gather(t, m.Registry())
+		idle, _ := f.Value("fnbridge_registrations", "state", "idle")
+		inflight, _ := f.Value("fnbridge_inflight_streams")
+		return idle == 2 && inflight == 0, fmt.Sprintf("idle %v, in flight %v", idle, inflight)
+	})
+	r.expect("fnbridge_invocations_total", 2, "outcome", "ok")
+	r.expect("fnbridge_worker_starts_total", 2)
+}
+
+// A runtime without FunctionRuntime pauses the invocation (paused); an
+// initialization that fails is counted as a failed worker start each
+// time, here twice (the immediate retry), and leaves the slot failed.
+func TestMetricsCountPausesAndFailedStarts(t *testing.T) {
+	m := telemetry.NewMetrics("test")
+	h := newHarnessWith(t, "", bridge.Options{Metrics: m})
+	r := metricsOf{t, m}
+	h.fake.setRegister(func(*executorv1.RegisterFunctionRequest) (*executorv1.RegisterFunctionResponse, error) {
+		return nil, status.Error(codes.Unimplemented, "unknown service executor.v1.FunctionRuntime")
+	})
+	h.play(7, fresh(`1`), nil)
+	r.expect("fnbridge_invocations_total", 1, "outcome", "paused")
+
+	m2 := telemetry.NewMetrics("test")
+	h2 := newHarnessWith(t, "", bridge.Options{Metrics: m2})
+	r2 := metricsOf{t, m2}
+	h2.fake.setRegister(func(in *executorv1.RegisterFunctionRequest) (*executorv1.RegisterFunctionResponse, error) {
+		return &executorv1.RegisterFunctionResponse{
+			Registration: &executorv1.FunctionRegistration{RunUid: in.RunUid, RegistrationId: "reg_x"},
+			State:        executorv1.FunctionRegistrationState_FUNCTION_REGISTRATION_STATE_FAILED}, nil
+	})
+	if e := errorOf(t, h2.play(7, fresh(`1`), nil)); e.GetCode() != 503 {
+		t.Fatalf("failed initialization: %v, want 503", e)
+	}
+	r2.expect("fnbridge_worker_start_failures_total", 2)
+	r2.expect("fnbridge_worker_starts_total", 0)
+	r2.expect("fnbridge_registrations", 1, "state", "failed")
+	r2.expect("fnbridge_invocations_total", 1, "outcome", "retryable_failure")
+}
+
+// headerTransport adds headers to every request, as restate-server adds
+// traceparent to an invoke request when it traces.
+type headerTransport struct {
+	base http.RoundTripper
+	h    http.Header
+}
+
+func (t headerTransport) RoundTrip(r *http.Request) (*http.Response, error) {
+	r = r.Clone(r.Context())
+	for k, v := range t.h {
+		r.Header[k] = v
+	}
+	return t.base.RoundTrip(r)
+}
+
+// With a tracer, each attempt is a server span continuing the trace
+// context of the invoke request, and each function execution a client
+// span under it, with the attributes the README lists; a failed attempt's
+// spans carry the error.
+func TestSpansPerAttemptAndExecution(t *testing.T) {
+	rcv := telemetrytest.NewReceiver(t)
+	tr, err := telemetry.NewTracing(context.Background(), telemetry.TracingConfig{Endpoint: rcv.URL() + "/v1/traces", ServiceName: "fnbridge"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := newHarnessWith(t, "", bridge.Options{Tracer: tr.Tracer})
+	const traceID, restateSpan = "0af7651916cd43dd8448eb211c80319c", "b7ad6b7169203331"
+	base := h.client.Transport
+	h.client = &http.Client{Transport: headerTransport{base: base, h: http.Header{
+		"Traceparent": {"00-" + traceID + "-" + restateSpan + "-01"}, "Tracestate": {"restate=x"}}}}
+	h.play(6, []any{restatetest.Start("inv_traced", 1), restatetest.Input([]byte(`1`))}, nil)
+	h.fake.setInvoke(func(context.Context, *executorv1.InvokeFunctionRequest) (*executorv1.InvokeFunctionResponse, error) {
+		return nil, runtimeError(codes.Unknown, functionruntime.ReasonHandlerTerminalError, "order not found")
+	})
+	h.client = &http.Client{Transport: base}
+	h.play(6, []any{restatetest.Start("inv_root", 1), restatetest.Input([]byte(`1`))}, nil)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := tr.Shutdown(ctx); err != nil {
+		t.Fatal(err)
+	}
+
+	byName := map[string][]telemetrytest.Span{}
+	for _, s := range rcv.Spans() {
+		byName[s.GetName()] = append(byName[s.GetName()], s)
+	}
+	attempts, execs := byName["Svc/fn"], byName["function Svc/fn"]
+	if len(attempts) != 2 || len(execs) != 2 || len(byName) != 2 {
+		t.Fatalf("spans by name %v, want two attempts (Svc/fn) and two executions (function Svc/fn)", byName)
+	}
+	for i, inv := range []string{"inv_traced", "inv_root"} {
+		a, e := attempts[i], execs[i]
+		if a.Attr("restate.invocation.id") != inv {
+			t.Fatalf("attempt %d is %s, want %s (spans end in order)", i, a.Attr("restate.invocation.id"), inv)
+		}
+		if a.GetKind() != tracev1.Span_SPAN_KIND_SERVER || e.GetKind() != tracev1.Span_SPAN_KIND_CLIENT {
+			t.Errorf("%s: kinds %v and %v, want server attempt and client execution", inv, a.GetKind(), e.GetKind())
+		}
+		if e.ParentIDHex() != a.SpanIDHex() || e.TraceIDHex() != a.TraceIDHex() {
+			t.Errorf("%s: execution %s/%s is not a child of attempt %s/%s", inv, e.TraceIDHex(), e.ParentIDHex(), a.TraceIDHex(), a.SpanIDHex())
+		}
+		for k, v := range map[string]string{"fnbridge.service": "Svc", "fnbridge.handler": "fn", "fnbridge.durability": "function", "fnbridge.journal.replayed_entries": "0"} {
+			if a.Attr(k) != v {
+				t.Errorf("%s attempt: %s = %q, want %q", inv, k, a.Attr(k), v)
+			}
+		}
+		if e.Attr("fnbridge.run_uid") != bridge.DefaultInstance()+"-svc-fn-0" || e.Attr("fnbridge.runtime") != "python" {
+			t.Errorf("%s execution: run_uid %q runtime %q", inv, e.Attr("fnbridge.run_uid"), e.Attr("fnbridge.runtime"))
+		}
+	}
+	traced, root := attempts[0], attempts[1]
+	if traced.TraceIDHex() != traceID || traced.ParentIDHex() != restateSpan || traced.GetTraceState() != "restate=x" {
+		t.Errorf("traced attempt in trace %s under %s (state %q), want Restate's trace %s under its span %s", traced.TraceIDHex(), traced.ParentIDHex(), traced.GetTraceState(), traceID, restateSpan)
+	}
+	if traced.Attr("fnbridge.outcome") != "ok" || traced.GetStatus().GetCode() == tracev1.Status_STATUS_CODE_ERROR {
+		t.Errorf("traced attempt: outcome %q status %v, want ok", traced.Attr("fnbridge.outcome"), traced.GetStatus())
+	}
+	if root.ParentIDHex() != "" || root.TraceIDHex() == traceID {
+		t.Errorf("an attempt without traceparent is in trace %s under %q, want a new root", root.TraceIDHex(), root.ParentIDHex())
+	}
+	if root.Attr("fnbridge.outcome") != "terminal_failure" || root.GetStatus().GetCode() != tracev1.Status_STATUS_CODE_ERROR {
+		t.Errorf("failed attempt: outcome %q status %v, want terminal_failure with an error status", root.Attr("fnbridge.outcome"), root.GetStatus())
+	}
+	if ex := execs[1]; ex.GetStatus().GetCode() != tracev1.Status_STATUS_CODE_ERROR || ex.Attr("fnbridge.error_class") != "handler_terminal" {
+		t.Errorf("failed execution: status %v class %q", ex.GetStatus(), ex.Attr("fnbridge.error_class"))
+	}
+}
+
+// tracedClient plays the runtime's side with restate-server's trace
+// headers on every invoke request.
+func tracedClient(h *harness, traceparent, tracestate string) *http.Client {
+	return &http.Client{Transport: headerTransport{base: h.client.Transport, h: http.Header{
+		"Traceparent": {traceparent}, "Tracestate": {tracestate}}}}
+}
+
+// envOf captures the per-invocation environment each InvokeFunction call
+// carries (functionruntime.MetadataEnv).
+func envOf(h *harness) <-chan []string {
+	got := make(chan []string, 1)
+	h.fake.setInvoke(func(ctx context.Context, r *executorv1.InvokeFunctionRequest) (*executorv1.InvokeFunctionResponse, error) {
+		md, _ := metadata.FromOutgoingContext(ctx)
+		got <- md.Get(functionruntime.MetadataEnv)
+		return &executorv1.InvokeFunctionResponse{Output: []byte(`1`), ContentType: "application/json"}, nil
+	})
+	return got
+}
+
+// The function continues the trace: it gets TRACEPARENT and TRACESTATE
+// as its per-invocation environment, those of its execution span when the
+// bridge exports spans, else those Restate sent with the attempt; an
+// attempt without trace context sends none.
+func TestFunctionGetsTheTraceContext(t *testing.T) {
+	const traceID = "0af7651916cd43dd8448eb211c80319c"
+	restateTP := "00-" + traceID + "-b7ad6b7169203331-01"
+
+	h := newHarness(t, "")
+	h.client = tracedClient(h, restateTP, "restate=x")
+	got := envOf(h)
+	h.play(6, fresh(`1`), nil)
+	if env := <-got; !slices.Equal(env, []string{"TRACEPARENT=" + restateTP, "TRACESTATE=restate=x"}) {
+		t.Errorf("without a tracer the function got %q, want Restate's trace context", env)
+	}
+
+	rcv := telemetrytest.NewReceiver(t)
+	tr, err := telemetry.NewTracing(context.Background(), telemetry.TracingConfig{Endpoint: rcv.URL() + "/v1/traces", ServiceName: "fnbridge"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	h = newHarnessWith(t, "", bridge.Options{Tracer: tr.Tracer})
+	h.client = tracedClient(h, restateTP, "restate=x")
+	got = envOf(h)
+	h.play(6, fresh(`1`), nil)
+	env := <-got
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := tr.Shutdown(ctx); err != nil {
+		t.Fatal(err)
+	}
+	var exec telemetrytest.Span
+	for _, s := range rcv.Spans() {
+		if s.GetName() == "function Svc/fn" {
+			exec = s
+		}
+	}
+	if want := []string{"TRACEPARENT=00-" + traceID + "-" + exec.SpanIDHex() + "-01", "TRACESTATE=restate=x"}; exec.Span == nil || !slices.Equal(env, want) {
+		t.Errorf("with a tracer the function got %q, want its execution span's context %q", env, want)
+	}
+
+	h = newHarnessWith(t, "", bridge.Options{})
+	got = envOf(h)
+	h.play(6, fresh(`1`), nil)
+	if env := <-got; len(env) != 0 {
+		t.Errorf("an attempt without trace context gave the function %q", env)
+	}
+
+	// A tracestate longer than the runtime accepts (32 members of 256
+	// characters are valid W3C) is left out, so the invocation still runs.
+	var members []string
+	for i := range 32 {
+		members = append(members, fmt.Sprintf("k%02d=%s", i, strings.Repeat("v", 256)))
+	}
+	h = newHarness(t, "")
+	h.client = tracedClient(h, restateTP, strings.Join(members, ","))
+	got = envOf(h)
+	wantTypes(t, h.play(6, fresh(`1`), nil), wire.RunCommandType, wire.ProposeRunCompletionMessageType, wire.OutputCommandType, wire.EndMessageType)
+	if env := <-got; !slices.Equal(env, []string{"TRACEPARENT=" + restateTP}) {
+		t.Errorf("with a %d-byte tracestate the function got %d values (first %.80q), want the traceparent alone", len(strings.Join(members, ",")), len(env), env)
+	}
+}
