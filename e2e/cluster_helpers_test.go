@@ -182,48 +182,30 @@ func knowsServices(node *restateserver.Server, timeout time.Duration, services .
 	})
 }
 
-// recoveryRate is the fraction of the throughput before a fault that
-// counts as recovered after it.
-const recoveryRate = 0.8
-
-// throughputDip measures the completions per second over 1 s windows
-// after at against their rate in the 5 s before at (startAt and doneAt
-// hold every invocation's first call and completion, UnixNano): the lowest
-// window in the 10 s after at, as a fraction of that rate, and how long
-// after at a window first reached recoveryRate of it again. Only windows
-// that end before the last invocation started count: from then on fewer
-// calls are in flight. ok is false when there was no throughput before
-// at, or it never came back while the load lasted.
-func throughputDip(startAt, doneAt []int64, at time.Time) (lowest float64, back time.Duration, ok bool) {
+// throughputLow is the lowest rate of completions over 1 s windows in the
+// 10 s after at, as a fraction of their rate in the 5 s before at
+// (startAt and doneAt hold every invocation's first call and completion,
+// UnixNano). Only windows that end before the last invocation started
+// count: from then on fewer calls are in flight. ok is false when there
+// was no throughput before at to compare with.
+func throughputLow(startAt, doneAt []int64, at time.Time) (lowest float64, ok bool) {
 	ts := append([]int64(nil), doneAt...)
 	sort.Slice(ts, func(i, j int) bool { return ts[i] < ts[j] })
 	count := func(from, to int64) float64 {
 		return float64(sort.Search(len(ts), func(i int) bool { return ts[i] >= to }) - sort.Search(len(ts), func(i int) bool { return ts[i] >= from }))
 	}
-	const window, before, step = time.Second, 5 * time.Second, 50 * time.Millisecond
+	const window, before, after, step = time.Second, 5 * time.Second, 10 * time.Second, 50 * time.Millisecond
 	t0 := at.UnixNano()
 	pre := count(t0-int64(before), t0) / before.Seconds() * window.Seconds()
-	if pre == 0 || len(ts) == 0 {
-		return 0, 0, false
+	if pre == 0 {
+		return 0, false
 	}
 	end := slices.Max(startAt)
-	lowest, back = math.Inf(1), -1
-	for d := time.Duration(0); t0+int64(d+window) <= end; d += step {
-		n := count(t0+int64(d), t0+int64(d+window)) / pre
-		if d <= 10*time.Second {
-			lowest = math.Min(lowest, n)
-		}
-		if back < 0 && n >= recoveryRate {
-			back = d
-		}
-		if back >= 0 && d > 10*time.Second {
-			break
-		}
+	lowest = math.Inf(1)
+	for d := time.Duration(0); d <= after && t0+int64(d+window) <= end; d += step {
+		lowest = math.Min(lowest, count(t0+int64(d), t0+int64(d+window))/pre)
 	}
-	if math.IsInf(lowest, 1) {
-		return 0, 0, false
-	}
-	return lowest, back, back >= 0
+	return lowest, !math.IsInf(lowest, 1)
 }
 
 // inFlightAt counts the invocations whose client call had started but not
@@ -254,10 +236,8 @@ type clusterRecovery struct {
 func (c clusterRecovery) String(startAt, doneAt []int64) string {
 	n, last := inFlightAt(startAt, doneAt, c.at)
 	out := fmt.Sprintf("%s\n        %d invocations in flight, the last done %s after it", c.fault, n, last.Round(10*time.Millisecond))
-	if lowest, back, ok := throughputDip(startAt, doneAt, c.at); ok {
-		out += fmt.Sprintf("; throughput fell to %.0f%%, back to %.0f%% after %s", 100*lowest, 100*recoveryRate, back.Round(10*time.Millisecond))
-	} else {
-		out += "; throughput not comparable (none before, or not back while the load lasted)"
+	if lowest, ok := throughputLow(startAt, doneAt, c.at); ok {
+		out += fmt.Sprintf("; throughput at least %.0f%% of the rate before", 100*lowest)
 	}
 	if c.what != "" {
 		out += fmt.Sprintf("; %s after %s", c.what, c.back.Round(10*time.Millisecond))
