@@ -75,13 +75,36 @@ type Context interface {
 // RetryPolicy is the runtime-side retry policy of a handler.
 type RetryPolicy = discovery.RetryPolicy
 
-// Service is a named group of handlers, served as a Restate SERVICE.
+// ServiceType is a service's type in the manifest.
+type ServiceType = discovery.ServiceType
+
+// HandlerType is a handler's type in a virtual object or workflow.
+type HandlerType = discovery.HandlerType
+
+// Service and handler types (see package discovery).
+const (
+	ServiceTypeService       = discovery.ServiceTypeService
+	ServiceTypeVirtualObject = discovery.ServiceTypeVirtualObject
+	ServiceTypeWorkflow      = discovery.ServiceTypeWorkflow
+	HandlerTypeExclusive     = discovery.HandlerTypeExclusive
+	HandlerTypeShared        = discovery.HandlerTypeShared
+	HandlerTypeWorkflow      = discovery.HandlerTypeWorkflow
+)
+
+// Service is a named group of handlers, served as a Restate SERVICE,
+// VIRTUAL_OBJECT or WORKFLOW.
 type Service struct {
 	// Name must match ^([a-zA-Z]|_[a-zA-Z0-9])[a-zA-Z0-9._-]*$.
-	Name          string
+	Name string
+	// Type is empty (SERVICE), ServiceTypeVirtualObject or
+	// ServiceTypeWorkflow; keyed invocations carry Context.Key.
+	Type          ServiceType
 	Documentation string
 	Metadata      map[string]string
-	Handlers      []Handler
+	// LazyState asks the runtime to send no eager state (manifest v3+
+	// enableLazyState): every state read is a GetLazyState round trip.
+	LazyState bool
+	Handlers  []Handler
 }
 
 // Handler is one handler of a Service. Zero durations and a nil
@@ -90,7 +113,11 @@ type Handler struct {
 	// Name must match ^([a-zA-Z]|_[a-zA-Z0-9])[a-zA-Z0-9_]*$.
 	Name string
 	// Fn is required.
-	Fn            HandlerFunc
+	Fn HandlerFunc
+	// Type is the handler's type in a virtual object (exclusive, the
+	// default, or shared) or workflow (HandlerTypeWorkflow for the
+	// workflow itself, or shared); empty in a plain service.
+	Type          HandlerType
 	Documentation string
 	Metadata      map[string]string
 	// Content types announced to the ingress (defaults */* and
@@ -113,14 +140,22 @@ func durationPtr(d time.Duration) *time.Duration {
 func manifestService(s Service) discovery.Service {
 	out := discovery.Service{
 		Name:          s.Name,
-		Type:          discovery.ServiceTypeService,
+		Type:          s.Type,
 		Documentation: s.Documentation,
 		Metadata:      s.Metadata,
 		Handlers:      make([]discovery.Handler, 0, len(s.Handlers)),
 	}
+	if out.Type == "" {
+		out.Type = discovery.ServiceTypeService
+	}
+	if s.LazyState {
+		lazy := true
+		out.EnableLazyState = &lazy
+	}
 	for _, h := range s.Handlers {
 		out.Handlers = append(out.Handlers, discovery.Handler{
 			Name:                 h.Name,
+			Type:                 h.Type,
 			Documentation:        h.Documentation,
 			Metadata:             h.Metadata,
 			InputContentType:     h.InputContentType,
