@@ -70,6 +70,27 @@ type Context interface {
 	// RandomSeed is StartMessage.random_seed or, when the runtime sent
 	// none, derived from the invocation id: identical on every attempt.
 	RandomSeed() uint64
+
+	// State of a virtual object or workflow (see keyed.go): eager reads
+	// from StartMessage, lazy ones when it is partial; writes update the
+	// local view, so later reads of the attempt see them.
+	GetState(name string) (value []byte, found bool, err error)
+	StateKeys() ([]string, error)
+	SetState(name string, value []byte) error
+	ClearState(name string) error
+	ClearAllState() error
+	// Awakeable creates an awakeable: its id and the Future of its result.
+	Awakeable() (id string, f Future, err error)
+	// CompleteAwakeable resolves (Value) or rejects (Failure) an awakeable.
+	CompleteAwakeable(id string, out Outcome) error
+	// Promise is the Future of a workflow promise; PeekPromise reads it
+	// without waiting (nil while unresolved); CompletePromise resolves or
+	// rejects it (a *TerminalError when it was completed before).
+	Promise(name string) (Future, error)
+	PeekPromise(name string) (*Outcome, error)
+	CompletePromise(name string, out Outcome) error
+	// CancelInvocation sends Restate's CANCEL signal to another invocation.
+	CancelInvocation(invocationID string) error
 }
 
 // RetryPolicy is the runtime-side retry policy of a handler.
@@ -127,6 +148,15 @@ type Handler struct {
 	InactivityTimeout, AbortTimeout, JournalRetention, IdempotencyRetention time.Duration
 	// RetryPolicy is announced in the manifest (v4+).
 	RetryPolicy *RetryPolicy
+	// DeliverCancel makes Restate's CANCEL signal a failure the handler
+	// sees instead of the end of the attempt: the handler's context is not
+	// cancelled, and the first wait the CANCEL beats (Await, or the wait
+	// inside Run, RunComplete, Send, a lazy state read or a promise
+	// operation) returns ErrCancelled, once; later operations work as
+	// before (compensations), and what the handler returns is the
+	// invocation's output. Without it the CANCEL ends the attempt and the
+	// invocation with 409 whatever the handler does.
+	DeliverCancel bool
 }
 
 func durationPtr(d time.Duration) *time.Duration {
