@@ -7,7 +7,6 @@ import (
 	"reflect"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/fnbridge/fnbridge/bridge/stepctx"
 	"github.com/fnbridge/fnbridge/bridge/stepctx/stepctxtest"
@@ -234,7 +233,7 @@ func TestCancel(t *testing.T) {
 func TestCallFailureLeavesTheAttemptOpen(t *testing.T) {
 	s, addr := serve(t, "unix", stepctx.Config{})
 	ctx := context.Background()
-	j := &cancelling{Journal: &stepctxtest.Journal{}}
+	j := &stepctxtest.Journal{CancelNextWait: true}
 	a, c := open(t, s, addr, j)
 	_, err := c.Sleep(ctx, 0)
 	wantFailure(t, err, 409, "cancelled")
@@ -244,19 +243,4 @@ func TestCallFailureLeavesTheAttemptOpen(t *testing.T) {
 	if _, h, err := c.RunStart(ctx, "compensate"); err != nil || h == "" {
 		t.Fatalf("a step after the cancellation: %q %v", h, err)
 	}
-}
-
-// cancelling is a Journal whose first wait reports the invocation's
-// cancellation.
-type cancelling struct {
-	*stepctxtest.Journal
-	done bool
-}
-
-func (c *cancelling) Await(ctx context.Context, fs []stepctx.Future, mode stepctx.AwaitMode, d time.Duration) ([]*stepctx.Result, error) {
-	if !c.done {
-		c.done = true
-		return nil, stepctx.Cancelled()
-	}
-	return c.Journal.Await(ctx, fs, mode, d)
 }

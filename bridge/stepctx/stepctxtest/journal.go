@@ -40,6 +40,10 @@ type Journal struct {
 	// Lazy marks reads as lazy round trips (the Entry says so); without it
 	// they are eager. The values are State's either way.
 	Lazy bool
+	// CancelNextWait makes the next Await fail with the invocation's
+	// cancellation (stepctx.Cancelled), once, as Restate's CANCEL does to
+	// a handler that takes it as a failure.
+	CancelNextWait bool
 
 	mu           sync.Mutex
 	entries      []*Entry
@@ -230,6 +234,10 @@ func (j *Journal) Await(_ context.Context, futures []stepctx.Future, mode stepct
 	j.mu.Lock()
 	defer j.mu.Unlock()
 	j.suspendAfter = append(j.suspendAfter, suspendAfter)
+	if j.CancelNextWait {
+		j.CancelNextWait = false
+		return nil, stepctx.Cancelled()
+	}
 	out := make([]*stepctx.Result, len(futures))
 	done := 0
 	for i, f := range futures {
