@@ -72,7 +72,7 @@ func NewClient(addr, token string) (*Client, error) {
 func ClientFromEnv() (*Client, error) {
 	addr, token := os.Getenv(EnvAddr), os.Getenv(EnvToken)
 	if addr == "" || token == "" {
-		return nil, fmt.Errorf("%s and %s are not set: context calls work only inside a function that fnbridge runs with durable steps", EnvAddr, EnvToken)
+		return nil, fmt.Errorf("%s and %s are not set: context calls work only inside a function that fnbridge runs with durable steps (durability: steps)", EnvAddr, EnvToken)
 	}
 	return NewClient(addr, token)
 }
