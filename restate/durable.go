@@ -89,23 +89,31 @@ func (c invocationContext) futureOf(f Future) (*future, error) {
 // statusErr maps an await that did not become Ready. A CANCEL the
 // handler takes as a failure (DeliverCancel) is taken here: this wait
 // returns ErrCancelled, later ones go on.
+//
+// The fields are read under inv.mu: a durable operation may run on a
+// goroutine of its own (the bridge's context endpoint) that is still here
+// when the handler has returned and the invocation was released.
 func (inv *invocation) statusErr(st journal.Status) error {
+	inv.mu.Lock()
+	cancel, deliver := inv.cancel, inv.h != nil && inv.h.deliverCancel
+	if st == journal.Cancelled && deliver && inv.m != nil {
+		inv.m.TakeCancel()
+	}
+	inv.mu.Unlock()
 	switch st {
 	case journal.Cancelled:
-		if inv.h.deliverCancel {
-			inv.mu.Lock()
-			inv.m.TakeCancel()
-			inv.mu.Unlock()
-			return ErrCancelled
+		if !deliver && cancel != nil {
+			cancel(ErrCancelled)
 		}
-		inv.cancel(ErrCancelled)
 		return ErrCancelled
 	case journal.Suspended:
 		// The handler's context ends with a cause saying so before the
 		// Suspension reaches the runtime, whose closing the stream would
 		// read as plain cancellation: code waiting elsewhere must tell a
 		// suspension from a failure.
-		inv.cancel(ErrSuspended)
+		if cancel != nil {
+			cancel(ErrSuspended)
+		}
 		inv.flush()
 		return ErrSuspended
 	default:

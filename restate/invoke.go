@@ -126,9 +126,16 @@ func (e *Endpoint) serveInvoke(w http.ResponseWriter, r *http.Request, h *boundH
 
 // release returns inv to the endpoint's pool; pooled invocations keep
 // their frame reader (sized for this endpoint's limit) and buffers.
+// It clears under both locks: a goroutine the handler left behind (one
+// still in a durable operation when its attempt suspended) may be in
+// statusErr or flush, which find the invocation released and do nothing.
 func (inv *invocation) release(pool *sync.Pool) {
+	inv.wmu.Lock()
+	inv.mu.Lock()
 	inv.ep, inv.h, inv.w, inv.r, inv.m, inv.fl = nil, nil, nil, nil, nil, nil
 	inv.ctx, inv.cancel, inv.writeErr, inv.input, inv.headers = nil, nil, nil, nil, nil
+	inv.mu.Unlock()
+	inv.wmu.Unlock()
 	inv.frames.Reset(nil)
 	select {
 	case <-inv.wake:
@@ -166,7 +173,9 @@ func (inv *invocation) serve(version int, bidi bool) {
 
 	var readerDone chan struct{}
 	base, cancel := context.WithCancelCause(inv.r.Context())
+	inv.mu.Lock()
 	inv.ctx, inv.cancel = base, cancel
+	inv.mu.Unlock()
 	defer cancel(nil)
 	if !inv.m.Done() {
 		in, err := inv.m.Input()
@@ -355,7 +364,7 @@ func (inv *invocation) flush() {
 	inv.wmu.Lock()
 	defer inv.wmu.Unlock()
 	inv.mu.Lock()
-	if !inv.m.Pending() {
+	if inv.m == nil || !inv.m.Pending() {
 		inv.mu.Unlock()
 		return
 	}
