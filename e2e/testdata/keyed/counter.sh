@@ -1,0 +1,33 @@
+# The Bash counter object of TestKeyed and TestChaos (type: virtual_object). add
+# (exclusive, durability: steps) adds its input, a whole number, to the
+# key's "count" state and answers the value before and after, so the test
+# can chain every add of a key from 0 to the total. get (shared) reads the
+# count. whoami (durability: function) answers its key, which is all a
+# function-mode handler of an object may know.
+
+add() {
+  local n=$1 key before after rc
+  [[ $n =~ ^[0-9]+$ ]] || { echo "add wants a whole number, got: $n" >&2; exit 100; }
+  key=$(fnbridge key) || exit
+  # Absent state prints nothing and exits 1; anything else but 0 stops.
+  before=$(fnbridge state get count); rc=$?
+  case $rc in
+    0) ;;
+    1) [[ -z $before ]] || exit 1; before=0 ;;
+    *) exit "$rc" ;;
+  esac
+  after=$((before + n))
+  fnbridge state set count "$after" || exit
+  printf '{"key":"%s","before":%d,"after":%d,"runtime":"bash"}\n' "$key" "$before" "$after"
+}
+
+get() {
+  local count
+  count=$(fnbridge state get count) || count=0
+  printf '{"key":"%s","count":%s}\n' "$(fnbridge key)" "$count"
+}
+
+whoami() {
+  printf '{"env":"%s","command":"%s"}\n' "$FNBRIDGE_KEY" "$(fnbridge key)"
+}
+true
