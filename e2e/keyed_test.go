@@ -12,6 +12,7 @@ import (
 	"io"
 	"net/http"
 	"net/url"
+	"path/filepath"
 	"sort"
 	"strings"
 	"sync"
@@ -49,6 +50,12 @@ func TestKeyed(t *testing.T) {
 				env.srv = restateserver.Start(t, restateserver.Options{EnableProtocolV7: true})
 			},
 			cases: cases(7),
+		},
+		{
+			name: "cli",
+			cases: []bridgeCase{
+				{"the keyed examples' manifest types Counter and Signup; shared on a plain service and a workflow without run are refused", testKeyedManifest},
+			},
 		},
 	})
 }
@@ -737,6 +744,65 @@ func testKeyedLazyState(t *testing.T, env *bridgeEnv) {
 		}
 		if svc == "EagerBag" && (eager == 0 || lazy != 0) {
 			t.Errorf("EagerBag's reads journaled %d lazy and %d eager state reads, want only eager ones", lazy, eager)
+		}
+	}
+}
+
+// The examples the README and `make demo` use stay loadable: `bridge
+// manifest` of examples/bridge.yaml types Counter as a virtual object
+// (add exclusive, get shared) and Signup as a workflow (run the workflow,
+// status shared). And the configuration refuses, naming the field, a
+// shared handler on a plain service and a workflow without run.
+func testKeyedManifest(t *testing.T, env *bridgeEnv) {
+	stdout, stderr, code := runBridge(t, 30*time.Second, "manifest", "--config", filepath.Join("..", "examples", "bridge.yaml"))
+	if code != 0 {
+		t.Fatalf("bridge manifest of examples/bridge.yaml: exit %d\n%s", code, stderr)
+	}
+	var m struct {
+		Services []struct {
+			Name     string `json:"name"`
+			Ty       string `json:"ty"`
+			Handlers []struct {
+				Name string `json:"name"`
+				Ty   string `json:"ty"`
+			} `json:"handlers"`
+		} `json:"services"`
+	}
+	if err := json.Unmarshal([]byte(stdout), &m); err != nil {
+		t.Fatalf("manifest is not JSON: %v\n%s", err, stdout)
+	}
+	got := map[string]string{}
+	for _, s := range m.Services {
+		got[s.Name] = s.Ty
+		for _, h := range s.Handlers {
+			got[s.Name+"/"+h.Name] = h.Ty
+		}
+	}
+	for k, want := range map[string]string{
+		"Counter": "VIRTUAL_OBJECT", "Counter/add": "EXCLUSIVE", "Counter/get": "SHARED",
+		"Signup": "WORKFLOW", "Signup/run": "WORKFLOW", "Signup/status": "SHARED",
+		"Greeter": "SERVICE",
+	} {
+		if got[k] != want {
+			t.Errorf("the examples' manifest types %s as %q, want %s (all: %v)", k, got[k], want, got)
+		}
+	}
+
+	ws := newWorkspace(t, "keyed/counter.sh")
+	for _, c := range []struct{ yaml, field, what string }{
+		{"services:\n  - name: Plain\n    handlers:\n" + keyedHandler("get", "bash", "counter.get", keyedSteps+", shared: true"),
+			"services[0].handlers[0].shared", "shared"},
+		{"services:\n  - name: NoRun\n    type: workflow\n    handlers:\n" + keyedHandler("status", "bash", "counter.get", keyedSteps),
+			"services[0]", "run"},
+	} {
+		cfg := ws.config(t, c.yaml)
+		stdout, stderr, code := runBridge(t, 30*time.Second, "manifest", "--config", cfg)
+		if code == 0 {
+			t.Errorf("bridge manifest accepted\n%s\nand printed %s", c.yaml, stdout)
+			continue
+		}
+		if !strings.Contains(stderr, c.field) || !strings.Contains(stderr, c.what) {
+			t.Errorf("the refusal of\n%s\nis %q; want it to name %s and say %q", c.yaml, stderr, c.field, c.what)
 		}
 	}
 }
