@@ -68,7 +68,8 @@ func New(cfg *Config, opts Options) (*Bridge, error) {
 	unimplemented := map[string]*sync.Once{}
 	for si := range cfg.Services {
 		svc := &cfg.Services[si]
-		rs := restate.Service{Name: svc.Name, Documentation: svc.Documentation, Metadata: svc.Metadata}
+		rs := restate.Service{Name: svc.Name, Type: svc.restateType(), Documentation: svc.Documentation, Metadata: svc.Metadata,
+			LazyState: svc.LazyState}
 		for hi := range svc.Handlers {
 			h := &svc.Handlers[hi]
 			rc, ok := b.runtimes[h.Runtime]
@@ -85,7 +86,9 @@ func New(cfg *Config, opts Options) (*Bridge, error) {
 			}
 			p := newPool(svc.Name, h, rc.client, opts.Logger, unimplemented[h.Runtime])
 			b.pools[svc.Name+"/"+h.Name] = p
-			rs.Handlers = append(rs.Handlers, restateHandler(b, p))
+			rh := restateHandler(b, p)
+			rh.Type = svc.HandlerType(h)
+			rs.Handlers = append(rs.Handlers, rh)
 		}
 		if err := b.endpoint.Bind(rs); err != nil {
 			b.closeRuntimes(context.Background())

@@ -60,10 +60,16 @@ type Config struct {
 
 // ServiceConfig is one Restate service.
 type ServiceConfig struct {
-	Name          string            `yaml:"name"`
+	Name string `yaml:"name"`
+	// Type is TypeService (the default), TypeVirtualObject or
+	// TypeWorkflow (see keyed_config.go).
+	Type          string            `yaml:"type"`
 	Documentation string            `yaml:"documentation"`
 	Metadata      map[string]string `yaml:"metadata"`
-	Handlers      []HandlerConfig   `yaml:"handlers"`
+	// LazyState makes Restate send no eager state: every read is a
+	// GetLazyState round trip (manifest enableLazyState, v3+).
+	LazyState bool            `yaml:"lazy_state"`
+	Handlers  []HandlerConfig `yaml:"handlers"`
 }
 
 // HandlerConfig is one Restate handler backed by a Python or Bash function.
@@ -108,6 +114,10 @@ type HandlerConfig struct {
 	// SuspendAfter is how long a steps-mode wait may block before the
 	// invocation suspends.
 	SuspendAfter Duration `yaml:"suspend_after"`
+	// Shared makes a virtual object's handler shared: it runs
+	// concurrently with the key's other invocations and cannot write
+	// state (ServiceConfig.HandlerType).
+	Shared bool `yaml:"shared"`
 }
 
 // RetryPolicyConfig is Restate's retry policy for one handler.
@@ -309,6 +319,7 @@ func (c *Config) resolve(baseDir string) error {
 			seenH[h.Name] = true
 			h.resolve(hp, baseDir, bad)
 		}
+		s.resolveKeyed(sp, bad)
 	}
 	return errors.Join(errs...)
 }

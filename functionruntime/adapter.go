@@ -61,6 +61,10 @@ type Invocation struct {
 	// Context is the durable-steps context endpoint of this attempt (from
 	// the InvokeFunction metadata); nil for a plain function.
 	Context *StepContext
+	// Env is the per-invocation environment (from the InvokeFunction
+	// metadata [MetadataEnv]; names from [InvocationEnvNames]), exported
+	// for this invocation only; nil when there is none.
+	Env map[string]string
 }
 
 // Result is a handler's successful return.

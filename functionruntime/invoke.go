@@ -54,6 +54,10 @@ func (s *Server) InvokeFunction(ctx context.Context, req *executorv1.InvokeFunct
 	if err != nil {
 		return nil, invalidArgument("metadata", "%v", err)
 	}
+	env, err := invocationEnvOf(ctx)
+	if err != nil {
+		return nil, invalidArgument("metadata", "%v", err)
+	}
 
 	reg, act, invCtx, release, err := s.acquire(ctx, ref, invID, timeout)
 	if err != nil {
@@ -68,6 +72,7 @@ func (s *Server) InvokeFunction(ctx context.Context, req *executorv1.InvokeFunct
 		ContentType: ct,
 		Logger:      log,
 		Context:     stepCtx,
+		Env:         env,
 	})
 	elapsed := time.Since(started)
 	// Read why the context ended before release cancels it.

@@ -35,7 +35,7 @@ func (c invocationContext) Run(name string, fn func(ctx context.Context) ([]byte
 		return nil, ErrAttemptEnded
 	}
 	if execute {
-		if cancelled {
+		if cancelled && !inv.h.deliverCancel {
 			return nil, ErrCancelled
 		}
 		inv.flush() // the RunCommand reaches Restate before fn runs
@@ -58,8 +58,7 @@ func (c invocationContext) Run(name string, fn func(ctx context.Context) ([]byte
 		}
 		return res.Value, nil
 	case journal.Cancelled:
-		inv.cancel(ErrCancelled)
-		return nil, ErrCancelled
+		return nil, inv.statusErr(st)
 	default:
 		return nil, ErrAttemptEnded
 	}
@@ -74,7 +73,7 @@ func (c invocationContext) Run(name string, fn func(ctx context.Context) ([]byte
 // retried, because only Restate's CANCEL may journal the terminal 409.
 // Callers hold inv.mu.
 func (inv *invocation) settleRun(id uint32, index int, name string, out []byte, ferr error) error {
-	if inv.m.Cancelled() {
+	if inv.m.Cancelled() && !inv.h.deliverCancel {
 		return ErrCancelled
 	}
 	if inv.interruptedLocked(index, name) {

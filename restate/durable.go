@@ -60,6 +60,8 @@ const (
 	runFuture futureKind = iota
 	sleepFuture
 	callFuture
+	awakeableFuture
+	promiseFuture
 )
 
 // future is the Future of this endpoint. m identifies the attempt: the
@@ -68,9 +70,10 @@ type future struct {
 	inv   *invocation
 	m     *journal.Machine
 	kind  futureKind
-	id    uint32
-	name  string // runs: for errors and the AfterRunJournaled hook
-	index int    // runs: the RunCommand's index
+	id    uint32         // completion id (runs, timers, calls, promises)
+	h     journal.Handle // what an Await waits on
+	name  string         // runs: for errors and the AfterRunJournaled hook
+	index int            // runs: the RunCommand's index
 	// proposed: RunComplete was called; a second call would propose twice.
 	proposed bool
 }
@@ -83,10 +86,18 @@ func (c invocationContext) futureOf(f Future) (*future, error) {
 	return ff, nil
 }
 
-// statusErr maps an await that did not become Ready.
+// statusErr maps an await that did not become Ready. A CANCEL the
+// handler takes as a failure (DeliverCancel) is taken here: this wait
+// returns ErrCancelled, later ones go on.
 func (inv *invocation) statusErr(st journal.Status) error {
 	switch st {
 	case journal.Cancelled:
+		if inv.h.deliverCancel {
+			inv.mu.Lock()
+			inv.m.TakeCancel()
+			inv.mu.Unlock()
+			return ErrCancelled
+		}
 		inv.cancel(ErrCancelled)
 		return ErrCancelled
 	case journal.Suspended:
@@ -132,11 +143,11 @@ func (c invocationContext) RunStart(name string) (*Outcome, Future, error) {
 		}
 		return outcome(res), nil, nil
 	}
-	if cancelled {
+	if cancelled && !inv.h.deliverCancel {
 		return nil, nil, ErrCancelled
 	}
 	inv.flush()
-	return nil, &future{inv: inv, m: inv.m, kind: runFuture, id: id, name: name, index: index}, nil
+	return nil, &future{inv: inv, m: inv.m, kind: runFuture, id: id, h: journal.CompletionHandle(id), name: name, index: index}, nil
 }
 
 // RunComplete proposes the result of the run started by RunStart (a value,
@@ -198,7 +209,7 @@ func (c invocationContext) Sleep(d time.Duration) (Future, error) {
 	if err != nil {
 		return nil, ErrAttemptEnded
 	}
-	return &future{inv: inv, m: inv.m, kind: sleepFuture, id: id}, nil
+	return &future{inv: inv, m: inv.m, kind: sleepFuture, id: id, h: journal.CompletionHandle(id)}, nil
 }
 
 func targetOf(r CallRequest) journal.CallTarget {
@@ -217,7 +228,7 @@ func (c invocationContext) Call(req CallRequest) (Future, error) {
 	if err != nil {
 		return nil, ErrAttemptEnded
 	}
-	return &future{inv: inv, m: inv.m, kind: callFuture, id: id}, nil
+	return &future{inv: inv, m: inv.m, kind: callFuture, id: id, h: journal.CompletionHandle(id)}, nil
 }
 
 // Send journals a one-way call (OneWayCallCommand) and returns the
@@ -253,13 +264,13 @@ func (c invocationContext) Await(futures []Future, mode AwaitMode, suspendAfter 
 	if len(futures) == 0 {
 		return nil, errors.New("restate: Await of no futures")
 	}
-	ids := make([]uint32, len(futures))
+	ids := make([]journal.Handle, len(futures))
 	for i, f := range futures {
 		ff, err := c.futureOf(f)
 		if err != nil {
 			return nil, err
 		}
-		ids[i] = ff.id
+		ids[i] = ff.h
 	}
 	jm := journal.AllCompleted
 	if mode == AwaitAny {
@@ -274,13 +285,13 @@ func (c invocationContext) Await(futures []Future, mode AwaitMode, suspendAfter 
 	expired := suspendAfter <= 0
 	for {
 		inv.mu.Lock()
-		st := inv.m.AwaitMany(ids, jm)
+		st := inv.m.AwaitHandles(ids, jm)
 		if st == journal.Pending {
 			switch {
 			case inv.ctx.Err() != nil && inv.interruptedLocked(-1, ""):
 				st = journal.Closed
 			case expired:
-				inv.m.Suspend(ids, jm)
+				inv.m.SuspendHandles(ids, jm)
 				st = journal.Suspended
 			}
 		}
@@ -288,7 +299,7 @@ func (c invocationContext) Await(futures []Future, mode AwaitMode, suspendAfter 
 		if st == journal.Ready {
 			outs = make([]*Outcome, len(ids))
 			for i, id := range ids {
-				if res, ok := inv.m.Completed(id); ok {
+				if res, ok := inv.m.CompletedHandle(id); ok {
 					outs[i] = outcome(res)
 				}
 			}

@@ -178,7 +178,7 @@ func (inv *invocation) serve(version int, bidi bool) {
 					inv.headers[h.GetKey()] = h.GetValue()
 				}
 			}
-			if inv.m.Cancelled() {
+			if inv.m.Cancelled() && !inv.h.deliverCancel {
 				cancel(ErrCancelled)
 			}
 			if bidi && !inv.m.IsInputClosed() {
@@ -330,7 +330,7 @@ func (inv *invocation) readLoop(done chan struct{}) {
 		suspended := ended && inv.m.Terminal() == wire.SuspensionMessageType
 		inv.mu.Unlock()
 		switch {
-		case cancelled:
+		case cancelled && !inv.h.deliverCancel:
 			inv.cancel(ErrCancelled)
 		case suspended:
 			// The handler's context says why it ended, so a handler
@@ -384,9 +384,12 @@ func (inv *invocation) runHandler() {
 	var te *TerminalError
 	var re *RetryableError
 	switch {
-	case inv.m.Cancelled():
+	case inv.m.Cancelled() && !inv.h.deliverCancel:
 		_ = inv.m.Output(journal.Result{Failure: &journal.Failure{Code: CodeCancelled, Message: cancelledMessage}})
 	case inv.interruptedLocked(-1, ""):
+	case errors.Is(err, ErrCancelled) && inv.m.Cancelled():
+		// DeliverCancel: the handler ended with the cancellation it saw.
+		_ = inv.m.Output(journal.Result{Failure: &journal.Failure{Code: CodeCancelled, Message: cancelledMessage}})
 	case errors.Is(err, ErrCancelled):
 		inv.m.Fail(&journal.Error{Code: CodeUnavailable, Message: "the handler reported cancellation, but Restate did not cancel the invocation: " + err.Error(), RelatedIndex: -1})
 	case err == nil:

@@ -15,7 +15,7 @@
 __fnb_main() {
 	local __fnb_file=$1 __fnb_fn=$2 __fnb_mark=$3 __fnb_dir=$4
 	local __fnb_in __fnb_out __fnb_status __fnb_len __fnb_payload __fnb_rc __fnb_o
-	local __fnb_key __fnb_tok __fnb_f __fnb_hdr __fnb_seq=0
+	local __fnb_key __fnb_tok __fnb_f __fnb_hdr __fnb_seq=0 __fnb_x __fnb_n
 	local -a __fnb_reapply=()
 	builtin set --
 
@@ -75,9 +75,12 @@ __fnb_main() {
 		builtin printf 'E source %d\n' "$__fnb_status" >&"$__fnb_out"
 		builtin exit 1
 	fi
-	# The step context is set per invocation only (never readonly, so the
-	# export in an invocation's subshell cannot fail).
-	if ! builtin unset -v FNBRIDGE_CONTEXT FNBRIDGE_CONTEXT_TOKEN 2>/dev/null; then
+	# The step context and the per-invocation environment are set per
+	# invocation only (never readonly, so the export in an invocation's
+	# subshell cannot fail). The trace context may come from the
+	# registration's env, so it is only tested, in a subshell.
+	if ! builtin unset -v FNBRIDGE_CONTEXT FNBRIDGE_CONTEXT_TOKEN FNBRIDGE_KEY 2>/dev/null ||
+		! (builtin unset -v TRACEPARENT TRACESTATE) 2>/dev/null; then
 		builtin printf '%s\n' "$__fnb_mark" >&2
 		builtin printf 'E readonly\n' >&"$__fnb_out"
 		builtin exit 1
@@ -147,19 +150,53 @@ __fnb_main() {
 			__fnb_len=${__fnb_hdr:16}
 			case ${__fnb_hdr:0:16}:$__fnb_len in
 			"$__fnb_tok":[0-9][0-9][0-9][0-9][0-9][0-9][0-9][0-9][0-9][0-9][0-9][0-9]) ;;
-			"$__fnb_tok":c[0-9][0-9][0-9][0-9][0-9][0-9][0-9][0-9][0-9][0-9][0-9])
-				# Durable steps: 'c' and 11 digits of length, then the step
-				# context, "<address> <token>" after its length as 4 digits,
-				# exported for this invocation (and its children) only.
-				__fnb_len=${__fnb_len:1}
-				if ! LC_ALL=C IFS= builtin read -r -N 4 -u "$__fnb_in" __fnb_o || [[ $__fnb_o == *[!0-9]* ]] ||
-					! LC_ALL=C IFS= builtin read -r -N "$((10#$__fnb_o))" -u "$__fnb_in" __fnb_o ||
-					[[ $__fnb_o != [!\ ]*\ [!\ ]* ]]; then
-					builtin printf 'fnbridge: malformed request context\n' >&2
-					builtin kill -KILL 0
-					builtin exit 1
+			"$__fnb_tok":[ceb][0-9][0-9][0-9][0-9][0-9][0-9][0-9][0-9][0-9][0-9][0-9])
+				# A letter and 11 digits of length, then what the letter
+				# says: c the step context, e the per-invocation
+				# environment, b both (context first). Both are exported
+				# for this invocation (and its children) only.
+				__fnb_x=${__fnb_len:0:1} __fnb_len=${__fnb_len:1}
+				# Durable steps: "<address> <token>" after its length as 4
+				# digits.
+				if [[ $__fnb_x != e ]]; then
+					if ! LC_ALL=C IFS= builtin read -r -N 4 -u "$__fnb_in" __fnb_o || [[ $__fnb_o == *[!0-9]* ]] ||
+						! LC_ALL=C IFS= builtin read -r -N "$((10#$__fnb_o))" -u "$__fnb_in" __fnb_o ||
+						[[ $__fnb_o != [!\ ]*\ [!\ ]* ]]; then
+						builtin printf 'fnbridge: malformed request context\n' >&2
+						builtin kill -KILL 0
+						builtin exit 1
+					fi
+					builtin export FNBRIDGE_CONTEXT="${__fnb_o%% *}" FNBRIDGE_CONTEXT_TOKEN="${__fnb_o#* }"
 				fi
-				builtin export FNBRIDGE_CONTEXT="${__fnb_o%% *}" FNBRIDGE_CONTEXT_TOKEN="${__fnb_o#* }"
+				# The environment: the count of entries as 1 digit, then
+				# each entry's length as 5 digits and NAME=VALUE, NAME
+				# from the allow-list (Go checked it too). The entry is
+				# one word to export: its value is never evaluated.
+				if [[ $__fnb_x != c ]]; then
+					if ! LC_ALL=C IFS= builtin read -r -N 1 -u "$__fnb_in" __fnb_n || [[ $__fnb_n != [1-9] ]]; then
+						__fnb_n=bad
+					fi
+					while [[ $__fnb_n == [1-9] ]]; do
+						if ! LC_ALL=C IFS= builtin read -r -N 5 -u "$__fnb_in" __fnb_o || [[ $__fnb_o == *[!0-9]* ]] ||
+							! LC_ALL=C IFS= builtin read -r -N "$((10#$__fnb_o))" -u "$__fnb_in" __fnb_o; then
+							__fnb_n=bad
+							break
+						fi
+						case $__fnb_o in
+						FNBRIDGE_KEY=* | TRACEPARENT=* | TRACESTATE=*) builtin export "$__fnb_o" ;;
+						*)
+							__fnb_n=bad
+							break
+							;;
+						esac
+						__fnb_n=$((__fnb_n - 1))
+					done
+					if [[ $__fnb_n != 0 ]]; then
+						builtin printf 'fnbridge: malformed request environment\n' >&2
+						builtin kill -KILL 0
+						builtin exit 1
+					fi
+				fi
 				;;
 			*)
 				builtin printf 'fnbridge: malformed request header\n' >&2

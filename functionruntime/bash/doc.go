@@ -113,7 +113,10 @@
 // [ContextTokenEnv]) exported in its subshell, so the function and every
 // process it starts reach the attempt's context endpoint; no other
 // invocation sees them (a plain function never has them, and a file that
-// makes them readonly fails to register). The fnbridge command takes the
+// makes them readonly fails to register). The per-invocation environment
+// (functionruntime.Invocation.Env, such as FNBRIDGE_KEY and TRACEPARENT)
+// is exported the same way, in either durability mode; each entry is one
+// word to export, never evaluated. The fnbridge command takes the
 // steps:
 //
 //	vm=$(fnbridge run create-vm -- ./create-vm.sh "$1") || exit
@@ -185,12 +188,17 @@
 //	← "K <bash version>\n"          sourced, function found: ready
 //	← "E source <status>\n"         sourcing failed; the worker exits
 //	← "E nofunc\n"                  function not defined; the worker exits
-//	← "E readonly\n"                the file made a step context variable readonly; the worker exits
+//	← "E readonly\n"                the file made a step context or per-invocation variable readonly; the worker exits
 //	→ <key>                         after K, and after each request: the next invocation's key
 //	→ <token><n> then n payload bytes   one invocation (n as 12 digits)
 //	→ <token>c<n><m><context> then n payload bytes
 //	                                one invocation with a step context: n as
 //	                                11 digits, m as 4, context "<address> <token>" of m bytes
+//	→ <token>e<n><env> then n payload bytes
+//	                                one invocation with a per-invocation environment:
+//	                                env is the count of entries (1 digit), then each
+//	                                entry's length (5 digits) and NAME=VALUE
+//	→ <token>b<n><m><context><env> then n payload bytes   both
 //	← "R <seq> <token> <status>\n"   invocation done (from its subshell)
 //	← "D <seq> <token> <status>\n"   invocation's subshell reaped (from the loop)
 //

@@ -12,6 +12,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -168,7 +169,7 @@ func (l *launcher) handshake(ctx context.Context, s *session) error {
 	case strings.HasPrefix(line, "E source "):
 		return fmt.Errorf("sourcing %s failed with status %s%s", l.file, line[len("E source "):], proc.LastLinesSuffix(s.P.RecentLines(3)))
 	case line == "E readonly":
-		return fmt.Errorf("%s makes %s or %s readonly; the runtime sets them for durable steps", l.file, ContextEnv, ContextTokenEnv)
+		return fmt.Errorf("%s makes %s, %s or one of %s readonly; the runtime sets them per invocation", l.file, ContextEnv, ContextTokenEnv, strings.Join(functionruntime.InvocationEnvNames, ", "))
 	case line == "E nofunc":
 		return fmt.Errorf("function %s is not defined in %s", l.function, l.file)
 	default:
@@ -193,8 +194,11 @@ func (w *worker) Invoke(ctx context.Context, inv functionruntime.Invocation) (fu
 			return functionruntime.Result{}, err
 		}
 	}
+	if err := checkEnv(inv.Env); err != nil {
+		return functionruntime.Result{}, err
+	}
 	return proc.Call(ctx, w.sup, &inv.Logger, func(s *session) (functionruntime.Result, error) {
-		return s.invoke(inv.Input, inv.Context)
+		return s.invoke(inv.Input, inv.Context, inv.Env)
 	})
 }
 
@@ -215,15 +219,51 @@ func checkStepContext(sc *functionruntime.StepContext) error {
 	return nil
 }
 
+// maxEnvEntry bounds one "NAME=VALUE" of the request's environment
+// record (5 digits of length).
+const maxEnvEntry = 99999
+
+// checkEnv makes sure the per-invocation environment fits the request:
+// at most 9 entries (1 digit of count) of names the worker exports, each
+// within its 5-digit length and without NUL bytes, which bash cannot hold.
+func checkEnv(env map[string]string) error {
+	if len(env) > 9 {
+		return fmt.Errorf("bash: %d per-invocation environment variables; at most 9 fit a request", len(env))
+	}
+	for k, v := range env {
+		if !slices.Contains(functionruntime.InvocationEnvNames, k) || len(k)+1+len(v) > maxEnvEntry || strings.ContainsRune(v, 0) {
+			return fmt.Errorf("bash: per-invocation environment variable %q is not allowed, too long or holds a NUL byte", k)
+		}
+	}
+	return nil
+}
+
+// appendEnvRecord appends the request's environment record: the count as
+// 1 digit, then each entry's length as 5 digits and NAME=VALUE, sorted by
+// name so that the bytes do not depend on map order.
+func appendEnvRecord(b []byte, env map[string]string) []byte {
+	names := make([]string, 0, len(env))
+	for k := range env {
+		names = append(names, k)
+	}
+	slices.Sort(names)
+	b = fmt.Appendf(b, "%d", len(names))
+	for _, k := range names {
+		b = fmt.Appendf(b, "%05d%s=%s", len(k)+1+len(env[k]), k, env[k])
+	}
+	return b
+}
+
 // maxLine bounds a line from the worker; a longer one is a protocol
 // error, so nothing writing to the response pipe can make Go buffer
 // without bound.
 const maxLine = 4096
 
 // invoke writes the payload file, sends the request (with the step
-// context sc, when set, and the next invocation's key after it), waits for
-// the status and collects the output.
-func (s *session) invoke(input []byte, sc *functionruntime.StepContext) (functionruntime.Result, error) {
+// context sc and the per-invocation environment env, when set, and the
+// next invocation's key after it), waits for the status and collects the
+// output.
+func (s *session) invoke(input []byte, sc *functionruntime.StepContext, env map[string]string) (functionruntime.Result, error) {
 	cur, next := s.key, newKey()
 	s.seq++
 	stdout, outsFile, inFile := cur.file(s.Tmp, 's'), cur.file(s.Tmp, 'o'), cur.file(s.Tmp, 'i')
@@ -233,10 +273,21 @@ func (s *session) invoke(input []byte, sc *functionruntime.StepContext) (functio
 		return functionruntime.Result{}, &functionruntime.HandlerError{Type: "InputUnwritable", Message: err.Error()}
 	}
 	s.buf = append(s.buf[:0], cur[:tokenLen]...)
-	if sc == nil {
+	switch {
+	case sc == nil && len(env) == 0:
 		s.buf = fmt.Appendf(s.buf, "%012d", len(input))
-	} else {
-		s.buf = fmt.Appendf(s.buf, "c%011d%04d%s %s", len(input), len(sc.Address)+1+len(sc.Token), sc.Address, sc.Token)
+	case len(env) == 0:
+		s.buf = fmt.Appendf(s.buf, "c%011d", len(input))
+	case sc == nil:
+		s.buf = fmt.Appendf(s.buf, "e%011d", len(input))
+	default:
+		s.buf = fmt.Appendf(s.buf, "b%011d", len(input))
+	}
+	if sc != nil {
+		s.buf = fmt.Appendf(s.buf, "%04d%s %s", len(sc.Address)+1+len(sc.Token), sc.Address, sc.Token)
+	}
+	if len(env) > 0 {
+		s.buf = appendEnvRecord(s.buf, env)
 	}
 	var err error
 	if len(input) <= 64<<10 {

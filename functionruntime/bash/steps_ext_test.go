@@ -61,6 +61,10 @@ env_of() {
 	echo "${FNBRIDGE_CONTEXT-unset} ${FNBRIDGE_CONTEXT_TOKEN-unset} $(sh -c 'echo "${FNBRIDGE_CONTEXT_TOKEN-unset}"')"
 }
 
+key_of() {
+	printf '%s|%s|%s' "${FNBRIDGE_CONTEXT-unset}" "${FNBRIDGE_KEY-unset}" "$(sh -c 'printf %s "${FNBRIDGE_KEY-unset}"')"
+}
+
 which_fnbridge() { command -v fnbridge || echo none; }
 
 function_mode() {
@@ -268,6 +272,31 @@ func TestSteps(t *testing.T) {
 		}
 	})
 
+	// Rule: the per-invocation environment comes with the step context or
+	// without it, byte for byte (newlines and quotes included), to the
+	// function and its children, for that invocation only.
+	t.Run("invocation environment", func(t *testing.T) {
+		s := e.start(t, "key_of", nil)
+		key := "line one\nline 'two' \"ü\" $(touch pwned)"
+		a := e.Open(t, &stepctxtest.Journal{})
+		for _, input := range []string{"", strings.Repeat("x", 100<<10)} { // the request in one write, then three
+			for _, sc := range []*stepctx.Attempt{a, nil} {
+				inv := s.Invocation(s.f, sc, input)
+				inv.Env = map[string]string{functionruntime.EnvKey: key}
+				ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+				res, err := s.w.Invoke(ctx, inv)
+				cancel()
+				addr := "unset"
+				if sc != nil {
+					addr = e.Addr
+				}
+				steptest.MustOutput(t, res, err, addr+"|"+key+"|"+key)
+			}
+		}
+		res, err := s.invoke(t, a, "")
+		steptest.MustOutput(t, res, err, e.Addr+"|unset|unset")
+	})
+
 	// Rule: in function mode (no step context) fnbridge fails with a clear
 	// message, and exit 75 is an ordinary retryable status.
 	t.Run("function mode", func(t *testing.T) {
@@ -313,12 +342,14 @@ func TestStepsSetup(t *testing.T) {
 		}
 	}
 
-	f := conformance.NewFixture(t, "ro.main", map[string]string{"ro.sh": "readonly FNBRIDGE_CONTEXT=x\nmain() { :; }\n"})
-	if err := f.StartErr(t); !strings.Contains(err.Error(), "ro.sh makes FNBRIDGE_CONTEXT or FNBRIDGE_CONTEXT_TOKEN readonly") {
-		t.Fatalf("Start = %v, want the readonly variable named", err)
+	for _, ro := range []string{"FNBRIDGE_CONTEXT", "FNBRIDGE_KEY", "TRACEPARENT"} {
+		f := conformance.NewFixture(t, "ro.main", map[string]string{"ro.sh": "readonly " + ro + "=x\nmain() { :; }\n"})
+		if err := f.StartErr(t); !strings.Contains(err.Error(), "ro.sh makes FNBRIDGE_CONTEXT, FNBRIDGE_CONTEXT_TOKEN or one of FNBRIDGE_KEY, TRACEPARENT, TRACESTATE readonly") {
+			t.Fatalf("readonly %s: Start = %v, want the readonly variables named", ro, err)
+		}
 	}
 
-	f = conformance.NewFixture(t, "steps.env_of", map[string]string{"steps.sh": stepsSh})
+	f := conformance.NewFixture(t, "steps.env_of", map[string]string{"steps.sh": stepsSh})
 	w := f.Start(t)
 	for _, sc := range []functionruntime.StepContext{
 		{Address: "unix:///x y", Token: "t"}, {Address: "unix:///x", Token: "a\nb"}, {Address: "unix:///x"},

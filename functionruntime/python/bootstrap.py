@@ -158,7 +158,10 @@ def _fnbridge_worker():
     # set_output belongs to the invocation whose context it runs in (the
     # handler, its coroutines, asyncio.to_thread, contextvars.copy_context):
     # a thread that outlives its invocation cannot add to a later one.
-    state = {"outputs": {}, "invocation": 0}
+    state = {"outputs": {}, "invocation": 0, "env": {}}
+    # The names a per-invocation environment ('N' frame) may set; Go checks
+    # them too (functionruntime.InvocationEnvNames).
+    invocation_env_names = ("FNBRIDGE_KEY", "TRACEPARENT", "TRACESTATE")
     invocation = contextvars.ContextVar("fnbridge_invocation", default=0)
     api = types.ModuleType("fnbridge")
     api.__doc__ = "fnbridge handler API: TerminalError, set_output, and the durable steps API (run, sleep, call, ...)."
@@ -726,7 +729,7 @@ def _fnbridge_worker():
         header = requests.read(5)
         if not header:
             sys.exit(0)  # the server closed the request pipe
-        if len(header) < 5 or header[0] not in (ord("I"), ord("C")):
+        if len(header) < 5 or header[0] not in (ord("I"), ord("C"), ord("N")):
             sys.exit(3)
         (size,) = struct.unpack(">I", header[1:])
         rid = requests.read(8)
@@ -739,6 +742,21 @@ def _fnbridge_worker():
     while True:
         request_id = b""
         kind, request_id, payload = read_request()
+        invocation_env = {}
+        if kind == ord("N"):
+            # The per-invocation environment of the invocation whose 'I'
+            # follows: names of the fixed allow-list only.
+            try:
+                invocation_env = json.loads(payload)
+                if not isinstance(invocation_env, dict) or not all(
+                        k in invocation_env_names and isinstance(v, str) and "\0" not in v
+                        for k, v in invocation_env.items()):
+                    raise ValueError("not an allowed environment")
+            except ValueError:
+                sys.exit(3)
+            kind, rid, payload = read_request()
+            if rid != request_id:
+                sys.exit(3)
         context = None
         if kind == ord("C"):
             # The step context of the invocation whose 'I' follows.
@@ -748,8 +766,10 @@ def _fnbridge_worker():
             except (ValueError, KeyError, TypeError):
                 sys.exit(3)
             kind, rid, payload = read_request()
-            if kind != ord("I") or rid != request_id:
+            if rid != request_id:
                 sys.exit(3)
+        if kind != ord("I"):
+            sys.exit(3)
         # A request the server wrote just before it died must not run: the
         # lifeline only becomes readable at its end, and the guardian may
         # not have struck yet.
@@ -768,6 +788,13 @@ def _fnbridge_worker():
         if context is not None:
             ctx = steps["ctx"] = _Steps(n, context[0], context[1])
             os.environ["FNBRIDGE_CONTEXT"], os.environ["FNBRIDGE_CONTEXT_TOKEN"] = context
+        # Set for this invocation only; whatever the registration gave those
+        # names comes back afterwards.
+        saved_env = {}
+        for name, value in invocation_env.items():
+            saved_env[name] = os.environ.get(name)
+            os.environ[name] = value
+        state["env"] = invocation_env
         try:
             outputs_path = new_outputs_file(n)
             try:
@@ -800,6 +827,12 @@ def _fnbridge_worker():
             os._exit(0)  # a forked child returned from the handler
         invocation.set(0)
         state["invocation"] = 0
+        state["env"] = {}
+        for name, value in saved_env.items():
+            if value is None:
+                os.environ.pop(name, None)
+            else:
+                os.environ[name] = value
         if ctx is not None:
             steps["ctx"] = None
             drop_connection(ctx)

@@ -127,6 +127,14 @@
 // in children started meanwhile) while such an invocation runs, for the
 // fnbridge command or other clients; they are removed after it.
 //
+// # Per-invocation environment
+//
+// The per-invocation environment (functionruntime.Invocation.Env: names
+// of functionruntime.InvocationEnvNames such as FNBRIDGE_KEY and
+// TRACEPARENT) is set in os.environ while the invocation runs, so
+// children started meanwhile inherit it, and restored afterwards: a name
+// the registration's env set gets that value back, any other is removed.
+//
 // # Outputs
 //
 // Outputs are key/value strings returned next to the output. A handler sets
@@ -193,6 +201,7 @@
 // id: Go draws a random one per request, and the worker starts each
 // response frame with the id of the request it answers.
 //
+//	→ 'N' id, {"NAME":"value",...}               the per-invocation environment (optional), then:
 //	→ 'C' id, {"address","token"}               the step context (durability: steps), then:
 //	→ 'I' id, input bytes (the invocation's raw JSON input)
 //	← 'K' {"python":version,"file":path}        ready, after the import
@@ -202,8 +211,9 @@
 //	← 'R' id, output bytes                       success, ends the invocation
 //	← 'E' id, {"type","message","terminal"}      failure, ends the invocation
 //
-// A 'C' frame is followed by the 'I' of the same id; anything else ends
-// the worker. An invocation whose attempt ended answers 'E' with type
+// An 'N' frame is followed by a 'C' or 'I', a 'C' frame by the 'I', all
+// of the same id; anything else, or an 'N' naming a variable off the
+// allow-list, ends the worker. An invocation whose attempt ended answers 'E' with type
 // fnbridge.Suspended and terminal false.
 //
 // Before 'K', 'X', 'R' or 'E' the worker writes a log synchronisation

@@ -23,6 +23,7 @@ import (
 const (
 	frameInput       = 'I'
 	frameContext     = 'C'
+	frameEnv         = 'N'
 	frameReady       = 'K'
 	frameLoadFailed  = 'X'
 	frameSetOutputs  = 'O'
@@ -147,7 +148,7 @@ func (w *worker) Invoke(ctx context.Context, inv functionruntime.Invocation) (fu
 		return functionruntime.Result{}, err
 	}
 	return proc.Call(ctx, w.sup, &inv.Logger, func(s *session) (functionruntime.Result, error) {
-		return s.invoke(inv.Input, inv.Context)
+		return s.invoke(inv.Input, inv.Context, inv.Env)
 	})
 }
 
@@ -183,13 +184,14 @@ func (s *session) newID() uint64 {
 	}
 }
 
-// invoke sends one input (after the step context, when there is one) and
-// reads frames up to the result or error. Every
+// invoke sends one input (after the per-invocation environment and the
+// step context, when there are any) and reads frames up to the result or
+// error. Every
 // response frame must name this request's id; any other frame means
 // something besides the worker loop wrote to the response pipe, and the
 // worker is ended (a ProtocolError) rather than letting a result land on
 // the wrong invocation.
-func (s *session) invoke(input []byte, sc *functionruntime.StepContext) (functionruntime.Result, error) {
+func (s *session) invoke(input []byte, sc *functionruntime.StepContext, env map[string]string) (functionruntime.Result, error) {
 	if n := s.r.Buffered(); n > 0 {
 		// Left over from the previous request: the pipe is not ours alone.
 		return functionruntime.Result{}, &proc.ProtocolError{Err: fmt.Errorf(
@@ -197,6 +199,15 @@ func (s *session) invoke(input []byte, sc *functionruntime.StepContext) (functio
 	}
 	id := s.newID()
 	defer func() { s.last = id }()
+	if len(env) > 0 {
+		e, err := json.Marshal(env)
+		if err != nil {
+			return functionruntime.Result{}, err
+		}
+		if err := proc.WriteFrame(s.P.Requests(), frameEnv, append(binary.BigEndian.AppendUint64(nil, id), e...)); err != nil {
+			return functionruntime.Result{}, &proc.ProtocolError{Err: fmt.Errorf("send the invocation environment: %w", err)}
+		}
+	}
 	if sc != nil {
 		c, err := json.Marshal(map[string]string{"address": sc.Address, "token": sc.Token})
 		if err != nil {

@@ -154,6 +154,10 @@ def env(event):
                            capture_output=True, text=True).stdout.strip()
     return [os.environ.get("FNBRIDGE_CONTEXT"), os.environ.get("FNBRIDGE_CONTEXT_TOKEN"), child]
 
+def env_key(event):
+    child = subprocess.run(["sh", "-c", 'printf %s "${FNBRIDGE_KEY-unset}"'], capture_output=True, text=True).stdout
+    return [os.environ.get("FNBRIDGE_CONTEXT"), os.environ.get("FNBRIDGE_KEY"), child]
+
 def hold(event):
     fnbridge.run("hold", lambda: mark("hold"))
 
@@ -498,6 +502,30 @@ func TestStepsContextEnvironment(t *testing.T) {
 	steptest.MustOutput(t, res, err, string(want))
 	res, err = s.invoke(t, nil, `null`)
 	steptest.MustOutput(t, res, err, `[null,null,""]`)
+}
+
+// Rule: the per-invocation environment reaches the function and its
+// children with the step context or without it, for that invocation only.
+func TestStepsInvocationEnvironment(t *testing.T) {
+	s := newSteps(t, "env_key")
+	a := s.Open(t, &stepctxtest.Journal{})
+	key := "line one\nline 'two' \"ü\""
+	for _, sc := range []*stepctx.Attempt{a, nil} {
+		inv := s.Invocation(s.f, sc, `null`)
+		inv.Env = map[string]string{functionruntime.EnvKey: key}
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		res, err := s.w.Invoke(ctx, inv)
+		cancel()
+		var addr any
+		if sc != nil {
+			addr = s.Addr
+		}
+		want, _ := json.Marshal([]any{addr, key, key})
+		steptest.MustOutput(t, res, err, string(want))
+	}
+	res, err := s.invoke(t, a, `null`)
+	want, _ := json.Marshal([]any{s.Addr, nil, "unset"})
+	steptest.MustOutput(t, res, err, string(want))
 }
 
 // Rule: an InvokeFunction cancelled during a context call kills the

@@ -33,6 +33,7 @@ func Run(t *testing.T, a *Adapter) {
 		{"StartMissingInterpreter", testStartMissingInterpreter},
 		{"SymlinkInsideWorkingDirIsAllowed", testSymlinkInside},
 		{"EnvironmentIsIsolated", testEnvironmentIsIsolated},
+		{"InvocationEnvironment", testInvocationEnvironment},
 		{"WorkingDirectory", testWorkingDirectory},
 		{"Failures", testFailures},
 		{"OutputsFile", testOutputsFile},
@@ -169,6 +170,67 @@ func testEnvironmentIsIsolated(t *testing.T, a *Adapter) {
 			t.Fatalf("handler environment = %v, want %v", env, want)
 		}
 	}
+}
+
+// Rule (fnbridge, docs/ARCHITECTURE.md): the per-invocation environment
+// (InvokeFunction metadata fnbridge-env-bin, Invocation.Env) is exported
+// for that invocation only, to the function and the processes it starts;
+// a value is data, never evaluated; afterwards a name the registration
+// set has the registration's value again.
+func testInvocationEnvironment(t *testing.T, a *Adapter) {
+	f := a.NewFixture(t, a.Env.Handler.Handler, a.Env.Files)
+	f.Spec.Env = map[string]string{"TRACESTATE": "from=registration"}
+	w := f.Start(t)
+	invoke := func(env map[string]string) map[string]string {
+		t.Helper()
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		inv := f.Invocation("inv-1", []byte(a.Text("")))
+		inv.Env = env
+		res, err := w.Invoke(ctx, inv)
+		if err != nil {
+			t.Fatalf("Invoke with env %q: %v", env, err)
+		}
+		got, err := a.Env.Parse(res.Output)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return got
+	}
+	set := map[string]string{
+		functionruntime.EnvKey:         `user 42 $(touch pwned) "ü" ` + "`touch pwned`",
+		functionruntime.EnvTraceparent: "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01",
+		functionruntime.EnvTracestate:  "vendor=per-invocation",
+	}
+	for round := 0; round < 2; round++ {
+		got := invoke(set)
+		for k, v := range set {
+			if got[k] != v {
+				t.Fatalf("round %d: %s = %q, want %q (environment %v)", round, k, got[k], v, got)
+			}
+		}
+		got = invoke(nil)
+		for _, k := range []string{functionruntime.EnvKey, functionruntime.EnvTraceparent} {
+			if v, ok := got[k]; ok {
+				t.Fatalf("round %d: the next invocation sees %s=%q, want it unset", round, k, v)
+			}
+		}
+		if got[functionruntime.EnvTracestate] != "from=registration" {
+			t.Fatalf("round %d: after the invocation TRACESTATE = %q, want the registration's value back", round, got[functionruntime.EnvTracestate])
+		}
+	}
+	// An empty value is a value: a keyed invocation's key may be "".
+	if got := invoke(map[string]string{functionruntime.EnvKey: ""}); !hasEnv(got, functionruntime.EnvKey) {
+		t.Fatalf("an empty %s is not set: %v", functionruntime.EnvKey, got)
+	}
+	if _, err := os.Stat(filepath.Join(f.Dir, "pwned")); err == nil {
+		t.Fatal("a value was evaluated as code")
+	}
+}
+
+func hasEnv(env map[string]string, k string) bool {
+	_, ok := env[k]
+	return ok
 }
 
 // Rule: "Workers run with cwd = the registered working directory".
