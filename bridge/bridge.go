@@ -38,6 +38,7 @@ type Bridge struct {
 	endpoint *restate.Endpoint
 	runtimes map[string]*runtimeConn
 	pools    map[string]*pool // by "Service/handler"
+	keyed    map[*pool]keyedHandler
 	ctxEnd   *contextEndpoint // nil unless a handler is in steps mode
 
 	closeOnce sync.Once
@@ -48,7 +49,7 @@ type Bridge struct {
 // on a Restate endpoint. Nothing is registered yet: Start does that for
 // min_warm registrations, the rest happens lazily on first use.
 func New(cfg *Config, opts Options) (*Bridge, error) {
-	b := &Bridge{cfg: cfg, log: opts.Logger, runtimes: map[string]*runtimeConn{}, pools: map[string]*pool{}}
+	b := &Bridge{cfg: cfg, log: opts.Logger, runtimes: map[string]*runtimeConn{}, pools: map[string]*pool{}, keyed: map[*pool]keyedHandler{}}
 	mode := restate.BidiStream
 	if cfg.ProtocolMode == ModeRequestResponse {
 		mode = restate.RequestResponse
@@ -86,6 +87,7 @@ func New(cfg *Config, opts Options) (*Bridge, error) {
 			}
 			p := newPool(svc.Name, h, rc.client, opts.Logger, unimplemented[h.Runtime])
 			b.pools[svc.Name+"/"+h.Name] = p
+			b.keyed[p] = keyedHandlerOf(svc, h)
 			rh := restateHandler(b, p)
 			rh.Type = svc.HandlerType(h)
 			rs.Handlers = append(rs.Handlers, rh)
@@ -118,6 +120,9 @@ func restateHandler(b *Bridge, p *pool) restate.Handler {
 	}
 	if h.StepsMode() {
 		rh.Fn = b.stepsHandlerFunc(p)
+		// A cancelled invocation's waits fail with 409 in the function,
+		// which may compensate; the function's end is the output.
+		rh.DeliverCancel = true
 	}
 	if rp := h.RetryPolicy; rp != nil {
 		rh.RetryPolicy = &discovery.RetryPolicy{}

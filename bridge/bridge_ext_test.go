@@ -29,15 +29,14 @@ type harness struct {
 	t    *testing.T
 	fake *fakeRuntime
 	url  string
+	// target is the handler play invokes, "Svc/fn" unless set.
+	target string
 }
 
 func newHarness(t *testing.T, extra string) *harness {
 	t.Helper()
-	dir := t.TempDir()
-	if err := os.WriteFile(filepath.Join(dir, "mod.py"), []byte("def fn(x):\n    return x\n"), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	cfgText := `
+	return newHarnessConfig(t, func(dir string) string {
+		return `
 services:
   - name: Svc
     handlers:
@@ -47,7 +46,18 @@ services:
         handler: mod.fn
         timeout: 2s
 ` + extra
-	cfg, err := bridge.ParseConfig([]byte(cfgText), dir)
+	})
+}
+
+// newHarnessConfig is newHarness with the configuration config makes for
+// the handler directory dir (holding mod.py).
+func newHarnessConfig(t *testing.T, config func(dir string) string) *harness {
+	t.Helper()
+	dir := t.TempDir()
+	if err := os.WriteFile(filepath.Join(dir, "mod.py"), []byte("def fn(x):\n    return x\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	cfg, err := bridge.ParseConfig([]byte(config(dir)), dir)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -86,7 +96,11 @@ func (h *harness) playWith(version int, start []any, inject func(restatetest.Fra
 	h.t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
-	s := restatetest.Open(ctx, restatetest.NewH2CClient(), restatetest.InvokeURL(h.url, "Svc", "fn"), version)
+	service, handler := "Svc", "fn"
+	if h.target != "" {
+		service, handler, _ = strings.Cut(h.target, "/")
+	}
+	s := restatetest.Open(ctx, restatetest.NewH2CClient(), restatetest.InvokeURL(h.url, service, handler), version)
 	defer s.Close()
 	if err := s.Send(start...); err != nil {
 		h.t.Fatal(err)

@@ -160,6 +160,9 @@ func (m *Machine) TakeCancel() {
 	}
 }
 
+// CancelTaken reports whether TakeCancel took the CANCEL signal.
+func (m *Machine) CancelTaken() bool { return m.cancelTaken }
+
 // Suspend ends the attempt with a SuspensionMessage for an await over
 // completion ids; see SuspendHandles.
 func (m *Machine) Suspend(ids []uint32, mode Mode) { m.SuspendHandles(handlesOf(ids), mode) }

@@ -396,6 +396,11 @@ func (inv *invocation) runHandler() {
 		_ = inv.m.Output(journal.Result{Value: out})
 	case errors.As(err, &te):
 		_ = inv.m.Output(journal.Result{Failure: &journal.Failure{Code: orInternal(te.Code), Message: te.Message}})
+	case inv.m.Cancelled() && !inv.m.CancelTaken():
+		// DeliverCancel, but the handler failed before any wait saw the
+		// CANCEL: a retry would only run it again, so it ends cancelled,
+		// as it would have without DeliverCancel.
+		_ = inv.m.Output(journal.Result{Failure: &journal.Failure{Code: CodeCancelled, Message: cancelledMessage}})
 	case errors.As(err, &re):
 		inv.m.Fail(retryableToJournal(re, -1, 0, ""))
 	default:

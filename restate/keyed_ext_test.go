@@ -361,3 +361,40 @@ func TestDeliverCancel(t *testing.T) {
 		})
 	}
 }
+
+// DeliverCancel, but the handler fails retryably before any wait saw the
+// CANCEL: a retry would only run it again, so the invocation ends
+// cancelled (409), as without DeliverCancel; a handler that saw it and
+// then fails retryably is retried, to finish what it compensates.
+func TestDeliverCancelUnseenRetryableFailureEnds(t *testing.T) {
+	for _, v := range versions {
+		for _, c := range []struct {
+			name   string
+			await  bool
+			output bool
+		}{{"unseen", false, true}, {"seen", true, false}} {
+			t.Run(fmt.Sprintf("v%d/%s", v, c.name), func(t *testing.T) {
+				h := func(ctx restate.Context, _ []byte) ([]byte, error) {
+					if c.await {
+						timer, _ := ctx.Sleep(time.Hour)
+						_, _ = ctx.Await([]restate.Future{timer}, restate.AwaitAll, 20*time.Second)
+					}
+					return nil, &restate.RetryableError{Message: "flaky"}
+				}
+				_, url := keyedServer(t, restate.BidiStream, restate.ServiceTypeService, true, h)
+				start := []any{restatetest.Start("inv_u", 2), restatetest.Input(nil), restatetest.Cancel()}
+				got := playSteps(t, url, v, "h", start, nil)
+				last := got[len(got)-1].Type()
+				if c.output && last != wire.EndMessageType || !c.output && last != wire.ErrorMessageType {
+					t.Fatalf("frames %v", got)
+				}
+				if c.output {
+					o, _ := restatetest.Message[*servicev1.OutputCommandMessage](got[len(got)-2])
+					if o.GetFailure().GetCode() != 409 {
+						t.Fatalf("output %v, want 409", o)
+					}
+				}
+			})
+		}
+	}
+}
