@@ -12,6 +12,7 @@ import (
 	"io"
 	"net/http"
 	"net/url"
+	"os"
 	"path/filepath"
 	"sort"
 	"strings"
@@ -121,8 +122,10 @@ func checkAddChain(t *testing.T, key string, adds []keyedAdd, amounts []int) int
 // saw and left, so besides the totals (the `restate` CLI, the admin SQL
 // state table and the object's shared get handler all read them) every
 // key's adds must chain from 0 to the total: exclusive per key, each
-// applied exactly once. The key also reaches function-mode handlers
-// (Bash and Python), which know nothing else of the object.
+// applied exactly once. Each kill comes while an add is held between its
+// state read and its write (the classic lost update), and every add so cut
+// must have run again in a new attempt. The key also reaches function-mode
+// handlers (Bash and Python), which know nothing else of the object.
 func testKeyedCounter(version int) func(*testing.T, *bridgeEnv) {
 	return func(t *testing.T, env *bridgeEnv) {
 		cli := requireTool(t, "RESTATE_CLI_BIN", "restate", "to read the counter's state with restate state get")
@@ -169,19 +172,38 @@ func testKeyedCounter(version int) func(*testing.T, *bridgeEnv) {
 				}
 			}()
 		}
-		// Two crashes while adds are in flight: each SIGKILLs the bridge's
-		// whole process group (workers included) and starts a new bridge
-		// on the same address, which Restate's retries reach.
+		// Two crashes in the middle of adds: once enough adds are answered
+		// the file "block" holds the next ones between their read and
+		// their write; when one is held, the bridge's whole process group
+		// (workers included) is SIGKILLed, and a new bridge starts on the
+		// same address, which Restate's retries reach.
+		block := filepath.Join(ws.fn, "keyed", "block")
 		var killedAt []int64
+		cut := map[string]bool{} // invocation ids of the adds held at a kill
 		for _, at := range []int64{n / 4, n * 11 / 20} {
 			eventually(t, 2*time.Minute, fmt.Sprintf("%d of %d adds answered", at, n), func() (bool, string) {
 				return done.Load() >= at, fmt.Sprint(done.Load())
 			})
+			writeFile(t, block, "")
+			eventually(t, time.Minute, "an add is held between its read and its write", func() (bool, string) {
+				held := 0
+				for _, l := range ws.lines(t, "keyed/add.attempts") {
+					if id, ok := strings.CutPrefix(l, "between "); ok && !cut[id] {
+						held++
+					}
+				}
+				return held > 0, fmt.Sprintf("%d answered", done.Load())
+			})
 			killedAt = append(killedAt, done.Load())
-			if done.Load() >= n {
-				t.Fatalf("all %d adds were answered before the bridge could be killed", n)
-			}
 			b.kill()
+			for _, l := range ws.lines(t, "keyed/add.attempts") {
+				if id, ok := strings.CutPrefix(l, "between "); ok {
+					cut[id] = true
+				}
+			}
+			if err := os.Remove(block); err != nil {
+				t.Fatal(err)
+			}
 			b.start()
 		}
 		wg.Wait()
@@ -248,6 +270,24 @@ func testKeyedCounter(version int) func(*testing.T, *bridgeEnv) {
 		}
 		if adds != n {
 			t.Errorf("restate has %d add invocations, want %d (one per idempotency key)", adds, n)
+		}
+		// Each add the kills cut between its read and its write ran again
+		// in a new attempt, which replayed the journaled read, and still
+		// added once (the chains above).
+		attempts := map[string]int{}
+		for _, l := range ws.lines(t, "keyed/add.attempts") {
+			if id, ok := strings.CutPrefix(l, "attempt "); ok {
+				attempts[id]++
+			}
+		}
+		t.Logf("%d adds cut between their read and write by the kills; %d adds ran in all", len(cut), len(attempts))
+		if len(attempts) != n {
+			t.Errorf("%d adds ran, want %d", len(attempts), n)
+		}
+		for id := range cut {
+			if attempts[id] < 2 {
+				t.Errorf("add %s, killed between its read and its write, ran %d attempt(s), want 2 or more", id, attempts[id])
+			}
 		}
 
 		out := callOK(ctx, t, env.srv, "Counter/who-1", "whoami", "null", nil)
@@ -336,12 +376,15 @@ func journalEntries(ctx context.Context, t *testing.T, srv *restateserver.Server
 	return out
 }
 
-// countEntries counts the journal entries whose type contains what.
-func countEntries(entries []string, what string) int {
+// countEntries counts the journal entries of journalEntries that are of
+// one of the types ("Command: SetState").
+func countEntries(entries []string, types ...string) int {
 	n := 0
 	for _, e := range entries {
-		if strings.Contains(e, what) {
-			n++
+		for _, typ := range types {
+			if e == typ || strings.HasPrefix(e, typ+" ") {
+				n++
+			}
 		}
 	}
 	return n
@@ -439,7 +482,7 @@ func testKeyedShared(t *testing.T, env *bridgeEnv) {
 			var p peek
 			eventually(t, 30*time.Second, svc+": the shared peek sees the state hold wrote", func() (bool, string) {
 				p = peekOf(t, svc)
-				return str(p.Phase) == "holding" && strings.HasPrefix(str(p.Gate), "prom_1"), fmt.Sprintf("phase %s, gate %s", str(p.Phase), str(p.Gate))
+				return str(p.Phase) == "holding" && strings.HasPrefix(str(p.Gate), "sign_1"), fmt.Sprintf("phase %s, gate %s", str(p.Phase), str(p.Gate))
 			})
 			if st, err := env.srv.InvocationStatus(ctx, holdID); err != nil || st == "completed" {
 				t.Fatalf("hold is %q (%v) after peek answered; it cannot end before its awakeable is resolved", st, err)
@@ -471,7 +514,7 @@ func testKeyedShared(t *testing.T, env *bridgeEnv) {
 				t.Errorf("the refusal %q does not name the handler (poke) as shared", msg)
 			}
 			pokeID := invocationOf(ctx, t, env.srv, svc, "g1", "poke")
-			if entries := journalEntries(ctx, t, env.srv, pokeID); countEntries(entries, "State") > 0 {
+			if entries := journalEntries(ctx, t, env.srv, pokeID); countEntries(entries, "Command: SetState", "Command: ClearState", "Command: ClearAllState") > 0 {
 				t.Errorf("poke's journal has a state entry: %v", entries)
 			}
 			if p = peekOf(t, svc); str(p.Phase) != "holding" {
@@ -504,8 +547,9 @@ func testKeyedShared(t *testing.T, env *bridgeEnv) {
 // /restate/workflow/Signup/{id}/attach (restate-server 1.7.12's ingress
 // path) then returns run's result, and so does .../output. A second
 // /run/send for the id is answered with the first run's invocation id and
-// status "PreviouslyAccepted", and a second /run call with the first run's
-// result: run executes once per id. A rejected promise (the shared deny)
+// status "PreviouslyAccepted", and a second /run call (which would wait
+// for a result) with 409 "the workflow method was already invoked": run
+// executes once per id. A rejected promise (the shared deny)
 // raises TerminalError in run, which fails the workflow with its message.
 func testKeyedWorkflow(t *testing.T, env *bridgeEnv) {
 	ws := newWorkspace(t, "keyed/signup.py", "keyed/signup.sh")
@@ -576,10 +620,8 @@ func testKeyedWorkflow(t *testing.T, env *bridgeEnv) {
 	}
 	status, body = ingress(ctx, t, env.srv, http.MethodPost, "/Signup/ada/run", "application/json", `{"email":"other@example.com"}`)
 	t.Logf("a second run call for ada: %d %s", status, body)
-	if status != http.StatusOK {
-		t.Errorf("a second run call for ada answered %d %s, want the first run's result", status, body)
-	} else {
-		assertJSON(t, "a second run call for ada", body, want)
+	if status != http.StatusConflict || !strings.Contains(string(body), "already invoked") {
+		t.Errorf("a second run call for ada answered %d %s, want 409: the workflow method was already invoked", status, body)
 	}
 	runs := 0
 	for _, r := range invocationRows(ctx, t, env.srv, "Signup", "target_handler_name, target_service_key") {
@@ -647,8 +689,8 @@ func testKeyedAwakeables(t *testing.T, env *bridgeEnv) {
 	for _, w := range waiters {
 		waitStatus(ctx, t, env.srv, w.invocation, "suspended")
 		ids := ws.lines(t, "keyed/"+w.tag+".id")
-		if len(ids) != 1 || !strings.HasPrefix(ids[0], "prom_1") {
-			t.Fatalf("%s announced the awakeable ids %q, want one prom_1… id", w.tag, ids)
+		if len(ids) != 1 || !strings.HasPrefix(ids[0], "sign_1") {
+			t.Fatalf("%s announced the awakeable ids %q, want one sign_1… id", w.tag, ids)
 		}
 		w.id = ids[0]
 	}
@@ -708,9 +750,11 @@ func testKeyedAwakeables(t *testing.T, env *bridgeEnv) {
 // Python read reads them, a missing one (its default), one it writes
 // itself in the same attempt, and the keys; the Bash read_sh reads two,
 // an absent one (exit 1, nothing printed) and the keys. Both objects give
-// the same answers; LazyBag's journals hold GetLazyState (and
-// GetLazyStateKeys) commands and no eager ones, EagerBag's the other way
-// round, so the lazy path is the one that ran.
+// the same answers. LazyBag's journals show the lazy path ran: a
+// GetLazyState command for each name read before this attempt wrote it and
+// GetLazyStateKeys for the keys, where EagerBag's have GetEagerState and
+// GetEagerStateKeys; a name read after the attempt wrote it is answered
+// from the local view (GetEagerState) on both, the spec's eager-state rule.
 func testKeyedLazyState(t *testing.T, env *bridgeEnv) {
 	ws := newWorkspace(t, "keyed/bag.py", "keyed/bag.sh")
 	var yaml strings.Builder
@@ -732,18 +776,28 @@ func testKeyedLazyState(t *testing.T, env *bridgeEnv) {
 		out = callOK(ctx, t, env.srv, svc+"/b1", "read_sh", "null", nil)
 		assertJSON(t, svc+" read_sh", out, `{"alpha":1,"gamma":[3],"missing_status":1,"keys":["alpha","beta","delta","gamma"]}`)
 
-		lazy, eager := 0, 0
-		for _, h := range []string{"read", "read_sh"} {
-			entries := journalEntries(ctx, t, env.srv, invocationOf(ctx, t, env.srv, svc, "b1", h))
-			t.Logf("%s/%s journal: %v", svc, h, entries)
-			lazy += countEntries(entries, "GetLazyState")
-			eager += countEntries(entries, "GetEagerState")
-		}
-		if svc == "LazyBag" && (lazy == 0 || eager != 0) {
-			t.Errorf("LazyBag's reads journaled %d lazy and %d eager state reads, want only lazy ones", lazy, eager)
-		}
-		if svc == "EagerBag" && (eager == 0 || lazy != 0) {
-			t.Errorf("EagerBag's reads journaled %d lazy and %d eager state reads, want only eager ones", lazy, eager)
+		// read reads four names it has not written (alpha, beta, gamma,
+		// missing), then delta after writing it, then the keys; read_sh
+		// reads three names and the keys.
+		for _, c := range []struct {
+			handler                         string
+			unwritten, afterWrite, keyLists int
+		}{{"read", 4, 1, 1}, {"read_sh", 3, 0, 1}} {
+			entries := journalEntries(ctx, t, env.srv, invocationOf(ctx, t, env.srv, svc, "b1", c.handler))
+			t.Logf("%s/%s journal: %v", svc, c.handler, entries)
+			got := map[string]int{}
+			for _, typ := range []string{"GetLazyState", "GetLazyStateKeys", "GetEagerState", "GetEagerStateKeys"} {
+				got[typ] = countEntries(entries, "Command: "+typ)
+			}
+			want := map[string]int{"GetLazyState": 0, "GetLazyStateKeys": 0, "GetEagerState": c.unwritten + c.afterWrite, "GetEagerStateKeys": c.keyLists}
+			if svc == "LazyBag" {
+				// Without eager state every read of a name goes to Restate,
+				// except one this attempt wrote: the local view answers it.
+				want = map[string]int{"GetLazyState": c.unwritten, "GetLazyStateKeys": c.keyLists, "GetEagerState": c.afterWrite, "GetEagerStateKeys": 0}
+			}
+			if fmt.Sprint(got) != fmt.Sprint(want) {
+				t.Errorf("%s/%s journaled the state reads %v, want %v", svc, c.handler, got, want)
+			}
 		}
 	}
 }
