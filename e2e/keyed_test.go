@@ -125,7 +125,8 @@ func checkAddChain(t *testing.T, key string, adds []keyedAdd, amounts []int) int
 // applied exactly once. Each kill comes while an add is held between its
 // state read and its write (the classic lost update), and every add so cut
 // must have run again in a new attempt. The key also reaches function-mode
-// handlers (Bash and Python), which know nothing else of the object.
+// handlers (Bash and Python), whose state calls fail saying they need
+// durability: steps.
 func testKeyedCounter(version int) func(*testing.T, *bridgeEnv) {
 	return func(t *testing.T, env *bridgeEnv) {
 		cli := requireTool(t, "RESTATE_CLI_BIN", "restate", "to read the counter's state with restate state get")
@@ -290,10 +291,27 @@ func testKeyedCounter(version int) func(*testing.T, *bridgeEnv) {
 			}
 		}
 
+		// durability: function: the key, and a clear error for anything else.
+		var who struct {
+			Env, Command, Module string
+			StateStatus          int    `json:"state_status"`
+			StateError           string `json:"state_error"`
+		}
 		out := callOK(ctx, t, env.srv, "Counter/who-1", "whoami", "null", nil)
-		assertJSON(t, "Bash function-mode whoami", out, `{"env":"who-1","command":"who-1"}`)
+		if err := json.Unmarshal(out, &who); err != nil || who.Env != "who-1" || who.Command != "who-1" {
+			t.Errorf("Bash function-mode whoami of who-1: %s (%v), want the key from $FNBRIDGE_KEY and fnbridge key", out, err)
+		}
+		if who.StateStatus == 0 || !strings.Contains(who.StateError, "durability: steps") {
+			t.Errorf("Bash function-mode fnbridge state get: exit %d, %q; want a failure saying it needs durability: steps", who.StateStatus, who.StateError)
+		}
+		who.StateError = ""
 		out = callOK(ctx, t, env.srv, "Counter/who-2", "whoamipy", "null", nil)
-		assertJSON(t, "Python function-mode whoami", out, `{"env":"who-2","module":"who-2"}`)
+		if err := json.Unmarshal(out, &who); err != nil || who.Env != "who-2" || who.Module != "who-2" {
+			t.Errorf("Python function-mode whoami of who-2: %s (%v), want the key from FNBRIDGE_KEY and fnbridge.key()", out, err)
+		}
+		if !strings.Contains(who.StateError, "durability: steps") {
+			t.Errorf("Python function-mode fnbridge.state.get raised %q, want an error saying it needs durability: steps", who.StateError)
+		}
 	}
 }
 

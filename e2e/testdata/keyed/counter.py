@@ -2,7 +2,7 @@
 # virtual_object), the twin of counter.sh: add (exclusive, durability:
 # steps) adds its input, a whole number, to the key's "count" state and
 # answers the value before and after; get (shared) reads it; whoami
-# (durability: function) answers the key.
+# (durability: function) answers the key, and how a state read fails there.
 import os
 
 import fnbridge
@@ -22,4 +22,9 @@ def get(_):
 
 
 def whoami(_):
-    return {"env": os.environ.get("FNBRIDGE_KEY"), "module": fnbridge.key()}
+    try:
+        fnbridge.state.get("count")
+        error = None
+    except Exception as e:
+        error = "%s: %s" % (type(e).__name__, e)
+    return {"env": os.environ.get("FNBRIDGE_KEY"), "module": fnbridge.key(), "state_error": error}

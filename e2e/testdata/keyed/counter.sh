@@ -6,7 +6,7 @@
 # one that the file "block" holds between its read and its write also
 # "between INVOCATION_ID". get (shared) reads the count; whoami
 # (durability: function) answers its key, which is all a function-mode
-# handler of an object may know.
+# handler of an object may know, and how a state read fails there.
 
 add() {
   local n=$1 key before after rc id
@@ -41,6 +41,9 @@ get() {
 }
 
 whoami() {
-  printf '{"env":"%s","command":"%s"}\n' "$FNBRIDGE_KEY" "$(fnbridge key)"
+  local err rc
+  err=$(fnbridge state get count 2>&1 >/dev/null)
+  rc=$?
+  printf '{"env":"%s","command":"%s","state_status":%d,"state_error":"%s"}\n' "$FNBRIDGE_KEY" "$(fnbridge key)" "$rc" "${err//\"/\'}"
 }
 true
