@@ -143,11 +143,11 @@ var chaosStepNames = []string{"s1", "s2", "s3"}
 //
 // The load cycles through Chaos/py, Chaos/sh, ChaosSteps/py,
 // ChaosSteps/sh, ChaosCounter/{key}/py and ChaosCounter/{key}/sh (adds to
-// chaosCounterKeys keys per runtime). Default (CI) size: 300 invocations at concurrency 16, 2
-// bridge kills, 5 worker kills, 1 restate-server restart. CHAOS_FULL=1
-// (`make chaos`): 10,000 invocations at concurrency 32, the bridge killed
-// every 3-6 s until 75% completed, a worker killed every 0.5-1 s until
-// 95%, one restart at 40%.
+// chaosCounterKeys keys per runtime). Default (CI) size: 300 invocations
+// at concurrency 16, 2 bridge kills, 5 worker kills, 1 restate-server
+// restart. CHAOS_FULL=1 (`make chaos`): 10,000 invocations at concurrency
+// 32, the bridge killed every 3-6 s until 75% completed, a worker killed
+// every 0.5-1 s until 95%, one restart at 40%.
 //
 // Method, and what it proves:
 //
