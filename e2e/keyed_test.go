@@ -37,6 +37,7 @@ func TestKeyed(t *testing.T) {
 			{"a Python workflow waits on a promise a shared handler resolves; attach returns its result, a second run does not start", testKeyedWorkflow},
 			{"an awakeable resolved or rejected through the ingress resumes a suspended Python and Bash function", testKeyedAwakeables},
 			{"with lazy_state the reads go through GetLazyState and still return the right values", testKeyedLazyState},
+			{"fnbridge cancel of a suspended invocation fails its wait with TerminalError 409 (Python) and exit 100 (Bash)", testKeyedCancel},
 		}
 	}
 	runBridgeGroups(t, []bridgeGroup{
@@ -760,6 +761,55 @@ func testKeyedAwakeables(t *testing.T, env *bridgeEnv) {
 			t.Errorf("%s: the first attempt ended %q, want suspended (attempts %v)", w.tag, attempts[0], attempts)
 		}
 	}
+}
+
+// "Cancellation: fnbridge.cancel(invocation_id); a cancelled invocation's
+// pending futures raise TerminalError with code 409." A Python and a Bash
+// function wait, suspended, on an awakeable nobody resolves; a Bash stop
+// handler cancels the Python one (fnbridge cancel) and a Python stop
+// handler the Bash one (fnbridge.cancel). Each resumes with its wait
+// failed: Python's future.result() raises TerminalError with code 409,
+// Bash's fnbridge await exits 100; both answer, and end, normally.
+func testKeyedCancel(t *testing.T, env *bridgeEnv) {
+	ws := newWorkspace(t, "keyed/wake.py", "keyed/wake.sh")
+	cfg := ws.config(t, "services:\n  - name: Stop\n    handlers:\n"+
+		keyedHandler("py", "python", "wake.park", keyedSteps)+
+		keyedHandler("sh", "bash", "wake.park", keyedSteps)+
+		keyedHandler("stop_py", "python", "wake.stop", keyedSteps)+
+		keyedHandler("stop_sh", "bash", "wake.stop", keyedSteps))
+	b := startBridge(t, cfg, freeAddr(t))
+	env.srv.Register(t, b.URI(), false)
+	ctx := caseContext(t)
+
+	waiters := map[string]string{}
+	for _, h := range []string{"py", "sh"} {
+		id, err := env.srv.Send(ctx, "Stop", h, []byte(fmt.Sprintf(`{"tag":"cancel-%s"}`, h)), nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		waiters[h] = id
+		waitStatus(ctx, t, env.srv, id, "suspended")
+	}
+	// Each runtime cancels the other's waiter.
+	out := callOK(ctx, t, env.srv, "Stop", "stop_sh", fmt.Sprintf(`{"id":%q}`, waiters["py"]), nil)
+	assertJSON(t, "Bash stop", out, fmt.Sprintf(`{"cancelled":%q}`, waiters["py"]))
+	out = callOK(ctx, t, env.srv, "Stop", "stop_py", fmt.Sprintf(`{"id":%q}`, waiters["sh"]), nil)
+	assertJSON(t, "Python stop", out, fmt.Sprintf(`{"cancelled":%q}`, waiters["sh"]))
+
+	status, body := invocationOutput(t, env.srv, waiters["py"], 30*time.Second)
+	var py struct {
+		Type string `json:"type"`
+		Code *int   `json:"code"`
+	}
+	if err := json.Unmarshal(body, &py); status != http.StatusOK || err != nil || py.Type != "TerminalError" || py.Code == nil || *py.Code != 409 {
+		t.Errorf("the cancelled Python waiter answered %d %s, want its wait to raise TerminalError with code 409", status, body)
+	}
+	status, body = invocationOutput(t, env.srv, waiters["sh"], 30*time.Second)
+	if status != http.StatusOK {
+		t.Fatalf("the cancelled Bash waiter: %d %s", status, body)
+	}
+	assertJSON(t, "the cancelled Bash waiter", body, `{"rejected":true,"status":100}`)
+	t.Logf("the cancelled Bash wait said: %q", ws.lines(t, "keyed/cancel-sh.err"))
 }
 
 // "Lazy state: with enableLazyState in the manifest, reads go through

@@ -2,8 +2,9 @@
 # TestKeyed. Every attempt appends a line to TAG.attempts (code outside
 # steps runs again on each attempt); the step "announce" appends the
 # awakeable's id to TAG.id once, for the test to resolve or reject it
-# through Restate's ingress. A rejection raises TerminalError, which the
-# function answers with.
+# through Restate's ingress. A rejection (or a cancellation) raises
+# TerminalError, which the function answers with. stop cancels the
+# invocation its input names.
 import os
 
 import fnbridge
@@ -24,5 +25,11 @@ def park(request):
     try:
         value = future.result()
     except fnbridge.TerminalError as e:
-        return {"rejected": str(e), "type": type(e).__name__}
+        return {"rejected": str(e), "type": type(e).__name__, "code": getattr(e, "code", None)}
     return {"value": value}
+
+
+def stop(request):
+    # Cancels another invocation (a Restate CANCEL signal, journaled).
+    fnbridge.cancel(request["id"])
+    return {"cancelled": request["id"]}

@@ -2,7 +2,8 @@
 # TestKeyed, the twin of wake.py: every attempt appends a line to
 # TAG.attempts; the step "announce" appends the awakeable's id to TAG.id
 # once; `fnbridge await` prints the value, or exits 100 when the awakeable
-# was rejected (its message, on stderr, goes to TAG.err).
+# was rejected or the invocation cancelled (its message, on stderr, goes to
+# TAG.err). stop cancels the invocation its input names.
 
 park() {
   local tag id value rc
@@ -18,5 +19,13 @@ park() {
     100) printf '{"rejected":true,"status":%d}\n' "$rc" ;;
     *) exit "$rc" ;;
   esac
+}
+
+stop() {
+  local id
+  [[ $1 =~ \"id\":\"(inv_[A-Za-z0-9]+)\" ]] || { echo "no id in $1" >&2; exit 100; }
+  id=${BASH_REMATCH[1]}
+  fnbridge cancel "$id" || exit
+  printf '{"cancelled":"%s"}\n' "$id"
 }
 true
