@@ -73,6 +73,32 @@ func keyedHandler(name, runtime, handler, extra string) string {
 		name, runtime, keyedDir, handler, stepsRetry, extra)
 }
 
+// keyedService is one service of a test's bridge.yaml: its name, its
+// service-level fields ("type: virtual_object") and its handler lines
+// (keyedHandler).
+func keyedService(name string, fields []string, handlers ...string) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "  - name: %s\n", name)
+	for _, f := range fields {
+		fmt.Fprintf(&b, "    %s\n", f)
+	}
+	b.WriteString("    handlers:\n")
+	for _, h := range handlers {
+		b.WriteString(h)
+	}
+	return b.String()
+}
+
+// keyedServe writes the workspace's bridge.yaml with the services
+// (keyedService), serves it and registers it with the group's server.
+func keyedServe(t *testing.T, env *bridgeEnv, ws *fnWorkspace, services ...string) *bridgeServe {
+	t.Helper()
+	return serveAndRegister(t, env, ws.config(t, "services:\n"+strings.Join(services, "")))
+}
+
+// virtualObject are the fields of a virtual object.
+var virtualObject = []string{"type: virtual_object"}
+
 // keyedSteps is the extra of a durability: steps handler whose waits
 // suspend after a second, so a test sees suspensions quickly.
 const keyedSteps = ", durability: steps, timeout: 20s, suspend_after: 1s"
@@ -132,13 +158,11 @@ func testKeyedCounter(version int) func(*testing.T, *bridgeEnv) {
 	return func(t *testing.T, env *bridgeEnv) {
 		cli := requireTool(t, "RESTATE_CLI_BIN", "restate", "to read the counter's state with restate state get")
 		ws := newWorkspace(t, "keyed/counter.sh", "keyed/counter.py")
-		cfg := ws.config(t, "services:\n  - name: Counter\n    type: virtual_object\n    handlers:\n"+
-			keyedHandler("add", "bash", "counter.add", keyedSteps+", concurrency: 5")+
-			keyedHandler("get", "bash", "counter.get", keyedSteps+", shared: true")+
-			keyedHandler("whoami", "bash", "counter.whoami", "")+
-			keyedHandler("whoamipy", "python", "counter.whoami", ", shared: true"))
-		b := startBridge(t, cfg, freeAddr(t))
-		env.srv.Register(t, b.URI(), false)
+		b := keyedServe(t, env, ws, keyedService("Counter", virtualObject,
+			keyedHandler("add", "bash", "counter.add", keyedSteps+", concurrency: 5"),
+			keyedHandler("get", "bash", "counter.get", keyedSteps+", shared: true"),
+			keyedHandler("whoami", "bash", "counter.whoami", ""),
+			keyedHandler("whoamipy", "python", "counter.whoami", ", shared: true")))
 
 		const n, keys = 200, 5
 		amount := func(i int) int { return 1 + i%7 }
@@ -461,16 +485,14 @@ func ingress(ctx context.Context, t *testing.T, srv *restateserver.Server, metho
 // poke's journal has no state write. Resolved, hold writes "released".
 func testKeyedShared(t *testing.T, env *bridgeEnv) {
 	ws := newWorkspace(t, "keyed/gate.sh", "keyed/gate.py")
-	var yaml strings.Builder
-	yaml.WriteString("services:\n")
+	var services []string
 	for _, svc := range []struct{ name, runtime string }{{"GateSh", "bash"}, {"GatePy", "python"}} {
-		fmt.Fprintf(&yaml, "  - name: %s\n    type: virtual_object\n    handlers:\n", svc.name)
-		yaml.WriteString(keyedHandler("hold", svc.runtime, "gate.hold", keyedSteps))
-		yaml.WriteString(keyedHandler("peek", svc.runtime, "gate.peek", keyedSteps+", shared: true"))
-		yaml.WriteString(keyedHandler("poke", svc.runtime, "gate.poke", keyedSteps+", shared: true"))
+		services = append(services, keyedService(svc.name, virtualObject,
+			keyedHandler("hold", svc.runtime, "gate.hold", keyedSteps),
+			keyedHandler("peek", svc.runtime, "gate.peek", keyedSteps+", shared: true"),
+			keyedHandler("poke", svc.runtime, "gate.poke", keyedSteps+", shared: true")))
 	}
-	b := startBridge(t, ws.config(t, yaml.String()), freeAddr(t))
-	env.srv.Register(t, b.URI(), false)
+	keyedServe(t, env, ws, services...)
 	ctx := caseContext(t)
 
 	type peek struct {
@@ -572,13 +594,11 @@ func testKeyedShared(t *testing.T, env *bridgeEnv) {
 // raises TerminalError in run, which fails the workflow with its message.
 func testKeyedWorkflow(t *testing.T, env *bridgeEnv) {
 	ws := newWorkspace(t, "keyed/signup.py", "keyed/signup.sh")
-	cfg := ws.config(t, "services:\n  - name: Signup\n    type: workflow\n    handlers:\n"+
-		keyedHandler("run", "python", "signup.run", keyedSteps)+
-		keyedHandler("status", "python", "signup.status", keyedSteps)+
-		keyedHandler("approve", "bash", "signup.approve", keyedSteps)+
-		keyedHandler("deny", "bash", "signup.deny", keyedSteps))
-	b := startBridge(t, cfg, freeAddr(t))
-	env.srv.Register(t, b.URI(), false)
+	keyedServe(t, env, ws, keyedService("Signup", []string{"type: workflow"},
+		keyedHandler("run", "python", "signup.run", keyedSteps),
+		keyedHandler("status", "python", "signup.status", keyedSteps),
+		keyedHandler("approve", "bash", "signup.approve", keyedSteps),
+		keyedHandler("deny", "bash", "signup.deny", keyedSteps)))
 	ctx := caseContext(t)
 
 	type submission struct {
@@ -682,11 +702,9 @@ func testKeyedWorkflow(t *testing.T, env *bridgeEnv) {
 // the first attempt as suspended and the last as ok.
 func testKeyedAwakeables(t *testing.T, env *bridgeEnv) {
 	ws := newWorkspace(t, "keyed/wake.py", "keyed/wake.sh")
-	cfg := ws.config(t, "services:\n  - name: Wake\n    handlers:\n"+
-		keyedHandler("py", "python", "wake.park", keyedSteps+", concurrency: 2")+
-		keyedHandler("sh", "bash", "wake.park", keyedSteps+", concurrency: 2"))
-	b := startBridge(t, cfg, freeAddr(t))
-	env.srv.Register(t, b.URI(), false)
+	b := keyedServe(t, env, ws, keyedService("Wake", nil,
+		keyedHandler("py", "python", "wake.park", keyedSteps+", concurrency: 2"),
+		keyedHandler("sh", "bash", "wake.park", keyedSteps+", concurrency: 2")))
 	ctx := caseContext(t)
 
 	type waiter struct {
@@ -772,13 +790,11 @@ func testKeyedAwakeables(t *testing.T, env *bridgeEnv) {
 // Bash's fnbridge await exits 100; both answer, and end, normally.
 func testKeyedCancel(t *testing.T, env *bridgeEnv) {
 	ws := newWorkspace(t, "keyed/wake.py", "keyed/wake.sh")
-	cfg := ws.config(t, "services:\n  - name: Stop\n    handlers:\n"+
-		keyedHandler("py", "python", "wake.park", keyedSteps)+
-		keyedHandler("sh", "bash", "wake.park", keyedSteps)+
-		keyedHandler("stop_py", "python", "wake.stop", keyedSteps)+
-		keyedHandler("stop_sh", "bash", "wake.stop", keyedSteps))
-	b := startBridge(t, cfg, freeAddr(t))
-	env.srv.Register(t, b.URI(), false)
+	keyedServe(t, env, ws, keyedService("Stop", nil,
+		keyedHandler("py", "python", "wake.park", keyedSteps),
+		keyedHandler("sh", "bash", "wake.park", keyedSteps),
+		keyedHandler("stop_py", "python", "wake.stop", keyedSteps),
+		keyedHandler("stop_sh", "bash", "wake.stop", keyedSteps)))
 	ctx := caseContext(t)
 
 	waiters := map[string]string{}
@@ -825,16 +841,17 @@ func testKeyedCancel(t *testing.T, env *bridgeEnv) {
 // from the local view (GetEagerState) on both, the spec's eager-state rule.
 func testKeyedLazyState(t *testing.T, env *bridgeEnv) {
 	ws := newWorkspace(t, "keyed/bag.py", "keyed/bag.sh")
-	var yaml strings.Builder
-	yaml.WriteString("services:\n")
-	for _, svc := range []struct{ name, extra string }{{"LazyBag", "    lazy_state: true\n"}, {"EagerBag", ""}} {
-		fmt.Fprintf(&yaml, "  - name: %s\n    type: virtual_object\n%s    handlers:\n", svc.name, svc.extra)
-		yaml.WriteString(keyedHandler("fill", "python", "bag.fill", keyedSteps))
-		yaml.WriteString(keyedHandler("read", "python", "bag.read", keyedSteps))
-		yaml.WriteString(keyedHandler("read_sh", "bash", "bag.read_sh", keyedSteps+", shared: true"))
+	var services []string
+	for _, svc := range []struct {
+		name   string
+		fields []string
+	}{{"LazyBag", append(virtualObject, "lazy_state: true")}, {"EagerBag", virtualObject}} {
+		services = append(services, keyedService(svc.name, svc.fields,
+			keyedHandler("fill", "python", "bag.fill", keyedSteps),
+			keyedHandler("read", "python", "bag.read", keyedSteps),
+			keyedHandler("read_sh", "bash", "bag.read_sh", keyedSteps+", shared: true")))
 	}
-	b := startBridge(t, ws.config(t, yaml.String()), freeAddr(t))
-	env.srv.Register(t, b.URI(), false)
+	keyedServe(t, env, ws, services...)
 	ctx := caseContext(t)
 
 	for _, svc := range []string{"LazyBag", "EagerBag"} {
@@ -912,9 +929,9 @@ func testKeyedManifest(t *testing.T, env *bridgeEnv) {
 
 	ws := newWorkspace(t, "keyed/counter.sh")
 	for _, c := range []struct{ yaml, field, what string }{
-		{"services:\n  - name: Plain\n    handlers:\n" + keyedHandler("get", "bash", "counter.get", keyedSteps+", shared: true"),
+		{"services:\n" + keyedService("Plain", nil, keyedHandler("get", "bash", "counter.get", keyedSteps+", shared: true")),
 			"services[0].handlers[0].shared", "shared"},
-		{"services:\n  - name: NoRun\n    type: workflow\n    handlers:\n" + keyedHandler("status", "bash", "counter.get", keyedSteps),
+		{"services:\n" + keyedService("NoRun", []string{"type: workflow"}, keyedHandler("status", "bash", "counter.get", keyedSteps)),
 			"services[0]", "run"},
 	} {
 		cfg := ws.config(t, c.yaml)
