@@ -5,6 +5,7 @@ import (
 
 	"github.com/fnbridge/fnbridge/bridge/stepctx"
 	"github.com/fnbridge/fnbridge/functionruntime"
+	"github.com/fnbridge/fnbridge/restate"
 )
 
 // keyedHandler is what a handler's service type means for its
@@ -20,7 +21,7 @@ func keyedHandlerOf(svc *ServiceConfig, h *HandlerConfig) keyedHandler {
 		Name:     svc.Name + "/" + h.Name,
 		Keyed:    svc.Keyed(),
 		Workflow: svc.Type == TypeWorkflow,
-		Shared:   svc.HandlerType(h) == "SHARED",
+		Shared:   svc.HandlerType(h) == restate.HandlerTypeShared,
 	}}
 }
 

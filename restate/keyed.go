@@ -76,6 +76,19 @@ func (c invocationContext) StateKeys() ([]string, error) {
 	return out, nil
 }
 
+// issue runs one completable command, flushes it and returns its
+// completion id.
+func (inv *invocation) issue(op func(m *journal.Machine) (uint32, error)) (uint32, error) {
+	inv.mu.Lock()
+	id, err := op(inv.m)
+	inv.mu.Unlock()
+	inv.flush()
+	if err != nil {
+		return 0, ErrAttemptEnded
+	}
+	return id, nil
+}
+
 // journaled runs one non-completable command and flushes it.
 func (inv *invocation) journaled(op func(m *journal.Machine) error) error {
 	inv.mu.Lock()
@@ -137,12 +150,9 @@ func resultOfOutcome(out Outcome) journal.Result {
 // failure when rejected.
 func (c invocationContext) Promise(name string) (Future, error) {
 	inv := c.inv
-	inv.mu.Lock()
-	id, err := inv.m.GetPromise(name)
-	inv.mu.Unlock()
-	inv.flush()
+	id, err := inv.issue(func(m *journal.Machine) (uint32, error) { return m.GetPromise(name) })
 	if err != nil {
-		return nil, ErrAttemptEnded
+		return nil, err
 	}
 	return &future{inv: inv, m: inv.m, kind: promiseFuture, id: id, h: journal.CompletionHandle(id)}, nil
 }
@@ -152,12 +162,9 @@ func (c invocationContext) Promise(name string) (Future, error) {
 // value or failure.
 func (c invocationContext) PeekPromise(name string) (*Outcome, error) {
 	inv := c.inv
-	inv.mu.Lock()
-	id, err := inv.m.PeekPromise(name)
-	inv.mu.Unlock()
-	inv.flush()
+	id, err := inv.issue(func(m *journal.Machine) (uint32, error) { return m.PeekPromise(name) })
 	if err != nil {
-		return nil, ErrAttemptEnded
+		return nil, err
 	}
 	res, err := inv.lookupResult(id)
 	if err != nil {
@@ -176,12 +183,9 @@ func (c invocationContext) PeekPromise(name string) (*Outcome, error) {
 func (c invocationContext) CompletePromise(name string, out Outcome) error {
 	inv := c.inv
 	res := resultOfOutcome(out)
-	inv.mu.Lock()
-	id, err := inv.m.CompletePromise(name, res)
-	inv.mu.Unlock()
-	inv.flush()
+	id, err := inv.issue(func(m *journal.Machine) (uint32, error) { return m.CompletePromise(name, res) })
 	if err != nil {
-		return ErrAttemptEnded
+		return err
 	}
 	done, err := inv.lookupResult(id)
 	if err != nil {

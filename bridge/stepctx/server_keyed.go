@@ -104,25 +104,32 @@ func valueOf(req valueRequest) ([]byte, *apiError) {
 	return v, nil
 }
 
-func (a *Attempt) stateSet(_ *http.Request, body []byte) (any, *apiError) {
+// writeValue serves a call that writes a value under a name (state/set,
+// promise/resolve): checks, then the handler's permission, then write.
+func (a *Attempt) writeValue(body []byte, what string, allowed func() *apiError, write func(name string, v []byte) error) (any, *apiError) {
 	var req valueRequest
-	if e := a.keyedCall(body, &req, "state/set", &req.Name); e != nil {
+	if e := a.keyedCall(body, &req, what, &req.Name); e != nil {
 		return nil, e
 	}
 	if req.ID != "" {
-		return nil, badRequest("state/set takes \"name\", not \"id\"")
+		return nil, badRequest("%s takes \"name\", not \"id\"", what)
 	}
 	v, e := valueOf(req)
 	if e != nil {
 		return nil, e
 	}
-	if e := a.stateAllowed("state set", true); e != nil {
+	if e := allowed(); e != nil {
 		return nil, e
 	}
-	if err := a.j.SetState(a.ctx, req.Name, v); err != nil {
+	if err := write(req.Name, v); err != nil {
 		return nil, a.journalFailed(err)
 	}
 	return emptyRequest{}, nil
+}
+
+func (a *Attempt) stateSet(_ *http.Request, body []byte) (any, *apiError) {
+	return a.writeValue(body, "state/set", func() *apiError { return a.stateAllowed("state set", true) },
+		func(name string, v []byte) error { return a.j.SetState(a.ctx, name, v) })
 }
 
 func (a *Attempt) stateClear(_ *http.Request, body []byte) (any, *apiError) {
@@ -250,24 +257,8 @@ func (a *Attempt) promisePeek(_ *http.Request, body []byte) (any, *apiError) {
 }
 
 func (a *Attempt) promiseResolve(_ *http.Request, body []byte) (any, *apiError) {
-	var req valueRequest
-	if e := a.keyedCall(body, &req, "promise/resolve", &req.Name); e != nil {
-		return nil, e
-	}
-	if req.ID != "" {
-		return nil, badRequest("promise/resolve takes \"name\", not \"id\"")
-	}
-	v, e := valueOf(req)
-	if e != nil {
-		return nil, e
-	}
-	if e := a.promiseAllowed("promise resolve"); e != nil {
-		return nil, e
-	}
-	if err := a.j.CompletePromise(a.ctx, req.Name, Result{Value: v}); err != nil {
-		return nil, a.journalFailed(err)
-	}
-	return emptyRequest{}, nil
+	return a.writeValue(body, "promise/resolve", func() *apiError { return a.promiseAllowed("promise resolve") },
+		func(name string, v []byte) error { return a.j.CompletePromise(a.ctx, name, Result{Value: v}) })
 }
 
 func (a *Attempt) promiseReject(_ *http.Request, body []byte) (any, *apiError) {

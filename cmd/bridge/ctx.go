@@ -435,7 +435,7 @@ func newCtxAwaitCmd() *cobra.Command {
 	var anyOf bool
 	cmd := &cobra.Command{
 		Use:   "await [--any] HANDLE...",
-		Short: "Wait for handles from sleep/call --async and print their results, one line each",
+		Short: "Wait for handles (sleep/call --async, awakeable ids) and print their results, one line each",
 		Long: `Wait for every HANDLE and print each result followed by a newline, in order
 (an empty line for a timer or a failed one); any terminal failure is reported
 on stderr and the exit status is 100. With --any, wait for the first to

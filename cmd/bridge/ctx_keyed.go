@@ -22,21 +22,47 @@ import (
 // output, so `if v=$(fnbridge state get n); then ...` tells them apart.
 const ctxExitAbsent = 1
 
-// withClient runs fn with the environment's client, mapping its error.
-func withClient(cmd *cobra.Command, fn func(ctx context.Context, c *stepctx.Client) error) error {
-	c, err := ctxClient()
-	if err != nil {
-		return err
+// clientCmd is a command of n arguments (usage names them) that makes
+// context calls with the environment's client; run's errors other than a
+// *ctxExit are mapped by callFailed.
+func clientCmd(use, short string, n int, run func(ctx context.Context, cmd *cobra.Command, c *stepctx.Client, args []string) error) *cobra.Command {
+	_, operands, _ := strings.Cut(use, " ")
+	return &cobra.Command{
+		Use:   use,
+		Short: short,
+		Args: func(cmd *cobra.Command, args []string) error {
+			if len(args) != n {
+				return exitf(ctxExitUsage, "usage: %s", strings.TrimSpace(cmd.CommandPath()+" "+operands))
+			}
+			return nil
+		},
+		RunE: func(cmd *cobra.Command, args []string) error {
+			c, err := ctxClient()
+			if err != nil {
+				return err
+			}
+			defer c.Close()
+			if err := run(cmd.Context(), cmd, c, args); err != nil {
+				var ce *ctxExit
+				if errors.As(err, &ce) {
+					return err
+				}
+				return callFailed(err)
+			}
+			return nil
+		},
 	}
-	defer c.Close()
-	if err := fn(cmd.Context(), c); err != nil {
-		var ce *ctxExit
-		if errors.As(err, &ce) {
+}
+
+// valueCmd is a command NAME|ID JSON|- writing the JSON value with write.
+func valueCmd(use, short string, write func(c *stepctx.Client, ctx context.Context, name string, v []byte) error) *cobra.Command {
+	return clientCmd(use, short, 2, func(ctx context.Context, cmd *cobra.Command, c *stepctx.Client, args []string) error {
+		v, err := jsonArg(cmd, args[1])
+		if err != nil {
 			return err
 		}
-		return callFailed(err)
-	}
-	return nil
+		return write(c, ctx, args[0], v)
+	})
 }
 
 // jsonArg is a JSON payload argument: "-" reads it from stdin. It must be
@@ -53,6 +79,15 @@ func jsonArg(cmd *cobra.Command, arg string) ([]byte, error) {
 		return nil, exitf(ctxExitUsage, "the value is not valid JSON (quote a string: '\"text\"')")
 	}
 	return in, nil
+}
+
+// printFound prints a value read, or exits 1 printing nothing when the
+// read found none.
+func printFound(cmd *cobra.Command, what string, r *stepctx.Result) error {
+	if r == nil {
+		return &ctxExit{code: ctxExitAbsent}
+	}
+	return printResult(cmd, what, *r)
 }
 
 func newCtxKeyCmd() *cobra.Command {
@@ -78,114 +113,61 @@ func newCtxStateCmd() *cobra.Command {
 A shared handler reads state but cannot change it: set, clear and clear-all
 then fail with the reason on stderr and exit status 100.`,
 	}
-	get := &cobra.Command{
-		Use:   "get NAME",
-		Short: "Print the JSON value of NAME; print nothing and exit 1 when it has none",
-		Args:  exactArgs(1, "fnbridge state get NAME"),
-		RunE: func(cmd *cobra.Command, args []string) error {
-			return withClient(cmd, func(ctx context.Context, c *stepctx.Client) error {
+	root.AddCommand(
+		clientCmd("get NAME", "Print the JSON value of NAME; print nothing and exit 1 when it has none", 1,
+			func(ctx context.Context, cmd *cobra.Command, c *stepctx.Client, args []string) error {
 				v, found, err := c.GetState(ctx, args[0])
-				if err != nil {
+				switch {
+				case err != nil:
 					return err
+				case !found:
+					return printFound(cmd, "state "+args[0], nil)
 				}
-				if !found {
-					return &ctxExit{code: ctxExitAbsent}
-				}
-				return writeOut(cmd, append(v, '\n'))
-			})
-		},
-	}
-	set := &cobra.Command{
-		Use:   "set NAME JSON|-",
-		Short: "Set NAME to the JSON value (- reads it from stdin)",
-		Args:  exactArgs(2, "fnbridge state set NAME JSON"),
-		RunE: func(cmd *cobra.Command, args []string) error {
-			v, err := jsonArg(cmd, args[1])
+				return printFound(cmd, "state "+args[0], &stepctx.Result{Value: v})
+			}),
+		valueCmd("set NAME JSON|-", "Set NAME to the JSON value (- reads it from stdin)", (*stepctx.Client).SetState),
+		clientCmd("clear NAME", "Remove NAME", 1, func(ctx context.Context, _ *cobra.Command, c *stepctx.Client, args []string) error {
+			return c.ClearState(ctx, args[0])
+		}),
+		clientCmd("clear-all", "Remove every state key", 0, func(ctx context.Context, _ *cobra.Command, c *stepctx.Client, _ []string) error {
+			return c.ClearAllState(ctx)
+		}),
+		clientCmd("keys", "Print the state keys, one per line, sorted", 0, func(ctx context.Context, cmd *cobra.Command, c *stepctx.Client, _ []string) error {
+			ks, err := c.StateKeys(ctx)
 			if err != nil {
 				return err
 			}
-			return withClient(cmd, func(ctx context.Context, c *stepctx.Client) error { return c.SetState(ctx, args[0], v) })
-		},
-	}
-	clearCmd := &cobra.Command{
-		Use:   "clear NAME",
-		Short: "Remove NAME",
-		Args:  exactArgs(1, "fnbridge state clear NAME"),
-		RunE: func(cmd *cobra.Command, args []string) error {
-			return withClient(cmd, func(ctx context.Context, c *stepctx.Client) error { return c.ClearState(ctx, args[0]) })
-		},
-	}
-	clearAll := &cobra.Command{
-		Use:   "clear-all",
-		Short: "Remove every state key",
-		Args:  exactArgs(0, "fnbridge state clear-all"),
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			return withClient(cmd, func(ctx context.Context, c *stepctx.Client) error { return c.ClearAllState(ctx) })
-		},
-	}
-	keys := &cobra.Command{
-		Use:   "keys",
-		Short: "Print the state keys, one per line, sorted",
-		Args:  exactArgs(0, "fnbridge state keys"),
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			return withClient(cmd, func(ctx context.Context, c *stepctx.Client) error {
-				ks, err := c.StateKeys(ctx)
-				if err != nil {
-					return err
-				}
-				var b strings.Builder
-				for _, k := range ks {
-					b.WriteString(k + "\n")
-				}
-				return writeOut(cmd, []byte(b.String()))
-			})
-		},
-	}
-	root.AddCommand(get, set, clearCmd, clearAll, keys)
+			var b strings.Builder
+			for _, k := range ks {
+				b.WriteString(k + "\n")
+			}
+			return writeOut(cmd, []byte(b.String()))
+		}),
+	)
 	return root
 }
 
 func newCtxAwakeableCmds() []*cobra.Command {
-	create := &cobra.Command{
-		Use:   "awakeable",
-		Short: "Create an awakeable and print its id; fnbridge await ID waits for its value",
-		Long: `Create an awakeable and print its id (the same on every attempt). Hand the
-id to whoever completes it: another handler (fnbridge resolve-awakeable) or
-Restate's ingress (POST /restate/awakeables/ID/resolve). fnbridge await ID
-prints its value, suspending the invocation meanwhile; a rejection is
-reported on stderr with exit status 100.`,
-		Args: exactArgs(0, "fnbridge awakeable"),
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			return withClient(cmd, func(ctx context.Context, c *stepctx.Client) error {
-				id, err := c.Awakeable(ctx)
-				if err != nil {
-					return err
-				}
-				return writeOut(cmd, []byte(id+"\n"))
-			})
-		},
-	}
-	resolve := &cobra.Command{
-		Use:   "resolve-awakeable ID JSON|-",
-		Short: "Complete the awakeable ID with the JSON value",
-		Args:  exactArgs(2, "fnbridge resolve-awakeable ID JSON"),
-		RunE: func(cmd *cobra.Command, args []string) error {
-			v, err := jsonArg(cmd, args[1])
+	create := clientCmd("awakeable", "Create an awakeable and print its id; fnbridge await ID waits for its value", 0,
+		func(ctx context.Context, cmd *cobra.Command, c *stepctx.Client, _ []string) error {
+			id, err := c.Awakeable(ctx)
 			if err != nil {
 				return err
 			}
-			return withClient(cmd, func(ctx context.Context, c *stepctx.Client) error { return c.ResolveAwakeable(ctx, args[0], v) })
-		},
+			return writeOut(cmd, []byte(id+"\n"))
+		})
+	create.Long = `Create an awakeable and print its id (the same on every attempt). Hand the
+id to whoever completes it: another handler (fnbridge resolve-awakeable) or
+Restate's ingress (POST /restate/awakeables/ID/resolve). fnbridge await ID
+prints its value, suspending the invocation meanwhile; a rejection is
+reported on stderr with exit status 100.`
+	return []*cobra.Command{
+		create,
+		valueCmd("resolve-awakeable ID JSON|-", "Complete the awakeable ID with the JSON value", (*stepctx.Client).ResolveAwakeable),
+		clientCmd("reject-awakeable ID MESSAGE", "Fail the awakeable ID with MESSAGE", 2, func(ctx context.Context, _ *cobra.Command, c *stepctx.Client, args []string) error {
+			return c.RejectAwakeable(ctx, args[0], args[1])
+		}),
 	}
-	reject := &cobra.Command{
-		Use:   "reject-awakeable ID MESSAGE",
-		Short: "Fail the awakeable ID with MESSAGE",
-		Args:  exactArgs(2, "fnbridge reject-awakeable ID MESSAGE"),
-		RunE: func(cmd *cobra.Command, args []string) error {
-			return withClient(cmd, func(ctx context.Context, c *stepctx.Client) error { return c.RejectAwakeable(ctx, args[0], args[1]) })
-		},
-	}
-	return []*cobra.Command{create, resolve, reject}
 }
 
 func newCtxPromiseCmd() *cobra.Command {
@@ -195,68 +177,34 @@ func newCtxPromiseCmd() *cobra.Command {
 		Long: `Durable promises of a workflow, shared by its handlers. A rejected promise
 makes get and peek report the rejection on stderr and exit 100.`,
 	}
-	get := &cobra.Command{
-		Use:   "get NAME",
-		Short: "Wait for the promise NAME and print its value",
-		Args:  exactArgs(1, "fnbridge promise get NAME"),
-		RunE: func(cmd *cobra.Command, args []string) error {
-			return withClient(cmd, func(ctx context.Context, c *stepctx.Client) error {
+	root.AddCommand(
+		clientCmd("get NAME", "Wait for the promise NAME and print its value", 1,
+			func(ctx context.Context, cmd *cobra.Command, c *stepctx.Client, args []string) error {
 				r, err := c.Promise(ctx, args[0])
 				if err != nil {
 					return err
 				}
 				return printResult(cmd, "promise "+args[0], r)
-			})
-		},
-	}
-	peek := &cobra.Command{
-		Use:   "peek NAME",
-		Short: "Print the value of the promise NAME; print nothing and exit 1 while it is unresolved",
-		Args:  exactArgs(1, "fnbridge promise peek NAME"),
-		RunE: func(cmd *cobra.Command, args []string) error {
-			return withClient(cmd, func(ctx context.Context, c *stepctx.Client) error {
+			}),
+		clientCmd("peek NAME", "Print the value of the promise NAME; print nothing and exit 1 while it is unresolved", 1,
+			func(ctx context.Context, cmd *cobra.Command, c *stepctx.Client, args []string) error {
 				r, err := c.PeekPromise(ctx, args[0])
 				if err != nil {
 					return err
 				}
-				if r == nil {
-					return &ctxExit{code: ctxExitAbsent}
-				}
-				return printResult(cmd, "promise "+args[0], *r)
-			})
-		},
-	}
-	resolve := &cobra.Command{
-		Use:   "resolve NAME JSON|-",
-		Short: "Resolve the promise NAME with the JSON value",
-		Args:  exactArgs(2, "fnbridge promise resolve NAME JSON"),
-		RunE: func(cmd *cobra.Command, args []string) error {
-			v, err := jsonArg(cmd, args[1])
-			if err != nil {
-				return err
-			}
-			return withClient(cmd, func(ctx context.Context, c *stepctx.Client) error { return c.ResolvePromise(ctx, args[0], v) })
-		},
-	}
-	reject := &cobra.Command{
-		Use:   "reject NAME MESSAGE",
-		Short: "Reject the promise NAME with MESSAGE",
-		Args:  exactArgs(2, "fnbridge promise reject NAME MESSAGE"),
-		RunE: func(cmd *cobra.Command, args []string) error {
-			return withClient(cmd, func(ctx context.Context, c *stepctx.Client) error { return c.RejectPromise(ctx, args[0], args[1]) })
-		},
-	}
-	root.AddCommand(get, peek, resolve, reject)
+				return printFound(cmd, "promise "+args[0], r)
+			}),
+		valueCmd("resolve NAME JSON|-", "Resolve the promise NAME with the JSON value", (*stepctx.Client).ResolvePromise),
+		clientCmd("reject NAME MESSAGE", "Reject the promise NAME with MESSAGE", 2, func(ctx context.Context, _ *cobra.Command, c *stepctx.Client, args []string) error {
+			return c.RejectPromise(ctx, args[0], args[1])
+		}),
+	)
 	return root
 }
 
 func newCtxCancelCmd() *cobra.Command {
-	return &cobra.Command{
-		Use:   "cancel INVOCATION_ID",
-		Short: "Ask Restate to cancel the invocation INVOCATION_ID (inv_...)",
-		Args:  exactArgs(1, "fnbridge cancel INVOCATION_ID"),
-		RunE: func(cmd *cobra.Command, args []string) error {
-			return withClient(cmd, func(ctx context.Context, c *stepctx.Client) error { return c.CancelInvocation(ctx, args[0]) })
-		},
-	}
+	return clientCmd("cancel INVOCATION_ID", "Ask Restate to cancel the invocation INVOCATION_ID (inv_...)", 1,
+		func(ctx context.Context, _ *cobra.Command, c *stepctx.Client, args []string) error {
+			return c.CancelInvocation(ctx, args[0])
+		})
 }

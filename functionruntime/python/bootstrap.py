@@ -164,7 +164,8 @@ def _fnbridge_worker():
     invocation_env_names = ("FNBRIDGE_KEY", "TRACEPARENT", "TRACESTATE")
     invocation = contextvars.ContextVar("fnbridge_invocation", default=0)
     api = types.ModuleType("fnbridge")
-    api.__doc__ = "fnbridge handler API: TerminalError, set_output, and the durable steps API (run, sleep, call, ...)."
+    api.__doc__ = ("fnbridge handler API: TerminalError, set_output, key, and the durable steps API "
+                   "(run, sleep, call, ..., state, awakeable, promise, cancel).")
 
     class TerminalError(Exception):
         """Raise to fail the invocation (or a step) without retries."""

@@ -83,7 +83,9 @@ type Entry struct {
 	InvocationID string
 	// Result is the completion; nil while pending (a run not completed).
 	Result *stepctx.Result
-	// Done reports whether a timer or call is complete.
+	// Done reports whether a timer, call, awakeable or promise is
+	// complete, a state read found a value, a peek found the promise
+	// completed, or a promise completion was the first.
 	Done bool
 }
 
@@ -346,6 +348,12 @@ func (j *Journal) Awakeable(context.Context) (string, stepctx.Future, error) {
 	defer j.mu.Unlock()
 	id := AwakeableID(j.awakeables)
 	j.awakeables++
+	return id, j.signal(id), nil
+}
+
+// signal is the Future of awakeable id, made at its first mention.
+// Callers hold j.mu.
+func (j *Journal) signal(id string) *Entry {
 	if j.signals == nil {
 		j.signals = map[string]*Entry{}
 	}
@@ -354,7 +362,7 @@ func (j *Journal) Awakeable(context.Context) (string, stepctx.Future, error) {
 		e = &Entry{Kind: "awakeable", Name: id}
 		j.signals[id] = e
 	}
-	return id, e, nil
+	return e
 }
 
 // ResolveAwakeable completes the awakeable id (created in this or an
@@ -362,14 +370,7 @@ func (j *Journal) Awakeable(context.Context) (string, stepctx.Future, error) {
 func (j *Journal) ResolveAwakeable(id string, res stepctx.Result) {
 	j.mu.Lock()
 	defer j.mu.Unlock()
-	if j.signals == nil {
-		j.signals = map[string]*Entry{}
-	}
-	e := j.signals[id]
-	if e == nil {
-		e = &Entry{Kind: "awakeable", Name: id}
-		j.signals[id] = e
-	}
+	e := j.signal(id)
 	e.Result, e.Done = &res, true
 }
 
