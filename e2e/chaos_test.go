@@ -438,8 +438,8 @@ func (r *chaosRun) checkResources() {
 		return
 	}
 	if !poll(30*time.Second, func() bool { r.after = measureBridge(r.b.pid()); return r.after.settled(*r.baseline) }) {
-		r.t.Errorf("bridge resources did not return near the baseline within 30s: baseline %v, now %v (own fds other than sockets may exceed it by 8, sockets at most %d, pidfds at most the workers + %d, RSS limit %d MiB)",
-			*r.baseline, r.after, maxBridgeSockets, maxStrayPidfds, r.baseline.rssLimit()>>20)
+		r.t.Errorf("bridge resources did not return near the baseline within 30s: baseline %v, now %v (own fds other than sockets may exceed it by 8 plus %d per worker beyond the baseline's, sockets at most %d, pidfds at most the workers + %d, RSS limit %d MiB)",
+			*r.baseline, r.after, fdsPerWorker, maxBridgeSockets, maxStrayPidfds, r.baseline.rssLimit()>>20)
 	}
 }
 
@@ -1174,11 +1174,18 @@ const maxStrayPidfds = 4
 // had reached, so sockets are held to this bound, not to the baseline.
 const maxBridgeSockets = 1 + 24 + 4
 
+// fdsPerWorker is what one live worker holds open in the bridge: its
+// request, response, log and lifeline pipe ends, its pidfd, and its
+// cgroup's two event files where a cgroup is made.
+const fdsPerWorker = 4 + 1 + 2
+
 // settled reports whether r is back near baseline: own descriptors other
-// than sockets at most 8 above it, sockets within maxBridgeSockets, pidfds
+// than sockets at most 8 above it (plus fdsPerWorker for each live worker
+// beyond the baseline's: the load may end with more workers warm than it
+// had then, which is not a leak), sockets within maxBridgeSockets, pidfds
 // no more than the live workers plus maxStrayPidfds, RSS within rssLimit.
 func (r chaosResources) settled(baseline chaosResources) bool {
-	return r.ownFDs-r.sockets <= baseline.ownFDs-baseline.sockets+8 &&
+	return r.ownFDs-r.sockets <= baseline.ownFDs-baseline.sockets+8+fdsPerWorker*max(0, r.workers-baseline.workers) &&
 		r.sockets <= maxBridgeSockets && r.pidfds <= r.workers+maxStrayPidfds &&
 		r.rss <= baseline.rssLimit()
 }
