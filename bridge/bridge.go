@@ -50,6 +50,7 @@ type Bridge struct {
 	endpoint *restate.Endpoint
 	runtimes map[string]*runtimeConn
 	pools    map[string]*pool // by "Service/handler"
+	keyed    map[*pool]keyedHandler
 	ctxEnd   *contextEndpoint // nil unless a handler is in steps mode
 	// unobserve detaches the bridge from Options.Metrics.
 	unobserve func()
@@ -68,7 +69,7 @@ type Bridge struct {
 // on a Restate endpoint. Nothing is registered yet: Start does that for
 // min_warm registrations, the rest happens lazily on first use.
 func New(cfg *Config, opts Options) (*Bridge, error) {
-	b := &Bridge{cfg: cfg, log: opts.Logger, runtimes: map[string]*runtimeConn{}, pools: map[string]*pool{}}
+	b := &Bridge{cfg: cfg, log: opts.Logger, runtimes: map[string]*runtimeConn{}, pools: map[string]*pool{}, keyed: map[*pool]keyedHandler{}}
 	mode := restate.BidiStream
 	if cfg.ProtocolMode == ModeRequestResponse {
 		mode = restate.RequestResponse
@@ -95,7 +96,8 @@ func New(cfg *Config, opts Options) (*Bridge, error) {
 	unimplemented := map[string]*sync.Once{}
 	for si := range cfg.Services {
 		svc := &cfg.Services[si]
-		rs := restate.Service{Name: svc.Name, Documentation: svc.Documentation, Metadata: svc.Metadata}
+		rs := restate.Service{Name: svc.Name, Type: svc.restateType(), Documentation: svc.Documentation, Metadata: svc.Metadata,
+			LazyState: svc.LazyState}
 		for hi := range svc.Handlers {
 			h := &svc.Handlers[hi]
 			rc, ok := b.runtimes[h.Runtime]
@@ -116,7 +118,10 @@ func New(cfg *Config, opts Options) (*Bridge, error) {
 				p.tel = newPoolTelemetry(opts, svc.Name, h)
 			}
 			b.pools[svc.Name+"/"+h.Name] = p
-			rs.Handlers = append(rs.Handlers, restateHandler(b, p))
+			b.keyed[p] = keyedHandlerOf(svc, h)
+			rh := restateHandler(b, p)
+			rh.Type = svc.HandlerType(h)
+			rs.Handlers = append(rs.Handlers, rh)
 		}
 		if err := b.endpoint.Bind(rs); err != nil {
 			b.closeRuntimes(context.Background())
@@ -149,6 +154,9 @@ func restateHandler(b *Bridge, p *pool) restate.Handler {
 	}
 	if h.StepsMode() {
 		rh.Fn = b.stepsHandlerFunc(p)
+		// A cancelled invocation's waits fail with 409 in the function,
+		// which may compensate; the function's end is the output.
+		rh.DeliverCancel = true
 	}
 	if rp := h.RetryPolicy; rp != nil {
 		rh.RetryPolicy = &discovery.RetryPolicy{}

@@ -35,6 +35,8 @@ type harness struct {
 	// headers restate-server sends, such as traceparent.
 	client *http.Client
 	logs   *logRecords // the bridge's log, debug level
+	// target is the handler play invokes, "Svc/fn" unless set.
+	target string
 }
 
 func newHarness(t *testing.T, extra string) *harness {
@@ -46,11 +48,8 @@ func newHarness(t *testing.T, extra string) *harness {
 // tracer); the fake runtime is always the python client.
 func newHarnessWith(t *testing.T, extra string, opts bridge.Options) *harness {
 	t.Helper()
-	dir := t.TempDir()
-	if err := os.WriteFile(filepath.Join(dir, "mod.py"), []byte("def fn(x):\n    return x\n"), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	cfgText := `
+	return newHarnessConfigWith(t, func(dir string) string {
+		return `
 services:
   - name: Svc
     handlers:
@@ -60,7 +59,24 @@ services:
         handler: mod.fn
         timeout: 2s
 ` + extra
-	cfg, err := bridge.ParseConfig([]byte(cfgText), dir)
+	}, opts)
+}
+
+// newHarnessConfig is newHarness with the configuration config makes for
+// the handler directory dir (holding mod.py).
+func newHarnessConfig(t *testing.T, config func(dir string) string) *harness {
+	t.Helper()
+	return newHarnessConfigWith(t, config, bridge.Options{})
+}
+
+// newHarnessConfigWith is newHarnessConfig with the bridge's options.
+func newHarnessConfigWith(t *testing.T, config func(dir string) string, opts bridge.Options) *harness {
+	t.Helper()
+	dir := t.TempDir()
+	if err := os.WriteFile(filepath.Join(dir, "mod.py"), []byte("def fn(x):\n    return x\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	cfg, err := bridge.ParseConfig([]byte(config(dir)), dir)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -102,7 +118,11 @@ func (h *harness) playWith(version int, start []any, inject func(restatetest.Fra
 	h.t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
-	s := restatetest.Open(ctx, h.client, restatetest.InvokeURL(h.url, "Svc", "fn"), version)
+	service, handler := "Svc", "fn"
+	if h.target != "" {
+		service, handler, _ = strings.Cut(h.target, "/")
+	}
+	s := restatetest.Open(ctx, h.client, restatetest.InvokeURL(h.url, service, handler), version)
 	defer s.Close()
 	if err := s.Send(start...); err != nil {
 		h.t.Fatal(err)

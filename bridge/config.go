@@ -75,10 +75,16 @@ type Config struct {
 
 // ServiceConfig is one Restate service.
 type ServiceConfig struct {
-	Name          string            `yaml:"name"`
+	Name string `yaml:"name"`
+	// Type is TypeService (the default), TypeVirtualObject or
+	// TypeWorkflow (see keyed_config.go).
+	Type          string            `yaml:"type"`
 	Documentation string            `yaml:"documentation"`
 	Metadata      map[string]string `yaml:"metadata"`
-	Handlers      []HandlerConfig   `yaml:"handlers"`
+	// LazyState makes Restate send no eager state: every read is a
+	// GetLazyState round trip (manifest enableLazyState, v3+).
+	LazyState bool            `yaml:"lazy_state"`
+	Handlers  []HandlerConfig `yaml:"handlers"`
 }
 
 // HandlerConfig is one Restate handler backed by a Python or Bash function.
@@ -125,6 +131,10 @@ type HandlerConfig struct {
 	// SuspendAfter is how long a steps-mode wait may block before the
 	// invocation suspends.
 	SuspendAfter Duration `yaml:"suspend_after"`
+	// Shared makes a virtual object's handler shared: it runs
+	// concurrently with the key's other invocations and cannot write
+	// state (ServiceConfig.HandlerType).
+	Shared bool `yaml:"shared"`
 
 	// remoteRuntime: the handler's runtime is a remote server, which
 	// resolves the interpreter on its own host (interpreterDigest).
@@ -355,6 +365,7 @@ func (c *Config) resolve(baseDir string) error {
 			h.resolvePython(hp, c.Python, bad)
 			h.remoteRuntime = c.Runtimes[h.Runtime] != ""
 		}
+		s.resolveKeyed(sp, bad)
 	}
 	if len(problems) > 0 {
 		return &ConfigError{Problems: problems}

@@ -14,8 +14,8 @@ import (
 // errors list them: one place to update when a field is added.
 const (
 	knownTop      = "listen, protocol_mode, identity_keys, allow_unauthenticated, runtimes, python, shutdown_timeout, start_timeout, max_concurrent_invocations, max_journal_bytes, context_listen, metrics_listen, tracing, instance, services"
-	knownService  = "name, documentation, metadata, handlers"
-	knownHandler  = "name, documentation, metadata, runtime, dir, handler, env, python, timeout, idle_timeout, concurrency, min_warm, lease_timeout, input_content_type, output_content_type, inactivity_timeout, abort_timeout, retry_policy, limits, durability, suspend_after"
+	knownService  = "name, type, documentation, metadata, lazy_state, handlers"
+	knownHandler  = "name, documentation, metadata, runtime, dir, handler, env, python, timeout, idle_timeout, concurrency, min_warm, lease_timeout, input_content_type, output_content_type, inactivity_timeout, abort_timeout, retry_policy, limits, durability, suspend_after, shared"
 	knownLimits   = "memory, processes, open_files, file_size, cpu"
 	knownRetry    = "initial_interval, max_interval, exponentiation_factor, max_attempts, on_max_attempts"
 	knownPython   = "interpreter"

@@ -19,6 +19,19 @@ type durableContext interface {
 	Send(req rsSendRequest) (invocationID string, err error)
 	Await(futures []rsFuture, mode rsAwaitMode, suspendAfter time.Duration) ([]*rsOutcome, error)
 	RandomSeed() uint64
+
+	Key() string
+	GetState(name string) (value []byte, found bool, err error)
+	StateKeys() ([]string, error)
+	SetState(name string, value []byte) error
+	ClearState(name string) error
+	ClearAllState() error
+	Awakeable() (id string, f rsFuture, err error)
+	CompleteAwakeable(id string, out rsOutcome) error
+	Promise(name string) (rsFuture, error)
+	PeekPromise(name string) (*rsOutcome, error)
+	CompletePromise(name string, out rsOutcome) error
+	CancelInvocation(invocationID string) error
 }
 
 var _ durableContext = restate.Context(nil)
@@ -36,4 +49,7 @@ const (
 	rsAwaitAny = restate.AwaitAny
 )
 
-var errRestateSuspended = restate.ErrSuspended
+var (
+	errRestateSuspended = restate.ErrSuspended
+	errRestateCancelled = restate.ErrCancelled
+)

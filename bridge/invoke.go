@@ -35,7 +35,7 @@ func (b *Bridge) handlerFunc(p *pool) restate.HandlerFunc {
 		)
 		value, err := ctx.Run(runName, func(rctx context.Context) ([]byte, error) {
 			executed = true
-			res, uid, err := p.invoke(att.context(rctx), runtimeInvocationID(ctx.InvocationID()), input, contentTypeOf(ctx))
+			res, uid, err := p.invoke(b.keyed[p].withKey(att.context(rctx), ctx.Key()), runtimeInvocationID(ctx.InvocationID()), input, contentTypeOf(ctx))
 			runUID = uid
 			if err != nil {
 				runErr = toRestate(err)
@@ -103,12 +103,25 @@ func contentTypeOf(ctx restate.Context) string {
 
 // Invoke runs one function once, without Restate and without a journal:
 // `bridge invoke`, a developer's inner loop. A steps-mode function's
-// context calls go to a local journal (localJournal).
+// context calls go to a local journal (localJournal). A keyed handler
+// gets the key "" (InvokeKeyed names one).
 func (b *Bridge) Invoke(ctx context.Context, service, handler string, input []byte) (*Result, error) {
+	return b.InvokeKeyed(ctx, service, handler, "", input)
+}
+
+// InvokeKeyed is Invoke with the virtual object key or workflow id of a
+// keyed handler (FNBRIDGE_KEY); a plain service's handler has no key, and
+// one given is an error.
+func (b *Bridge) InvokeKeyed(ctx context.Context, service, handler, key string, input []byte) (*Result, error) {
 	p, ok := b.pools[service+"/"+handler]
 	if !ok {
 		return nil, fmt.Errorf("no handler %s/%s in the configuration", service, handler)
 	}
+	k := b.keyed[p]
+	if key != "" && !k.keyed {
+		return nil, fmt.Errorf("%s/%s is a handler of a plain service, which has no key: leave the key out", service, handler)
+	}
+	ctx = k.withKey(ctx, key)
 	if p.h.StepsMode() {
 		return b.invokeSteps(ctx, p, input)
 	}

@@ -7,6 +7,7 @@ import (
 	"encoding/binary"
 	"encoding/hex"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/fnbridge/fnbridge/bridge/stepctx"
@@ -18,8 +19,9 @@ import (
 // Restate can do (calls to other handlers, sends) fails with
 // NeedsRestateError.
 type localJournal struct {
-	id   string
-	seed uint64
+	id    string
+	seed  uint64
+	state map[string][]byte
 }
 
 var _ stepctx.Journal = (*localJournal)(nil)
@@ -104,3 +106,63 @@ func (j *localJournal) Await(ctx context.Context, futures []stepctx.Future, mode
 func (j *localJournal) InvocationID() string { return j.id }
 
 func (j *localJournal) RandomSeed() uint64 { return j.seed }
+
+// State under `bridge invoke` lives in memory for the one run: it starts
+// empty and is gone afterwards (only Restate keeps state). Awakeables,
+// promises and cancelling need Restate.
+
+func (j *localJournal) GetState(_ context.Context, name string) ([]byte, bool, error) {
+	v, ok := j.state[name]
+	return v, ok, nil
+}
+
+func (j *localJournal) StateKeys(context.Context) ([]string, error) {
+	keys := make([]string, 0, len(j.state))
+	for k := range j.state {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	return keys, nil
+}
+
+func (j *localJournal) SetState(_ context.Context, name string, value []byte) error {
+	if j.state == nil {
+		j.state = map[string][]byte{}
+	}
+	j.state[name] = value
+	return nil
+}
+
+func (j *localJournal) ClearState(_ context.Context, name string) error {
+	delete(j.state, name)
+	return nil
+}
+
+func (j *localJournal) ClearAllState(context.Context) error {
+	clear(j.state)
+	return nil
+}
+
+func (j *localJournal) Awakeable(context.Context) (string, stepctx.Future, error) {
+	return "", nil, &NeedsRestateError{Op: "an awakeable"}
+}
+
+func (j *localJournal) CompleteAwakeable(context.Context, string, stepctx.Result) error {
+	return &NeedsRestateError{Op: "completing an awakeable"}
+}
+
+func (j *localJournal) Promise(context.Context, string) (stepctx.Future, error) {
+	return nil, &NeedsRestateError{Op: "a workflow promise"}
+}
+
+func (j *localJournal) PeekPromise(context.Context, string) (*stepctx.Result, error) {
+	return nil, &NeedsRestateError{Op: "a workflow promise"}
+}
+
+func (j *localJournal) CompletePromise(context.Context, string, stepctx.Result) error {
+	return &NeedsRestateError{Op: "a workflow promise"}
+}
+
+func (j *localJournal) CancelInvocation(context.Context, string) error {
+	return &NeedsRestateError{Op: "cancelling an invocation"}
+}

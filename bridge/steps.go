@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"google.golang.org/grpc/metadata"
@@ -102,7 +103,7 @@ func (b *Bridge) runSteps(ctx context.Context, p *pool, j stepctx.Journal, invoc
 	if b.ctxEnd == nil {
 		return nil, "", errors.New("bridge: the context endpoint is not running")
 	}
-	a, err := b.ctxEnd.srv.Open("", j, stepctx.WithSuspendAfter(p.h.SuspendAfter.Std()))
+	a, err := b.ctxEnd.srv.Open("", j, stepctx.WithSuspendAfter(p.h.SuspendAfter.Std()), stepctx.WithHandler(b.keyed[p].info))
 	if err != nil {
 		return nil, "", err
 	}
@@ -150,9 +151,22 @@ func (b *Bridge) runSteps(ctx context.Context, p *pool, j stepctx.Journal, invoc
 	return r.res, r.runUID, r.err
 }
 
+// cancelledFailure is the invocation's end when the function saw its
+// cancellation (a wait failed with 409) and then failed terminally: code
+// 409 with the function's own message, since a Python TerminalError or a
+// Bash exit 100 carries no code to the runtime's answer.
+func cancelledFailure(err error, cancelled *atomic.Bool) error {
+	var e *Error
+	if cancelled.Load() && errors.As(err, &e) && e.Class == ClassTerminal {
+		return &restate.TerminalError{Code: restate.CodeCancelled, Message: e.Message}
+	}
+	return err
+}
+
 // stepsToRestate is what the endpoint gets for a runSteps error.
 func stepsToRestate(err error) error {
 	var sf *stepctx.StepFailedError
+	var te *restate.TerminalError
 	switch {
 	case errors.Is(err, stepctx.ErrSuspended), errors.Is(err, restate.ErrAttemptEnded):
 		// The suspension is sent (or the attempt failed on the journal
@@ -160,6 +174,8 @@ func stepsToRestate(err error) error {
 		return restate.ErrAttemptEnded
 	case errors.Is(err, restate.ErrCancelled):
 		return restate.ErrCancelled
+	case errors.As(err, &te):
+		return te
 	case errors.As(err, &sf):
 		return &restate.RetryableError{Code: restate.CodeInternal, Message: sf.Error()}
 	}
@@ -182,9 +198,11 @@ func (b *Bridge) stepsHandlerFunc(p *pool) restate.HandlerFunc {
 			runUID string
 			err    error
 		)
+		var cancelled atomic.Bool
 		if dc, ok := ctx.(durableContext); ok {
-			j := restateJournal{dc: dc, suspendAfter: p.h.SuspendAfter.Std()}
-			res, runUID, err = b.runSteps(att.context(ctx), p, j, runtimeInvocationID(ctx.InvocationID()), input, contentTypeOf(ctx))
+			j := restateJournal{dc: dc, suspendAfter: p.h.SuspendAfter.Std(), cancelled: &cancelled}
+			res, runUID, err = b.runSteps(b.keyed[p].withKey(att.context(ctx), dc.Key()), p, j, runtimeInvocationID(ctx.InvocationID()), input, contentTypeOf(ctx))
+			err = cancelledFailure(err, &cancelled)
 		} else {
 			err = errNoDurableContext
 		}

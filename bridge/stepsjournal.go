@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync/atomic"
 	"time"
 
 	"github.com/fnbridge/fnbridge/bridge/stepctx"
@@ -17,16 +18,32 @@ type restateJournal struct {
 	dc durableContext
 	// suspendAfter is used when the Server passes no budget.
 	suspendAfter time.Duration
+	// cancelled is set once a wait returned the invocation's cancellation
+	// (the handler delivers CANCEL as a failure, restate.DeliverCancel).
+	cancelled *atomic.Bool
 }
 
 var _ stepctx.Journal = restateJournal{}
 
 // journalErr maps a durableContext error onto what the Server expects:
-// restate's suspension is stepctx.ErrSuspended; anything else (attempt
-// ended, cancelled) ends the attempt as is.
-func journalErr(err error) error {
-	if errors.Is(err, errRestateSuspended) {
+// restate's suspension is stepctx.ErrSuspended; the cancellation fails the
+// call alone with 409 (the function may compensate); a *TerminalError
+// (a promise completed before) fails the call alone; anything else
+// (attempt ended) ends the attempt as is.
+func (j restateJournal) journalErr(err error) error {
+	var te *restate.TerminalError
+	switch {
+	case err == nil:
+		return nil
+	case errors.Is(err, errRestateSuspended):
 		return stepctx.ErrSuspended
+	case errors.Is(err, errRestateCancelled):
+		if j.cancelled != nil {
+			j.cancelled.Store(true)
+		}
+		return stepctx.Cancelled()
+	case errors.As(err, &te):
+		return &stepctx.CallFailedError{Failure: stepctx.Failure{Code: uint16(te.Code), Message: te.Message}}
 	}
 	return err
 }
@@ -49,7 +66,7 @@ func futureOf(f stepctx.Future) (rsFuture, error) {
 func (j restateJournal) RunStart(_ context.Context, name string) (*stepctx.Result, stepctx.Future, error) {
 	out, run, err := j.dc.RunStart(name)
 	if err != nil {
-		return nil, nil, journalErr(err)
+		return nil, nil, j.journalErr(err)
 	}
 	if out != nil {
 		return resultOf(out), nil, nil
@@ -72,12 +89,12 @@ func (j restateJournal) RunComplete(_ context.Context, run stepctx.Future, out s
 	if fl := out.Result.Failure; fl != nil {
 		o = rsOutcome{Failure: &restate.TerminalError{Code: restate.Code(fl.Code), Message: fl.Message}}
 	}
-	return journalErr(j.dc.RunComplete(f, o))
+	return j.journalErr(j.dc.RunComplete(f, o))
 }
 
 func (j restateJournal) Sleep(_ context.Context, d time.Duration) (stepctx.Future, error) {
 	f, err := j.dc.Sleep(d)
-	return f, journalErr(err)
+	return f, j.journalErr(err)
 }
 
 func callOf(req stepctx.CallRequest) rsCallRequest {
@@ -87,7 +104,7 @@ func callOf(req stepctx.CallRequest) rsCallRequest {
 
 func (j restateJournal) Call(_ context.Context, req stepctx.CallRequest) (stepctx.Future, error) {
 	f, err := j.dc.Call(callOf(req))
-	return f, journalErr(err)
+	return f, j.journalErr(err)
 }
 
 func (j restateJournal) Send(_ context.Context, req stepctx.SendRequest) (string, error) {
@@ -98,7 +115,7 @@ func (j restateJournal) Send(_ context.Context, req stepctx.SendRequest) (string
 	s.Service, s.Handler, s.Key, s.IdempotencyKey, s.Headers, s.Input = c.Service, c.Handler, c.Key, c.IdempotencyKey, c.Headers, c.Input
 	s.Delay = req.Delay
 	id, err := j.dc.Send(s)
-	return id, journalErr(err)
+	return id, j.journalErr(err)
 }
 
 func (j restateJournal) Await(_ context.Context, futures []stepctx.Future, mode stepctx.AwaitMode, suspendAfter time.Duration) ([]*stepctx.Result, error) {
@@ -119,7 +136,7 @@ func (j restateJournal) Await(_ context.Context, futures []stepctx.Future, mode 
 	}
 	outs, err := j.dc.Await(fs, m, suspendAfter)
 	if err != nil {
-		return nil, journalErr(err)
+		return nil, j.journalErr(err)
 	}
 	res := make([]*stepctx.Result, len(outs))
 	for i, o := range outs {
@@ -133,3 +150,62 @@ func (j restateJournal) Await(_ context.Context, futures []stepctx.Future, mode 
 func (j restateJournal) InvocationID() string { return j.dc.InvocationID() }
 
 func (j restateJournal) RandomSeed() uint64 { return j.dc.RandomSeed() }
+
+func rsOutcomeOf(r stepctx.Result) rsOutcome {
+	if r.Failure != nil {
+		return rsOutcome{Failure: &restate.TerminalError{Code: restate.Code(r.Failure.Code), Message: r.Failure.Message}}
+	}
+	return rsOutcome{Value: r.Value}
+}
+
+func (j restateJournal) GetState(_ context.Context, name string) ([]byte, bool, error) {
+	v, found, err := j.dc.GetState(name)
+	return v, found, j.journalErr(err)
+}
+
+func (j restateJournal) StateKeys(context.Context) ([]string, error) {
+	keys, err := j.dc.StateKeys()
+	return keys, j.journalErr(err)
+}
+
+func (j restateJournal) SetState(_ context.Context, name string, value []byte) error {
+	return j.journalErr(j.dc.SetState(name, value))
+}
+
+func (j restateJournal) ClearState(_ context.Context, name string) error {
+	return j.journalErr(j.dc.ClearState(name))
+}
+
+func (j restateJournal) ClearAllState(context.Context) error {
+	return j.journalErr(j.dc.ClearAllState())
+}
+
+func (j restateJournal) Awakeable(context.Context) (string, stepctx.Future, error) {
+	id, f, err := j.dc.Awakeable()
+	return id, f, j.journalErr(err)
+}
+
+func (j restateJournal) CompleteAwakeable(_ context.Context, id string, res stepctx.Result) error {
+	return j.journalErr(j.dc.CompleteAwakeable(id, rsOutcomeOf(res)))
+}
+
+func (j restateJournal) Promise(_ context.Context, name string) (stepctx.Future, error) {
+	f, err := j.dc.Promise(name)
+	return f, j.journalErr(err)
+}
+
+func (j restateJournal) PeekPromise(_ context.Context, name string) (*stepctx.Result, error) {
+	o, err := j.dc.PeekPromise(name)
+	if err != nil || o == nil {
+		return nil, j.journalErr(err)
+	}
+	return resultOf(o), nil
+}
+
+func (j restateJournal) CompletePromise(_ context.Context, name string, res stepctx.Result) error {
+	return j.journalErr(j.dc.CompletePromise(name, rsOutcomeOf(res)))
+}
+
+func (j restateJournal) CancelInvocation(_ context.Context, id string) error {
+	return j.journalErr(j.dc.CancelInvocation(id))
+}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"reflect"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -66,6 +67,121 @@ func (f *fakeDurable) Await(futures []rsFuture, mode rsAwaitMode, suspendAfter t
 	f.calls = append(f.calls, "await")
 	f.awaited, f.mode, f.budget = futures, mode, suspendAfter
 	return f.outcomes, f.err
+}
+
+func (f *fakeDurable) Key() string { return "k1" }
+
+func (f *fakeDurable) GetState(name string) ([]byte, bool, error) {
+	f.calls = append(f.calls, "get "+name)
+	return []byte("v-" + name), name != "none", f.err
+}
+
+func (f *fakeDurable) StateKeys() ([]string, error) {
+	f.calls = append(f.calls, "keys")
+	return []string{"a", "b"}, f.err
+}
+
+func (f *fakeDurable) SetState(name string, value []byte) error {
+	f.calls = append(f.calls, "set "+name+"="+string(value))
+	return f.err
+}
+
+func (f *fakeDurable) ClearState(name string) error {
+	f.calls = append(f.calls, "clear "+name)
+	return f.err
+}
+
+func (f *fakeDurable) ClearAllState() error {
+	f.calls = append(f.calls, "clear-all")
+	return f.err
+}
+
+func (f *fakeDurable) Awakeable() (string, rsFuture, error) {
+	f.calls = append(f.calls, "awakeable")
+	return "sign_1x", "awakeable-future", f.err
+}
+
+func (f *fakeDurable) CompleteAwakeable(id string, out rsOutcome) error {
+	f.calls = append(f.calls, "complete-awakeable "+id)
+	f.completed = append(f.completed, out)
+	return f.err
+}
+
+func (f *fakeDurable) Promise(name string) (rsFuture, error) {
+	f.calls = append(f.calls, "promise "+name)
+	return "promise-future", f.err
+}
+
+func (f *fakeDurable) PeekPromise(name string) (*rsOutcome, error) {
+	f.calls = append(f.calls, "peek "+name)
+	if name == "unresolved" {
+		return nil, f.err
+	}
+	return &rsOutcome{Value: []byte("p")}, f.err
+}
+
+func (f *fakeDurable) CompletePromise(name string, out rsOutcome) error {
+	f.calls = append(f.calls, "complete-promise "+name)
+	f.completed = append(f.completed, out)
+	return f.err
+}
+
+func (f *fakeDurable) CancelInvocation(id string) error {
+	f.calls = append(f.calls, "cancel "+id)
+	return f.err
+}
+
+// The keyed operations pass through to restate as they are; a value or
+// failure of a completion keeps its bytes and code.
+func TestRestateJournalMapsKeyedOperations(t *testing.T) {
+	ctx := context.Background()
+	f := &fakeDurable{}
+	j := restateJournal{dc: f}
+	if v, found, err := j.GetState(ctx, "count"); err != nil || !found || string(v) != "v-count" {
+		t.Fatalf("GetState = %q %v %v", v, found, err)
+	}
+	if _, found, _ := j.GetState(ctx, "none"); found {
+		t.Fatal("GetState of a missing key found it")
+	}
+	if keys, err := j.StateKeys(ctx); err != nil || !reflect.DeepEqual(keys, []string{"a", "b"}) {
+		t.Fatalf("StateKeys = %v %v", keys, err)
+	}
+	for _, err := range []error{j.SetState(ctx, "count", []byte("2")), j.ClearState(ctx, "old"), j.ClearAllState(ctx),
+		j.CompleteAwakeable(ctx, "sign_1y", stepctx.Result{Value: []byte("ok")}),
+		j.CompleteAwakeable(ctx, "sign_1z", stepctx.Result{Failure: &stepctx.Failure{Code: 500, Message: "no"}}),
+		j.CompletePromise(ctx, "approval", stepctx.Result{Value: []byte("yes")}), j.CancelInvocation(ctx, "inv_1v")} {
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	if id, fut, err := j.Awakeable(ctx); err != nil || id != "sign_1x" || fut != "awakeable-future" {
+		t.Fatalf("Awakeable = %q %v %v", id, fut, err)
+	}
+	if fut, err := j.Promise(ctx, "approval"); err != nil || fut != "promise-future" {
+		t.Fatalf("Promise = %v %v", fut, err)
+	}
+	if r, err := j.PeekPromise(ctx, "approval"); err != nil || r == nil || string(r.Value) != "p" {
+		t.Fatalf("PeekPromise = %+v %v", r, err)
+	}
+	if r, err := j.PeekPromise(ctx, "unresolved"); err != nil || r != nil {
+		t.Fatalf("PeekPromise of an unresolved promise = %+v %v, want nil", r, err)
+	}
+	want := []rsOutcome{{Value: []byte("ok")}, {Failure: &restate.TerminalError{Code: 500, Message: "no"}}, {Value: []byte("yes")}}
+	if !reflect.DeepEqual(f.completed, want) {
+		t.Fatalf("completed %+v, want %+v", f.completed, want)
+	}
+	wantCalls := []string{"get count", "get none", "keys", "set count=2", "clear old", "clear-all", "complete-awakeable sign_1y",
+		"complete-awakeable sign_1z", "complete-promise approval", "cancel inv_1v", "awakeable", "promise approval", "peek approval", "peek unresolved"}
+	if !reflect.DeepEqual(f.calls, wantCalls) {
+		t.Fatalf("calls %v, want %v", f.calls, wantCalls)
+	}
+	// A promise completed before: restate's TerminalError fails the call
+	// alone, keeping its code.
+	var cf *stepctx.CallFailedError
+	err := restateJournal{dc: &fakeDurable{err: &restate.TerminalError{Code: 409, Message: "already completed"}}}.CompletePromise(ctx, "p", stepctx.Result{})
+	if !errors.As(err, &cf) || cf.Failure.Code != 409 || cf.Failure.Message != "already completed" {
+		t.Fatalf("CompletePromise of a completed promise = %v, want a 409 call failure", err)
+	}
 }
 
 func TestRestateJournalMapsEveryOperation(t *testing.T) {
@@ -150,10 +266,13 @@ func TestRestateJournalMapsErrors(t *testing.T) {
 	}{
 		{errRestateSuspended, stepctx.ErrSuspended},
 		{restate.ErrAttemptEnded, restate.ErrAttemptEnded},
-		{restate.ErrCancelled, restate.ErrCancelled},
+		// The invocation's cancellation fails the call (409) alone, and
+		// the journal remembers the function saw it.
+		{restate.ErrCancelled, stepctx.Cancelled()},
 	} {
 		f := &fakeDurable{err: tc.in}
-		j := restateJournal{dc: f}
+		var cancelled atomic.Bool
+		j := restateJournal{dc: f, cancelled: &cancelled}
 		_, _, e1 := j.RunStart(ctx, "x")
 		e2 := j.RunComplete(ctx, "run-future", stepctx.RunOutcome{})
 		_, e3 := j.Sleep(ctx, 0)
@@ -161,9 +280,13 @@ func TestRestateJournalMapsErrors(t *testing.T) {
 		_, e5 := j.Send(ctx, stepctx.SendRequest{})
 		_, e6 := j.Await(ctx, []stepctx.Future{"timer"}, stepctx.AwaitAll, time.Second)
 		for i, e := range []error{e1, e2, e3, e4, e5, e6} {
-			if !errors.Is(e, tc.want) {
+			var cf *stepctx.CallFailedError
+			if !errors.Is(e, tc.want) && !(errors.As(tc.want, &cf) && reflect.DeepEqual(e, tc.want)) {
 				t.Errorf("%v: operation %d returned %v, want %v", tc.in, i, e, tc.want)
 			}
+		}
+		if cancelled.Load() != errors.Is(tc.in, restate.ErrCancelled) {
+			t.Errorf("%v: cancelled recorded %v", tc.in, cancelled.Load())
 		}
 	}
 	if _, err := (restateJournal{dc: &fakeDurable{}}).Await(ctx, []stepctx.Future{nil}, stepctx.AwaitAll, time.Second); err == nil {
@@ -188,5 +311,19 @@ func TestStepsToRestate(t *testing.T) {
 	}
 	if err := stepsToRestate(&Error{Class: ClassTimeout, Message: "slow"}); !errors.As(err, &re) || re.Code != restate.CodeGatewayTimeout {
 		t.Errorf("timeout → %v, want retryable 504", err)
+	}
+	// A function that saw its cancellation and failed terminally ends
+	// the invocation with 409 and its own message; before a cancellation
+	// a terminal failure keeps its class.
+	var cancelled atomic.Bool
+	if err := stepsToRestate(cancelledFailure(&Error{Class: ClassTerminal, Message: "rolled back"}, &cancelled)); !errors.As(err, &te) || te.Code != restate.CodeInternal {
+		t.Errorf("terminal failure without a cancellation → %v, want 500", err)
+	}
+	cancelled.Store(true)
+	if err := stepsToRestate(cancelledFailure(&Error{Class: ClassTerminal, Message: "rolled back"}, &cancelled)); !errors.As(err, &te) || te.Code != restate.CodeCancelled || te.Message != "rolled back" {
+		t.Errorf("terminal failure after the cancellation → %v, want 409 with the function's message", err)
+	}
+	if err := stepsToRestate(cancelledFailure(&Error{Class: ClassHandler, Message: "flaky"}, &cancelled)); !errors.As(err, &re) {
+		t.Errorf("retryable failure after the cancellation → %v, want it retried", err)
 	}
 }

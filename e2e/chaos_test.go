@@ -45,6 +45,9 @@ type chaosPlan struct {
 	// steps: the load mix includes the steps-mode handlers (ChaosSteps/py
 	// and ChaosSteps/sh) next to the function-mode ones, one in four each.
 	steps bool
+	// counters: the mix also includes adds to the virtual-object counters
+	// (ChaosCounter/{key}/py and .../sh); with steps, one in six each.
+	counters bool
 }
 
 type scheduledFault struct {
@@ -62,6 +65,7 @@ var (
 		leakBaselineAt: 0.60,
 		callDeadline:   3 * time.Minute,
 		steps:          true,
+		counters:       true,
 	}
 	chaosFull = chaosPlan{
 		name: "full", invocations: 10000, concurrency: 32, perHandler: 16, maxSleep: 30 * time.Millisecond,
@@ -71,6 +75,7 @@ var (
 		leakBaselineAt: 0.80,
 		callDeadline:   10 * time.Minute,
 		steps:          true,
+		counters:       true,
 	}
 )
 
@@ -79,27 +84,45 @@ type chaosOutcome struct {
 	ok      bool
 	token   string   // the execution whose result was returned (function mode)
 	steps   []string // steps mode: the execution of each step whose value was returned
+	add     keyedAdd // a counter add: the count it saw and left
 	calls   int
 	failure string
 }
 
 // chaosHandler is what invocation i calls: the load mix. Without plan.steps
 // it alternates Chaos/py and Chaos/sh; with it, it cycles through those and
-// ChaosSteps/py, ChaosSteps/sh.
+// ChaosSteps/py, ChaosSteps/sh, and with plan.counters also through
+// ChaosCounter/py and ChaosCounter/sh.
 type chaosHandler struct {
 	service, handler, runtime string
 	steps                     bool
+	counter                   bool // a virtual-object counter add (durability: steps)
 }
 
 func chaosHandlerOf(plan chaosPlan, i int) chaosHandler {
 	k := i % 2
-	if plan.steps {
+	switch {
+	case plan.steps && plan.counters:
+		k = i % 6
+	case plan.steps:
 		k = i % 4
 	}
 	return []chaosHandler{
-		{"Chaos", "py", "python", false}, {"Chaos", "sh", "bash", false},
-		{"ChaosSteps", "py", "python", true}, {"ChaosSteps", "sh", "bash", true},
+		{"Chaos", "py", "python", false, false}, {"Chaos", "sh", "bash", false, false},
+		{"ChaosSteps", "py", "python", true, false}, {"ChaosSteps", "sh", "bash", true, false},
+		{"ChaosCounter", "py", "python", true, true}, {"ChaosCounter", "sh", "bash", true, true},
 	}[k]
+}
+
+// chaosCounterKeys is how many object keys each counter handler's adds
+// spread over.
+const chaosCounterKeys = 4
+
+// chaosCounterAdd is the object key of counter add i and the amount it
+// adds (1 to 5). The keys of the Python and the Bash counter differ, so
+// each key's adds come from one runtime.
+func chaosCounterAdd(h chaosHandler, i int) (key string, amount int) {
+	return fmt.Sprintf("%s-%d", h.handler, (i/6)%chaosCounterKeys), 1 + i%5
 }
 
 // chaosStepNames are the steps each steps-mode invocation takes, in order
@@ -115,14 +138,16 @@ var chaosStepNames = []string{"s1", "s2", "s3"}
 // checks the replay rule (docs/ARCHITECTURE.md), "only a run that was never
 // completed durably may execute again (at-least-once while in flight,
 // never after completion)", for whole functions and for each step, and
-// that nothing is lost.
+// that nothing is lost. Python and Bash virtual-object counters take part
+// too: their totals must be exact.
 //
-// The load cycles through Chaos/py, Chaos/sh, ChaosSteps/py and
-// ChaosSteps/sh. Default (CI) size: 300 invocations at concurrency 16, 2
-// bridge kills, 5 worker kills, 1 restate-server restart. CHAOS_FULL=1
-// (`make chaos`): 10,000 invocations at concurrency 32, the bridge killed
-// every 3-6 s until 75% completed, a worker killed every 0.5-1 s until
-// 95%, one restart at 40%.
+// The load cycles through Chaos/py, Chaos/sh, ChaosSteps/py,
+// ChaosSteps/sh, ChaosCounter/{key}/py and ChaosCounter/{key}/sh (adds to
+// chaosCounterKeys keys per runtime). Default (CI) size: 300 invocations
+// at concurrency 16, 2 bridge kills, 5 worker kills, 1 restate-server
+// restart. CHAOS_FULL=1 (`make chaos`): 10,000 invocations at concurrency
+// 32, the bridge killed every 3-6 s until 75% completed, a worker killed
+// every 0.5-1 s until 95%, one restart at 40%.
 //
 // Method, and what it proves:
 //
@@ -189,6 +214,14 @@ var chaosStepNames = []string{"s1", "s2", "s3"}
 //     at most 50% or 48 MiB, whichever is larger (the Go runtime returns
 //     freed memory to the OS lazily; the bound catches leaks that grow with
 //     the invocation count, not small ones).
+//   - The counters: each add (an idempotency key, an amount from 1 to 5)
+//     answers the key's count before and after it. Once the load is done,
+//     the adds of every key must chain from 0, each starting where another
+//     ended, to the sum of their amounts (an add applied twice, or two adds
+//     that saw the same count, break the chain), and Restate's state table
+//     must hold that sum as the key's count: exact totals, no add lost or
+//     applied twice, across bridge and worker SIGKILLs and the
+//     restate-server restart.
 func TestChaos(t *testing.T) {
 	plan := chaosCI
 	if os.Getenv("CHAOS_FULL") == "1" {
@@ -413,8 +446,8 @@ func (r *chaosRun) checkResources() {
 		return
 	}
 	if !poll(30*time.Second, func() bool { r.after = measureBridge(r.b.pid()); return r.after.settled(*r.baseline) }) {
-		r.t.Errorf("bridge resources did not return near the baseline within 30s: baseline %v, now %v (own fds other than sockets may exceed it by 8, sockets at most %d, pidfds at most the workers + %d, RSS limit %d MiB)",
-			*r.baseline, r.after, maxBridgeSockets, maxStrayPidfds, r.baseline.rssLimit()>>20)
+		r.t.Errorf("bridge resources did not return near the baseline within 30s: baseline %v, now %v (own fds other than sockets may exceed it by 8 plus %d per worker beyond the baseline's, sockets at most %d, pidfds at most the workers + %d, RSS limit %d MiB)",
+			*r.baseline, r.after, fdsPerWorker, maxBridgeSockets, maxStrayPidfds, r.baseline.rssLimit()>>20)
 	}
 }
 
@@ -438,7 +471,86 @@ type chaosTally struct {
 	journalLag                                                time.Duration
 	neverRan                                                  int
 
-	steps chaosStepsTally
+	steps    chaosStepsTally
+	counters chaosCountersTally
+}
+
+// chaosCountersTally is the virtual-object counters' part of chaosTally:
+// the adds each object key answered, and what the key's state ended at.
+type chaosCountersTally struct {
+	python, bash, lost int
+	adds               map[string][]keyedAdd // object key -> the answers of its adds
+	amounts            map[string][]int      // object key -> the amounts of those adds
+	lostKeys           map[string]bool       // keys with an add that got no answer
+	// Of the keys without a lost add: how many chain from 0 with each add
+	// applied once, and how many have the sum of their adds as the count
+	// in Restate's state table.
+	checked, chained, exact int
+}
+
+// keys is how many object keys the adds went to.
+func (c *chaosCountersTally) keys() int {
+	n := len(c.adds)
+	for k := range c.lostKeys {
+		if c.adds[k] == nil {
+			n++
+		}
+	}
+	return n
+}
+
+// count records counter add i and its outcome.
+func (c *chaosCountersTally) count(h chaosHandler, i int, o chaosOutcome) {
+	key, amount := chaosCounterAdd(h, i)
+	if h.runtime == "python" {
+		c.python++
+	} else {
+		c.bash++
+	}
+	if !o.ok {
+		c.lost++
+		c.lostKeys[key] = true
+		return
+	}
+	c.adds[key] = append(c.adds[key], o.add)
+	c.amounts[key] = append(c.amounts[key], amount)
+}
+
+// tallyCounters checks, for each counter key none of whose adds was lost,
+// that its adds chain from 0 to their sum (exclusive per key, each applied
+// once: see checkAddChain) and that Restate's state table holds that sum
+// as the key's count. Every failure fails the test.
+func (r *chaosRun) tallyCounters(c *chaosCountersTally) {
+	t := r.t
+	if len(c.adds) == 0 {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	totals := map[string]string{}
+	for _, row := range stateRows(ctx, t, r.srv, "ChaosCounter") {
+		if row["key"] == "count" {
+			totals[fmt.Sprint(row["service_key"])] = strings.TrimSpace(fmt.Sprint(row["value_utf8"]))
+		}
+	}
+	for key, adds := range c.adds {
+		if c.lostKeys[key] {
+			continue
+		}
+		c.checked++
+		sum := 0
+		for _, a := range c.amounts[key] {
+			sum += a
+		}
+		if end := checkAddChain(t, key, adds, c.amounts[key]); end == sum {
+			c.chained++
+		}
+		if totals[key] == strconv.Itoa(sum) {
+			c.exact++
+		} else {
+			t.Errorf("counter %s: the state table's count is %q, want %d, the sum of its %d adds", key, totals[key], sum, len(adds))
+		}
+	}
 }
 
 // chaosStepsTally is the steps-mode part of chaosTally: per invocation and
@@ -466,6 +578,7 @@ func (r *chaosRun) verify() {
 	duplicates := x.executions - fnCompleted
 	st := &x.steps
 	stepsCompleted := st.python + st.bash - st.lost
+	co := &x.counters
 
 	r.retryMu.Lock()
 	retryReport := sortedCounts(r.retries)
@@ -474,8 +587,9 @@ func (r *chaosRun) verify() {
   invocations:                     %d, concurrency %d, %s
     function mode:                 %d (python %d, bash %d)
     steps mode:                    %d (python %d, bash %d; %d steps each)
+    virtual-object counter adds:   %d (python %d, bash %d; %d keys each)
   completed with expected result:  %d
-  lost:                            %d (function mode %d, steps mode %d)
+  lost:                            %d (function mode %d, steps mode %d, counter adds %d)
   bridge SIGKILLs (+restart):      %d
   worker SIGKILLs:                 %d (%d hit an execution or a step in flight; %d skipped: no worker alive)
   restate-server restarts:         %d
@@ -494,11 +608,16 @@ func (r *chaosRun) verify() {
   started > %s after the journal entry that follows the step's run: %d (checked %d steps; the stamp trailed the journaled execution's end by up to %s)
   journaled steps out of order (file order): %d
   processes of killed bridges' worker groups alive right after the kill: %d (all gone within %s)
-  bridge resources: baseline %v, after %v`,
+  bridge resources: baseline %v, after %v
+ virtual-object counters:
+  keys checked (no add lost):      %d of %d
+  adds chain from 0, each once:    %d keys
+  state total = sum of the adds:   %d keys (restate's state table)`,
 		plan.name, plan.invocations, plan.concurrency, r.elapsed.Round(time.Millisecond),
 		x.fnPython+x.fnBash, x.fnPython, x.fnBash,
 		st.python+st.bash, st.python, st.bash, len(chaosStepNames),
-		plan.invocations-x.lost, x.lost, x.fnLost, st.lost,
+		co.python+co.bash, co.python, co.bash, chaosCounterKeys,
+		plan.invocations-x.lost, x.lost, x.fnLost, st.lost, co.lost,
 		r.faults.count("bridge-kill"), r.faults.count("worker-kill"), len(x.workerKillHits), r.workerKillsSkipped,
 		r.faults.count("restate-restart"), retryReport,
 		x.executions, x.lines, duplicates, sortedCounts(x.causes), durationSpread(x.exposures),
@@ -507,7 +626,8 @@ func (r *chaosRun) verify() {
 		st.reexecuted, sortedCounts(st.causes), durationSpread(st.exposures),
 		st.afterCompletion, journalTolerance, st.afterJournal, st.journalChecked, st.journalLag.Round(time.Millisecond),
 		st.outOfOrder,
-		r.lingered, r.lingerMax.Round(time.Millisecond), baselineString(r.baseline), r.after)
+		r.lingered, r.lingerMax.Round(time.Millisecond), baselineString(r.baseline), r.after,
+		co.checked, co.keys(), co.chained, co.exact)
 
 	r.checkTally(x)
 	if r.faults.count("bridge-kill") == 0 || r.faults.count("restate-restart") == 0 {
@@ -563,9 +683,12 @@ func (r *chaosRun) tally() chaosTally {
 	t := r.t
 	x := chaosTally{tokens: map[string]string{}, causes: map[string]int{}, workerKillHits: map[int64]bool{}}
 	x.steps = chaosStepsTally{tokens: map[string][]string{}, causes: map[string]int{}}
+	x.counters = chaosCountersTally{adds: map[string][]keyedAdd{}, amounts: map[string][]int{}, lostKeys: map[string]bool{}}
 	for i, o := range r.outcomes {
 		h := chaosHandlerOf(r.plan, i)
 		switch {
+		case h.counter:
+			x.counters.count(h, i, o)
 		case h.steps && h.runtime == "python":
 			x.steps.python++
 		case h.steps:
@@ -577,9 +700,11 @@ func (r *chaosRun) tally() chaosTally {
 		}
 		if !o.ok {
 			x.lost++
-			if h.steps {
+			switch {
+			case h.counter:
+			case h.steps:
 				x.steps.lost++
-			} else {
+			default:
 				x.fnLost++
 			}
 			if len(x.lostSamples) < 10 {
@@ -587,12 +712,15 @@ func (r *chaosRun) tally() chaosTally {
 			}
 			continue
 		}
-		if h.steps {
+		switch {
+		case h.counter:
+		case h.steps:
 			x.steps.tokens[chaosID(i)] = o.steps
-		} else {
+		default:
 			x.tokens[chaosID(i)] = o.token
 		}
 	}
+	r.tallyCounters(&x.counters)
 
 	execs, lines, err := readMarker(r.marker)
 	if err != nil {
@@ -799,18 +927,35 @@ func (r *chaosRun) tallySteps(st *chaosStepsTally, workerKillHits map[int64]bool
 // ID STEP PID NS TOKEN" and "end ID STEP PID NS TOKEN" to stepsMarker the
 // same way (PID the worker, for bash the function's $$), its value naming
 // the execution (TOKEN), the output naming the execution of every step.
+//
+// And the virtual-object counters (testdata/keyed/counter.py and
+// counter.sh, type: virtual_object, durability: steps, handlers
+// ChaosCounter/py and ChaosCounter/sh): each add reads the key's "count"
+// state, writes it back increased by its input and answers the count it
+// saw and left.
 type chaosEnv struct {
 	marker, stepsMarker string
 	srv                 *restateserver.Server
 	b                   *bridgeServe
 }
 
+// chaosWorkspace holds every chaos function (chaosConfig's handlers) and
+// names the two marker files.
+func chaosWorkspace(t *testing.T) (ws *fnWorkspace, marker, stepsMarker string) {
+	t.Helper()
+	ws = newWorkspace(t, "chaos.py", "chaos.sh", "chaos_steps_py.py", "chaos_steps_sh.sh")
+	// The virtual-object counters of TestKeyed, in the same directory.
+	for _, f := range []string{"counter.py", "counter.sh"} {
+		copyTestdata(t, "keyed/"+f, filepath.Join(ws.fn, f))
+	}
+	return ws, filepath.Join(ws.root, "marker.log"), filepath.Join(ws.root, "steps.log")
+}
+
 func newChaosEnv(t *testing.T, perHandler int, shutdownTimeout time.Duration) *chaosEnv {
 	t.Helper()
 	restateserver.Binary(t)
 	requireInterpreters(t)
-	ws := newWorkspace(t, "chaos.py", "chaos.sh", "chaos_steps_py.py", "chaos_steps_sh.sh")
-	marker, stepsMarker := filepath.Join(ws.root, "marker.log"), filepath.Join(ws.root, "steps.log")
+	ws, marker, stepsMarker := chaosWorkspace(t)
 	addr := freeAddr(t)
 	cfg := ws.config(t, chaosConfig(addr, marker, stepsMarker, perHandler, shutdownTimeout))
 	srv := restateserver.Start(t, restateserver.Options{})
@@ -843,10 +988,12 @@ func chaosConfig(addr, marker, stepsMarker string, perHandler int, shutdownTimeo
 %s`, name, runtime, handler, marker, stepsMarker, perHandler, extra)
 	}
 	const steps = "        durability: steps\n"
-	return fmt.Sprintf("listen: %s\nshutdown_timeout: %s\nservices:\n  - name: Chaos\n    handlers:\n%s%s  - name: ChaosSteps\n    handlers:\n%s%s",
+	return fmt.Sprintf("listen: %s\nshutdown_timeout: %s\nservices:\n  - name: Chaos\n    handlers:\n%s%s  - name: ChaosSteps\n    handlers:\n%s%s"+
+		"  - name: ChaosCounter\n    type: virtual_object\n    handlers:\n%s%s",
 		addr, shutdownTimeout,
 		h("py", "python", "chaos.work", ""), h("sh", "bash", "chaos.work", ""),
-		h("py", "python", "chaos_steps_py.work", steps), h("sh", "bash", "chaos_steps_sh.work", steps))
+		h("py", "python", "chaos_steps_py.work", steps), h("sh", "bash", "chaos_steps_sh.work", steps),
+		h("py", "python", "counter.add", steps), h("sh", "bash", "counter.add", steps))
 }
 
 // journalTolerance is how far after restate-server's appended_at stamp of
@@ -867,6 +1014,14 @@ func chaosCall(ctx context.Context, ingresses []*restateserver.Server, plan chao
 		sleep = plan.fixedSleep
 	}
 	body, _ := json.Marshal(map[string]any{"id": id, "n": i, "sleep": fmt.Sprintf("%.3f", sleep.Seconds())})
+	service := h.service
+	var counterKey string
+	var amount int
+	if h.counter {
+		// An add to the key's count: the input is the amount.
+		counterKey, amount = chaosCounterAdd(h, i)
+		service, body = h.service+"/"+counterKey, []byte(strconv.Itoa(amount))
+	}
 	headers := map[string]string{"idempotency-key": "chaos-" + runKey + "-" + id}
 	deadline := time.Now().Add(plan.callDeadline)
 	var out chaosOutcome
@@ -874,7 +1029,7 @@ func chaosCall(ctx context.Context, ingresses []*restateserver.Server, plan chao
 		out.calls++
 		srv := ingresses[(i+out.calls-1)%len(ingresses)]
 		cctx, cancel := context.WithTimeout(ctx, 60*time.Second)
-		status, resp, err := srv.Call(cctx, h.service, h.handler, body, headers)
+		status, resp, err := srv.Call(cctx, service, h.handler, body, headers)
 		cancel()
 		var reason string
 		switch {
@@ -882,6 +1037,14 @@ func chaosCall(ctx context.Context, ingresses []*restateserver.Server, plan chao
 			reason = "transport error: " + chaosErrClass(err)
 		case status != http.StatusOK:
 			reason = fmt.Sprintf("HTTP %d", status)
+		case h.counter:
+			var got keyedAdd
+			if err := json.Unmarshal(resp, &got); err == nil && got.Key == counterKey && got.Runtime == h.runtime && got.After-got.Before == amount {
+				out.ok, out.add = true, got
+				return out
+			}
+			out.failure = fmt.Sprintf("wrong result %s", resp)
+			return out
 		default:
 			var got struct {
 				ID      string   `json:"id"`
@@ -1040,11 +1203,18 @@ const maxStrayPidfds = 4
 // had reached, so sockets are held to this bound, not to the baseline.
 const maxBridgeSockets = 1 + 24 + 4
 
+// fdsPerWorker is what one live worker holds open in the bridge: its
+// request, response, log and lifeline pipe ends, its pidfd, and its
+// cgroup's two event files where a cgroup is made.
+const fdsPerWorker = 4 + 1 + 2
+
 // settled reports whether r is back near baseline: own descriptors other
-// than sockets at most 8 above it, sockets within maxBridgeSockets, pidfds
+// than sockets at most 8 above it (plus fdsPerWorker for each live worker
+// beyond the baseline's: the load may end with more workers warm than it
+// had then, which is not a leak), sockets within maxBridgeSockets, pidfds
 // no more than the live workers plus maxStrayPidfds, RSS within rssLimit.
 func (r chaosResources) settled(baseline chaosResources) bool {
-	return r.ownFDs-r.sockets <= baseline.ownFDs-baseline.sockets+8 &&
+	return r.ownFDs-r.sockets <= baseline.ownFDs-baseline.sockets+8+fdsPerWorker*max(0, r.workers-baseline.workers) &&
 		r.sockets <= maxBridgeSockets && r.pidfds <= r.workers+maxStrayPidfds &&
 		r.rss <= baseline.rssLimit()
 }

@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"os"
-	"path/filepath"
 	"sort"
 	"strings"
 	"sync"
@@ -125,8 +124,7 @@ func newClusterRun(t *testing.T, plan clusterPlan) *clusterRun {
 	restateserver.Binary(t)
 	requireInterpreters(t)
 	requireHAProxy(t)
-	ws := newWorkspace(t, "chaos.py", "chaos.sh", "chaos_steps_py.py", "chaos_steps_sh.sh")
-	marker, stepsMarker := filepath.Join(ws.root, "marker.log"), filepath.Join(ws.root, "steps.log")
+	ws, marker, stepsMarker := chaosWorkspace(t)
 	addrs := make([]string, plan.replicas)
 	for i := range addrs {
 		addrs[i] = freeAddr(t)

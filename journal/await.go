@@ -22,6 +22,31 @@ func (d Mode) String() string {
 	return "all completed"
 }
 
+// Handle names what an await waits for: a completion id (the result of a
+// command) or a signal index (an awakeable). Signals are not tied to a
+// command, so the two live in separate namespaces.
+type Handle uint64
+
+// signalBit marks a Handle as a signal index.
+const signalBit = Handle(1) << 32
+
+// CompletionHandle is the Handle of completion id.
+func CompletionHandle(id uint32) Handle { return Handle(id) }
+
+// SignalHandle is the Handle of signal index idx.
+func SignalHandle(idx uint32) Handle { return Handle(idx) | signalBit }
+
+// signal reports the signal index of a signal Handle.
+func (h Handle) signal() (uint32, bool) { return uint32(h), h&signalBit != 0 }
+
+func handlesOf(ids []uint32) []Handle {
+	hs := make([]Handle, len(ids))
+	for i, id := range ids {
+		hs[i] = CompletionHandle(id)
+	}
+	return hs
+}
+
 // completion returns the result of id and the arrival order of what
 // completed it (0: not complete). On v7 an acknowledged run proposal
 // completes its run; its RunCompletionNotification takes the ack's place
@@ -41,28 +66,51 @@ func (m *Machine) completion(id uint32) (Result, uint64) {
 	return res, seq
 }
 
+// resultOf is completion for either kind of Handle.
+func (m *Machine) resultOf(h Handle) (Result, uint64) {
+	if idx, ok := h.signal(); ok {
+		if s := m.findSignal(idx); s != nil {
+			return s.res, s.seq
+		}
+		return Result{}, 0
+	}
+	return m.completion(uint32(h))
+}
+
 // Completed returns the result of completion id and whether it is there.
 // It ignores CANCEL: callers use it for the results of a Ready await.
 func (m *Machine) Completed(id uint32) (Result, bool) {
-	res, seq := m.completion(id)
+	return m.CompletedHandle(CompletionHandle(id))
+}
+
+// CompletedHandle is Completed for a completion or signal Handle.
+func (m *Machine) CompletedHandle(h Handle) (Result, bool) {
+	res, seq := m.resultOf(h)
 	return res, seq != 0
 }
 
-// AwaitMany reports the state of an await over ids: Ready once every id
-// (AllCompleted) or at least one (FirstCompleted) completed; Completed
-// then gives each result. A CANCEL signal that arrived before the await
-// was satisfied wins, in arrival order, so a replay decides as the attempt
-// that recorded the journal did. When the await is not satisfied and the
-// runtime closed its side, AwaitMany suspends (see Suspend). An empty ids
-// is satisfied in either mode.
+// AwaitMany reports the state of an await over completion ids; see
+// AwaitHandles.
 func (m *Machine) AwaitMany(ids []uint32, mode Mode) Status {
+	return m.AwaitHandles(handlesOf(ids), mode)
+}
+
+// AwaitHandles reports the state of an await over hs (completions and
+// signals): Ready once every one (AllCompleted) or at least one
+// (FirstCompleted) completed; CompletedHandle then gives each result. A
+// CANCEL signal that arrived before the await was satisfied wins, in
+// arrival order, so a replay decides as the attempt that recorded the
+// journal did; once taken (TakeCancel) it no longer counts. When the await
+// is not satisfied and the runtime closed its side, AwaitHandles suspends
+// (see SuspendHandles). An empty hs is satisfied in either mode.
+func (m *Machine) AwaitHandles(hs []Handle, mode Mode) Status {
 	if m.phase == closed {
 		return Closed
 	}
 	var first, last uint64 // earliest and latest arrival; last 0 if one is missing
 	missing := false
-	for _, id := range ids {
-		_, seq := m.completion(id)
+	for _, h := range hs {
+		_, seq := m.resultOf(h)
 		if seq == 0 {
 			missing = true
 			continue
@@ -81,52 +129,92 @@ func (m *Machine) AwaitMany(ids []uint32, mode Mode) Status {
 	if mode == FirstCompleted {
 		satisfied = first
 	}
-	if len(ids) == 0 {
+	if len(hs) == 0 {
 		satisfied = m.seq + 1 // vacuously satisfied, after any signal
 	}
-	if m.cancelSeq != 0 && (satisfied == 0 || m.cancelSeq < satisfied) {
+	if m.cancelPending() && (satisfied == 0 || m.cancelSeq < satisfied) {
 		return Cancelled
 	}
 	if satisfied != 0 {
 		return Ready
 	}
 	if m.inputClosed {
-		m.Suspend(ids, mode)
+		m.SuspendHandles(hs, mode)
 		return Suspended
 	}
 	return Pending
 }
 
-// Suspend ends the attempt with a SuspensionMessage for an await over ids
-// in mode: the runtime resumes the invocation once the pending ones among
-// ids can satisfy it, or on CANCEL. v5 and v6 list the pending completion
-// ids and the CANCEL signal flat (the runtime resumes on any of them). v7
-// describes the await point as a Future tree the way SDKs do: CANCEL
-// must resume it on its own, so it is FIRST_COMPLETED of the CANCEL signal
-// and the completions, the latter nested under ALL_COMPLETED when every
-// one of several is needed.
-func (m *Machine) Suspend(ids []uint32, mode Mode) {
+// cancelPending reports a CANCEL signal the handler has not taken.
+func (m *Machine) cancelPending() bool { return m.cancelSeq != 0 && !m.cancelTaken }
+
+// TakeCancel records that the handler observed the CANCEL signal (an
+// await returned Cancelled and the handler goes on, as SDKs let a
+// cancelled invocation run its compensations): later awaits and
+// suspensions no longer count it. Only handlers that deliver cancellation
+// as a failure call it; on replay they take it at the same await again,
+// since arrival order decides which await that is.
+func (m *Machine) TakeCancel() {
+	if m.cancelSeq != 0 {
+		m.cancelTaken = true
+	}
+}
+
+// CancelTaken reports whether TakeCancel took the CANCEL signal.
+func (m *Machine) CancelTaken() bool { return m.cancelTaken }
+
+// Suspend ends the attempt with a SuspensionMessage for an await over
+// completion ids; see SuspendHandles.
+func (m *Machine) Suspend(ids []uint32, mode Mode) { m.SuspendHandles(handlesOf(ids), mode) }
+
+// SuspendHandles ends the attempt with a SuspensionMessage for an await
+// over hs in mode: the runtime resumes the invocation once the pending
+// ones among hs can satisfy it, or on CANCEL (unless it was taken). v5
+// and v6 list the pending completion ids and signal indexes flat (the
+// runtime resumes on any of them). v7 describes the await point as a
+// Future tree the way SDKs do: CANCEL must resume it on its own, so it is
+// FIRST_COMPLETED of the CANCEL signal and what is awaited, the latter
+// nested under ALL_COMPLETED when every one of several is needed.
+func (m *Machine) SuspendHandles(hs []Handle, mode Mode) {
 	if m.phase == closed {
 		return
 	}
-	pending := make([]uint32, 0, len(ids))
-	for _, id := range ids {
-		if _, seq := m.completion(id); seq == 0 && !contains(pending, id) {
-			pending = append(pending, id)
+	var pending, signals []uint32
+	for _, h := range hs {
+		if _, seq := m.resultOf(h); seq != 0 {
+			continue
+		}
+		if idx, ok := h.signal(); ok {
+			if !contains(signals, idx) {
+				signals = append(signals, idx)
+			}
+		} else if !contains(pending, uint32(h)) {
+			pending = append(pending, uint32(h))
 		}
 	}
+	if pending == nil {
+		pending = []uint32{}
+	}
+	var cancel []uint32
+	if !m.cancelTaken {
+		cancel = []uint32{cancelSignal}
+	}
 	var s servicev1.SuspensionMessage
-	signals := []uint32{cancelSignal}
 	switch {
 	case !m.rules.futureSuspension:
-		s.WaitingCompletions, s.WaitingSignals = pending, signals
-	case mode == FirstCompleted || len(pending) <= 1:
-		s.AwaitingOn = &servicev1.Future{WaitingCompletions: pending, WaitingSignals: signals,
+		s.WaitingCompletions, s.WaitingSignals = pending, append(cancel, signals...)
+	case mode == FirstCompleted || len(pending)+len(signals) <= 1:
+		s.AwaitingOn = &servicev1.Future{WaitingCompletions: pending, WaitingSignals: append(cancel, signals...),
 			CombinatorType: servicev1.CombinatorType_COMBINATOR_TYPE_FIRST_COMPLETED}
 	default:
-		s.AwaitingOn = &servicev1.Future{WaitingSignals: signals,
-			NestedFutures:  []*servicev1.Future{{WaitingCompletions: pending, CombinatorType: servicev1.CombinatorType_COMBINATOR_TYPE_ALL_COMPLETED}},
-			CombinatorType: servicev1.CombinatorType_COMBINATOR_TYPE_FIRST_COMPLETED}
+		all := &servicev1.Future{WaitingCompletions: pending, WaitingSignals: signals,
+			CombinatorType: servicev1.CombinatorType_COMBINATOR_TYPE_ALL_COMPLETED}
+		if cancel == nil {
+			s.AwaitingOn = all
+		} else {
+			s.AwaitingOn = &servicev1.Future{WaitingSignals: cancel, NestedFutures: []*servicev1.Future{all},
+				CombinatorType: servicev1.CombinatorType_COMBINATOR_TYPE_FIRST_COMPLETED}
+		}
 	}
 	m.emit(wire.SuspensionMessageType, 0, &s)
 	m.end(wire.SuspensionMessageType)

@@ -60,6 +60,24 @@ func describe(c *command) string {
 		return fmt.Sprintf("%s to %s", c.typ, CallTarget{Service: msg.GetServiceName(), Handler: msg.GetHandlerName(), Key: msg.GetKey()})
 	case *servicev1.OneWayCallCommandMessage:
 		return fmt.Sprintf("%s to %s", c.typ, CallTarget{Service: msg.GetServiceName(), Handler: msg.GetHandlerName(), Key: msg.GetKey()})
+	case *servicev1.GetPromiseCommandMessage:
+		return fmt.Sprintf("%s of promise %q", c.typ, msg.GetKey())
+	case *servicev1.PeekPromiseCommandMessage:
+		return fmt.Sprintf("%s of promise %q", c.typ, msg.GetKey())
+	case *servicev1.CompletePromiseCommandMessage:
+		return fmt.Sprintf("%s of promise %q", c.typ, msg.GetKey())
+	case *servicev1.CompleteAwakeableCommandMessage:
+		return fmt.Sprintf("%s of awakeable %q", c.typ, msg.GetAwakeableId())
+	case *servicev1.SendSignalCommandMessage:
+		return fmt.Sprintf("%s to %s", c.typ, msg.GetTargetInvocationId())
+	case *servicev1.SetStateCommandMessage:
+		return fmt.Sprintf("%s of state key %q", c.typ, msg.GetKey())
+	case *servicev1.ClearStateCommandMessage:
+		return fmt.Sprintf("%s of state key %q", c.typ, msg.GetKey())
+	case *servicev1.GetEagerStateCommandMessage:
+		return fmt.Sprintf("%s of state key %q", c.typ, msg.GetKey())
+	case *servicev1.GetLazyStateCommandMessage:
+		return fmt.Sprintf("%s of state key %q", c.typ, msg.GetKey())
 	}
 	if c.name != "" {
 		return fmt.Sprintf("%s %q", c.typ, c.name)

@@ -35,6 +35,10 @@ func FuzzJournal(f *testing.F) {
 	// Replayed durable-steps commands exercise their decoders.
 	seed(7, true, start(4), input("x"), sleepCmd(1, 5), callCmd(2, 3, target), sendCmd(4, target, 9))
 	seed(5, false, start(3), input("x"), callCmd(1, 2, target), callDone(2, "v"))
+	// Keyed commands and signals (awakeables) exercise theirs.
+	seed(6, false, start(4), input("x"), signalValue(17, "v"), signalFailure(18, 500, "no"), cancelSignal())
+	seed(7, true, start(5), input("x"), completeAwakeableCmd("sign_1a", "1"), cancelCmd("inv_1"),
+		&servicev1.GetPromiseCommandMessage{Key: "p", ResultCompletionId: 1}, &servicev1.SetStateCommandMessage{Key: []byte("k")})
 	f.Fuzz(func(t *testing.T, v byte, closeInput bool, data []byte) {
 		m, err := journal.New(5 + int(v%3))
 		if err != nil {

@@ -93,6 +93,14 @@ type Machine struct {
 
 	seq       uint64
 	cancelSeq uint64
+	// cancelTaken: the handler observed CANCEL and goes on (TakeCancel).
+	cancelTaken bool
+
+	// signals are the indexed signals received (awakeables), first
+	// delivery of each index only; nextSignal is the index the next
+	// awakeable gets.
+	signals    []notification
+	nextSignal uint32
 
 	// state is the local view of the invocation's state: known values
 	// and keys known to be absent (cleared), on top of StartMessage.state_map.
@@ -121,7 +129,7 @@ func New(version int) (*Machine, error) {
 	if err != nil {
 		return nil, err
 	}
-	m := &Machine{version: version, rules: r, nextCompletion: 1}
+	m := &Machine{version: version, rules: r, nextCompletion: 1, nextSignal: firstAwakeableSignal}
 	m.commands, m.notifs, m.expect = m.commandsArr[:0], m.notifsArr[:0], m.expectArr[:0]
 	return m, nil
 }
@@ -361,6 +369,16 @@ func (m *Machine) findNotif(id uint32) *notification {
 	return nil
 }
 
+// findSignal is the received signal of index idx, nil if none arrived.
+func (m *Machine) findSignal(idx uint32) *notification {
+	for i := range m.signals {
+		if m.signals[i].id == idx {
+			return &m.signals[i]
+		}
+	}
+	return nil
+}
+
 func (m *Machine) notification(h wire.Header, payload []byte) error {
 	n, err := decodeNotification(payload)
 	if err != nil {
@@ -370,8 +388,17 @@ func (m *Machine) notification(h wire.Header, payload []byte) error {
 	if h.Type == wire.SignalNotificationType {
 		switch n.kind {
 		case signalIdx:
-			if n.id == cancelSignal && m.cancelSeq == 0 {
-				m.cancelSeq = m.seq
+			if n.id == cancelSignal {
+				if m.cancelSeq == 0 {
+					m.cancelSeq = m.seq
+				}
+				return nil
+			}
+			if n.variant == 0 {
+				n.res, n.variant = Result{Void: true}, rVoid // a signal without a result is still delivered
+			}
+			if m.findSignal(n.id) == nil {
+				m.signals = append(m.signals, notification{id: n.id, typ: h.Type, res: n.res, seq: m.seq})
 			}
 			return nil
 		case signalName:

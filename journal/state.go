@@ -2,6 +2,7 @@ package journal
 
 import (
 	"bytes"
+	"fmt"
 	"slices"
 
 	servicev1 "github.com/fnbridge/fnbridge/proto/restate/service/v1"
@@ -33,7 +34,7 @@ func (m *Machine) GetState(key string) (value []byte, found bool, lazyID uint32,
 				return nil, false, msg.GetResultCompletionId(), nil
 			}
 		}
-		return nil, false, 0, m.mismatch(i, "journal mismatch at command index %d: the journal has %s %q, the handler read state key %q", i, c.typ, c.name, key)
+		return nil, false, 0, m.mismatchIssued(i, c, fmt.Sprintf("a read of state key %q", key))
 	}
 	sv, known := m.state[key]
 	v, ok := sv.value, sv.present
@@ -75,7 +76,7 @@ func (m *Machine) GetStateKeys() (keys [][]byte, lazyID uint32, err error) {
 				return nil, msg.GetResultCompletionId(), nil
 			}
 		}
-		return nil, 0, m.mismatch(i, "journal mismatch at command index %d: the journal has %s %q, the handler listed state keys", i, c.typ, c.name)
+		return nil, 0, m.mismatchIssued(i, c, "a listing of the state keys")
 	}
 	if !m.partial {
 		keys = make([][]byte, 0, len(m.state))
@@ -106,7 +107,7 @@ func (m *Machine) SetState(key string, value []byte) error {
 	if c != nil {
 		msg, ok := c.msg.(*servicev1.SetStateCommandMessage)
 		if !ok || string(msg.GetKey()) != key || c.name != "" {
-			return m.mismatch(i, "journal mismatch at command index %d: the journal has %s %q, the handler set state key %q", i, c.typ, c.name, key)
+			return m.mismatchIssued(i, c, fmt.Sprintf("%s of state key %q", wire.SetStateCommandType, key))
 		}
 	} else {
 		m.emit(wire.SetStateCommandType, 0, &servicev1.SetStateCommandMessage{Key: []byte(key), Value: &servicev1.Value{Content: value}})
@@ -124,7 +125,7 @@ func (m *Machine) ClearState(key string) error {
 	if c != nil {
 		msg, ok := c.msg.(*servicev1.ClearStateCommandMessage)
 		if !ok || string(msg.GetKey()) != key || c.name != "" {
-			return m.mismatch(i, "journal mismatch at command index %d: the journal has %s %q, the handler cleared state key %q", i, c.typ, c.name, key)
+			return m.mismatchIssued(i, c, fmt.Sprintf("%s of state key %q", wire.ClearStateCommandType, key))
 		}
 	} else {
 		m.emit(wire.ClearStateCommandType, 0, &servicev1.ClearStateCommandMessage{Key: []byte(key)})

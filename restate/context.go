@@ -35,7 +35,7 @@ func (c invocationContext) Run(name string, fn func(ctx context.Context) ([]byte
 		return nil, ErrAttemptEnded
 	}
 	if execute {
-		if cancelled {
+		if cancelled && !inv.h.deliverCancel {
 			return nil, ErrCancelled
 		}
 		inv.flush() // the RunCommand reaches Restate before fn runs
@@ -58,11 +58,10 @@ func (c invocationContext) Run(name string, fn func(ctx context.Context) ([]byte
 		}
 		return res.Value, nil
 	case journal.Cancelled:
-		inv.cancel(ErrCancelled)
-		return nil, ErrCancelled
+		return nil, inv.statusErr(st)
 	case journal.Suspended:
 		// As the Context promises: its cause says the attempt suspended.
-		inv.cancel(ErrSuspended)
+		_ = inv.statusErr(st)
 		return nil, ErrAttemptEnded
 	default:
 		return nil, ErrAttemptEnded
@@ -78,7 +77,7 @@ func (c invocationContext) Run(name string, fn func(ctx context.Context) ([]byte
 // retried, because only Restate's CANCEL may journal the terminal 409.
 // Callers hold inv.mu.
 func (inv *invocation) settleRun(id uint32, index int, name string, out []byte, ferr error) error {
-	if inv.m.Cancelled() {
+	if inv.m.Cancelled() && !inv.h.deliverCancel {
 		return ErrCancelled
 	}
 	if inv.interruptedLocked(index, name) {

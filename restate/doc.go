@@ -17,6 +17,14 @@
 // invocation id when the runtime sent none (v5, or a zero seed), so every
 // attempt sees the same seed.
 //
+// Keyed services (Service.Type virtual object or workflow, Handler.Type)
+// add state (GetState, StateKeys, SetState, ClearState, ClearAllState:
+// eager from StartMessage, lazy when it is partial) and workflow promises
+// (Promise, PeekPromise, CompletePromise); every service may create
+// awakeables (Awakeable: an id and a Future of the signal that completes
+// it), complete other invocations' (CompleteAwakeable) and cancel other
+// invocations (CancelInvocation).
+//
 // Peers are bounded (Config): a stream that does not deliver its
 // StartMessage and announced journal within StartTimeout ends with
 // ErrorMessage 571; a stream over MaxConcurrentInvocations is refused with
@@ -26,7 +34,8 @@
 // every retry would replay the same journal.
 //
 // Only the runtime's CANCEL signal ends an invocation with the terminal
-// 409 "cancelled". When the handler's Context ends for any other reason
+// 409 "cancelled", or, for a Handler with DeliverCancel, fails the first
+// wait it beats with ErrCancelled and leaves the rest to the handler. When the handler's Context ends for any other reason
 // (the stream closed, the request or server context done) the attempt
 // proposes nothing, neither a run result nor an output, and fails with a
 // retryable 503 if the stream can still carry it; an ErrCancelled that a

@@ -60,6 +60,8 @@ const (
 	runFuture futureKind = iota
 	sleepFuture
 	callFuture
+	awakeableFuture
+	promiseFuture
 )
 
 // future is the Future of this endpoint. m identifies the attempt: the
@@ -68,9 +70,10 @@ type future struct {
 	inv   *invocation
 	m     *journal.Machine
 	kind  futureKind
-	id    uint32
-	name  string // runs: for errors and the AfterRunJournaled hook
-	index int    // runs: the RunCommand's index
+	id    uint32         // completion id (runs, timers, calls, promises)
+	h     journal.Handle // what an Await waits on
+	name  string         // runs: for errors and the AfterRunJournaled hook
+	index int            // runs: the RunCommand's index
 	// proposed: RunComplete was called; a second call would propose twice.
 	proposed bool
 }
@@ -83,18 +86,34 @@ func (c invocationContext) futureOf(f Future) (*future, error) {
 	return ff, nil
 }
 
-// statusErr maps an await that did not become Ready.
+// statusErr maps an await that did not become Ready. A CANCEL the
+// handler takes as a failure (DeliverCancel) is taken here: this wait
+// returns ErrCancelled, later ones go on.
+//
+// The fields are read under inv.mu: a durable operation may run on a
+// goroutine of its own (the bridge's context endpoint) that is still here
+// when the handler has returned and the invocation was released.
 func (inv *invocation) statusErr(st journal.Status) error {
+	inv.mu.Lock()
+	cancel, deliver := inv.cancel, inv.h != nil && inv.h.deliverCancel
+	if st == journal.Cancelled && deliver && inv.m != nil {
+		inv.m.TakeCancel()
+	}
+	inv.mu.Unlock()
 	switch st {
 	case journal.Cancelled:
-		inv.cancel(ErrCancelled)
+		if !deliver && cancel != nil {
+			cancel(ErrCancelled)
+		}
 		return ErrCancelled
 	case journal.Suspended:
 		// The handler's context ends with a cause saying so before the
 		// Suspension reaches the runtime, whose closing the stream would
 		// read as plain cancellation: code waiting elsewhere must tell a
 		// suspension from a failure.
-		inv.cancel(ErrSuspended)
+		if cancel != nil {
+			cancel(ErrSuspended)
+		}
 		inv.flush()
 		return ErrSuspended
 	default:
@@ -132,11 +151,11 @@ func (c invocationContext) RunStart(name string) (*Outcome, Future, error) {
 		}
 		return outcome(res), nil, nil
 	}
-	if cancelled {
+	if cancelled && !inv.h.deliverCancel {
 		return nil, nil, ErrCancelled
 	}
 	inv.flush()
-	return nil, &future{inv: inv, m: inv.m, kind: runFuture, id: id, name: name, index: index}, nil
+	return nil, &future{inv: inv, m: inv.m, kind: runFuture, id: id, h: journal.CompletionHandle(id), name: name, index: index}, nil
 }
 
 // RunComplete proposes the result of the run started by RunStart (a value,
@@ -198,7 +217,7 @@ func (c invocationContext) Sleep(d time.Duration) (Future, error) {
 	if err != nil {
 		return nil, ErrAttemptEnded
 	}
-	return &future{inv: inv, m: inv.m, kind: sleepFuture, id: id}, nil
+	return &future{inv: inv, m: inv.m, kind: sleepFuture, id: id, h: journal.CompletionHandle(id)}, nil
 }
 
 func targetOf(r CallRequest) journal.CallTarget {
@@ -217,7 +236,7 @@ func (c invocationContext) Call(req CallRequest) (Future, error) {
 	if err != nil {
 		return nil, ErrAttemptEnded
 	}
-	return &future{inv: inv, m: inv.m, kind: callFuture, id: id}, nil
+	return &future{inv: inv, m: inv.m, kind: callFuture, id: id, h: journal.CompletionHandle(id)}, nil
 }
 
 // Send journals a one-way call (OneWayCallCommand) and returns the
@@ -253,13 +272,13 @@ func (c invocationContext) Await(futures []Future, mode AwaitMode, suspendAfter 
 	if len(futures) == 0 {
 		return nil, errors.New("restate: Await of no futures")
 	}
-	ids := make([]uint32, len(futures))
+	ids := make([]journal.Handle, len(futures))
 	for i, f := range futures {
 		ff, err := c.futureOf(f)
 		if err != nil {
 			return nil, err
 		}
-		ids[i] = ff.id
+		ids[i] = ff.h
 	}
 	jm := journal.AllCompleted
 	if mode == AwaitAny {
@@ -274,13 +293,13 @@ func (c invocationContext) Await(futures []Future, mode AwaitMode, suspendAfter 
 	expired := suspendAfter <= 0
 	for {
 		inv.mu.Lock()
-		st := inv.m.AwaitMany(ids, jm)
+		st := inv.m.AwaitHandles(ids, jm)
 		if st == journal.Pending {
 			switch {
 			case inv.ctx.Err() != nil && inv.interruptedLocked(-1, ""):
 				st = journal.Closed
 			case expired:
-				inv.m.Suspend(ids, jm)
+				inv.m.SuspendHandles(ids, jm)
 				st = journal.Suspended
 			}
 		}
@@ -288,7 +307,7 @@ func (c invocationContext) Await(futures []Future, mode AwaitMode, suspendAfter 
 		if st == journal.Ready {
 			outs = make([]*Outcome, len(ids))
 			for i, id := range ids {
-				if res, ok := inv.m.Completed(id); ok {
+				if res, ok := inv.m.CompletedHandle(id); ok {
 					outs[i] = outcome(res)
 				}
 			}

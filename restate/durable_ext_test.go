@@ -23,11 +23,18 @@ import (
 // stepsServer serves handlers of service "D" over h2c in the given mode.
 func stepsServer(t *testing.T, mode restate.ProtocolMode, handlers map[string]restate.HandlerFunc) (*restate.Endpoint, string) {
 	t.Helper()
-	ep := restate.NewEndpoint(restate.Config{ProtocolMode: mode})
 	svc := restate.Service{Name: "D"}
 	for name, fn := range handlers {
 		svc.Handlers = append(svc.Handlers, restate.Handler{Name: name, Fn: fn})
 	}
+	return serveService(t, mode, svc)
+}
+
+// serveService serves svc (which tests name "D") over h2c in the given
+// mode.
+func serveService(t *testing.T, mode restate.ProtocolMode, svc restate.Service) (*restate.Endpoint, string) {
+	t.Helper()
+	ep := restate.NewEndpoint(restate.Config{ProtocolMode: mode})
 	if err := ep.Bind(svc); err != nil {
 		t.Fatal(err)
 	}

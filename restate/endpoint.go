@@ -41,6 +41,7 @@ type Endpoint struct {
 type boundHandler struct {
 	service, name string
 	fn            HandlerFunc
+	deliverCancel bool // Handler.DeliverCancel
 }
 
 // NewEndpoint returns an endpoint for cfg with no services bound.
@@ -133,7 +134,7 @@ func (e *Endpoint) Bind(svc Service) error {
 	}
 	hs := make(map[string]*boundHandler, len(svc.Handlers))
 	for _, h := range svc.Handlers {
-		hs[h.Name] = &boundHandler{service: svc.Name, name: h.Name, fn: h.Fn}
+		hs[h.Name] = &boundHandler{service: svc.Name, name: h.Name, fn: h.Fn, deliverCancel: h.DeliverCancel}
 	}
 	e.services = append(e.services, svc)
 	e.handlers[svc.Name] = hs

@@ -3,12 +3,14 @@ package restate_test
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"reflect"
 	"strings"
 	"sync"
 	"testing"
@@ -16,6 +18,7 @@ import (
 
 	servicev1 "github.com/fnbridge/fnbridge/proto/restate/service/v1"
 	"github.com/fnbridge/fnbridge/restate"
+	"github.com/fnbridge/fnbridge/restate/discovery"
 	"github.com/fnbridge/fnbridge/restate/restatetest"
 	"github.com/fnbridge/fnbridge/restate/wire"
 	"google.golang.org/protobuf/proto"
@@ -417,6 +420,60 @@ func TestBindValidation(t *testing.T) {
 	m := ep.Manifest()
 	if len(m.Services) != 1 || m.MinProtocolVersion != 5 || m.MaxProtocolVersion != 7 || m.ProtocolMode != restate.BidiStream {
 		t.Fatalf("manifest after failed binds = %+v", m)
+	}
+}
+
+// Keyed services: the manifest carries the service type, each handler's
+// type and, for lazy_state, enableLazyState (v3+ only); a handler type the
+// service type does not allow is refused at Bind.
+func TestBindKeyedServicesManifest(t *testing.T) {
+	ep := restate.NewEndpoint(restate.Config{})
+	fn := func(restate.Context, []byte) ([]byte, error) { return nil, nil }
+	for _, svc := range []restate.Service{
+		{Name: "Counter", Type: restate.ServiceTypeVirtualObject, LazyState: true, Handlers: []restate.Handler{
+			{Name: "add", Type: restate.HandlerTypeExclusive, Fn: fn}, {Name: "get", Type: restate.HandlerTypeShared, Fn: fn}}},
+		{Name: "Signup", Type: restate.ServiceTypeWorkflow, Handlers: []restate.Handler{
+			{Name: "run", Type: restate.HandlerTypeWorkflow, Fn: fn}, {Name: "approve", Type: restate.HandlerTypeShared, Fn: fn}}},
+		{Name: "Greeter", Handlers: []restate.Handler{{Name: "greet", Fn: fn}}},
+	} {
+		if err := ep.Bind(svc); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := ep.Bind(restate.Service{Name: "Plain", Handlers: []restate.Handler{{Name: "h", Type: restate.HandlerTypeShared, Fn: fn}}}); err == nil {
+		t.Fatal("Bind accepted a shared handler in a plain service")
+	}
+	for v := discovery.MinVersion; v <= discovery.MaxVersion; v++ {
+		b, err := discovery.Encode(ep.Manifest(), v)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var doc struct {
+			Services []struct {
+				Name            string
+				Ty              string
+				EnableLazyState *bool
+				Handlers        []struct{ Name, Ty string }
+			}
+		}
+		if err := json.Unmarshal(b, &doc); err != nil {
+			t.Fatal(err)
+		}
+		got := map[string]string{}
+		for _, s := range doc.Services {
+			got[s.Name] = s.Ty
+			for _, h := range s.Handlers {
+				got[s.Name+"/"+h.Name] = h.Ty
+			}
+			if lazy := s.EnableLazyState != nil && *s.EnableLazyState; lazy != (s.Name == "Counter" && v >= 3) {
+				t.Errorf("v%d: %s enableLazyState = %v", v, s.Name, s.EnableLazyState)
+			}
+		}
+		want := map[string]string{"Counter": "VIRTUAL_OBJECT", "Counter/add": "EXCLUSIVE", "Counter/get": "SHARED",
+			"Signup": "WORKFLOW", "Signup/run": "WORKFLOW", "Signup/approve": "SHARED", "Greeter": "SERVICE", "Greeter/greet": ""}
+		if !reflect.DeepEqual(got, want) {
+			t.Errorf("v%d: types = %v, want %v", v, got, want)
+		}
 	}
 }
 

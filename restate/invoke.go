@@ -130,9 +130,16 @@ func (e *Endpoint) serveInvoke(w http.ResponseWriter, r *http.Request, h *boundH
 
 // release returns inv to the endpoint's pool; pooled invocations keep
 // their frame reader (sized for this endpoint's limit) and buffers.
+// It clears under both locks: a goroutine the handler left behind (one
+// still in a durable operation when its attempt suspended) may be in
+// statusErr or flush, which find the invocation released and do nothing.
 func (inv *invocation) release(pool *sync.Pool) {
+	inv.wmu.Lock()
+	inv.mu.Lock()
 	inv.ep, inv.h, inv.w, inv.r, inv.m, inv.fl = nil, nil, nil, nil, nil, nil
 	inv.ctx, inv.cancel, inv.writeErr, inv.input, inv.headers = nil, nil, nil, nil, nil
+	inv.mu.Unlock()
+	inv.wmu.Unlock()
 	inv.frames.Reset(nil)
 	select {
 	case <-inv.wake:
@@ -170,7 +177,9 @@ func (inv *invocation) serve(version int, bidi bool) {
 
 	var readerDone chan struct{}
 	base, cancel := context.WithCancelCause(attemptContext(inv.r))
+	inv.mu.Lock()
 	inv.ctx, inv.cancel = base, cancel
+	inv.mu.Unlock()
 	defer cancel(nil)
 	if !inv.m.Done() {
 		in, err := inv.m.Input()
@@ -182,7 +191,7 @@ func (inv *invocation) serve(version int, bidi bool) {
 					inv.headers[h.GetKey()] = h.GetValue()
 				}
 			}
-			if inv.m.Cancelled() {
+			if inv.m.Cancelled() && !inv.h.deliverCancel {
 				cancel(ErrCancelled)
 			}
 			if bidi && !inv.m.IsInputClosed() {
@@ -334,7 +343,7 @@ func (inv *invocation) readLoop(done chan struct{}) {
 		suspended := ended && inv.m.Terminal() == wire.SuspensionMessageType
 		inv.mu.Unlock()
 		switch {
-		case cancelled:
+		case cancelled && !inv.h.deliverCancel:
 			inv.cancel(ErrCancelled)
 		case suspended:
 			// The handler's context says why it ended, so a handler
@@ -359,7 +368,7 @@ func (inv *invocation) flush() {
 	inv.wmu.Lock()
 	defer inv.wmu.Unlock()
 	inv.mu.Lock()
-	if !inv.m.Pending() {
+	if inv.m == nil || !inv.m.Pending() {
 		inv.mu.Unlock()
 		return
 	}
@@ -388,15 +397,23 @@ func (inv *invocation) runHandler() {
 	var te *TerminalError
 	var re *RetryableError
 	switch {
-	case inv.m.Cancelled():
+	case inv.m.Cancelled() && !inv.h.deliverCancel:
 		_ = inv.m.Output(journal.Result{Failure: &journal.Failure{Code: CodeCancelled, Message: cancelledMessage}})
 	case inv.interruptedLocked(-1, ""):
+	case errors.Is(err, ErrCancelled) && inv.m.Cancelled():
+		// DeliverCancel: the handler ended with the cancellation it saw.
+		_ = inv.m.Output(journal.Result{Failure: &journal.Failure{Code: CodeCancelled, Message: cancelledMessage}})
 	case errors.Is(err, ErrCancelled):
 		inv.m.Fail(&journal.Error{Code: CodeUnavailable, Message: "the handler reported cancellation, but Restate did not cancel the invocation: " + err.Error(), RelatedIndex: -1})
 	case err == nil:
 		_ = inv.m.Output(journal.Result{Value: out})
 	case errors.As(err, &te):
 		_ = inv.m.Output(journal.Result{Failure: &journal.Failure{Code: orInternal(te.Code), Message: te.Message}})
+	case inv.m.Cancelled() && !inv.m.CancelTaken():
+		// DeliverCancel, but the handler failed before any wait saw the
+		// CANCEL: a retry would only run it again, so it ends cancelled,
+		// as it would have without DeliverCancel.
+		_ = inv.m.Output(journal.Result{Failure: &journal.Failure{Code: CodeCancelled, Message: cancelledMessage}})
 	case errors.As(err, &re):
 		inv.m.Fail(retryableToJournal(re, -1, 0, ""))
 	default:

@@ -70,18 +70,62 @@ type Context interface {
 	// RandomSeed is StartMessage.random_seed or, when the runtime sent
 	// none, derived from the invocation id: identical on every attempt.
 	RandomSeed() uint64
+
+	// State of a virtual object or workflow (see keyed.go): eager reads
+	// from StartMessage, lazy ones when it is partial; writes update the
+	// local view, so later reads of the attempt see them.
+	GetState(name string) (value []byte, found bool, err error)
+	StateKeys() ([]string, error)
+	SetState(name string, value []byte) error
+	ClearState(name string) error
+	ClearAllState() error
+	// Awakeable creates an awakeable: its id and the Future of its result.
+	Awakeable() (id string, f Future, err error)
+	// CompleteAwakeable resolves (Value) or rejects (Failure) an awakeable.
+	CompleteAwakeable(id string, out Outcome) error
+	// Promise is the Future of a workflow promise; PeekPromise reads it
+	// without waiting (nil while unresolved); CompletePromise resolves or
+	// rejects it (a *TerminalError when it was completed before).
+	Promise(name string) (Future, error)
+	PeekPromise(name string) (*Outcome, error)
+	CompletePromise(name string, out Outcome) error
+	// CancelInvocation sends Restate's CANCEL signal to another invocation.
+	CancelInvocation(invocationID string) error
 }
 
 // RetryPolicy is the runtime-side retry policy of a handler.
 type RetryPolicy = discovery.RetryPolicy
 
-// Service is a named group of handlers, served as a Restate SERVICE.
+// ServiceType is a service's type in the manifest.
+type ServiceType = discovery.ServiceType
+
+// HandlerType is a handler's type in a virtual object or workflow.
+type HandlerType = discovery.HandlerType
+
+// Service and handler types (see package discovery).
+const (
+	ServiceTypeService       = discovery.ServiceTypeService
+	ServiceTypeVirtualObject = discovery.ServiceTypeVirtualObject
+	ServiceTypeWorkflow      = discovery.ServiceTypeWorkflow
+	HandlerTypeExclusive     = discovery.HandlerTypeExclusive
+	HandlerTypeShared        = discovery.HandlerTypeShared
+	HandlerTypeWorkflow      = discovery.HandlerTypeWorkflow
+)
+
+// Service is a named group of handlers, served as a Restate SERVICE,
+// VIRTUAL_OBJECT or WORKFLOW.
 type Service struct {
 	// Name must match ^([a-zA-Z]|_[a-zA-Z0-9])[a-zA-Z0-9._-]*$.
-	Name          string
+	Name string
+	// Type is empty (SERVICE), ServiceTypeVirtualObject or
+	// ServiceTypeWorkflow; keyed invocations carry Context.Key.
+	Type          ServiceType
 	Documentation string
 	Metadata      map[string]string
-	Handlers      []Handler
+	// LazyState asks the runtime to send no eager state (manifest v3+
+	// enableLazyState): every state read is a GetLazyState round trip.
+	LazyState bool
+	Handlers  []Handler
 }
 
 // Handler is one handler of a Service. Zero durations and a nil
@@ -90,7 +134,11 @@ type Handler struct {
 	// Name must match ^([a-zA-Z]|_[a-zA-Z0-9])[a-zA-Z0-9_]*$.
 	Name string
 	// Fn is required.
-	Fn            HandlerFunc
+	Fn HandlerFunc
+	// Type is the handler's type in a virtual object (exclusive, the
+	// default, or shared) or workflow (HandlerTypeWorkflow for the
+	// workflow itself, or shared); empty in a plain service.
+	Type          HandlerType
 	Documentation string
 	Metadata      map[string]string
 	// Content types announced to the ingress (defaults */* and
@@ -100,6 +148,15 @@ type Handler struct {
 	InactivityTimeout, AbortTimeout, JournalRetention, IdempotencyRetention time.Duration
 	// RetryPolicy is announced in the manifest (v4+).
 	RetryPolicy *RetryPolicy
+	// DeliverCancel makes Restate's CANCEL signal a failure the handler
+	// sees instead of the end of the attempt: the handler's context is not
+	// cancelled, and the first wait the CANCEL beats (Await, or the wait
+	// inside Run, RunComplete, Send, a lazy state read or a promise
+	// operation) returns ErrCancelled, once; later operations work as
+	// before (compensations), and what the handler returns is the
+	// invocation's output. Without it the CANCEL ends the attempt and the
+	// invocation with 409 whatever the handler does.
+	DeliverCancel bool
 }
 
 func durationPtr(d time.Duration) *time.Duration {
@@ -113,14 +170,22 @@ func durationPtr(d time.Duration) *time.Duration {
 func manifestService(s Service) discovery.Service {
 	out := discovery.Service{
 		Name:          s.Name,
-		Type:          discovery.ServiceTypeService,
+		Type:          s.Type,
 		Documentation: s.Documentation,
 		Metadata:      s.Metadata,
 		Handlers:      make([]discovery.Handler, 0, len(s.Handlers)),
 	}
+	if out.Type == "" {
+		out.Type = discovery.ServiceTypeService
+	}
+	if s.LazyState {
+		lazy := true
+		out.EnableLazyState = &lazy
+	}
 	for _, h := range s.Handlers {
 		out.Handlers = append(out.Handlers, discovery.Handler{
 			Name:                 h.Name,
+			Type:                 h.Type,
 			Documentation:        h.Documentation,
 			Metadata:             h.Metadata,
 			InputContentType:     h.InputContentType,

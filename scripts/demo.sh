@@ -58,6 +58,29 @@ echo
 echo "== invoking Shell/respond (Bash)"
 curl -fsS "http://127.0.0.1:$INGRESS/Shell/respond" -H 'content-type: application/json' -d '{"msg":"hi $(touch pwned)"}'
 echo
+INGRESS_URL=http://127.0.0.1:$INGRESS
+json_field() { python3 -c 'import json, sys; v = json.load(sys.stdin).get(sys.argv[1]); print("" if v is None else v)' "$1"; }
+
+echo "== Counter (Bash virtual object): three adds to the key demo, then the shared get"
+for n in 1 2 3; do
+  printf '   add %s -> %s\n' "$n" "$(curl -fsS "$INGRESS_URL/Counter/demo/add" -H 'content-type: application/json' -d "$n")"
+done
+printf '   get -> %s\n' "$(curl -fsS "$INGRESS_URL/Counter/demo/get" -H 'content-type: application/json' -d 'null')"
+
+echo "== Signup (Python workflow): start, approve through its awakeable, attach to the result"
+curl -fsS "$INGRESS_URL/Signup/ada/run/send" -H 'content-type: application/json' -d '{"email":"ada@example.com"}'
+echo
+approval=""
+for _ in $(seq 1 100); do
+  approval=$(curl -fsS "$INGRESS_URL/Signup/ada/status" -H 'content-type: application/json' -d 'null' | json_field approval)
+  [ -n "$approval" ] && break
+  sleep 0.1
+done
+[ -n "$approval" ] || { echo "demo: the workflow never asked for approval" >&2; exit 1; }
+echo "   approving $approval"
+curl -fsS -X POST "$INGRESS_URL/restate/awakeables/$approval/resolve" -H 'content-type: application/json' -d '{"by":"the demo"}'
+curl -fsS "$INGRESS_URL/restate/workflow/Signup/ada/attach"
+echo
 echo "== bridge log (last lines)"
 tail -n 5 "$WORK/bridge.log"
 echo "== demo done"

@@ -72,7 +72,7 @@ func NewClient(addr, token string) (*Client, error) {
 func ClientFromEnv() (*Client, error) {
 	addr, token := os.Getenv(EnvAddr), os.Getenv(EnvToken)
 	if addr == "" || token == "" {
-		return nil, fmt.Errorf("%s and %s are not set: context calls work only inside a function that fnbridge runs with durable steps", EnvAddr, EnvToken)
+		return nil, fmt.Errorf("%s and %s are not set: context calls work only inside a function that fnbridge runs with durable steps (durability: steps)", EnvAddr, EnvToken)
 	}
 	return NewClient(addr, token)
 }
@@ -106,6 +106,14 @@ func (c *Client) do(ctx context.Context, route string, req, resp any) error {
 			return &Error{Status: r.StatusCode, Message: fmt.Sprintf("unexpected answer to %s: %q", route, b)}
 		}
 		return &Error{Status: r.StatusCode, Message: e.Error, Suspended: e.Suspended}
+	}
+	var failed failedResponse
+	if err := json.Unmarshal(b, &failed); err == nil && failed.Failure != nil {
+		code, err := failureCode(failed.Failure.Code)
+		if err != nil {
+			return fmt.Errorf("fnbridge context: the answer to %s: %w", route, err)
+		}
+		return &CallFailedError{Failure: Failure{Code: code, Message: failed.Failure.Message}}
 	}
 	if err := json.Unmarshal(b, resp); err != nil {
 		return fmt.Errorf("fnbridge context: decoding the answer to %s: %w", route, err)
@@ -254,4 +262,97 @@ func (c *Client) UUID(ctx context.Context) (string, error) {
 	var resp uuidResponse
 	err := c.do(ctx, RouteUUID, emptyRequest{}, &resp)
 	return resp.UUID, err
+}
+
+// GetState reads the state key name: its value and whether it has one.
+func (c *Client) GetState(ctx context.Context, name string) ([]byte, bool, error) {
+	var resp foundResponse
+	if err := c.do(ctx, RouteStateGet, nameRequest{Name: name, AsBytes: true}, &resp); err != nil {
+		return nil, false, err
+	}
+	if !resp.Found {
+		return nil, false, nil
+	}
+	r, err := decodeResult(resp.Result)
+	return r.Value, true, err
+}
+
+// StateKeys lists the state keys, sorted.
+func (c *Client) StateKeys(ctx context.Context) ([]string, error) {
+	var resp stateKeysResponse
+	err := c.do(ctx, RouteStateKeys, emptyRequest{}, &resp)
+	return resp.Keys, err
+}
+
+func bytesValue(v []byte) *string {
+	b := base64.StdEncoding.EncodeToString(v)
+	return &b
+}
+
+// SetState sets the state key name to value.
+func (c *Client) SetState(ctx context.Context, name string, value []byte) error {
+	return c.do(ctx, RouteStateSet, valueRequest{Name: name, Bytes: bytesValue(value)}, &emptyRequest{})
+}
+
+// ClearState removes the state key name.
+func (c *Client) ClearState(ctx context.Context, name string) error {
+	return c.do(ctx, RouteStateClear, nameRequest{Name: name}, &emptyRequest{})
+}
+
+// ClearAllState removes every state key.
+func (c *Client) ClearAllState(ctx context.Context) error {
+	return c.do(ctx, RouteStateClearAll, emptyRequest{}, &emptyRequest{})
+}
+
+// Awakeable creates an awakeable and returns its id, which is also the
+// handle to Await it with.
+func (c *Client) Awakeable(ctx context.Context) (string, error) {
+	var resp awakeableResponse
+	err := c.do(ctx, RouteAwakeable, emptyRequest{}, &resp)
+	return resp.ID, err
+}
+
+// ResolveAwakeable completes the awakeable id with value.
+func (c *Client) ResolveAwakeable(ctx context.Context, id string, value []byte) error {
+	return c.do(ctx, RouteAwakeableResolve, valueRequest{ID: id, Bytes: bytesValue(value)}, &emptyRequest{})
+}
+
+// RejectAwakeable fails the awakeable id with message.
+func (c *Client) RejectAwakeable(ctx context.Context, id, message string) error {
+	return c.do(ctx, RouteAwakeableReject, rejectRequest{ID: id, Message: message}, &emptyRequest{})
+}
+
+// Promise waits for the workflow promise name and returns its result.
+func (c *Client) Promise(ctx context.Context, name string) (Result, error) {
+	r, _, err := c.future(ctx, RoutePromiseGet, promiseGetRequest{Name: name, AsBytes: true})
+	return r, err
+}
+
+// PeekPromise reads the workflow promise name without waiting: nil while
+// it is unresolved.
+func (c *Client) PeekPromise(ctx context.Context, name string) (*Result, error) {
+	var resp foundResponse
+	if err := c.do(ctx, RoutePromisePeek, nameRequest{Name: name, AsBytes: true}, &resp); err != nil {
+		return nil, err
+	}
+	if !resp.Found {
+		return nil, nil
+	}
+	r, err := decodeResult(resp.Result)
+	return &r, err
+}
+
+// ResolvePromise completes the workflow promise name with value.
+func (c *Client) ResolvePromise(ctx context.Context, name string, value []byte) error {
+	return c.do(ctx, RoutePromiseResolve, valueRequest{Name: name, Bytes: bytesValue(value)}, &emptyRequest{})
+}
+
+// RejectPromise fails the workflow promise name with message.
+func (c *Client) RejectPromise(ctx context.Context, name, message string) error {
+	return c.do(ctx, RoutePromiseReject, rejectRequest{Name: name, Message: message}, &emptyRequest{})
+}
+
+// CancelInvocation asks Restate to cancel the invocation id.
+func (c *Client) CancelInvocation(ctx context.Context, id string) error {
+	return c.do(ctx, RouteCancel, cancelRequest{InvocationID: id}, &emptyRequest{})
 }

@@ -76,6 +76,37 @@
 //	/v1/random         {} → {"float": 0.37, "int": 3332424118245261}  float = int / 2^53
 //	/v1/uuid           {} → {"uuid": "xxxxxxxx-xxxx-4xxx-yxxx-xxxxxxxxxxxx"}
 //
+// Keyed services and awakeables (HandlerInfo says which handler the
+// attempt runs, WithHandler):
+//
+//	/v1/state/get        {"name": "count"} → {"found": true, "result": <result>} | {"found": false}
+//	/v1/state/keys       {} → {"keys": ["a", "b"]}   sorted
+//	/v1/state/set        {"name": "count", "value": <JSON>} | "bytes": "<b64>"  → {}
+//	/v1/state/clear      {"name": "count"} → {}
+//	/v1/state/clear-all  {} → {}
+//	/v1/awakeable        {} → {"id": "sign_1...", "handle": "sign_1..."}  (the id is its own handle for await)
+//	/v1/awakeable/resolve {"id": "sign_1...", "value": <JSON>} | "bytes" → {}
+//	/v1/awakeable/reject {"id": "sign_1...", "message": "..."} → {}
+//	/v1/promise/get      {"name": "approval", "async": false} → {"result": <result>}, or with async {"handle": "fut-N"}
+//	/v1/promise/peek     {"name": "approval"} → {"found": true, "result": <result>} | {"found": false} (unresolved)
+//	/v1/promise/resolve  {"name": "approval", "value": <JSON>} | "bytes" → {}
+//	/v1/promise/reject   {"name": "approval", "message": "..."} → {}
+//	/v1/cancel           {"invocation_id": "inv_..."} → {}
+//
+// State needs a virtual object's or workflow's handler, and writes an
+// exclusive one (or a workflow's run); promises need a workflow's handler.
+// A call the handler may not make is refused before anything is
+// journaled, as a terminal failure of that call alone:
+//
+//	200 {"failure": {"code": 500, "message": "state set refused: Counter/get is a shared handler ..."}}
+//
+// The same answer fails a call whose wait the invocation's cancellation
+// interrupted ({"failure": {"code": 409, "message": "cancelled"}}) and a
+// second completion of a promise (409): the function gets a terminal
+// failure (Python fnbridge.TerminalError, the fnbridge command exits 100)
+// and may go on, with compensations for instance. Clients check for a
+// top-level "failure" in every 200 answer.
+//
 // Random numbers and UUIDs come from a generator seeded with
 // Journal.RandomSeed, so the n-th draw of every attempt is the same.
 // The fields "as_bytes" (run/start, run/complete, sleep, call, await) and
@@ -94,7 +125,7 @@
 //
 // # Statuses
 //
-//	200  done
+//	200  done (or, with a top-level "failure", the call failed terminally alone)
 //	400  malformed request (unknown field, unknown handle, bad value); nothing journaled
 //	401  missing or malformed Authorization header
 //	403  stale token (its attempt ended) or foreign token (not issued here)

@@ -3,6 +3,7 @@ package stepctx
 import (
 	"context"
 	"errors"
+	"fmt"
 	"time"
 )
 
@@ -55,6 +56,73 @@ type Journal interface {
 	// the same on every attempt of the invocation (Restate derives it from
 	// the invocation id), so replayed random values are the recorded ones.
 	RandomSeed() uint64
+
+	// The operations of keyed services and awakeables. The Server calls
+	// the state and promise ones only for handlers whose HandlerInfo
+	// allows them (WithHandler).
+
+	// GetState reads the state key name; found is false when it has no
+	// value. It may wait for the runtime (a lazy read).
+	GetState(ctx context.Context, name string) (value []byte, found bool, err error)
+	// StateKeys lists the state keys, sorted.
+	StateKeys(ctx context.Context) ([]string, error)
+	// SetState, ClearState and ClearAllState journal a state write.
+	SetState(ctx context.Context, name string, value []byte) error
+	ClearState(ctx context.Context, name string) error
+	ClearAllState(ctx context.Context) error
+	// Awakeable creates an awakeable: its id (the same on every attempt
+	// that creates its awakeables in the same order) and its Future.
+	Awakeable(ctx context.Context) (id string, f Future, err error)
+	// CompleteAwakeable resolves (a value) or rejects (a failure) the
+	// awakeable id.
+	CompleteAwakeable(ctx context.Context, id string, res Result) error
+	// Promise journals the wait for the workflow promise name and returns
+	// its Future.
+	Promise(ctx context.Context, name string) (Future, error)
+	// PeekPromise reads the promise without waiting for it: nil while it
+	// is unresolved.
+	PeekPromise(ctx context.Context, name string) (*Result, error)
+	// CompletePromise resolves or rejects the promise; a promise completed
+	// before fails with a *CallFailedError.
+	CompletePromise(ctx context.Context, name string, res Result) error
+	// CancelInvocation asks Restate to cancel the invocation id.
+	CancelInvocation(ctx context.Context, invocationID string) error
+}
+
+// CallFailedError is how a Journal (or the Server) fails one context call
+// terminally without ending the attempt: the call was refused before
+// anything was journaled, or the invocation's cancellation interrupted its
+// wait (code 409). The function gets it as a terminal failure (Python
+// fnbridge.TerminalError; the fnbridge command exits 100) and may go on;
+// the Client returns it as the call's error.
+type CallFailedError struct {
+	Failure Failure
+}
+
+func (e *CallFailedError) Error() string {
+	return fmt.Sprintf("%s (code %d)", e.Failure.Message, orInternal(e.Failure.Code))
+}
+
+// Cancelled is the CallFailedError of a wait the invocation's cancellation
+// interrupted.
+func Cancelled() *CallFailedError {
+	return &CallFailedError{Failure: Failure{Code: 409, Message: "cancelled"}}
+}
+
+// HandlerInfo describes the handler an attempt runs, for what the Server
+// refuses before journaling: state outside virtual objects and workflows,
+// state writes from shared handlers, promises outside workflows. The zero
+// value is a handler of a plain service.
+type HandlerInfo struct {
+	// Name is "Service/handler", for messages.
+	Name string
+	// Keyed: a virtual object's or workflow's handler, which has state.
+	Keyed bool
+	// Workflow: a workflow's handler, which has promises.
+	Workflow bool
+	// Shared: a shared handler (shared: true in a virtual object, every
+	// workflow handler but run): it reads state but cannot write it.
+	Shared bool
 }
 
 // Future is a Journal's handle on a pending result (a run, timer or

@@ -98,7 +98,7 @@ func TestProtocolOnTheWire(t *testing.T) {
 	before := len(j.Entries())
 	r.want("/v1/sleep", `{"milis":10}`, 400, `{"error":"request body: json: unknown field \"milis\""}`)
 	r.want("/v1/await", `{"handles":["run-1"]}`, 400, `{"error":"handle \"run-1\" is a run: runs are completed with /v1/run/complete, not awaited"}`)
-	r.want("/v1/await", `{"handles":["fut-99"]}`, 400, `{"error":"unknown handle \"fut-99\": not issued by sleep or call in this attempt"}`)
+	r.want("/v1/await", `{"handles":["fut-99"]}`, 400, `{"error":"unknown handle \"fut-99\": not issued by sleep, call, awakeable or promise/get in this attempt"}`)
 	r.want("/v1/await", `{"handles":["fut-4"],"mode":"race"}`, 400, `{"error":"await \"mode\" \"race\": want \"all\" or \"any\""}`)
 	r.want("/v1/call", `{"service":"S"}`, 400, `{"error":"a call needs a non-empty \"service\" and \"handler\""}`)
 	r.want("/v1/sleep", `{"millis":-1}`, 400, `{"error":"sleep \"millis\" is -1; it must not be negative"}`)
@@ -116,4 +116,53 @@ func TestProtocolOnTheWire(t *testing.T) {
 	j.HoldSleeps = true
 	r.want("/v1/sleep", `{"millis":10}`, 410, `{"error":"the invocation suspended: this attempt must stop now; Restate resumes the invocation in a new attempt","suspended":true}`)
 	r.want("/v1/invocation-id", `{}`, 410, `{"error":"the invocation suspended: this attempt must stop now; Restate resumes the invocation in a new attempt","suspended":true}`)
+}
+
+// The keyed operations on the wire, as the Python module speaks them: a
+// refused call and a second promise completion are 200 answers with a
+// top-level "failure"; the attempt goes on.
+func TestKeyedProtocolOnTheWire(t *testing.T) {
+	s, addr := serve(t, "unix", stepctx.Config{})
+	j := &stepctxtest.Journal{State: map[string][]byte{"count": []byte("1")}}
+	a, err := s.Open("", j, stepctx.WithHandler(stepctx.HandlerInfo{Name: "Signup/run", Keyed: true, Workflow: true}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer a.Close()
+	r := newRaw(t, addr, a.Token())
+	r.want("/v1/state/get", `{"name":"count"}`, 200, `{"found":true,"result":{"value":1}}`)
+	r.want("/v1/state/get", `{"name":"none"}`, 200, `{"found":false}`)
+	r.want("/v1/state/set", `{"name":"count","value":{"n": 2}}`, 200, `{}`)
+	r.want("/v1/state/get", `{"name":"count","as_bytes":true}`, 200, `{"found":true,"result":{"bytes":"eyJuIjogMn0="}}`)
+	r.want("/v1/state/keys", `{}`, 200, `{"keys":["count"]}`)
+	r.want("/v1/state/clear", `{"name":"count"}`, 200, `{}`)
+	r.want("/v1/state/clear-all", ``, 200, `{}`)
+	r.want("/v1/state/keys", ``, 200, `{"keys":[]}`)
+	r.want("/v1/awakeable", `{}`, 200, `{"handle":"sign_1fake17","id":"sign_1fake17"}`)
+	j.ResolveAwakeable("sign_1fake17", stepctx.Result{Value: []byte(`"ok"`)})
+	r.want("/v1/await", `{"handles":["sign_1fake17"]}`, 200, `{"results":[{"value":"ok"}]}`)
+	r.want("/v1/awakeable/resolve", `{"id":"sign_1fake17","value":[1]}`, 200, `{}`)
+	r.want("/v1/awakeable/reject", `{"id":"sign_1fake17","message":"no"}`, 200, `{}`)
+	r.want("/v1/promise/peek", `{"name":"p"}`, 200, `{"found":false}`)
+	r.want("/v1/promise/resolve", `{"name":"p","value":"yes"}`, 200, `{}`)
+	r.want("/v1/promise/resolve", `{"name":"p","value":"again"}`, 200, `{"failure":{"code":409,"message":"promise \"p\" was completed already"}}`)
+	r.want("/v1/promise/peek", `{"name":"p"}`, 200, `{"found":true,"result":{"value":"yes"}}`)
+	r.want("/v1/promise/get", `{"name":"p"}`, 200, `{"result":{"value":"yes"}}`)
+	r.want("/v1/promise/get", `{"name":"p","async":true}`, 200, `{"handle":"fut-1"}`)
+	r.want("/v1/promise/reject", `{"name":"q","message":"denied"}`, 200, `{}`)
+	r.want("/v1/cancel", `{"invocation_id":"inv_1abc"}`, 200, `{}`)
+
+	before := len(j.Entries())
+	r.want("/v1/state/set", `{"name":""}`, 400, `{"error":"state/set needs a non-empty \"name\""}`)
+	r.want("/v1/state/set", `{"name":"x"}`, 400, `{"error":"give the value as \"value\" (JSON) or \"bytes\" (base64)"}`)
+	r.want("/v1/state/set", `{"name":"x","id":"y","value":1}`, 400, `{"error":"state/set takes \"name\", not \"id\""}`)
+	r.want("/v1/promise/resolve", `{"id":"p","value":1}`, 400, `{"error":"promise/resolve needs a non-empty \"name\""}`)
+	r.want("/v1/awakeable/resolve", `{"name":"x","value":1}`, 400, `{"error":"awakeable/resolve takes \"id\", not \"name\""}`)
+	r.want("/v1/cancel", `{"invocation_id":"42"}`, 400, `{"error":"\"42\" is not an invocation id (inv_ followed by letters and digits)"}`)
+	if n := len(j.Entries()); n != before {
+		t.Errorf("refused requests journaled %d commands", n-before)
+	}
+	if a.Err() != nil {
+		t.Errorf("attempt ended: %v", a.Err())
+	}
 }

@@ -85,6 +85,12 @@ func WithSuspendAfter(d time.Duration) AttemptOption {
 	return func(a *Attempt) { a.suspendAfter = d }
 }
 
+// WithHandler tells the attempt which handler it runs, for the calls it
+// refuses (see HandlerInfo); without it, a handler of a plain service.
+func WithHandler(h HandlerInfo) AttemptOption {
+	return func(a *Attempt) { a.handler = h }
+}
+
 // NewToken returns a fresh token: 256 bits from crypto/rand, unpadded
 // base64url.
 func NewToken() string {
@@ -193,6 +199,7 @@ type Attempt struct {
 	token        string
 	j            Journal
 	suspendAfter time.Duration
+	handler      HandlerInfo
 	ctx          context.Context // cancelled by Close: cuts in-flight Journal calls
 	cancel       context.CancelFunc
 
@@ -263,11 +270,19 @@ func (a *Attempt) end(err error) {
 	}
 }
 
-// apiError is an answer other than 200.
+// apiError is an answer other than 200, or a 200 whose call failed
+// terminally (failure set): refused, or interrupted by cancellation.
 type apiError struct {
 	status    int
 	msg       string
 	suspended bool
+	failure   *wireFailure
+}
+
+// callFailed is the answer of a CallFailedError.
+func callFailed(e *CallFailedError) *apiError {
+	return &apiError{status: http.StatusOK, msg: e.Failure.Message,
+		failure: &wireFailure{Code: int(orInternal(e.Failure.Code)), Message: e.Failure.Message}}
 }
 
 func (e *apiError) Error() string { return e.msg }
@@ -296,6 +311,20 @@ var routes = map[string]func(a *Attempt, r *http.Request, body []byte) (any, *ap
 	RouteInvocationID: (*Attempt).invocationID,
 	RouteRandom:       (*Attempt).random,
 	RouteUUID:         (*Attempt).uuid,
+
+	RouteStateGet:         (*Attempt).stateGet,
+	RouteStateKeys:        (*Attempt).stateKeys,
+	RouteStateSet:         (*Attempt).stateSet,
+	RouteStateClear:       (*Attempt).stateClear,
+	RouteStateClearAll:    (*Attempt).stateClearAll,
+	RouteAwakeable:        (*Attempt).awakeable,
+	RouteAwakeableResolve: (*Attempt).awakeableResolve,
+	RouteAwakeableReject:  (*Attempt).awakeableReject,
+	RoutePromiseGet:       (*Attempt).promiseGet,
+	RoutePromisePeek:      (*Attempt).promisePeek,
+	RoutePromiseResolve:   (*Attempt).promiseResolve,
+	RoutePromiseReject:    (*Attempt).promiseReject,
+	RouteCancel:           (*Attempt).cancelInvocation,
 }
 
 // ServeHTTP serves one context request.
@@ -350,6 +379,10 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 }
 
 func writeError(w http.ResponseWriter, e *apiError) {
+	if e.failure != nil {
+		writeJSON(w, e.status, failedResponse{Failure: e.failure})
+		return
+	}
 	writeJSON(w, e.status, errorResponse{Error: e.msg, Suspended: e.suspended})
 }
 
@@ -382,8 +415,13 @@ func decode(body []byte, v any) *apiError {
 	return nil
 }
 
-// journalFailed ends the attempt on a Journal error and gives the answer.
+// journalFailed ends the attempt on a Journal error and gives the answer;
+// a CallFailedError fails the call alone.
 func (a *Attempt) journalFailed(err error) *apiError {
+	var cf *CallFailedError
+	if errors.As(err, &cf) && a.ctx.Err() == nil {
+		return callFailed(cf)
+	}
 	if a.ctx.Err() != nil {
 		// Closed meanwhile: the Journal saw its context cancelled.
 		a.end(ErrClosed)
@@ -627,7 +665,7 @@ func (a *Attempt) await(r *http.Request, body []byte) (any, *apiError) {
 		h := a.handles[id]
 		switch {
 		case h == nil:
-			return nil, badRequest("unknown handle %q: not issued by sleep or call in this attempt", id)
+			return nil, badRequest("unknown handle %q: not issued by sleep, call, awakeable or promise/get in this attempt", id)
 		case h.run:
 			return nil, badRequest("handle %q is a run: runs are completed with %s, not awaited", id, RouteRunComplete)
 		}

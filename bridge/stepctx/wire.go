@@ -17,6 +17,20 @@ const (
 	RouteInvocationID = "/v1/invocation-id"
 	RouteRandom       = "/v1/random"
 	RouteUUID         = "/v1/uuid"
+
+	RouteStateGet         = "/v1/state/get"
+	RouteStateKeys        = "/v1/state/keys"
+	RouteStateSet         = "/v1/state/set"
+	RouteStateClear       = "/v1/state/clear"
+	RouteStateClearAll    = "/v1/state/clear-all"
+	RouteAwakeable        = "/v1/awakeable"
+	RouteAwakeableResolve = "/v1/awakeable/resolve"
+	RouteAwakeableReject  = "/v1/awakeable/reject"
+	RoutePromiseGet       = "/v1/promise/get"
+	RoutePromisePeek      = "/v1/promise/peek"
+	RoutePromiseResolve   = "/v1/promise/resolve"
+	RoutePromiseReject    = "/v1/promise/reject"
+	RouteCancel           = "/v1/cancel"
 )
 
 // The JSON bodies below are the protocol; see the package doc.
@@ -128,6 +142,63 @@ type randomResponse struct {
 
 type uuidResponse struct {
 	UUID string `json:"uuid"`
+}
+
+// nameRequest names a state key or promise (state/get, state/clear,
+// promise/peek).
+type nameRequest struct {
+	Name    string `json:"name"`
+	AsBytes bool   `json:"as_bytes"`
+}
+
+// foundResponse answers a read that may find nothing (state/get,
+// promise/peek): Result only when found.
+type foundResponse struct {
+	Found  bool        `json:"found"`
+	Result *wireResult `json:"result,omitempty"`
+}
+
+type stateKeysResponse struct {
+	Keys []string `json:"keys"`
+}
+
+// valueRequest writes a value under a name or id (state/set,
+// promise/resolve, awakeable/resolve).
+type valueRequest struct {
+	Name  string          `json:"name,omitempty"`
+	ID    string          `json:"id,omitempty"`
+	Value json.RawMessage `json:"value,omitempty"`
+	Bytes *string         `json:"bytes,omitempty"`
+}
+
+// rejectRequest rejects a promise or awakeable with a message.
+type rejectRequest struct {
+	Name    string `json:"name,omitempty"`
+	ID      string `json:"id,omitempty"`
+	Message string `json:"message"`
+}
+
+type awakeableResponse struct {
+	// ID is what completes it; Handle, the same string, awaits it.
+	ID     string `json:"id"`
+	Handle string `json:"handle"`
+}
+
+type promiseGetRequest struct {
+	Name    string `json:"name"`
+	Async   bool   `json:"async"`
+	AsBytes bool   `json:"as_bytes"`
+}
+
+type cancelRequest struct {
+	InvocationID string `json:"invocation_id"`
+}
+
+// failedResponse is a 200 answer whose call failed terminally without
+// ending the attempt (CallFailedError): refused, or interrupted by the
+// invocation's cancellation.
+type failedResponse struct {
+	Failure *wireFailure `json:"failure"`
 }
 
 type errorResponse struct {

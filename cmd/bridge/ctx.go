@@ -95,17 +95,21 @@ func runCtx(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 func newCtxCmd() *cobra.Command {
 	root := &cobra.Command{
 		Use:   "ctx",
-		Short: "Durable steps from a Bash function: run, sleep, call, send, await",
+		Short: "Durable steps from a Bash function: run, sleep, call, send, await, state, awakeables, promises",
 		Long: `Durable steps from a Bash function (or any process it starts), through the
 attempt's context endpoint (` + stepctx.EnvAddr + `, ` + stepctx.EnvToken + `).
 
-Exit statuses: 0 success; 100 terminal failure (recorded: the same on replay);
-75 the attempt suspended or ended, stop now; 2 bad arguments; 1 the context
-call could not be made. fnbridge run passes through the status of a CMD that
-failed retryably.`,
+Exit statuses: 0 success; 100 terminal failure (recorded: the same on replay;
+also a call the handler may not make, such as a state write from a shared
+handler, and a wait the invocation's cancellation interrupted); 75 the
+attempt suspended or ended, stop now; 2 bad arguments; 1 the context call
+could not be made, or (state get, promise peek) nothing to print. fnbridge
+run passes through the status of a CMD that failed retryably.`,
 		SilenceUsage:  true,
 		SilenceErrors: true,
 	}
+	root.AddCommand(newCtxKeyCmd(), newCtxStateCmd(), newCtxPromiseCmd(), newCtxCancelCmd())
+	root.AddCommand(newCtxAwakeableCmds()...)
 	root.AddCommand(newCtxRunCmd(), newCtxSleepCmd(), newCtxCallCmd(), newCtxSendCmd(), newCtxAwaitCmd(),
 		newCtxValueCmd("invocation-id", "Print the invocation id", func(ctx context.Context, c *stepctx.Client) (string, error) {
 			return c.InvocationID(ctx)
@@ -130,11 +134,17 @@ func ctxClient() (*stepctx.Client, error) {
 	return c, nil
 }
 
-// callFailed is the exit of a context call that returned err.
+// callFailed is the exit of a context call that returned err: a call
+// that failed terminally alone (refused, or its wait interrupted by the
+// invocation's cancellation) is a terminal failure.
 func callFailed(err error) error {
 	var e *stepctx.Error
-	if errors.As(err, &e) && e.Ended() {
+	var cf *stepctx.CallFailedError
+	switch {
+	case errors.As(err, &e) && e.Ended():
 		return exitf(ctxExitStopped, "%s", e.Message)
+	case errors.As(err, &cf):
+		return exitf(ctxExitTerminal, "%s", cf.Failure.Message)
 	}
 	return exitf(ctxExitError, "%v", err)
 }
@@ -425,7 +435,7 @@ func newCtxAwaitCmd() *cobra.Command {
 	var anyOf bool
 	cmd := &cobra.Command{
 		Use:   "await [--any] HANDLE...",
-		Short: "Wait for handles from sleep/call --async and print their results, one line each",
+		Short: "Wait for handles (sleep/call --async, awakeable ids) and print their results, one line each",
 		Long: `Wait for every HANDLE and print each result followed by a newline, in order
 (an empty line for a timer or a failed one); any terminal failure is reported
 on stderr and the exit status is 100. With --any, wait for the first to

@@ -26,9 +26,11 @@ type ctxEnv struct {
 	addr string
 	j    *stepctxtest.Journal
 	a    *stepctx.Attempt
+	// opts configure every attempt (the handler it runs).
+	opts []stepctx.AttemptOption
 }
 
-func newCtxEnv(t *testing.T, j *stepctxtest.Journal) *ctxEnv {
+func newCtxEnv(t *testing.T, j *stepctxtest.Journal, opts ...stepctx.AttemptOption) *ctxEnv {
 	dir, err := os.MkdirTemp("", "ctxcli")
 	if err != nil {
 		t.Fatal(err)
@@ -47,7 +49,7 @@ func newCtxEnv(t *testing.T, j *stepctxtest.Journal) *ctxEnv {
 			t.Errorf("Serve: %v", err)
 		}
 	})
-	e := &ctxEnv{t: t, s: s, addr: stepctx.URL(l), j: j}
+	e := &ctxEnv{t: t, s: s, addr: stepctx.URL(l), j: j, opts: opts}
 	t.Setenv(stepctx.EnvAddr, e.addr)
 	e.attempt()
 	return e
@@ -60,7 +62,7 @@ func (e *ctxEnv) attempt() {
 		e.a.Close()
 		e.j.Restart()
 	}
-	a, err := e.s.Open("", e.j)
+	a, err := e.s.Open("", e.j, e.opts...)
 	if err != nil {
 		e.t.Fatal(err)
 	}

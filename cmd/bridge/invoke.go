@@ -14,7 +14,7 @@ import (
 )
 
 func newInvokeCmd(g *globalFlags) *cobra.Command {
-	var configPath string
+	var configPath, key string
 	cmd := &cobra.Command{
 		Use:   "invoke Service/handler 'JSON'",
 		Short: "Run one configured function once, locally, without Restate",
@@ -24,7 +24,9 @@ func newInvokeCmd(g *globalFlags) *cobra.Command {
 			"console logs at warn unless --log-level/--log-format say otherwise\n" +
 			"(JSON at info when stderr is redirected).\n" +
 			"A durability: steps function runs against a local journal: every step\n" +
-			"executes, sleeps really wait, and calls/sends fail (they need Restate).",
+			"executes, sleeps really wait, and calls/sends fail (they need Restate).\n" +
+			"A virtual object's or workflow's handler gets --key (default empty) and,\n" +
+			"with durable steps, state that starts empty and lasts for this one run.",
 		Args: cobra.ExactArgs(2),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			log, err := g.interactiveLogger(cmd)
@@ -52,7 +54,7 @@ func newInvokeCmd(g *globalFlags) *cobra.Command {
 			}
 			ctx, stop := signal.NotifyContext(cmd.Context(), syscall.SIGTERM, syscall.SIGINT)
 			defer stop()
-			res, err := b.Invoke(ctx, service, handler, []byte(args[1]))
+			res, err := b.InvokeKeyed(ctx, service, handler, key, []byte(args[1]))
 			_ = b.Close(context.Background())
 			if err != nil {
 				return err
@@ -69,5 +71,6 @@ func newInvokeCmd(g *globalFlags) *cobra.Command {
 		},
 	}
 	addConfigFlag(cmd, &configPath)
+	cmd.Flags().StringVar(&key, "key", "", "the virtual object key or workflow id (FNBRIDGE_KEY) of a keyed handler")
 	return cmd
 }

@@ -134,6 +134,16 @@
 // retryably failing CMD's own status. Arguments and payloads are data:
 // CMD is executed directly, never through a shell.
 //
+// Keyed services and awakeables (see the command's help): fnbridge key
+// (also $FNBRIDGE_KEY, in either durability mode), fnbridge state
+// get|set|clear|clear-all|keys, fnbridge awakeable (its id is a handle
+// for fnbridge await), resolve-awakeable, reject-awakeable, fnbridge
+// promise get|peek|resolve|reject and fnbridge cancel. A call the handler
+// may not make (a state write from a shared handler) and a wait the
+// invocation's cancellation interrupted exit 100 with the reason on
+// stderr; state get and promise peek exit 1, printing nothing, when there
+// is no value.
+//
 // When the attempt suspends (or a step fails retryably, or the journal
 // cannot go on), the bridge cancels the invocation, which kills the
 // worker's process group (see below): whatever the function does after

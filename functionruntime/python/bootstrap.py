@@ -164,7 +164,8 @@ def _fnbridge_worker():
     invocation_env_names = ("FNBRIDGE_KEY", "TRACEPARENT", "TRACESTATE")
     invocation = contextvars.ContextVar("fnbridge_invocation", default=0)
     api = types.ModuleType("fnbridge")
-    api.__doc__ = "fnbridge handler API: TerminalError, set_output, and the durable steps API (run, sleep, call, ...)."
+    api.__doc__ = ("fnbridge handler API: TerminalError, set_output, key, and the durable steps API "
+                   "(run, sleep, call, ..., state, awakeable, promise, cancel).")
 
     class TerminalError(Exception):
         """Raise to fail the invocation (or a step) without retries."""
@@ -336,6 +337,12 @@ def _fnbridge_worker():
             raise RuntimeError("fnbridge.%s: the context endpoint at %s sent an unreadable answer (HTTP %d): %r"
                                % (api_name, ctx.address, resp.status, data[:200]))
         if resp.status == 200:
+            if "failure" in answer:
+                # This call alone failed terminally (refused, a promise
+                # completed before, or interrupted by the invocation's
+                # cancellation: 409); the attempt goes on.
+                f = answer["failure"] or {}
+                raise TerminalError(f.get("message", ""), f.get("code", 500))
             return answer
         if resp.status == 410:
             ctx.ended = message or "the attempt is over"
@@ -616,6 +623,153 @@ def _fnbridge_worker():
 
         return uuid.UUID(text)
 
+    # Keyed services (virtual objects, workflows) and awakeables.
+    def key():
+        """The virtual object key or workflow id of this invocation.
+
+        Works in both durability modes; a plain service's invocations have
+        none (RuntimeError)."""
+        n = invocation.get()
+        if n == 0 or n != state["invocation"]:
+            raise RuntimeError(
+                "fnbridge.key called outside its invocation: call it from the function "
+                "(or a thread run with contextvars.copy_context()) while the invocation runs")
+        k = state["env"].get("FNBRIDGE_KEY")
+        if k is None:
+            raise RuntimeError(
+                "fnbridge.key(): this handler's service is a plain service (type: service), whose "
+                "invocations have no key; keys belong to services of type virtual_object or workflow")
+        return k
+
+    def encode_value(api_name, value):
+        try:
+            return ("value", encode(value))
+        except _Unserializable as wrapped:
+            exc = wrapped.args[0]
+            raise TypeError("fnbridge.%s: the value is not JSON-serializable: %s: %s"
+                            % (api_name, type_name(exc), message_of(exc)))
+
+    def context_op(api_name, op, fields, raw=None):
+        ctx = enter(api_name)
+        try:
+            return request(ctx, api_name, op, fields, raw)
+        finally:
+            leave(ctx)
+
+    class _State(object):
+        """The durable key/value state of a virtual object or workflow.
+
+        Values are JSON-encodable; reads see this invocation's writes.
+        Shared handlers read it; writing from one raises TerminalError."""
+
+        __slots__ = ()
+
+        def __repr__(self):
+            return "<fnbridge.state>"
+
+        def get(self, name, default=None):
+            """The value of state key name, or default when it has none."""
+            check_str("state.get", "name", name)
+            answer = context_op("state.get", "state/get", {"name": name})
+            if not answer.get("found"):
+                return default
+            return result_of(answer["result"])
+
+        def set(self, name, value):
+            """Set state key name to value (JSON-encodable)."""
+            check_str("state.set", "name", name)
+            raw = encode_value("state.set", value)
+            context_op("state.set", "state/set", {"name": name}, raw)
+
+        def clear(self, name):
+            """Remove state key name."""
+            check_str("state.clear", "name", name)
+            context_op("state.clear", "state/clear", {"name": name})
+
+        def clear_all(self):
+            """Remove every state key."""
+            context_op("state.clear_all", "state/clear-all", {})
+
+        def keys(self):
+            """The state keys, a sorted list of str."""
+            return list(context_op("state.keys", "state/keys", {}).get("keys") or [])
+
+    def awakeable():
+        """Create an awakeable: (awakeable_id, future).
+
+        Hand the id to whoever completes it (another handler with
+        resolve_awakeable, or Restate's ingress:
+        POST /restate/awakeables/<id>/resolve); future.result() waits for
+        its value (suspending like any wait) and raises TerminalError when
+        it is rejected. The ids are the same on every attempt."""
+        ctx = enter("awakeable")
+        try:
+            answer = request(ctx, "awakeable", "awakeable", {})
+            return answer["id"], Future(ctx, answer["handle"], "awakeable")
+        finally:
+            leave(ctx)
+
+    def resolve_awakeable(awakeable_id, value):
+        """Complete the awakeable awakeable_id with value (JSON-encodable)."""
+        check_str("resolve_awakeable", "awakeable_id", awakeable_id)
+        raw = encode_value("resolve_awakeable", value)
+        context_op("resolve_awakeable", "awakeable/resolve", {"id": awakeable_id}, raw)
+
+    def reject_awakeable(awakeable_id, message):
+        """Fail the awakeable awakeable_id: its waiter gets TerminalError(message)."""
+        check_str("reject_awakeable", "awakeable_id", awakeable_id)
+        if not isinstance(message, str):
+            raise TypeError("fnbridge.reject_awakeable: message must be str, not %s" % type(message).__name__)
+        context_op("reject_awakeable", "awakeable/reject", {"id": awakeable_id, "message": message})
+
+    class Promise(object):
+        """A durable promise of a workflow, named and shared by its handlers."""
+
+        __slots__ = ("name",)
+
+        def __init__(self, name):
+            self.name = name
+
+        def __repr__(self):
+            return "<fnbridge.Promise %r>" % self.name
+
+        def get(self):
+            """Wait for the promise (suspending like any wait) and return its value.
+
+            Raises TerminalError when it was rejected."""
+            return result_of(context_op("promise.get", "promise/get", {"name": self.name})["result"])
+
+        def peek(self):
+            """The promise's value, or None while it is unresolved (raises TerminalError when rejected)."""
+            answer = context_op("promise.peek", "promise/peek", {"name": self.name})
+            if not answer.get("found"):
+                return None
+            return result_of(answer["result"])
+
+        def resolve(self, value):
+            """Resolve the promise with value (JSON-encodable); TerminalError if it was completed before."""
+            raw = encode_value("promise.resolve", value)
+            context_op("promise.resolve", "promise/resolve", {"name": self.name}, raw)
+
+        def reject(self, message):
+            """Reject the promise: its waiters get TerminalError(message)."""
+            if not isinstance(message, str):
+                raise TypeError("fnbridge.promise.reject: message must be str, not %s" % type(message).__name__)
+            context_op("promise.reject", "promise/reject", {"name": self.name, "message": message})
+
+    Promise.__module__ = "fnbridge"
+    Promise.__qualname__ = "Promise"
+
+    def promise(name):
+        """The workflow promise name (a workflow's handlers only)."""
+        check_str("promise", "name", name)
+        return Promise(name)
+
+    def cancel(invocation_id):
+        """Ask Restate to cancel the invocation invocation_id (inv_...)."""
+        check_str("cancel", "invocation_id", invocation_id)
+        context_op("cancel", "cancel", {"invocation_id": invocation_id})
+
     def forget_connection_in_child():
         # A forked child must not share the parent's connection.
         ctx = steps["ctx"]
@@ -625,8 +779,11 @@ def _fnbridge_worker():
     os.register_at_fork(after_in_child=forget_connection_in_child)
 
     send_call.__name__ = send_call.__qualname__ = "send"
-    for api_fn in (run, sleep, sleep_async, call, call_async, send_call, wait_all, wait_any, invocation_id, random, uuid4):
+    for api_fn in (run, sleep, sleep_async, call, call_async, send_call, wait_all, wait_any, invocation_id, random, uuid4,
+                   key, awakeable, resolve_awakeable, reject_awakeable, promise, cancel):
         setattr(api, api_fn.__name__, api_fn)
+    api.state = _State()
+    api.Promise = Promise
     api.Future = Future
     api.Suspended = Suspended
     sys.modules["fnbridge"] = api

@@ -88,6 +88,20 @@
 //	fnbridge.wait_any(*futures)               → the first completed Future
 //	fnbridge.wait_all(*futures)               → their results, in order
 //	fnbridge.invocation_id(), fnbridge.random(), fnbridge.uuid4()   the same on every attempt
+//	fnbridge.state.get(name, default=None), .set(name, value), .clear(name), .clear_all(), .keys()
+//	fnbridge.awakeable()                      → (awakeable_id, Future)
+//	fnbridge.resolve_awakeable(id, value), fnbridge.reject_awakeable(id, message)
+//	fnbridge.promise(name)                    → Promise: .get(), .peek() (None unresolved), .resolve(value), .reject(message)
+//	fnbridge.cancel(invocation_id)
+//	fnbridge.key()                            the object key or workflow id (both durability modes)
+//
+// A context call the handler may not make (a state write from a shared
+// handler, state in a plain service, a promise outside a workflow), a
+// second completion of a promise, and any wait the invocation's
+// cancellation interrupts (code 409) raise fnbridge.TerminalError from
+// that call alone: the function may go on. fnbridge.key() reads
+// FNBRIDGE_KEY of the per-invocation environment; a plain service's
+// invocations have none (RuntimeError).
 //
 // A recorded step returns its journaled result without calling fn. fn
 // raising fnbridge.TerminalError(message, code=500) journals the step's

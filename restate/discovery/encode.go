@@ -95,16 +95,16 @@ func DroppedFields(m Manifest, version int) []string {
 // options are the settings services and handlers share.
 type options struct {
 	inactivity, abort, journal, idempotency *time.Duration
-	ingressPrivate                          *bool
+	ingressPrivate, lazyState               *bool
 	retry                                   *RetryPolicy
 }
 
 func optionsOfService(s Service) options {
-	return options{s.InactivityTimeout, s.AbortTimeout, s.JournalRetention, s.IdempotencyRetention, s.IngressPrivate, s.RetryPolicy}
+	return options{s.InactivityTimeout, s.AbortTimeout, s.JournalRetention, s.IdempotencyRetention, s.IngressPrivate, s.EnableLazyState, s.RetryPolicy}
 }
 
 func optionsOfHandler(h Handler) options {
-	return options{h.InactivityTimeout, h.AbortTimeout, h.JournalRetention, h.IdempotencyRetention, h.IngressPrivate, h.RetryPolicy}
+	return options{h.InactivityTimeout, h.AbortTimeout, h.JournalRetention, h.IdempotencyRetention, h.IngressPrivate, h.EnableLazyState, h.RetryPolicy}
 }
 
 // v3Fields names the manifest fields of o that need version 3.
@@ -119,6 +119,7 @@ func (o options) v3Fields() []string {
 		{"journalRetention", o.journal != nil},
 		{"idempotencyRetention", o.idempotency != nil},
 		{"ingressPrivate", o.ingressPrivate != nil},
+		{"enableLazyState", o.lazyState != nil},
 	} {
 		if f.set {
 			names = append(names, f.name)
@@ -135,6 +136,7 @@ func renderOptions(version int, o options) wireOptions {
 		w.JournalRetention = millis(o.journal)
 		w.IdempotencyRetention = millis(o.idempotency)
 		w.IngressPrivate = o.ingressPrivate
+		w.EnableLazyState = o.lazyState
 	}
 	if version >= 4 && o.retry != nil {
 		w.RetryPolicyInitialInterval = millis(o.retry.InitialInterval)

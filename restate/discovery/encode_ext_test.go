@@ -55,11 +55,20 @@ func fullManifest() discovery.Manifest {
 				},
 			},
 			{
-				Name: "acme.Counter-v2",
-				Type: discovery.ServiceTypeVirtualObject,
+				Name:            "acme.Counter-v2",
+				Type:            discovery.ServiceTypeVirtualObject,
+				EnableLazyState: ptr(true),
 				Handlers: []discovery.Handler{
 					{Name: "add", Type: discovery.HandlerTypeExclusive, JournalRetention: ptr(time.Second)},
-					{Name: "get", Type: discovery.HandlerTypeShared},
+					{Name: "get", Type: discovery.HandlerTypeShared, EnableLazyState: ptr(false)},
+				},
+			},
+			{
+				Name: "Signup",
+				Type: discovery.ServiceTypeWorkflow,
+				Handlers: []discovery.Handler{
+					{Name: "run", Type: discovery.HandlerTypeWorkflow},
+					{Name: "approve", Type: discovery.HandlerTypeShared},
 				},
 			},
 		},
@@ -76,8 +85,9 @@ func decode(t *testing.T, b []byte) map[string]any {
 }
 
 // Golden documents per version, written by hand from the schema history of
-// endpoint_manifest_schema.json (v1 base; v2 documentation/metadata; v3
-// timeouts, retentions, ingressPrivate; v4 retry policy).
+// endpoint_manifest_schema.json (v1 base, service and handler types; v2
+// documentation/metadata; v3 timeouts, retentions, ingressPrivate,
+// enableLazyState; v4 retry policy).
 func TestEncodeGoldenPerVersion(t *testing.T) {
 	for v := discovery.MinVersion; v <= discovery.MaxVersion; v++ {
 		t.Run(fmt.Sprintf("v%d", v), func(t *testing.T) {
@@ -102,7 +112,7 @@ var (
 	serviceKeysV1 = []string{"name", "ty", "handlers"}
 	handlerKeysV1 = []string{"name", "ty", "input", "output"}
 	v2Keys        = []string{"documentation", "metadata"}
-	v3Keys        = []string{"inactivityTimeout", "abortTimeout", "journalRetention", "idempotencyRetention", "ingressPrivate"}
+	v3Keys        = []string{"inactivityTimeout", "abortTimeout", "journalRetention", "idempotencyRetention", "ingressPrivate", "enableLazyState"}
 	v4Keys        = []string{"retryPolicyInitialInterval", "retryPolicyMaxInterval", "retryPolicyMaxAttempts", "retryPolicyExponentiationFactor", "retryPolicyOnMaxAttempts"}
 )
 
@@ -166,7 +176,8 @@ func TestDroppedFieldsNamesWhatOldVersionsLose(t *testing.T) {
 	}
 	d1 := strings.Join(discovery.DroppedFields(m, 1), "\n")
 	for _, want := range []string{"Greeter: documentation", "Greeter: metadata", "Greeter/greet: documentation",
-		"Greeter: inactivityTimeout", "Greeter: ingressPrivate", "acme.Counter-v2/add: journalRetention", "Greeter: retryPolicy"} {
+		"Greeter: inactivityTimeout", "Greeter: ingressPrivate", "acme.Counter-v2/add: journalRetention", "Greeter: retryPolicy",
+		"acme.Counter-v2: enableLazyState", "acme.Counter-v2/get: enableLazyState"} {
 		if !strings.Contains(d1, want) {
 			t.Errorf("v1 dropped fields lack %q:\n%s", want, d1)
 		}

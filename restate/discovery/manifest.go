@@ -75,6 +75,9 @@ type Service struct {
 	InactivityTimeout, AbortTimeout, JournalRetention, IdempotencyRetention *time.Duration
 	// IngressPrivate (v3+) hides the service from the HTTP and Kafka ingress.
 	IngressPrivate *bool
+	// EnableLazyState (v3+) makes the runtime send no eager state in
+	// StartMessage: every read goes through GetLazyState.
+	EnableLazyState *bool
 	// RetryPolicy (v4+) overrides the runtime's default retry policy.
 	RetryPolicy *RetryPolicy
 }
@@ -105,6 +108,8 @@ type Handler struct {
 	InactivityTimeout, AbortTimeout, JournalRetention, IdempotencyRetention *time.Duration
 	// IngressPrivate (v3+) hides the handler from the HTTP and Kafka ingress.
 	IngressPrivate *bool
+	// EnableLazyState (v3+) overrides the service's for this handler.
+	EnableLazyState *bool
 	// RetryPolicy (v4+) overrides the service's and the runtime's policy.
 	RetryPolicy *RetryPolicy
 }

@@ -37,6 +37,7 @@ type wireOptions struct {
 	JournalRetention     *int64 `json:"journalRetention,omitempty"`
 	IdempotencyRetention *int64 `json:"idempotencyRetention,omitempty"`
 	IngressPrivate       *bool  `json:"ingressPrivate,omitempty"`
+	EnableLazyState      *bool  `json:"enableLazyState,omitempty"`
 
 	RetryPolicyInitialInterval      *int64   `json:"retryPolicyInitialInterval,omitempty"`
 	RetryPolicyMaxInterval          *int64   `json:"retryPolicyMaxInterval,omitempty"`

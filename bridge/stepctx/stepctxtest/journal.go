@@ -6,6 +6,7 @@ package stepctxtest
 import (
 	"context"
 	"fmt"
+	"slices"
 	"sync"
 	"time"
 
@@ -33,6 +34,16 @@ type Journal struct {
 	// BeforeRunStart, when set, runs at the start of RunStart (tests block
 	// in it to hold a request in flight).
 	BeforeRunStart func(ctx context.Context, name string)
+	// State is the invocation's durable state (nil: empty); state writes
+	// apply to it, as Restate applies journaled writes.
+	State map[string][]byte
+	// Lazy marks reads as lazy round trips (the Entry says so); without it
+	// they are eager. The values are State's either way.
+	Lazy bool
+	// CancelNextWait makes the next Await fail with the invocation's
+	// cancellation (stepctx.Cancelled), once, as Restate's CANCEL does to
+	// a handler that takes it as a failure.
+	CancelNextWait bool
 
 	mu           sync.Mutex
 	entries      []*Entry
@@ -41,14 +52,27 @@ type Journal struct {
 	sends        int
 	suspendAfter []time.Duration
 	failures     []string
+	awakeables   int                       // created in this attempt
+	signals      map[string]*Entry         // awakeables by id, across attempts
+	promises     map[string]stepctx.Result // completed workflow promises
 }
 
 // Entry is one journaled command.
 type Entry struct {
-	// Kind is "run", "sleep", "call" or "send".
+	// Kind is "run", "sleep", "call", "send", "state-get", "state-keys",
+	// "state-set", "state-clear", "state-clear-all", "complete-awakeable",
+	// "promise-get", "promise-peek", "promise-complete" or "cancel"; an
+	// awakeable's Future (never journaled) is an Entry of kind
+	// "awakeable".
 	Kind string
-	// Name is a run's name.
+	// Name is a run's name, a state key, a promise's name, an awakeable's
+	// id or the cancelled invocation's id.
 	Name string
+	// Value is a state write's value; Keys a listing's keys.
+	Value []byte
+	Keys  []string
+	// Lazy marks a state read or listing that was a lazy round trip.
+	Lazy bool
 	// Duration is a timer's duration.
 	Duration time.Duration
 	// Call is a call's or send's request.
@@ -59,7 +83,9 @@ type Entry struct {
 	InvocationID string
 	// Result is the completion; nil while pending (a run not completed).
 	Result *stepctx.Result
-	// Done reports whether a timer or call is complete.
+	// Done reports whether a timer, call, awakeable or promise is
+	// complete, a state read found a value, a peek found the promise
+	// completed, or a promise completion was the first.
 	Done bool
 }
 
@@ -71,6 +97,7 @@ func (j *Journal) Restart() {
 	defer j.mu.Unlock()
 	j.cursor = 0
 	j.attempt++
+	j.awakeables = 0
 }
 
 // Entries returns a copy of the journal.
@@ -126,8 +153,10 @@ func describe(e *Entry) string {
 		return fmt.Sprintf("run %q", e.Name)
 	case "call", "send":
 		return fmt.Sprintf("%s %s/%s", e.Kind, e.Call.Service, e.Call.Handler)
+	case "sleep", "state-keys", "state-clear-all":
+		return e.Kind
 	}
-	return e.Kind
+	return fmt.Sprintf("%s %q", e.Kind, e.Name)
 }
 
 // RunStart implements stepctx.Journal.
@@ -207,12 +236,21 @@ func (j *Journal) Await(_ context.Context, futures []stepctx.Future, mode stepct
 	j.mu.Lock()
 	defer j.mu.Unlock()
 	j.suspendAfter = append(j.suspendAfter, suspendAfter)
+	if j.CancelNextWait {
+		j.CancelNextWait = false
+		return nil, stepctx.Cancelled()
+	}
 	out := make([]*stepctx.Result, len(futures))
 	done := 0
 	for i, f := range futures {
 		e, ok := f.(*Entry)
-		if !ok || e.Kind == "run" || e.Kind == "send" {
-			return nil, fmt.Errorf("Await of %T, not a timer or call of this journal", f)
+		if !ok || e.Kind != "sleep" && e.Kind != "call" && e.Kind != "awakeable" && e.Kind != "promise-get" {
+			return nil, fmt.Errorf("Await of %T, not a timer, call, awakeable or promise of this journal", f)
+		}
+		if e.Kind == "promise-get" && !e.Done {
+			if r, ok := j.promises[e.Name]; ok {
+				e.Result, e.Done = &r, true
+			}
 		}
 		if e.Done {
 			r := *e.Result
@@ -236,3 +274,181 @@ func (j *Journal) InvocationID() string {
 
 // RandomSeed implements stepctx.Journal.
 func (j *Journal) RandomSeed() uint64 { return j.Seed }
+
+// sameName matches a replayed entry by name.
+func sameName(name string) func(*Entry) bool {
+	return func(r *Entry) bool { return r.Name == name }
+}
+
+// GetState implements stepctx.Journal: a replayed read returns what was
+// read when it was journaled.
+func (j *Journal) GetState(_ context.Context, name string) ([]byte, bool, error) {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	v, found := j.State[name]
+	e, err := j.next(&Entry{Kind: "state-get", Name: name, Value: v, Done: found, Lazy: j.Lazy}, sameName(name))
+	if err != nil {
+		return nil, false, err
+	}
+	return e.Value, e.Done, nil
+}
+
+// StateKeys implements stepctx.Journal.
+func (j *Journal) StateKeys(context.Context) ([]string, error) {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	keys := make([]string, 0, len(j.State))
+	for k := range j.State {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	e, err := j.next(&Entry{Kind: "state-keys", Keys: keys, Lazy: j.Lazy}, func(*Entry) bool { return true })
+	if err != nil {
+		return nil, err
+	}
+	return e.Keys, nil
+}
+
+// write journals a state write and applies it when it is new.
+func (j *Journal) write(e *Entry, apply func()) error {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	got, err := j.next(e, sameName(e.Name))
+	if err == nil && got == e {
+		if j.State == nil {
+			j.State = map[string][]byte{}
+		}
+		apply()
+	}
+	return err
+}
+
+// SetState implements stepctx.Journal.
+func (j *Journal) SetState(_ context.Context, name string, value []byte) error {
+	return j.write(&Entry{Kind: "state-set", Name: name, Value: value}, func() { j.State[name] = value })
+}
+
+// ClearState implements stepctx.Journal.
+func (j *Journal) ClearState(_ context.Context, name string) error {
+	return j.write(&Entry{Kind: "state-clear", Name: name}, func() { delete(j.State, name) })
+}
+
+// ClearAllState implements stepctx.Journal.
+func (j *Journal) ClearAllState(context.Context) error {
+	return j.write(&Entry{Kind: "state-clear-all"}, func() { clear(j.State) })
+}
+
+// AwakeableID is the id of the n-th awakeable (from 0) an attempt creates.
+func AwakeableID(n int) string { return fmt.Sprintf("sign_1fake%d", 17+n) }
+
+// Awakeable implements stepctx.Journal: ids follow creation order, the
+// same on every attempt; ResolveAwakeable completes one.
+func (j *Journal) Awakeable(context.Context) (string, stepctx.Future, error) {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	id := AwakeableID(j.awakeables)
+	j.awakeables++
+	return id, j.signal(id), nil
+}
+
+// signal is the Future of awakeable id, made at its first mention.
+// Callers hold j.mu.
+func (j *Journal) signal(id string) *Entry {
+	if j.signals == nil {
+		j.signals = map[string]*Entry{}
+	}
+	e := j.signals[id]
+	if e == nil {
+		e = &Entry{Kind: "awakeable", Name: id}
+		j.signals[id] = e
+	}
+	return e
+}
+
+// ResolveAwakeable completes the awakeable id (created in this or an
+// earlier attempt, or not yet) with res, as the ingress would.
+func (j *Journal) ResolveAwakeable(id string, res stepctx.Result) {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	e := j.signal(id)
+	e.Result, e.Done = &res, true
+}
+
+// CompleteAwakeable implements stepctx.Journal.
+func (j *Journal) CompleteAwakeable(_ context.Context, id string, res stepctx.Result) error {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	_, err := j.next(&Entry{Kind: "complete-awakeable", Name: id, Result: &res}, sameName(id))
+	return err
+}
+
+// Promise implements stepctx.Journal: the Future completes once the
+// promise is completed (CompletePromise, or ResolvePromise from outside).
+func (j *Journal) Promise(_ context.Context, name string) (stepctx.Future, error) {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	return j.next(&Entry{Kind: "promise-get", Name: name}, sameName(name))
+}
+
+// ResolvePromise completes the promise name, as another handler of the
+// workflow would; false if it was completed already.
+func (j *Journal) ResolvePromise(name string, res stepctx.Result) bool {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	return j.completePromise(name, res)
+}
+
+func (j *Journal) completePromise(name string, res stepctx.Result) bool {
+	if _, done := j.promises[name]; done {
+		return false
+	}
+	if j.promises == nil {
+		j.promises = map[string]stepctx.Result{}
+	}
+	j.promises[name] = res
+	return true
+}
+
+// PeekPromise implements stepctx.Journal: a replayed peek returns what
+// was seen when it was journaled.
+func (j *Journal) PeekPromise(_ context.Context, name string) (*stepctx.Result, error) {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	e := &Entry{Kind: "promise-peek", Name: name}
+	if r, ok := j.promises[name]; ok {
+		e.Result, e.Done = &r, true
+	}
+	got, err := j.next(e, sameName(name))
+	if err != nil || !got.Done {
+		return nil, err
+	}
+	r := *got.Result
+	return &r, nil
+}
+
+// CompletePromise implements stepctx.Journal; completing a promise a
+// second time fails with 409, as Restate answers.
+func (j *Journal) CompletePromise(_ context.Context, name string, res stepctx.Result) error {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	e := &Entry{Kind: "promise-complete", Name: name, Result: &res}
+	got, err := j.next(e, sameName(name))
+	if err != nil {
+		return err
+	}
+	if got == e {
+		e.Done = j.completePromise(name, res)
+	}
+	if !got.Done {
+		return &stepctx.CallFailedError{Failure: stepctx.Failure{Code: 409, Message: fmt.Sprintf("promise %q was completed already", name)}}
+	}
+	return nil
+}
+
+// CancelInvocation implements stepctx.Journal.
+func (j *Journal) CancelInvocation(_ context.Context, id string) error {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	_, err := j.next(&Entry{Kind: "cancel", Name: id}, sameName(id))
+	return err
+}

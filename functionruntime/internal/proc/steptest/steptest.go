@@ -51,10 +51,11 @@ func New(t testing.TB) *Server {
 	return s
 }
 
-// Open registers an attempt of j, closed at the end of the test.
-func (s *Server) Open(t testing.TB, j stepctx.Journal) *stepctx.Attempt {
+// Open registers an attempt of j (with opts, such as the handler it
+// runs), closed at the end of the test.
+func (s *Server) Open(t testing.TB, j stepctx.Journal, opts ...stepctx.AttemptOption) *stepctx.Attempt {
 	t.Helper()
-	a, err := s.Srv.Open("", j)
+	a, err := s.Srv.Open("", j, opts...)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,0 +1,305 @@
+package stepctx
+
+import (
+	"encoding/base64"
+	"fmt"
+	"net/http"
+	"strings"
+)
+
+// The operations of keyed services and awakeables (see the package doc).
+
+// refused is the terminal failure of a call the handler may not make;
+// nothing is journaled and the attempt goes on.
+func refused(format string, args ...any) *apiError {
+	return callFailed(&CallFailedError{Failure: Failure{Code: 500, Message: fmt.Sprintf(format, args...)}})
+}
+
+func (a *Attempt) handlerName() string {
+	if a.handler.Name == "" {
+		return "this handler"
+	}
+	return a.handler.Name
+}
+
+// stateAllowed refuses state outside virtual objects and workflows, and
+// (write) state changes from shared handlers.
+func (a *Attempt) stateAllowed(op string, write bool) *apiError {
+	switch {
+	case !a.handler.Keyed:
+		return refused("%s refused: %s belongs to a plain service, which has no state; state needs a service of type virtual_object or workflow", op, a.handlerName())
+	case write && a.handler.Shared && a.handler.Workflow:
+		return refused("%s refused: %s is a shared handler (every workflow handler but run is shared): shared handlers read state but cannot change it; change it from the workflow's run handler", op, a.handlerName())
+	case write && a.handler.Shared:
+		return refused("%s refused: %s is a shared handler (shared: true): shared handlers read state but cannot change it; change it from an exclusive handler", op, a.handlerName())
+	}
+	return nil
+}
+
+// promiseAllowed refuses promises outside workflows.
+func (a *Attempt) promiseAllowed(op string) *apiError {
+	if !a.handler.Workflow {
+		return refused("%s refused: %s is not a handler of a workflow; durable promises exist only in services of type workflow", op, a.handlerName())
+	}
+	return nil
+}
+
+// keyedCall decodes body into req and runs the checks every keyed
+// operation shares: a non-empty name (when name is not nil) and no run
+// executing.
+func (a *Attempt) keyedCall(body []byte, req any, what string, name *string) *apiError {
+	if e := decode(body, req); e != nil {
+		return e
+	}
+	if name != nil && *name == "" {
+		return badRequest("%s needs a non-empty \"name\"", what)
+	}
+	return a.notInRun()
+}
+
+func (a *Attempt) stateGet(_ *http.Request, body []byte) (any, *apiError) {
+	var req nameRequest
+	if e := a.keyedCall(body, &req, "state/get", &req.Name); e != nil {
+		return nil, e
+	}
+	if e := a.stateAllowed("state get", false); e != nil {
+		return nil, e
+	}
+	v, found, err := a.j.GetState(a.ctx, req.Name)
+	if err != nil {
+		return nil, a.journalFailed(err)
+	}
+	if !found {
+		return foundResponse{}, nil
+	}
+	return foundResponse{Found: true, Result: encodeResult(Result{Value: v}, req.AsBytes)}, nil
+}
+
+func (a *Attempt) stateKeys(_ *http.Request, body []byte) (any, *apiError) {
+	if e := a.keyedCall(body, &emptyRequest{}, "state/keys", nil); e != nil {
+		return nil, e
+	}
+	if e := a.stateAllowed("state keys", false); e != nil {
+		return nil, e
+	}
+	keys, err := a.j.StateKeys(a.ctx)
+	if err != nil {
+		return nil, a.journalFailed(err)
+	}
+	if keys == nil {
+		keys = []string{}
+	}
+	return stateKeysResponse{Keys: keys}, nil
+}
+
+// valueOf reads the value of a valueRequest: JSON as sent, or base64.
+func valueOf(req valueRequest) ([]byte, *apiError) {
+	if len(req.Value) == 0 && req.Bytes == nil {
+		return nil, badRequest("give the value as \"value\" (JSON) or \"bytes\" (base64)")
+	}
+	v, err := decodePayload("value", req.Value, "bytes", req.Bytes)
+	if err != nil {
+		return nil, badRequest("%v", err)
+	}
+	return v, nil
+}
+
+// writeValue serves a call that writes a value under a name (state/set,
+// promise/resolve): checks, then the handler's permission, then write.
+func (a *Attempt) writeValue(body []byte, what string, allowed func() *apiError, write func(name string, v []byte) error) (any, *apiError) {
+	var req valueRequest
+	if e := a.keyedCall(body, &req, what, &req.Name); e != nil {
+		return nil, e
+	}
+	if req.ID != "" {
+		return nil, badRequest("%s takes \"name\", not \"id\"", what)
+	}
+	v, e := valueOf(req)
+	if e != nil {
+		return nil, e
+	}
+	if e := allowed(); e != nil {
+		return nil, e
+	}
+	if err := write(req.Name, v); err != nil {
+		return nil, a.journalFailed(err)
+	}
+	return emptyRequest{}, nil
+}
+
+func (a *Attempt) stateSet(_ *http.Request, body []byte) (any, *apiError) {
+	return a.writeValue(body, "state/set", func() *apiError { return a.stateAllowed("state set", true) },
+		func(name string, v []byte) error { return a.j.SetState(a.ctx, name, v) })
+}
+
+func (a *Attempt) stateClear(_ *http.Request, body []byte) (any, *apiError) {
+	var req nameRequest
+	if e := a.keyedCall(body, &req, "state/clear", &req.Name); e != nil {
+		return nil, e
+	}
+	if e := a.stateAllowed("state clear", true); e != nil {
+		return nil, e
+	}
+	if err := a.j.ClearState(a.ctx, req.Name); err != nil {
+		return nil, a.journalFailed(err)
+	}
+	return emptyRequest{}, nil
+}
+
+func (a *Attempt) stateClearAll(_ *http.Request, body []byte) (any, *apiError) {
+	if e := a.keyedCall(body, &emptyRequest{}, "state/clear-all", nil); e != nil {
+		return nil, e
+	}
+	if e := a.stateAllowed("state clear-all", true); e != nil {
+		return nil, e
+	}
+	if err := a.j.ClearAllState(a.ctx); err != nil {
+		return nil, a.journalFailed(err)
+	}
+	return emptyRequest{}, nil
+}
+
+func (a *Attempt) awakeable(_ *http.Request, body []byte) (any, *apiError) {
+	if e := a.keyedCall(body, &emptyRequest{}, "awakeable", nil); e != nil {
+		return nil, e
+	}
+	id, f, err := a.j.Awakeable(a.ctx)
+	if err != nil {
+		return nil, a.journalFailed(err)
+	}
+	// The id is its own handle: a Bash function awaits what it printed.
+	a.handles[id] = &handle{f: f}
+	return awakeableResponse{ID: id, Handle: id}, nil
+}
+
+// checkAwakeableID refuses what cannot be an awakeable id: restate-server
+// would fail the whole attempt on it, again on every retry.
+func checkAwakeableID(id string) *apiError {
+	for _, prefix := range []string{"sign_1", "prom_1"} {
+		if rest, ok := strings.CutPrefix(id, prefix); ok {
+			if _, err := base64.RawURLEncoding.DecodeString(strings.TrimRight(rest, "=")); err == nil && rest != "" {
+				return nil
+			}
+		}
+	}
+	return badRequest("%q is not an awakeable id (sign_1 followed by base64url, as fnbridge awakeable prints it)", id)
+}
+
+func (a *Attempt) awakeableResolve(_ *http.Request, body []byte) (any, *apiError) {
+	var req valueRequest
+	if e := a.keyedCall(body, &req, "awakeable/resolve", nil); e != nil {
+		return nil, e
+	}
+	if req.Name != "" {
+		return nil, badRequest("awakeable/resolve takes \"id\", not \"name\"")
+	}
+	v, e := valueOf(req)
+	if e != nil {
+		return nil, e
+	}
+	if e := checkAwakeableID(req.ID); e != nil {
+		return nil, e
+	}
+	if err := a.j.CompleteAwakeable(a.ctx, req.ID, Result{Value: v}); err != nil {
+		return nil, a.journalFailed(err)
+	}
+	return emptyRequest{}, nil
+}
+
+func (a *Attempt) awakeableReject(_ *http.Request, body []byte) (any, *apiError) {
+	var req rejectRequest
+	if e := a.keyedCall(body, &req, "awakeable/reject", nil); e != nil {
+		return nil, e
+	}
+	if req.Name != "" {
+		return nil, badRequest("awakeable/reject takes \"id\", not \"name\"")
+	}
+	if e := checkAwakeableID(req.ID); e != nil {
+		return nil, e
+	}
+	if err := a.j.CompleteAwakeable(a.ctx, req.ID, Result{Failure: &Failure{Code: 500, Message: req.Message}}); err != nil {
+		return nil, a.journalFailed(err)
+	}
+	return emptyRequest{}, nil
+}
+
+func (a *Attempt) promiseGet(r *http.Request, body []byte) (any, *apiError) {
+	var req promiseGetRequest
+	if e := a.keyedCall(body, &req, "promise/get", &req.Name); e != nil {
+		return nil, e
+	}
+	if e := a.promiseAllowed("promise get"); e != nil {
+		return nil, e
+	}
+	f, err := a.j.Promise(a.ctx, req.Name)
+	if err != nil {
+		return nil, a.journalFailed(err)
+	}
+	return a.future(r, f, req.Async, req.AsBytes)
+}
+
+func (a *Attempt) promisePeek(_ *http.Request, body []byte) (any, *apiError) {
+	var req nameRequest
+	if e := a.keyedCall(body, &req, "promise/peek", &req.Name); e != nil {
+		return nil, e
+	}
+	if e := a.promiseAllowed("promise peek"); e != nil {
+		return nil, e
+	}
+	res, err := a.j.PeekPromise(a.ctx, req.Name)
+	if err != nil {
+		return nil, a.journalFailed(err)
+	}
+	if res == nil {
+		return foundResponse{}, nil
+	}
+	return foundResponse{Found: true, Result: encodeResult(*res, req.AsBytes)}, nil
+}
+
+func (a *Attempt) promiseResolve(_ *http.Request, body []byte) (any, *apiError) {
+	return a.writeValue(body, "promise/resolve", func() *apiError { return a.promiseAllowed("promise resolve") },
+		func(name string, v []byte) error { return a.j.CompletePromise(a.ctx, name, Result{Value: v}) })
+}
+
+func (a *Attempt) promiseReject(_ *http.Request, body []byte) (any, *apiError) {
+	var req rejectRequest
+	if e := a.keyedCall(body, &req, "promise/reject", &req.Name); e != nil {
+		return nil, e
+	}
+	if req.ID != "" {
+		return nil, badRequest("promise/reject takes \"name\", not \"id\"")
+	}
+	if e := a.promiseAllowed("promise reject"); e != nil {
+		return nil, e
+	}
+	if err := a.j.CompletePromise(a.ctx, req.Name, Result{Failure: &Failure{Code: 500, Message: req.Message}}); err != nil {
+		return nil, a.journalFailed(err)
+	}
+	return emptyRequest{}, nil
+}
+
+// checkInvocationID refuses what cannot be an invocation id (inv_ and
+// base62), which restate-server would fail the attempt on.
+func checkInvocationID(id string) *apiError {
+	rest, ok := strings.CutPrefix(id, "inv_")
+	if ok && rest != "" && len(id) <= 128 && !strings.ContainsFunc(rest, func(r rune) bool {
+		return !(r >= '0' && r <= '9' || r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z')
+	}) {
+		return nil
+	}
+	return badRequest("%q is not an invocation id (inv_ followed by letters and digits)", id)
+}
+
+func (a *Attempt) cancelInvocation(_ *http.Request, body []byte) (any, *apiError) {
+	var req cancelRequest
+	if e := a.keyedCall(body, &req, "cancel", nil); e != nil {
+		return nil, e
+	}
+	if e := checkInvocationID(req.InvocationID); e != nil {
+		return nil, e
+	}
+	if err := a.j.CancelInvocation(a.ctx, req.InvocationID); err != nil {
+		return nil, a.journalFailed(err)
+	}
+	return emptyRequest{}, nil
+}
