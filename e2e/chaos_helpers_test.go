@@ -192,6 +192,34 @@ func (l *chaosLog) count(kind string) int {
 	return n
 }
 
+// overlapCause names why ex, which started after the journaled execution
+// w had ended, ran in an attempt that overlapped w's (see
+// chaosPlan.overlapping): the first node kill, leader change, drain or
+// bridge kill within overlapWindow before ex started. It is "" when the
+// plan does not allow overlapping attempts or no such fault applies.
+func (r *chaosRun) overlapCause(w, ex *execution) string {
+	if !r.plan.overlapping {
+		return ""
+	}
+	from := min(w.startNS, ex.startNS) - int64(overlapWindow)
+	r.faults.mu.Lock()
+	defer r.faults.mu.Unlock()
+	var first *chaosEvent
+	for i := range r.faults.events {
+		e := &r.faults.events[i]
+		switch e.kind {
+		case "restate-node-kill", "restate-restart", "leader-change", "bridge-drain", "bridge-kill":
+			if e.till >= from && e.at <= ex.startNS && (first == nil || e.at < first.at) {
+				first = e
+			}
+		}
+	}
+	if first == nil {
+		return ""
+	}
+	return "an attempt overlapping the journaled one (started after it ended, without its completion) after " + first.kind
+}
+
 // cause explains why execution x was not the one whose result Restate
 // journaled, given the next execution of the same id started at next: the
 // earliest fault that applies to x. A fault applies when it is a SIGKILL

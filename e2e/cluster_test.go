@@ -41,7 +41,7 @@ type clusterFault struct {
 var (
 	clusterCI = clusterPlan{
 		chaosPlan: chaosPlan{name: "cluster-ci", invocations: 400, concurrency: 12, perHandler: 6, maxSleep: 300 * time.Millisecond,
-			callDeadline: 3 * time.Minute, steps: true},
+			callDeadline: 3 * time.Minute, steps: true, overlapping: true},
 		replicas: 3,
 		faults: []clusterFault{
 			{0.15, "replica-kill", 0}, {0.30, "node-kill", 1}, {0.50, "node-restart", 1}, {0.65, "replica-drain", 1},
@@ -50,7 +50,7 @@ var (
 	}
 	clusterFull = clusterPlan{
 		chaosPlan: chaosPlan{name: "cluster-full", invocations: 6000, concurrency: 32, perHandler: 8, maxSleep: 40 * time.Millisecond,
-			callDeadline: 10 * time.Minute, steps: true},
+			callDeadline: 10 * time.Minute, steps: true, overlapping: true},
 		replicas: 3,
 		faults: []clusterFault{
 			{0.06, "replica-kill", 0}, {0.12, "replica-kill", 1}, {0.18, "replica-kill", 2},
@@ -322,6 +322,7 @@ func (r *clusterRun) verifyCluster() {
   completed with expected result:  %d
   lost:                            %d
   executions after a journaled completion: %d (function mode, file order), %d (steps, file order); journal-time check: %d, %d
+  overlapping attempts (started after the journaled execution ended, in an attempt a fault had deposed; counted among the duplicates below): %d (function mode), %d (steps)
   duplicate executions (function mode): %d, by cause:%s
   re-executed steps (steps mode):  %d, by cause:%s
   faults:                          %d replica SIGKILLs, %d drains, %d restate node SIGKILLs (each restarted); %d partition leader changes logged by the nodes
@@ -334,6 +335,7 @@ func (r *clusterRun) verifyCluster() {
 		st.python+st.bash, st.python, st.bash, len(chaosStepNames),
 		plan.invocations-x.lost, x.lost,
 		x.afterCompletion, st.afterCompletion, x.afterJournal, st.afterJournal,
+		x.overlapping, st.overlapping,
 		x.executions-fnCompleted, sortedCounts(x.causes),
 		st.reexecuted, sortedCounts(st.causes),
 		r.faults.count("bridge-kill"), r.faults.count("bridge-drain"), r.faults.count("restate-node-kill"), leaderChanges,
