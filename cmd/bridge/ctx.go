@@ -24,8 +24,10 @@ import (
 // retryably passes its own status through instead.
 const (
 	// ctxExitError: the context call could not be made (no endpoint in
-	// the environment, a refused request, a broken connection).
-	ctxExitError = 1
+	// the environment, a refused request, a broken connection). Not 1,
+	// which a read that found nothing exits with (ctxExitAbsent), so
+	// that `fnbridge state get` tells "absent" from "failed".
+	ctxExitError = 3
 	// ctxExitUsage: bad arguments.
 	ctxExitUsage = 2
 	// ctxExitStopped: the attempt suspended or ended; the script must stop
@@ -102,9 +104,10 @@ attempt's context endpoint (` + stepctx.EnvAddr + `, ` + stepctx.EnvToken + `).
 Exit statuses: 0 success; 100 terminal failure (recorded: the same on replay;
 also a call the handler may not make, such as a state write from a shared
 handler, and a wait the invocation's cancellation interrupted); 75 the
-attempt suspended or ended, stop now; 2 bad arguments; 1 the context call
-could not be made, or (state get, promise peek) nothing to print. fnbridge
-run passes through the status of a CMD that failed retryably.`,
+attempt suspended or ended, stop now; 3 the context call could not be made
+(no endpoint, a refused request, a broken connection); 2 bad arguments;
+1 (state get, promise peek only) nothing to print: absent or unresolved.
+fnbridge run passes through the status of a CMD that failed retryably.`,
 		SilenceUsage:  true,
 		SilenceErrors: true,
 	}
