@@ -130,7 +130,7 @@
 // steps runs again on every attempt. fnbridge's exit statuses: 0; 100 a
 // terminal failure (journaled, the same on replay: `|| exit` makes the
 // invocation fail terminally); 75 ([AttemptEndedStatus]) the attempt
-// suspended or ended, stop now; 1 or 2 a call that could not be made; a
+// suspended or ended, stop now; 3 a call that could not be made, 2 bad arguments; a
 // retryably failing CMD's own status. Arguments and payloads are data:
 // CMD is executed directly, never through a shell.
 //
