@@ -254,8 +254,10 @@ func TestCtxCallSendAwait(t *testing.T) {
 
 func TestCtxUsageAndEnvironment(t *testing.T) {
 	e := newCtxEnv(t, &stepctxtest.Journal{})
-	fnbridge(t, "", "run", "x", "echo", "hi").want(t, 2, "", "usage: fnbridge run NAME -- CMD")
-	fnbridge(t, "", "run", "x", "--").want(t, 2, "", "usage: fnbridge run NAME -- CMD")
+	fnbridge(t, "", "run", "x", "echo", "hi").want(t, 2, "", "usage: fnbridge run [--var VAR] NAME -- CMD")
+	fnbridge(t, "", "run", "x", "--").want(t, 2, "", "usage: fnbridge run [--var VAR] NAME -- CMD")
+	// The binary cannot assign a variable of the shell that started it.
+	fnbridge(t, "", "run", "--var", "v", "x", "--", "true").want(t, 2, "", "run --var works only in the function's own shell")
 	fnbridge(t, "", "frobnicate").want(t, 2, "", "unknown command")
 	if n := len(e.j.Entries()); n != 0 {
 		t.Errorf("usage errors journaled %d commands", n)
