@@ -134,6 +134,12 @@
 // retryably failing CMD's own status. Arguments and payloads are data:
 // CMD is executed directly, never through a shell.
 //
+// In the invocation's own shell fnbridge is a shell function: fnbridge
+// run goes through the worker's step agent (`fnbridge agent`, one per
+// worker, started by its first step) without a process per step, runs a
+// builtin CMD in the shell, and with --var VAR assigns the value to VAR
+// instead of printing it. Other shells and children use the command.
+//
 // Keyed services and awakeables (see the command's help): fnbridge key
 // (also $FNBRIDGE_KEY, in either durability mode), fnbridge state
 // get|set|clear|clear-all|keys, fnbridge awakeable (its id is a handle
@@ -142,7 +148,7 @@
 // may not make (a state write from a shared handler) and a wait the
 // invocation's cancellation interrupted exit 100 with the reason on
 // stderr; state get and promise peek exit 1, printing nothing, when there
-// is no value.
+// is no value (a call that could not be made exits 3).
 //
 // When the attempt suspends (or a step fails retryably, or the journal
 // cannot go on), the bridge cancels the invocation, which kills the
