@@ -2,6 +2,7 @@ package stepctx_test
 
 import (
 	"bufio"
+	"context"
 	"encoding/binary"
 	"io"
 	"net"
@@ -9,6 +10,7 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/fnbridge/fnbridge/bridge/stepctx"
 	"github.com/fnbridge/fnbridge/bridge/stepctx/stepctxtest"
@@ -101,4 +103,36 @@ func TestFramedProtocolOnTheWire(t *testing.T) {
 			dialFramed(t, addr, stepctx.NewToken()).want("uuid", `{}`, 403, `not issued by this bridge`)
 		})
 	}
+}
+
+// holdingAwait is a Journal whose waits last until their context ends.
+type holdingAwait struct {
+	*stepctxtest.Journal
+	cut chan struct{}
+}
+
+func (j holdingAwait) Await(ctx context.Context, _ []stepctx.Future, _ stepctx.AwaitMode, _ time.Duration) ([]*stepctx.Result, error) {
+	<-ctx.Done()
+	close(j.cut)
+	return nil, ctx.Err()
+}
+
+// A framed client that hangs up during a wait ends the wait, as an HTTP
+// client does, and the attempt goes on for its next connection.
+func TestFramedHangUpEndsTheWait(t *testing.T) {
+	s, addr := serve(t, "unix", stepctx.Config{})
+	j := holdingAwait{Journal: &stepctxtest.Journal{HoldSleeps: true}, cut: make(chan struct{})}
+	a, _ := open(t, s, addr, j)
+	f := dialFramed(t, addr, a.Token())
+	frame := binary.BigEndian.AppendUint32(nil, uint32(len("sleep\n{}")))
+	if _, err := f.c.Write(append(frame, "sleep\n{}"...)); err != nil {
+		t.Fatal(err)
+	}
+	f.c.Close()
+	select {
+	case <-j.cut:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the wait went on after its client hung up")
+	}
+	dialFramed(t, addr, a.Token()).want("invocation-id", `{}`, 200, `"invocation_id"`)
 }
