@@ -455,8 +455,8 @@ func testStepsCalls(t *testing.T, env *bridgeEnv) {
 			return strings.Contains(got, "exit="), got
 		})
 		t.Logf("the stale call: %q", got)
-		if !strings.Contains(got, "403") || !strings.Contains(got, "attempt that has ended") || !strings.Contains(got, "exit=1") {
-			t.Errorf("the stale call got %q, want the 403 refusal (token of an ended attempt) and exit 1", got)
+		if !strings.Contains(got, "403") || !strings.Contains(got, "attempt that has ended") || !strings.Contains(got, "exit=3") {
+			t.Errorf("the stale call got %q, want the 403 refusal (token of an ended attempt) and exit 3", got)
 		}
 	})
 }

@@ -1,9 +1,11 @@
 package stepctx
 
 import (
+	"bufio"
 	"bytes"
 	"context"
 	"encoding/base64"
+	"encoding/binary"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -11,16 +13,22 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"strconv"
+	"strings"
 	"time"
 )
 
-// Client makes context calls for one attempt. It asks for values as bytes
+// Client makes context calls for one attempt, on one framed connection
+// (FramedPreface) dialed at the first call. It asks for values as bytes
 // (as_bytes), so every Result carries the journaled bytes exactly. A
 // Client is safe for use by one goroutine at a time: the protocol refuses
 // concurrent calls anyway.
 type Client struct {
-	token string
-	hc    *http.Client
+	network, address string
+	token            string
+	conn             net.Conn
+	r                *bufio.Reader
+	buf              []byte
 }
 
 // Error is a context call answered with a status other than 200.
@@ -55,17 +63,7 @@ func NewClient(addr, token string) (*Client, error) {
 	if token == "" {
 		return nil, errors.New("fnbridge context: empty token")
 	}
-	var d net.Dialer
-	tr := &http.Transport{
-		// Never a proxy from the environment: the endpoint is local or the
-		// runtime's own network, and the token must not travel further.
-		Proxy: nil,
-		DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
-			return d.DialContext(ctx, network, address)
-		},
-		MaxIdleConnsPerHost: 1,
-	}
-	return &Client{token: token, hc: &http.Client{Transport: tr}}, nil
+	return &Client{network: network, address: address, token: token}, nil
 }
 
 // ClientFromEnv is NewClient with EnvAddr and EnvToken.
@@ -77,35 +75,81 @@ func ClientFromEnv() (*Client, error) {
 	return NewClient(addr, token)
 }
 
-// Close releases idle connections.
-func (c *Client) Close() { c.hc.CloseIdleConnections() }
+// Close closes the connection.
+func (c *Client) Close() {
+	if c.conn != nil {
+		c.conn.Close()
+		c.conn, c.r = nil, nil
+	}
+}
+
+// exchange sends one request frame and reads its answer: the status and
+// the JSON body. A broken exchange closes the connection: whether the
+// request reached the journal is unknown.
+func (c *Client) exchange(ctx context.Context, op string, body []byte) (int, []byte, error) {
+	if c.conn == nil {
+		var d net.Dialer
+		conn, err := d.DialContext(ctx, c.network, c.address)
+		if err != nil {
+			return 0, nil, err
+		}
+		c.conn, c.r = conn, bufio.NewReader(conn)
+		c.buf = append(append(append(c.buf[:0], FramedPreface...), c.token...), '\n')
+	} else {
+		c.buf = c.buf[:0]
+	}
+	n := len(c.buf)
+	c.buf = append(c.buf, 0, 0, 0, 0)
+	c.buf = append(append(append(c.buf, op...), '\n'), body...)
+	binary.BigEndian.PutUint32(c.buf[n:], uint32(len(c.buf)-n-4))
+	// A cancelled ctx interrupts the exchange through the deadline.
+	stop := context.AfterFunc(ctx, func() { _ = c.conn.SetDeadline(time.Unix(1, 0)) })
+	status, answer, err := c.roundTrip()
+	if !stop() || err != nil {
+		c.Close()
+		if ctx.Err() != nil {
+			err = ctx.Err()
+		}
+		return 0, nil, err
+	}
+	return status, answer, nil
+}
+
+func (c *Client) roundTrip() (int, []byte, error) {
+	if _, err := c.conn.Write(c.buf); err != nil {
+		return 0, nil, err
+	}
+	var hdr [4]byte
+	if _, err := io.ReadFull(c.r, hdr[:]); err != nil {
+		return 0, nil, err
+	}
+	frame := make([]byte, binary.BigEndian.Uint32(hdr[:]))
+	if _, err := io.ReadFull(c.r, frame); err != nil {
+		return 0, nil, err
+	}
+	st, answer, ok := bytes.Cut(frame, []byte("\n"))
+	status, err := strconv.Atoi(string(st))
+	if !ok || err != nil {
+		return 0, nil, fmt.Errorf("malformed answer frame %q", frame[:min(len(frame), 64)])
+	}
+	return status, answer, nil
+}
 
 func (c *Client) do(ctx context.Context, route string, req, resp any) error {
 	body, err := json.Marshal(req)
 	if err != nil {
 		return err
 	}
-	hr, err := http.NewRequestWithContext(ctx, http.MethodPost, "http://fnbridge-context"+route, bytes.NewReader(body))
+	status, b, err := c.exchange(ctx, strings.TrimPrefix(route, "/v1/"), body)
 	if err != nil {
-		return err
+		return fmt.Errorf("fnbridge context: %s: %w", route, err)
 	}
-	hr.Header.Set("Authorization", "Bearer "+c.token)
-	hr.Header.Set("Content-Type", "application/json")
-	r, err := c.hc.Do(hr)
-	if err != nil {
-		return fmt.Errorf("fnbridge context: %w", err)
-	}
-	defer r.Body.Close()
-	b, err := io.ReadAll(r.Body)
-	if err != nil {
-		return fmt.Errorf("fnbridge context: reading the answer to %s: %w", route, err)
-	}
-	if r.StatusCode != http.StatusOK {
+	if status != http.StatusOK {
 		var e errorResponse
 		if err := json.Unmarshal(b, &e); err != nil || e.Error == "" {
-			return &Error{Status: r.StatusCode, Message: fmt.Sprintf("unexpected answer to %s: %q", route, b)}
+			return &Error{Status: status, Message: fmt.Sprintf("unexpected answer to %s: %q", route, b)}
 		}
-		return &Error{Status: r.StatusCode, Message: e.Error, Suspended: e.Suspended}
+		return &Error{Status: status, Message: e.Error, Suspended: e.Suspended}
 	}
 	var failed failedResponse
 	if err := json.Unmarshal(b, &failed); err == nil && failed.Failure != nil {

@@ -9,7 +9,7 @@
 //
 // # Transport
 //
-// HTTP/1.1 with JSON bodies, on a unix socket (address unix:///abs/path,
+// HTTP/1.1 with JSON bodies (or the framed protocol below), on a unix socket (address unix:///abs/path,
 // mode 0600) or TCP (tcp://host:port; plaintext, for a trusted network
 // between the bridge and a remote runtime). A function process finds it
 // through two environment variables, inherited by its children:
@@ -22,6 +22,27 @@
 // body fields are refused (400), so a misspelt field never passes
 // silently. Every answer is a JSON object with Content-Type
 // application/json.
+//
+// # Framed protocol
+//
+// The same operations, bodies and statuses also travel framed, on one
+// persistent connection per attempt, which is what the Python worker and
+// the Go client (the fnbridge command) speak: an HTTP/1.1 exchange costs
+// header parsing and writing on both ends of every call, and a step is
+// two calls. A connection that opens with FramedPreface is framed; any
+// other is HTTP, so both share the listener. The client sends, once,
+//
+//	FNBRIDGE/1 <token>\n
+//
+// then one request frame at a time, each a 4-byte big-endian length and
+// that many bytes: the operation's name (the route without "/v1/"), "\n",
+// and the JSON body ("run/start\n{\"name\":\"fetch\"}"). Every request gets
+// one answer frame: a 4-byte length, then the status in decimal, "\n"
+// and the JSON answer ("200\n{\"execute\":\"run-1\"}"). Requests of a
+// connection are served in order; an empty token gets 401 on every
+// request; a frame longer than the body limit gets 413 and the connection
+// goes on. A client that closes the connection during a wait ends the
+// wait, as an HTTP client that hangs up does.
 //
 // # Tokens and attempts
 //

@@ -36,8 +36,8 @@ type Config struct {
 }
 
 // Server serves the context endpoint for any number of attempts, each
-// identified by its token. It is an http.Handler; Serve runs it on a
-// listener.
+// identified by its token. It is an http.Handler (the HTTP protocol
+// alone); Serve runs both protocols on a listener.
 type Server struct {
 	maxBody int64
 
@@ -46,6 +46,10 @@ type Server struct {
 	stale    map[[32]byte]struct{}
 	order    [][32]byte // stale keys, oldest first
 	srv      *http.Server
+
+	closing   bool // Shutdown was called
+	listeners map[net.Listener]struct{}
+	framed    map[*framedConn]struct{}
 }
 
 // NewServer returns a Server with no attempts.
@@ -57,23 +61,14 @@ func NewServer(cfg Config) *Server {
 		maxBody:  cfg.MaxBodyBytes,
 		attempts: map[[32]byte]*Attempt{},
 		stale:    map[[32]byte]struct{}{},
+
+		listeners: map[net.Listener]struct{}{},
+		framed:    map[*framedConn]struct{}{},
 	}
 	// Made here, not in Serve, so that a Shutdown before Serve started
 	// still makes that Serve return at once.
 	s.srv = &http.Server{Handler: s, ReadHeaderTimeout: 10 * time.Second}
 	return s
-}
-
-// Serve serves HTTP/1.1 on l until Shutdown; like http.Server.Serve it
-// returns http.ErrServerClosed after Shutdown.
-func (s *Server) Serve(l net.Listener) error {
-	return s.srv.Serve(l)
-}
-
-// Shutdown stops Serve: listeners close, in-flight requests finish or are
-// cut at ctx's deadline. Attempts are not closed by it.
-func (s *Server) Shutdown(ctx context.Context) error {
-	return s.srv.Shutdown(ctx)
 }
 
 // AttemptOption configures an Attempt at Open.
@@ -179,7 +174,12 @@ func (s *Server) lookup(r *http.Request) (*Attempt, int, string) {
 	if !ok || !strings.EqualFold(scheme, "Bearer") || token == "" {
 		return nil, http.StatusUnauthorized, "malformed Authorization header: want \"Bearer <token>\""
 	}
-	key := sha256.Sum256([]byte(token))
+	return s.lookupKey(sha256.Sum256([]byte(token)))
+}
+
+// lookupKey finds the attempt of a token's hash, or the error status and
+// message to answer with.
+func (s *Server) lookupKey(key [32]byte) (*Attempt, int, string) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if a, ok := s.attempts[key]; ok {
@@ -301,7 +301,7 @@ func endedError(err error) *apiError {
 
 const errConcurrent = "the fnbridge context is being used by another thread/process at the same time; context calls must be made one at a time"
 
-var routes = map[string]func(a *Attempt, r *http.Request, body []byte) (any, *apiError){
+var routes = map[string]opFunc{
 	RouteRunStart:     (*Attempt).runStart,
 	RouteRunComplete:  (*Attempt).runComplete,
 	RouteSleep:        (*Attempt).sleep,
@@ -358,32 +358,45 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		writeError(w, badRequest("reading the request body: %v", err))
 		return
 	}
+	status, resp := a.serveOp(r.Context(), op, body)
+	writeJSON(w, status, resp)
+}
+
+// opFunc is one operation of the protocol.
+type opFunc = func(a *Attempt, ctx context.Context, body []byte) (any, *apiError)
+
+// serveOp runs one operation of a, whichever transport carried it, and
+// gives the status and the answer to encode. ctx ends when the client went
+// away.
+func (a *Attempt) serveOp(ctx context.Context, op opFunc, body []byte) (int, any) {
 	// Refuse rather than queue: the order of two concurrent calls would be
 	// the scheduler's, and a replay could not reproduce it.
 	if !a.busy.CompareAndSwap(false, true) {
-		writeError(w, &apiError{status: http.StatusConflict, msg: errConcurrent})
-		return
+		return errorAnswer(&apiError{status: http.StatusConflict, msg: errConcurrent})
 	}
 	defer a.busy.Store(false)
 	// It may have ended while the body was read.
 	if err := a.Err(); err != nil {
-		writeError(w, endedError(err))
-		return
+		return errorAnswer(endedError(err))
 	}
-	resp, aerr := op(a, r, body)
+	resp, aerr := op(a, ctx, body)
 	if aerr != nil {
-		writeError(w, aerr)
-		return
+		return errorAnswer(aerr)
 	}
-	writeJSON(w, http.StatusOK, resp)
+	return http.StatusOK, resp
+}
+
+// errorAnswer is the status and body of e.
+func errorAnswer(e *apiError) (int, any) {
+	if e.failure != nil {
+		return e.status, failedResponse{Failure: e.failure}
+	}
+	return e.status, errorResponse{Error: e.msg, Suspended: e.suspended}
 }
 
 func writeError(w http.ResponseWriter, e *apiError) {
-	if e.failure != nil {
-		writeJSON(w, e.status, failedResponse{Failure: e.failure})
-		return
-	}
-	writeJSON(w, e.status, errorResponse{Error: e.msg, Suspended: e.suspended})
+	status, v := errorAnswer(e)
+	writeJSON(w, status, v)
 }
 
 func writeJSON(w http.ResponseWriter, status int, v any) {
@@ -451,7 +464,7 @@ func (a *Attempt) newHandle(prefix string, h *handle) string {
 	return id
 }
 
-func (a *Attempt) runStart(_ *http.Request, body []byte) (any, *apiError) {
+func (a *Attempt) runStart(_ context.Context, body []byte) (any, *apiError) {
 	var req runStartRequest
 	if e := decode(body, &req); e != nil {
 		return nil, e
@@ -474,7 +487,7 @@ func (a *Attempt) runStart(_ *http.Request, body []byte) (any, *apiError) {
 	return runStartResponse{Execute: id}, nil
 }
 
-func (a *Attempt) runComplete(_ *http.Request, body []byte) (any, *apiError) {
+func (a *Attempt) runComplete(_ context.Context, body []byte) (any, *apiError) {
 	var req runCompleteRequest
 	if e := decode(body, &req); e != nil {
 		return nil, e
@@ -530,7 +543,7 @@ func (a *Attempt) runComplete(_ *http.Request, body []byte) (any, *apiError) {
 	return runCompleteResponse{Result: encodeResult(out.Result, req.AsBytes)}, nil
 }
 
-func (a *Attempt) sleep(r *http.Request, body []byte) (any, *apiError) {
+func (a *Attempt) sleep(ctx context.Context, body []byte) (any, *apiError) {
 	var req sleepRequest
 	if e := decode(body, &req); e != nil {
 		return nil, e
@@ -545,30 +558,30 @@ func (a *Attempt) sleep(r *http.Request, body []byte) (any, *apiError) {
 	if err != nil {
 		return nil, a.journalFailed(err)
 	}
-	return a.future(r, f, req.Async, req.AsBytes)
+	return a.future(ctx, f, req.Async, req.AsBytes)
 }
 
 // future answers a new future: its handle when async, else its result.
-func (a *Attempt) future(r *http.Request, f Future, async, asBytes bool) (any, *apiError) {
+func (a *Attempt) future(rctx context.Context, f Future, async, asBytes bool) (any, *apiError) {
 	if async {
 		return futureResponse{Handle: a.newHandle("fut-", &handle{f: f})}, nil
 	}
-	res, e := a.awaitFutures(r, []Future{f}, AwaitAll)
+	res, e := a.awaitFutures(rctx, []Future{f}, AwaitAll)
 	if e != nil {
 		return nil, e
 	}
 	return futureResponse{Result: encodeResult(*res[0], asBytes)}, nil
 }
 
-func (a *Attempt) awaitFutures(r *http.Request, fs []Future, mode AwaitMode) ([]*Result, *apiError) {
+func (a *Attempt) awaitFutures(rctx context.Context, fs []Future, mode AwaitMode) ([]*Result, *apiError) {
 	// A wait journals nothing, so a client that hangs up may abandon it;
 	// the request context ends it then.
 	ctx, stop := context.WithCancel(a.ctx)
 	defer stop()
-	defer context.AfterFunc(r.Context(), stop)()
+	defer context.AfterFunc(rctx, stop)()
 	res, err := a.j.Await(ctx, fs, mode, a.suspendAfter)
 	if err != nil {
-		if r.Context().Err() != nil && a.ctx.Err() == nil && !errors.Is(err, ErrSuspended) {
+		if rctx.Err() != nil && a.ctx.Err() == nil && !errors.Is(err, ErrSuspended) {
 			return nil, &apiError{status: http.StatusServiceUnavailable, msg: "the client went away during the wait"}
 		}
 		return nil, a.journalFailed(err)
@@ -588,7 +601,7 @@ func (a *Attempt) awaitFutures(r *http.Request, fs []Future, mode AwaitMode) ([]
 	return res, nil
 }
 
-func (a *Attempt) call(r *http.Request, body []byte) (any, *apiError) {
+func (a *Attempt) call(ctx context.Context, body []byte) (any, *apiError) {
 	var req callRequest
 	if e := decode(body, &req); e != nil {
 		return nil, e
@@ -604,7 +617,7 @@ func (a *Attempt) call(r *http.Request, body []byte) (any, *apiError) {
 	if err != nil {
 		return nil, a.journalFailed(err)
 	}
-	return a.future(r, f, req.Async, req.AsBytes)
+	return a.future(ctx, f, req.Async, req.AsBytes)
 }
 
 func callRequestOf(service, handler, key, idem string, headers map[string]string, input json.RawMessage, inputBytes *string) (CallRequest, *apiError) {
@@ -618,7 +631,7 @@ func callRequestOf(service, handler, key, idem string, headers map[string]string
 	return CallRequest{Service: service, Handler: handler, Key: key, IdempotencyKey: idem, Headers: headers, Input: in}, nil
 }
 
-func (a *Attempt) send(_ *http.Request, body []byte) (any, *apiError) {
+func (a *Attempt) send(_ context.Context, body []byte) (any, *apiError) {
 	var req sendRequest
 	if e := decode(body, &req); e != nil {
 		return nil, e
@@ -640,7 +653,7 @@ func (a *Attempt) send(_ *http.Request, body []byte) (any, *apiError) {
 	return sendResponse{InvocationID: id}, nil
 }
 
-func (a *Attempt) await(r *http.Request, body []byte) (any, *apiError) {
+func (a *Attempt) await(ctx context.Context, body []byte) (any, *apiError) {
 	var req awaitRequest
 	if e := decode(body, &req); e != nil {
 		return nil, e
@@ -671,7 +684,7 @@ func (a *Attempt) await(r *http.Request, body []byte) (any, *apiError) {
 		}
 		fs[i] = h.f
 	}
-	res, e := a.awaitFutures(r, fs, mode)
+	res, e := a.awaitFutures(ctx, fs, mode)
 	if e != nil {
 		return nil, e
 	}
@@ -690,7 +703,7 @@ func (a *Attempt) await(r *http.Request, body []byte) (any, *apiError) {
 	panic("unreachable: awaitFutures checked that one result is set")
 }
 
-func (a *Attempt) invocationID(_ *http.Request, body []byte) (any, *apiError) {
+func (a *Attempt) invocationID(_ context.Context, body []byte) (any, *apiError) {
 	if e := decode(body, &emptyRequest{}); e != nil {
 		return nil, e
 	}
@@ -707,7 +720,7 @@ func (a *Attempt) source() (*randSource, *apiError) {
 	return a.rng, nil
 }
 
-func (a *Attempt) random(_ *http.Request, body []byte) (any, *apiError) {
+func (a *Attempt) random(_ context.Context, body []byte) (any, *apiError) {
 	if e := decode(body, &emptyRequest{}); e != nil {
 		return nil, e
 	}
@@ -719,7 +732,7 @@ func (a *Attempt) random(_ *http.Request, body []byte) (any, *apiError) {
 	return randomResponse{Float: float64(n) / (1 << 53), Int: n}, nil
 }
 
-func (a *Attempt) uuid(_ *http.Request, body []byte) (any, *apiError) {
+func (a *Attempt) uuid(_ context.Context, body []byte) (any, *apiError) {
 	if e := decode(body, &emptyRequest{}); e != nil {
 		return nil, e
 	}

@@ -1,9 +1,9 @@
 package stepctx
 
 import (
+	"context"
 	"encoding/base64"
 	"fmt"
-	"net/http"
 	"strings"
 )
 
@@ -57,7 +57,7 @@ func (a *Attempt) keyedCall(body []byte, req any, what string, name *string) *ap
 	return a.notInRun()
 }
 
-func (a *Attempt) stateGet(_ *http.Request, body []byte) (any, *apiError) {
+func (a *Attempt) stateGet(_ context.Context, body []byte) (any, *apiError) {
 	var req nameRequest
 	if e := a.keyedCall(body, &req, "state/get", &req.Name); e != nil {
 		return nil, e
@@ -75,7 +75,7 @@ func (a *Attempt) stateGet(_ *http.Request, body []byte) (any, *apiError) {
 	return foundResponse{Found: true, Result: encodeResult(Result{Value: v}, req.AsBytes)}, nil
 }
 
-func (a *Attempt) stateKeys(_ *http.Request, body []byte) (any, *apiError) {
+func (a *Attempt) stateKeys(_ context.Context, body []byte) (any, *apiError) {
 	if e := a.keyedCall(body, &emptyRequest{}, "state/keys", nil); e != nil {
 		return nil, e
 	}
@@ -127,12 +127,12 @@ func (a *Attempt) writeValue(body []byte, what string, allowed func() *apiError,
 	return emptyRequest{}, nil
 }
 
-func (a *Attempt) stateSet(_ *http.Request, body []byte) (any, *apiError) {
+func (a *Attempt) stateSet(_ context.Context, body []byte) (any, *apiError) {
 	return a.writeValue(body, "state/set", func() *apiError { return a.stateAllowed("state set", true) },
 		func(name string, v []byte) error { return a.j.SetState(a.ctx, name, v) })
 }
 
-func (a *Attempt) stateClear(_ *http.Request, body []byte) (any, *apiError) {
+func (a *Attempt) stateClear(_ context.Context, body []byte) (any, *apiError) {
 	var req nameRequest
 	if e := a.keyedCall(body, &req, "state/clear", &req.Name); e != nil {
 		return nil, e
@@ -146,7 +146,7 @@ func (a *Attempt) stateClear(_ *http.Request, body []byte) (any, *apiError) {
 	return emptyRequest{}, nil
 }
 
-func (a *Attempt) stateClearAll(_ *http.Request, body []byte) (any, *apiError) {
+func (a *Attempt) stateClearAll(_ context.Context, body []byte) (any, *apiError) {
 	if e := a.keyedCall(body, &emptyRequest{}, "state/clear-all", nil); e != nil {
 		return nil, e
 	}
@@ -159,7 +159,7 @@ func (a *Attempt) stateClearAll(_ *http.Request, body []byte) (any, *apiError) {
 	return emptyRequest{}, nil
 }
 
-func (a *Attempt) awakeable(_ *http.Request, body []byte) (any, *apiError) {
+func (a *Attempt) awakeable(_ context.Context, body []byte) (any, *apiError) {
 	if e := a.keyedCall(body, &emptyRequest{}, "awakeable", nil); e != nil {
 		return nil, e
 	}
@@ -185,7 +185,7 @@ func checkAwakeableID(id string) *apiError {
 	return badRequest("%q is not an awakeable id (sign_1 followed by base64url, as fnbridge awakeable prints it)", id)
 }
 
-func (a *Attempt) awakeableResolve(_ *http.Request, body []byte) (any, *apiError) {
+func (a *Attempt) awakeableResolve(_ context.Context, body []byte) (any, *apiError) {
 	var req valueRequest
 	if e := a.keyedCall(body, &req, "awakeable/resolve", nil); e != nil {
 		return nil, e
@@ -206,7 +206,7 @@ func (a *Attempt) awakeableResolve(_ *http.Request, body []byte) (any, *apiError
 	return emptyRequest{}, nil
 }
 
-func (a *Attempt) awakeableReject(_ *http.Request, body []byte) (any, *apiError) {
+func (a *Attempt) awakeableReject(_ context.Context, body []byte) (any, *apiError) {
 	var req rejectRequest
 	if e := a.keyedCall(body, &req, "awakeable/reject", nil); e != nil {
 		return nil, e
@@ -223,7 +223,7 @@ func (a *Attempt) awakeableReject(_ *http.Request, body []byte) (any, *apiError)
 	return emptyRequest{}, nil
 }
 
-func (a *Attempt) promiseGet(r *http.Request, body []byte) (any, *apiError) {
+func (a *Attempt) promiseGet(ctx context.Context, body []byte) (any, *apiError) {
 	var req promiseGetRequest
 	if e := a.keyedCall(body, &req, "promise/get", &req.Name); e != nil {
 		return nil, e
@@ -235,10 +235,10 @@ func (a *Attempt) promiseGet(r *http.Request, body []byte) (any, *apiError) {
 	if err != nil {
 		return nil, a.journalFailed(err)
 	}
-	return a.future(r, f, req.Async, req.AsBytes)
+	return a.future(ctx, f, req.Async, req.AsBytes)
 }
 
-func (a *Attempt) promisePeek(_ *http.Request, body []byte) (any, *apiError) {
+func (a *Attempt) promisePeek(_ context.Context, body []byte) (any, *apiError) {
 	var req nameRequest
 	if e := a.keyedCall(body, &req, "promise/peek", &req.Name); e != nil {
 		return nil, e
@@ -256,12 +256,12 @@ func (a *Attempt) promisePeek(_ *http.Request, body []byte) (any, *apiError) {
 	return foundResponse{Found: true, Result: encodeResult(*res, req.AsBytes)}, nil
 }
 
-func (a *Attempt) promiseResolve(_ *http.Request, body []byte) (any, *apiError) {
+func (a *Attempt) promiseResolve(_ context.Context, body []byte) (any, *apiError) {
 	return a.writeValue(body, "promise/resolve", func() *apiError { return a.promiseAllowed("promise resolve") },
 		func(name string, v []byte) error { return a.j.CompletePromise(a.ctx, name, Result{Value: v}) })
 }
 
-func (a *Attempt) promiseReject(_ *http.Request, body []byte) (any, *apiError) {
+func (a *Attempt) promiseReject(_ context.Context, body []byte) (any, *apiError) {
 	var req rejectRequest
 	if e := a.keyedCall(body, &req, "promise/reject", &req.Name); e != nil {
 		return nil, e
@@ -290,7 +290,7 @@ func checkInvocationID(id string) *apiError {
 	return badRequest("%q is not an invocation id (inv_ followed by letters and digits)", id)
 }
 
-func (a *Attempt) cancelInvocation(_ *http.Request, body []byte) (any, *apiError) {
+func (a *Attempt) cancelInvocation(_ context.Context, body []byte) (any, *apiError) {
 	var req cancelRequest
 	if e := a.keyedCall(body, &req, "cancel", nil); e != nil {
 		return nil, e

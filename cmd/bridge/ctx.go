@@ -24,8 +24,10 @@ import (
 // retryably passes its own status through instead.
 const (
 	// ctxExitError: the context call could not be made (no endpoint in
-	// the environment, a refused request, a broken connection).
-	ctxExitError = 1
+	// the environment, a refused request, a broken connection). Not 1,
+	// which a read that found nothing exits with (ctxExitAbsent), so
+	// that `fnbridge state get` tells "absent" from "failed".
+	ctxExitError = 3
 	// ctxExitUsage: bad arguments.
 	ctxExitUsage = 2
 	// ctxExitStopped: the attempt suspended or ended; the script must stop
@@ -102,13 +104,14 @@ attempt's context endpoint (` + stepctx.EnvAddr + `, ` + stepctx.EnvToken + `).
 Exit statuses: 0 success; 100 terminal failure (recorded: the same on replay;
 also a call the handler may not make, such as a state write from a shared
 handler, and a wait the invocation's cancellation interrupted); 75 the
-attempt suspended or ended, stop now; 2 bad arguments; 1 the context call
-could not be made, or (state get, promise peek) nothing to print. fnbridge
-run passes through the status of a CMD that failed retryably.`,
+attempt suspended or ended, stop now; 3 the context call could not be made
+(no endpoint, a refused request, a broken connection); 2 bad arguments;
+1 (state get, promise peek only) nothing to print: absent or unresolved.
+fnbridge run passes through the status of a CMD that failed retryably.`,
 		SilenceUsage:  true,
 		SilenceErrors: true,
 	}
-	root.AddCommand(newCtxKeyCmd(), newCtxStateCmd(), newCtxPromiseCmd(), newCtxCancelCmd())
+	root.AddCommand(newCtxKeyCmd(), newCtxStateCmd(), newCtxPromiseCmd(), newCtxCancelCmd(), newCtxAgentCmd())
 	root.AddCommand(newCtxAwakeableCmds()...)
 	root.AddCommand(newCtxRunCmd(), newCtxSleepCmd(), newCtxCallCmd(), newCtxSendCmd(), newCtxAwaitCmd(),
 		newCtxValueCmd("invocation-id", "Print the invocation id", func(ctx context.Context, c *stepctx.Client) (string, error) {
@@ -154,22 +157,33 @@ func terminal(what string, f *stepctx.Failure) error {
 }
 
 func newCtxRunCmd() *cobra.Command {
-	return &cobra.Command{
-		Use:   "run NAME -- CMD [ARG...]",
+	var toVar string
+	cmd := &cobra.Command{
+		Use:   "run [--var VAR] NAME -- CMD [ARG...]",
 		Short: "Run CMD once as the durable step NAME; its stdout is the step's value",
 		Long: `Run CMD (executed directly, not through a shell) as the durable step NAME.
 Its stdout is journaled and printed; on replay the recorded stdout is printed
 and CMD does not run. CMD exiting 100 is a terminal failure: its stdout is the
 message, printed on stderr, and fnbridge exits 100, on replay too. Any other
 non-zero status fails the attempt (Restate retries it and CMD runs again):
-fnbridge exits with that status. CMD's stdin and stderr are fnbridge's.`,
+fnbridge exits with that status. CMD's stdin and stderr are fnbridge's.
+
+In the function's own shell (not in $(...), a pipeline or a child process)
+fnbridge is a shell function that takes steps without starting a process
+for itself, and runs a builtin CMD (printf, echo, true, false, test, :) in the
+shell; there --var VAR assigns the value to the shell variable VAR instead
+of printing it, so  fnbridge run --var v NAME -- CMD  costs no fork at all
+where  v=$(fnbridge run NAME -- CMD)  forks a subshell.`,
 		Args: func(cmd *cobra.Command, args []string) error {
 			if cmd.ArgsLenAtDash() != 1 || len(args) < 2 {
-				return exitf(ctxExitUsage, "usage: fnbridge run NAME -- CMD [ARG...]")
+				return exitf(ctxExitUsage, "usage: fnbridge run [--var VAR] NAME -- CMD [ARG...]")
 			}
 			return nil
 		},
 		RunE: func(cmd *cobra.Command, args []string) error {
+			if toVar != "" {
+				return exitf(ctxExitUsage, "run --var works only in the function's own shell, where fnbridge is a shell function; in a subshell or a child process capture stdout instead: v=$(fnbridge run NAME -- CMD)")
+			}
 			name, argv := args[0], args[1:]
 			c, err := ctxClient()
 			if err != nil {
@@ -190,6 +204,8 @@ fnbridge exits with that status. CMD's stdin and stderr are fnbridge's.`,
 			return executeStep(cmd, c, name, h, argv)
 		},
 	}
+	cmd.Flags().StringVar(&toVar, "var", "", "assign the value to the shell variable VAR (the shell function only)")
+	return cmd
 }
 
 // executeStep runs argv for the run handle h and reports its outcome.
@@ -215,28 +231,36 @@ func executeStep(cmd *cobra.Command, c *stepctx.Client, name, h string, argv []s
 			status, why = 126, err.Error()
 		}
 	}
-	switch status {
-	case 0:
-		if err := c.RunComplete(ctx, h, stepctx.RunOutcome{Result: stepctx.Result{Value: out.Bytes()}}); err != nil {
+	outcome, exit := stepOutcome(name, status, why, out.Bytes())
+	if err := c.RunComplete(ctx, h, outcome); err != nil {
+		if outcome.Retryable == nil {
 			return callFailed(err)
 		}
-		return writeOut(cmd, out.Bytes())
+		exit.msg += fmt.Sprintf(" (reporting it failed: %v)", err)
+	}
+	if exit != nil {
+		return exit
+	}
+	return writeOut(cmd, out.Bytes())
+}
+
+// stepOutcome is what a step's CMD that ended with status (why says how)
+// and printed out journals, and how fnbridge run then exits (nil: 0,
+// printing out). Shared by the command and the step agent.
+func stepOutcome(name string, status int, why string, out []byte) (stepctx.RunOutcome, *ctxExit) {
+	switch status {
+	case 0:
+		return stepctx.RunOutcome{Result: stepctx.Result{Value: out}}, nil
 	case ctxExitTerminal:
-		msg := strings.TrimRight(out.String(), "\n")
+		msg := strings.TrimRight(string(out), "\n")
 		if msg == "" {
 			msg = why
 		}
 		f := &stepctx.Failure{Code: 500, Message: msg}
-		if err := c.RunComplete(ctx, h, stepctx.RunOutcome{Result: stepctx.Result{Failure: f}}); err != nil {
-			return callFailed(err)
-		}
-		return exitf(ctxExitTerminal, "run %s: %s", name, msg)
+		return stepctx.RunOutcome{Result: stepctx.Result{Failure: f}}, &ctxExit{code: ctxExitTerminal, msg: fmt.Sprintf("run %s: %s", name, msg)}
 	default:
-		msg := fmt.Sprintf("run %s: %s; the attempt fails and Restate retries it", name, why)
-		if err := c.RunComplete(ctx, h, stepctx.RunOutcome{Retryable: &stepctx.RetryableFailure{Message: why}}); err != nil {
-			msg += fmt.Sprintf(" (reporting it failed: %v)", err)
-		}
-		return exitf(status, "%s", msg)
+		return stepctx.RunOutcome{Retryable: &stepctx.RetryableFailure{Message: why}},
+			&ctxExit{code: status, msg: fmt.Sprintf("run %s: %s; the attempt fails and Restate retries it", name, why)}
 	}
 }
 

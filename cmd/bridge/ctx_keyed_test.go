@@ -16,7 +16,7 @@ func keyedEnv(t *testing.T, j *stepctxtest.Journal, h stepctx.HandlerInfo) *ctxE
 }
 
 // fnbridge key prints the invocation's key without the context endpoint
-// (durability: function too); without one it says why, status 1.
+// (durability: function too); without one it says why, status 3.
 func TestCtxKey(t *testing.T) {
 	t.Setenv(stepctx.EnvAddr, "")
 	t.Setenv(functionruntime.EnvKey, "user 42\nsecond line")
@@ -24,7 +24,7 @@ func TestCtxKey(t *testing.T) {
 	t.Setenv(functionruntime.EnvKey, "")
 	fnbridge(t, "", "key").want(t, 0, "\n", "")
 	unsetEnv(t, functionruntime.EnvKey)
-	fnbridge(t, "", "key").want(t, 1, "", "FNBRIDGE_KEY is not set: this handler's service is a plain service")
+	fnbridge(t, "", "key").want(t, 3, "", "FNBRIDGE_KEY is not set: this handler's service is a plain service")
 }
 
 // fnbridge state: get prints the JSON value (nothing and status 1 when
@@ -45,6 +45,10 @@ func TestCtxState(t *testing.T) {
 	fnbridge(t, "", "state", "clear-all").want(t, 0, "", "")
 	fnbridge(t, "", "state", "keys").want(t, 0, "", "")
 	fnbridge(t, "", "state", "get").want(t, 2, "", "usage: fnbridge state get NAME")
+	// A read that could not be made is not "absent": 3, not 1.
+	e.a.Close()
+	fnbridge(t, "", "state", "get", "profile").want(t, 3, "", "belongs to an attempt that has ended")
+	fnbridge(t, "", "promise", "peek", "approval").want(t, 3, "", "belongs to an attempt that has ended")
 	if len(e.j.State) != 0 {
 		t.Fatalf("state after clear-all: %q", e.j.State)
 	}
@@ -81,7 +85,7 @@ func TestCtxAwakeable(t *testing.T) {
 	fnbridge(t, "", "await", second).want(t, 100, "\n", "denied")
 	fnbridge(t, "", "resolve-awakeable", "sign_1b25l", `"yes"`).want(t, 0, "", "")
 	fnbridge(t, "", "reject-awakeable", "sign_1b25l", "no; $(touch pwned)").want(t, 0, "", "")
-	fnbridge(t, "", "resolve-awakeable", "nonsense", "1").want(t, 1, "", "is not an awakeable id")
+	fnbridge(t, "", "resolve-awakeable", "nonsense", "1").want(t, 3, "", "is not an awakeable id")
 	en := e.j.Entries()
 	if len(en) != 2 || string(en[0].Result.Value) != `"yes"` || en[1].Result.Failure.Message != "no; $(touch pwned)" {
 		t.Fatalf("journal %+v", en)
@@ -112,7 +116,7 @@ func TestCtxPromise(t *testing.T) {
 func TestCtxCancel(t *testing.T) {
 	e := newCtxEnv(t, &stepctxtest.Journal{})
 	fnbridge(t, "", "cancel", "inv_1abcDEF").want(t, 0, "", "")
-	fnbridge(t, "", "cancel", "42").want(t, 1, "", "is not an invocation id")
+	fnbridge(t, "", "cancel", "42").want(t, 3, "", "is not an invocation id")
 	if en := e.j.Entries(); len(en) != 1 || en[0].Kind != "cancel" || en[0].Name != "inv_1abcDEF" {
 		t.Fatalf("journal %+v", en)
 	}

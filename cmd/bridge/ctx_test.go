@@ -237,7 +237,7 @@ func TestCtxCallSendAwait(t *testing.T) {
 	fnbridge(t, "", "await", ch, th).want(t, 0, `{"to":"k2"}`+"\n\n", "")
 	fnbridge(t, "", "await", "--any", ch, th).want(t, 0, ch+"\n"+`{"to":"k2"}`+"\n", "")
 	fnbridge(t, "", "await", th, fh, ch).want(t, 100, "\n\n"+`{"to":"k2"}`+"\n", fh+" failed (code 404): no such user")
-	fnbridge(t, "", "await", "fut-404").want(t, 1, "", `unknown handle "fut-404"`)
+	fnbridge(t, "", "await", "fut-404").want(t, 3, "", `unknown handle "fut-404"`)
 
 	fnbridge(t, "", "invocation-id").want(t, 0, "inv_abc\n", "")
 	r1 := fnbridge(t, "", "random")
@@ -254,8 +254,10 @@ func TestCtxCallSendAwait(t *testing.T) {
 
 func TestCtxUsageAndEnvironment(t *testing.T) {
 	e := newCtxEnv(t, &stepctxtest.Journal{})
-	fnbridge(t, "", "run", "x", "echo", "hi").want(t, 2, "", "usage: fnbridge run NAME -- CMD")
-	fnbridge(t, "", "run", "x", "--").want(t, 2, "", "usage: fnbridge run NAME -- CMD")
+	fnbridge(t, "", "run", "x", "echo", "hi").want(t, 2, "", "usage: fnbridge run [--var VAR] NAME -- CMD")
+	fnbridge(t, "", "run", "x", "--").want(t, 2, "", "usage: fnbridge run [--var VAR] NAME -- CMD")
+	// The binary cannot assign a variable of the shell that started it.
+	fnbridge(t, "", "run", "--var", "v", "x", "--", "true").want(t, 2, "", "run --var works only in the function's own shell")
 	fnbridge(t, "", "frobnicate").want(t, 2, "", "unknown command")
 	if n := len(e.j.Entries()); n != 0 {
 		t.Errorf("usage errors journaled %d commands", n)
@@ -265,9 +267,9 @@ func TestCtxUsageAndEnvironment(t *testing.T) {
 	}
 
 	t.Setenv(stepctx.EnvToken, stepctx.NewToken())
-	fnbridge(t, "", "invocation-id").want(t, 1, "", "not issued by this bridge")
+	fnbridge(t, "", "invocation-id").want(t, 3, "", "not issued by this bridge")
 	t.Setenv(stepctx.EnvAddr, "")
-	fnbridge(t, "", "invocation-id").want(t, 1, "", "FNBRIDGE_CONTEXT and FNBRIDGE_CONTEXT_TOKEN are not set")
+	fnbridge(t, "", "invocation-id").want(t, 3, "", "FNBRIDGE_CONTEXT and FNBRIDGE_CONTEXT_TOKEN are not set")
 }
 
 // TestCtxAsSubcommand drives the command as `bridge ctx ...`, the way

@@ -7,7 +7,7 @@
 add() {
   local by=${1:-1} count
   [[ $by =~ ^-?[0-9]+$ ]] || { echo "add wants a whole number, got: $by" >&2; exit 100; }
-  count=$(fnbridge state get count) || count=0   # absent: nothing printed, exit 1
+  count=$(fnbridge state get count) || { [ $? -eq 1 ] || exit; count=0; }  # 1: absent; 3: the call failed
   count=$((count + by))
   fnbridge state set count "$count" || exit
   echo "$count"

@@ -12,6 +12,131 @@
 # handler string and the payload are only ever expanded inside double
 # quotes: never evaluated as code.
 
+# fnbridge in the invocation's own shell (durability: steps). `fnbridge run`
+# takes its steps through the worker's step agent (`fnbridge agent`, see
+# cmd/bridge/ctx_agent.go), started by the first step and kept for the
+# worker's life, so a step costs no process of its own, and a builtin CMD
+# (printf, echo, true, false, test, :) runs in the shell; --var VAR assigns
+# the value instead of printing it (no $(...) subshell either). Every other
+# command, and every other shell ($(...), pipelines, background jobs and
+# children, whose $BASHPID differs), uses the fnbridge command on PATH, so
+# two shells never share the agent. Like the command, CMD's arguments are
+# data: never evaluated. Defined as fnbridge only in invocations that have
+# a step context.
+__fnb_fnbridge() {
+	if [[ ${1-} != run || $BASHPID != "${__fnb_ishell-}" || -z ${FNBRIDGE_CONTEXT-} ]]; then
+		command fnbridge "$@"
+		builtin return
+	fi
+	builtin local __fnb_var= __fnb_name __fnb_rc __fnb_v= __fnb_file
+	builtin shift
+	case ${1-} in
+	--var)
+		__fnb_var=${2-}
+		builtin shift 2 || builtin shift
+		;;
+	--var=*)
+		__fnb_var=${1#--var=}
+		builtin shift
+		;;
+	esac
+	__fnb_name=${1-}
+	if [[ ${2-} != -- || $# -lt 3 || -z $__fnb_name ]] || { [[ -n $__fnb_var ]] && ! [[ $__fnb_var =~ ^[A-Za-z_][A-Za-z0-9_]*$ ]]; }; then
+		builtin printf 'fnbridge: usage: fnbridge run [--var VAR] NAME -- CMD [ARG...] (VAR a shell variable name)\n' >&2
+		builtin return 2
+	fi
+	if [[ $__fnb_name == *[$'\t\n']* ]]; then
+		if [[ -n $__fnb_var ]]; then
+			builtin printf 'fnbridge: run --var: a step name with a tab or newline needs v=$(fnbridge run NAME -- CMD)\n' >&2
+			builtin return 2
+		fi
+		command fnbridge run "$@"
+		builtin return
+	fi
+	builtin shift 2
+	__fnb_agent || builtin return
+	builtin printf 'S\t%s\t%s\t%s\n' "$FNBRIDGE_CONTEXT" "$FNBRIDGE_CONTEXT_TOKEN" "$__fnb_name" >&"$__fnb_areq"
+	__fnb_answer || builtin return
+	__fnb_file=$__fnb_dir/a.val
+	if [[ $__fnb_k == x ]]; then
+		# In an if, so that errexit cannot end the shell before the
+		# outcome is journaled.
+		case $1 in
+		printf | echo | true | false | test | :)
+			if builtin "$@" >|"$__fnb_dir/a.out"; then __fnb_rc=0; else __fnb_rc=$?; fi
+			;;
+		*)
+			if (command exec "$@") >|"$__fnb_dir/a.out" {__fnb_areq}>&- {__fnb_aans}>&-; then __fnb_rc=0; else __fnb_rc=$?; fi
+			;;
+		esac
+		builtin printf 'C\t%s\t%s\t%d\t%s\n' "$FNBRIDGE_CONTEXT" "$FNBRIDGE_CONTEXT_TOKEN" "$__fnb_rc" "${1//[$'\t\n']/ }" >&"$__fnb_areq"
+		__fnb_answer || builtin return
+		__fnb_file=$__fnb_dir/a.out
+	fi
+	if [[ $__fnb_k == [RO] ]]; then
+		# A NUL byte: no shell variable holds one.
+		if [[ -n $__fnb_var ]]; then
+			builtin printf 'fnbridge: run %s --var: the value holds a NUL byte, which a shell variable cannot; print it instead\n' "$__fnb_name" >&2
+			builtin return 2
+		fi
+		command cat -- "$__fnb_file"
+		builtin return
+	fi
+	if [[ -n $__fnb_var ]]; then
+		LC_ALL=C IFS= builtin read -r -d '' "$__fnb_var" <"$__fnb_file" || :
+	else
+		LC_ALL=C IFS= builtin read -r -d '' __fnb_v <"$__fnb_file" || :
+		builtin printf '%s' "$__fnb_v"
+	fi
+	builtin return 0
+}
+
+# __fnb_agent opens this shell's FIFOs to the worker's step agent, starting
+# the agent when there is none.
+__fnb_agent() {
+	if [[ -n ${__fnb_areq-} ]] && builtin kill -0 "$__fnb_apid" 2>/dev/null; then
+		builtin return 0
+	fi
+	builtin local __fnb_r __fnb_l=
+	__fnb_apid=
+	{ IFS= builtin read -r __fnb_apid <"$__fnb_dir/a.pid"; } 2>/dev/null
+	if [[ -z $__fnb_apid || ! -p $__fnb_dir/a.req ]] || ! builtin kill -0 "$__fnb_apid" 2>/dev/null; then
+		command exec {__fnb_r}< <(command exec fnbridge agent "$__fnb_dir" "$$" </dev/null 2>/dev/null)
+		IFS= builtin read -r -u "$__fnb_r" __fnb_l
+		command exec {__fnb_r}<&-
+		if [[ $__fnb_l != "ready "[0-9]* ]]; then
+			builtin printf 'fnbridge: the step agent (fnbridge agent) did not start\n' >&2
+			builtin return 3
+		fi
+		__fnb_apid=${__fnb_l#ready }
+		builtin printf '%s\n' "$__fnb_apid" >|"$__fnb_dir/a.pid"
+	fi
+	# Read and write: opening a FIFO so never blocks.
+	command exec {__fnb_areq}<>"$__fnb_dir/a.req" {__fnb_aans}<>"$__fnb_dir/a.ans"
+}
+
+# __fnb_answer reads the agent's answer: __fnb_st, __fnb_k, __fnb_m; an
+# error answer prints its message and returns its status.
+__fnb_answer() {
+	builtin local __fnb_rc
+	while :; do
+		IFS=$'\t' builtin read -r -t 2 -u "$__fnb_aans" __fnb_st __fnb_k __fnb_m && break
+		__fnb_rc=$?
+		# A timeout only means a slow answer while the agent lives.
+		if ((__fnb_rc > 128)) && builtin kill -0 "$__fnb_apid" 2>/dev/null; then
+			continue
+		fi
+		builtin printf 'fnbridge: the step agent (pid %s) is gone\n' "$__fnb_apid" >&2
+		__fnb_areq=
+		builtin return 3
+	done
+	if [[ $__fnb_k == e ]]; then
+		[[ -z $__fnb_m ]] || builtin printf 'fnbridge: %s\n' "$__fnb_m" >&2
+		builtin return "$__fnb_st"
+	fi
+	builtin return 0
+}
+
 __fnb_main() {
 	local __fnb_file=$1 __fnb_fn=$2 __fnb_mark=$3 __fnb_dir=$4
 	local __fnb_in __fnb_out __fnb_status __fnb_len __fnb_payload __fnb_rc __fnb_o
@@ -224,6 +349,11 @@ __fnb_main() {
 			# file is created by the first write): a job an earlier
 			# invocation left behind only knows paths Go has removed.
 			command exec {__fnb_in}<&- {__fnb_out}>&- {__fnb_life}<&- >"$__fnb_dir/s.$__fnb_f"
+			# The shell whose fnbridge function may use the step agent.
+			__fnb_ishell=$BASHPID __fnb_areq= __fnb_aans= __fnb_apid=
+			if [[ -n ${FNBRIDGE_CONTEXT-} ]]; then
+				fnbridge() { __fnb_fnbridge "$@"; }
+			fi
 			for __fnb_o in "${__fnb_reapply[@]}"; do
 				builtin set -o "$__fnb_o"
 			done

@@ -130,9 +130,15 @@
 // steps runs again on every attempt. fnbridge's exit statuses: 0; 100 a
 // terminal failure (journaled, the same on replay: `|| exit` makes the
 // invocation fail terminally); 75 ([AttemptEndedStatus]) the attempt
-// suspended or ended, stop now; 1 or 2 a call that could not be made; a
+// suspended or ended, stop now; 3 a call that could not be made, 2 bad arguments; a
 // retryably failing CMD's own status. Arguments and payloads are data:
 // CMD is executed directly, never through a shell.
+//
+// In the invocation's own shell fnbridge is a shell function: fnbridge
+// run goes through the worker's step agent (`fnbridge agent`, one per
+// worker, started by its first step) without a process per step, runs a
+// builtin CMD in the shell, and with --var VAR assigns the value to VAR
+// instead of printing it. Other shells and children use the command.
 //
 // Keyed services and awakeables (see the command's help): fnbridge key
 // (also $FNBRIDGE_KEY, in either durability mode), fnbridge state
@@ -142,7 +148,7 @@
 // may not make (a state write from a shared handler) and a wait the
 // invocation's cancellation interrupted exit 100 with the reason on
 // stderr; state get and promise peek exit 1, printing nothing, when there
-// is no value.
+// is no value (a call that could not be made exits 3).
 //
 // When the attempt suspends (or a step fails retryably, or the journal
 // cannot go on), the bridge cancels the invocation, which kills the

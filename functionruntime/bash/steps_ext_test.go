@@ -65,7 +65,7 @@ key_of() {
 	printf '%s|%s|%s' "${FNBRIDGE_CONTEXT-unset}" "${FNBRIDGE_KEY-unset}" "$(sh -c 'printf %s "${FNBRIDGE_KEY-unset}"')"
 }
 
-which_fnbridge() { command -v fnbridge || echo none; }
+which_fnbridge() { type -P fnbridge || echo none; }
 
 function_mode() {
 	echo "${FNBRIDGE_CONTEXT-unset}"
@@ -74,6 +74,27 @@ function_mode() {
 }
 
 exit75() { exit 75; }
+
+inshell() {
+	local v w z
+	fnbridge run --var v s1 -- printf '%s\n\n' "$1 \$(touch pwned)" || return
+	fnbridge run --var w s2 -- sh -c 'echo 2 >>marker; printf "%s" "$0"' "[$v]" || return
+	fnbridge run s3 -- echo "$v" || return
+	printf '<%s>' "$w"
+	(fnbridge run --var z s4 -- true) 2>&1 || echo "subshell $?"
+	z=$(fnbridge run s5 -- printf five) || return
+	fnbridge run --var z s6 -- printf 'a\0b' 2>&1 || echo "nul $?"
+	printf '%s|' "$z"
+	fnbridge run --var 'not a name' s7 -- true 2>&1 || echo "badvar $?"
+}
+
+inshell_fails() {
+	local v name=${1% *} status=${1#* }
+	set -e
+	fnbridge run --var v ok -- printf ok
+	fnbridge run --var v "$name" -- sh -c 'echo "$0" >>marker; echo "failed: $0"; exit "$1"' "$name" "$status"
+	echo unreachable
+}
 
 meta() {
 	fnbridge run "step $1" -- printf '%s\n' "$1" || return
@@ -169,6 +190,55 @@ func TestSteps(t *testing.T) {
 				t.Fatalf("entry %d = %+v, want run with value %q (the exact stdout)", i, en, want)
 			}
 		}
+	})
+
+	// Rule: in the invocation's own shell fnbridge is a shell function:
+	// --var assigns the value (newlines kept), builtins and programs both
+	// take steps, arguments stay data, and a replay assigns the recorded
+	// values without running anything. Other shells ($(...), subshells)
+	// use the command, where --var is refused; a value with a NUL byte
+	// cannot go into a variable.
+	t.Run("shell function", func(t *testing.T) {
+		s := e.start(t, "inshell", nil)
+		j := &stepctxtest.Journal{}
+		want := "hi $(touch pwned)\n\n\n<[hi $(touch pwned)\n\n]>fnbridge: run --var works only in the function's own shell, where fnbridge is a shell function; in a subshell or a child process capture stdout instead: v=$(fnbridge run NAME -- CMD)\nsubshell 2\n" +
+			"fnbridge: run s6 --var: the value holds a NUL byte, which a shell variable cannot; print it instead\nnul 2\nfive|fnbridge: usage: fnbridge run [--var VAR] NAME -- CMD [ARG...] (VAR a shell variable name)\nbadvar 2"
+		res, err := s.invoke(t, e.Open(t, j), "hi")
+		steptest.MustOutput(t, res, err, want)
+		if got := s.marker(t); got != "2" {
+			t.Fatalf("the external step ran %q times, want once", got)
+		}
+		var names []string
+		for _, en := range j.Entries() {
+			names = append(names, en.Name+"="+string(en.Result.Value))
+		}
+		if got := strings.Join(names, ","); got != "s1=hi $(touch pwned)\n\n,s2=[hi $(touch pwned)\n\n],s3=hi $(touch pwned)\n\n\n,s5=five,s6=a\x00b" {
+			t.Fatalf("journal %q", got)
+		}
+		if _, err := os.Stat(filepath.Join(s.f.Dir, "pwned")); err == nil {
+			t.Fatal("an argument was evaluated")
+		}
+		j.Restart()
+		res, err = s.invoke(t, e.Open(t, j), "changed")
+		steptest.MustOutput(t, res, err, want)
+		if got := s.marker(t); got != "" {
+			t.Fatalf("the replay ran the external step (%q)", got)
+		}
+	})
+
+	// Rule: the shell function fails like the command: exit 100 is a
+	// terminal failure, journaled (errexit does not skip that), another
+	// status fails the attempt with that status.
+	t.Run("shell function failures", func(t *testing.T) {
+		s := e.start(t, "inshell_fails", nil)
+		j := &stepctxtest.Journal{}
+		_, err := s.invoke(t, e.Open(t, j), "plan 100")
+		steptest.WantHandlerError(t, err, functionruntime.HandlerError{Type: "exit", Terminal: true, ExitCode: 100, Message: "failed: plan"})
+		if en := j.Entries(); len(en) != 2 || en[1].Result == nil || en[1].Result.Failure == nil || en[1].Result.Failure.Message != "failed: plan" {
+			t.Fatalf("journal = %+v, want ok and the terminal failure", en)
+		}
+		_, err = s.invoke(t, e.Open(t, &stepctxtest.Journal{}), "flaky 7")
+		steptest.WantHandlerError(t, err, functionruntime.HandlerError{Type: "exit", ExitCode: 7, Message: "run flaky: sh exited with status 7"})
 	})
 
 	// Rule: the context is in the environment, so a child process the
@@ -302,7 +372,7 @@ func TestSteps(t *testing.T) {
 	t.Run("function mode", func(t *testing.T) {
 		s := e.start(t, "function_mode", nil)
 		res, err := s.invoke(t, nil, "")
-		steptest.MustOutput(t, res, err, "unset\nfnbridge: FNBRIDGE_CONTEXT and FNBRIDGE_CONTEXT_TOKEN are not set: context calls work only inside a function that fnbridge runs with durable steps (durability: steps)\nstatus 1")
+		steptest.MustOutput(t, res, err, "unset\nfnbridge: FNBRIDGE_CONTEXT and FNBRIDGE_CONTEXT_TOKEN are not set: context calls work only inside a function that fnbridge runs with durable steps (durability: steps)\nstatus 3")
 		x := e.start(t, "exit75", nil)
 		_, err = x.invoke(t, nil, "")
 		steptest.WantHandlerError(t, err, functionruntime.HandlerError{Type: "exit", ExitCode: 75, Message: "exit status 75"})

@@ -233,7 +233,7 @@ def _fnbridge_worker():
             self.invocation_id = None
 
     steps = {"ctx": None}
-    http_conn = {}  # lazily imported http.client pieces
+    sockets = {}  # the socket module, imported at the first context call
 
     def enter(api_name):
         n = invocation.get()
@@ -274,32 +274,30 @@ def _fnbridge_worker():
         ctx.lock.release()
 
     def connection(ctx):
+        # One framed connection per attempt: a preface with the token, then
+        # length-prefixed frames (see bridge/stepctx, "Framed protocol").
         if ctx.conn is not None:
             return ctx.conn
-        if not http_conn:
-            import http.client
+        socket = sockets.get("m")
+        if socket is None:
             import socket
-
-            class UnixConnection(http.client.HTTPConnection):
-                def __init__(self, path):
-                    http.client.HTTPConnection.__init__(self, "localhost")
-                    self.unix_path = path
-
-                def connect(self):
-                    sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-                    try:
-                        sock.connect(self.unix_path)
-                    except BaseException:
-                        sock.close()
-                        raise
-                    self.sock = sock
-
-            http_conn.update(client=http.client, unix=UnixConnection)
-        if ctx.address.startswith("unix://"):
-            ctx.conn = http_conn["unix"](ctx.address[len("unix://"):])
-        else:
-            ctx.conn = http_conn["client"].HTTPConnection(ctx.address[len("tcp://"):])
-        return ctx.conn
+            sockets["m"] = socket
+        conn = None
+        try:
+            if ctx.address.startswith("unix://"):
+                conn = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+                conn.connect(ctx.address[len("unix://"):])
+            else:
+                host, _, port = ctx.address[len("tcp://"):].rpartition(":")
+                conn = socket.create_connection((host.strip("[]"), int(port)))
+                conn.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+            conn.sendall(b"FNBRIDGE/1 " + ctx.token.encode("ascii") + b"\n")
+        except BaseException:
+            if conn is not None:
+                conn.close()
+            raise
+        ctx.conn = conn
+        return conn
 
     def drop_connection(ctx):
         conn, ctx.conn = ctx.conn, None
@@ -309,21 +307,29 @@ def _fnbridge_worker():
             except Exception:
                 pass
 
+    def exchange(conn, frame):
+        conn.sendall(frame)
+        buf = conn.recv(65536)
+        while len(buf) < 4 or len(buf) < 4 + int.from_bytes(buf[:4], "big"):
+            chunk = conn.recv(65536 if len(buf) < 4 else max(65536, 4 + int.from_bytes(buf[:4], "big") - len(buf)))
+            if not chunk:
+                raise ConnectionError("the context endpoint closed the connection")
+            if not isinstance(buf, bytearray):
+                buf = bytearray(buf)
+            buf += chunk
+        nl = buf.index(b"\n", 4)
+        return int(buf[4:nl]), bytes(buf[nl + 1:])
+
     def request(ctx, api_name, op, fields, raw=None):
         # raw is (field, JSON bytes) spliced in as sent, so the journal gets
         # exactly the compact encoding.
         body = json.dumps(fields, separators=(",", ":")).encode("utf-8")
         if raw is not None:
             body = body[:-1] + (b"," if fields else b"") + json.dumps(raw[0]).encode("ascii") + b":" + raw[1] + b"}"
-        conn = connection(ctx)
+        payload = op.encode("ascii") + b"\n" + body
         try:
-            conn.request("POST", "/v1/" + op, body, {
-                "Authorization": "Bearer " + ctx.token,
-                "Content-Type": "application/json",
-            })
-            resp = conn.getresponse()
-            data = resp.read()
-        except (OSError, http_conn["client"].HTTPException) as exc:
+            status, data = exchange(connection(ctx), len(payload).to_bytes(4, "big") + payload)
+        except (OSError, ValueError) as exc:
             drop_connection(ctx)
             # Whether the request reached the journal is unknown: nothing
             # more of this attempt may be journaled.
@@ -332,11 +338,11 @@ def _fnbridge_worker():
             raise RuntimeError(ctx.broken)
         try:
             answer = json.loads(data)
-            message = answer.get("error", "") if resp.status != 200 else ""
+            message = answer.get("error", "") if status != 200 else ""
         except (ValueError, AttributeError):
             raise RuntimeError("fnbridge.%s: the context endpoint at %s sent an unreadable answer (HTTP %d): %r"
-                               % (api_name, ctx.address, resp.status, data[:200]))
-        if resp.status == 200:
+                               % (api_name, ctx.address, status, data[:200]))
+        if status == 200:
             if "failure" in answer:
                 # This call alone failed terminally (refused, a promise
                 # completed before, or interrupted by the invocation's
@@ -344,11 +350,11 @@ def _fnbridge_worker():
                 f = answer["failure"] or {}
                 raise TerminalError(f.get("message", ""), f.get("code", 500))
             return answer
-        if resp.status == 410:
+        if status == 410:
             ctx.ended = message or "the attempt is over"
             drop_connection(ctx)
             raise Suspended(ctx.ended)
-        raise RuntimeError("fnbridge.%s: %s (HTTP %d)" % (api_name, message, resp.status))
+        raise RuntimeError("fnbridge.%s: %s (HTTP %d)" % (api_name, message, status))
 
     def result_of(r):
         if "failure" in r:

@@ -60,7 +60,7 @@ const (
 		"    for k in range(1, 6):\n        out = fnbridge.run(\"s%d\" % k, _step, n, k)\n    return out\n"
 	shSteps = "steps() {\n  local n=${1#*:} k v\n  n=${n%\\}}\n" +
 		"  for k in 1 2 3 4 5; do\n" +
-		"    v=$(fnbridge run \"s$k\" -- printf '{\"n\":%s,\"s\":%d}' \"$n\" \"$k\") || exit\n" +
+		"    fnbridge run --var v \"s$k\" -- printf '{\"n\":%s,\"s\":%d}' \"$n\" \"$k\" || exit\n" +
 		"  done\n  printf '%s' \"$v\"\n}\n"
 
 	pyEcho = "def echo(event):\n    return event\n"

@@ -140,7 +140,7 @@ func run(args []string) error {
 		{Key: "S", Label: "bridge serve, warm Bash echo", Service: "BashEcho", Handler: "echo", want: echoAnswer},
 		{Key: "N5", Label: "sdk-go v1.2.0, five restate.Run steps", Service: "Steps", Handler: "steps", want: stepsAnswer, steps: true},
 		{Key: "P5", Label: "bridge serve, warm Python, durability: steps, five fnbridge.run", Service: "PySteps", Handler: "steps", want: stepsAnswer, steps: true},
-		{Key: "S5", Label: "bridge serve, warm Bash, durability: steps, five `fnbridge run sN -- printf ...`", Service: "BashSteps", Handler: "steps", want: stepsAnswer, steps: true},
+		{Key: "S5", Label: "bridge serve, warm Bash, durability: steps, five `fnbridge run --var v sN -- printf ...`", Service: "BashSteps", Handler: "steps", want: stepsAnswer, steps: true},
 	}
 	mem := &peer{Key: "M", Label: "bridge serve, Bash handler sleeping 4 s (32 warm)", Service: "Nap", Handler: "nap"}
 	starts := map[string][]string{

@@ -1,0 +1,331 @@
+package stepctx
+
+import (
+	"bufio"
+	"context"
+	"crypto/sha256"
+	"encoding/binary"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+)
+
+// FramedPreface opens a framed connection: the client sends it, then the
+// attempt's token and "\n", once; every request after that is one frame.
+// An HTTP request never starts with it, so both protocols share a
+// listener.
+const FramedPreface = "FNBRIDGE/1 "
+
+// maxFramedToken bounds the preface's token line.
+const maxFramedToken = 512
+
+// prefaceTimeout bounds how long an accepted connection may take to show
+// which protocol it speaks (and, framed, to send its token).
+const prefaceTimeout = 10 * time.Second
+
+// waitingOps are the operations that may wait on Restate: while one is
+// served, a framed connection is watched so that a client that hangs up
+// ends the wait (as an HTTP request's context does).
+var waitingOps = map[string]bool{"sleep": true, "call": true, "await": true, "promise/get": true}
+
+// framedRoutes are routes keyed by operation name ("run/start").
+var framedRoutes = func() map[string]opFunc {
+	m := make(map[string]opFunc, len(routes))
+	for r, op := range routes {
+		m[strings.TrimPrefix(r, "/v1/")] = op
+	}
+	return m
+}()
+
+// connListener hands the connections that speak HTTP to the http.Server.
+type connListener struct {
+	addr  net.Addr
+	conns chan net.Conn
+	once  sync.Once
+	done  chan struct{}
+}
+
+func (l *connListener) Accept() (net.Conn, error) {
+	select {
+	case c := <-l.conns:
+		return c, nil
+	case <-l.done:
+		return nil, net.ErrClosed
+	}
+}
+
+func (l *connListener) Close() error {
+	l.once.Do(func() { close(l.done) })
+	return nil
+}
+
+func (l *connListener) Addr() net.Addr { return l.addr }
+
+// sniffedConn is a connection whose first bytes were read into r.
+type sniffedConn struct {
+	net.Conn
+	r *bufio.Reader
+}
+
+func (c *sniffedConn) Read(p []byte) (int, error) { return c.r.Read(p) }
+
+// Serve serves both protocols on l until Shutdown: HTTP/1.1, and framed
+// connections (FramedPreface). Like http.Server.Serve it returns
+// http.ErrServerClosed after Shutdown.
+func (s *Server) Serve(l net.Listener) error {
+	hl := &connListener{addr: l.Addr(), conns: make(chan net.Conn), done: make(chan struct{})}
+	s.mu.Lock()
+	if s.closing {
+		s.mu.Unlock()
+		l.Close()
+		return http.ErrServerClosed
+	}
+	s.listeners[l] = struct{}{}
+	s.mu.Unlock()
+	httpDone := make(chan struct{})
+	go func() {
+		defer close(httpDone)
+		_ = s.srv.Serve(hl)
+	}()
+	defer func() {
+		hl.Close()
+		<-httpDone
+	}()
+	for {
+		c, err := l.Accept()
+		if err != nil {
+			s.mu.Lock()
+			closing := s.closing
+			delete(s.listeners, l)
+			s.mu.Unlock()
+			if closing {
+				return http.ErrServerClosed
+			}
+			var ne net.Error
+			if errors.As(err, &ne) && ne.Timeout() {
+				time.Sleep(5 * time.Millisecond)
+				continue
+			}
+			return err
+		}
+		go s.sniff(c, hl)
+	}
+}
+
+// sniff tells a framed connection from an HTTP one by its first bytes.
+func (s *Server) sniff(c net.Conn, hl *connListener) {
+	_ = c.SetReadDeadline(time.Now().Add(prefaceTimeout))
+	br := bufio.NewReaderSize(c, 16<<10)
+	head, err := br.Peek(len(FramedPreface))
+	if err != nil && len(head) == 0 {
+		c.Close()
+		return
+	}
+	if string(head) == FramedPreface {
+		s.serveFramed(c, br)
+		return
+	}
+	_ = c.SetReadDeadline(time.Time{})
+	select {
+	case hl.conns <- &sniffedConn{Conn: c, r: br}:
+	case <-hl.done:
+		c.Close()
+	}
+}
+
+// Shutdown stops Serve: listeners close, in-flight requests finish or are
+// cut at ctx's deadline. Attempts are not closed by it.
+func (s *Server) Shutdown(ctx context.Context) error {
+	s.mu.Lock()
+	s.closing = true
+	for l := range s.listeners {
+		l.Close()
+	}
+	for fc := range s.framed {
+		fc.closeIfIdle()
+	}
+	s.mu.Unlock()
+	err := s.srv.Shutdown(ctx)
+	for {
+		s.mu.Lock()
+		n := len(s.framed)
+		for fc := range s.framed {
+			if ctx.Err() != nil {
+				fc.c.Close()
+			} else {
+				fc.closeIfIdle()
+			}
+		}
+		s.mu.Unlock()
+		if n == 0 {
+			return err
+		}
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+// framedConn is one framed connection being served.
+type framedConn struct {
+	c    net.Conn
+	mu   sync.Mutex
+	busy bool // a request is being served
+	shut bool // closed by Shutdown
+}
+
+// closeIfIdle closes the connection unless a request is being served; it
+// is then closed after its answer.
+func (fc *framedConn) closeIfIdle() {
+	fc.mu.Lock()
+	defer fc.mu.Unlock()
+	fc.shut = true
+	if !fc.busy {
+		fc.c.Close()
+	}
+}
+
+// setBusy marks a request served (or not); false after Shutdown.
+func (fc *framedConn) setBusy(b bool) bool {
+	fc.mu.Lock()
+	defer fc.mu.Unlock()
+	fc.busy = b
+	return !fc.shut
+}
+
+// serveFramed serves a framed connection. Its frames are a 4-byte
+// big-endian length, then that many bytes: a request is "<operation>\n"
+// and its JSON body, an answer "<status>\n" and its JSON body. Requests
+// of a connection are served in order, one at a time.
+func (s *Server) serveFramed(c net.Conn, br *bufio.Reader) {
+	defer c.Close()
+	fc := &framedConn{c: c}
+	s.mu.Lock()
+	if s.closing {
+		s.mu.Unlock()
+		return
+	}
+	s.framed[fc] = struct{}{}
+	s.mu.Unlock()
+	defer func() {
+		s.mu.Lock()
+		delete(s.framed, fc)
+		s.mu.Unlock()
+	}()
+	if _, err := br.Discard(len(FramedPreface)); err != nil {
+		return
+	}
+	line, err := br.ReadSlice('\n')
+	if err != nil || len(line) > maxFramedToken {
+		return
+	}
+	_ = c.SetReadDeadline(time.Time{})
+	token := strings.TrimSuffix(string(line), "\n")
+	key := sha256.Sum256([]byte(token))
+	var out []byte
+	var hdr [4]byte
+	for {
+		if _, err := io.ReadFull(br, hdr[:]); err != nil {
+			return
+		}
+		if !fc.setBusy(true) {
+			return
+		}
+		n := int64(binary.BigEndian.Uint32(hdr[:]))
+		var status int
+		var v any
+		if n > s.maxBody+64 {
+			if _, err := io.CopyN(io.Discard, br, n); err != nil {
+				return
+			}
+			status, v = errorAnswer(&apiError{status: http.StatusRequestEntityTooLarge, msg: fmt.Sprintf("request body exceeds %d bytes", s.maxBody)})
+		} else {
+			frame := make([]byte, n)
+			if _, err := io.ReadFull(br, frame); err != nil {
+				return
+			}
+			status, v = s.serveFrame(c, br, token, key, frame)
+		}
+		out = appendAnswer(out[:0], status, v)
+		if _, err := c.Write(out); err != nil {
+			return
+		}
+		if !fc.setBusy(false) {
+			return
+		}
+	}
+}
+
+// serveFrame serves one request frame.
+func (s *Server) serveFrame(c net.Conn, br *bufio.Reader, token string, key [32]byte, frame []byte) (int, any) {
+	name, body, _ := strings.Cut(string(frame), "\n")
+	op, ok := framedRoutes[name]
+	if !ok {
+		return errorAnswer(&apiError{status: http.StatusNotFound, msg: fmt.Sprintf("no fnbridge context operation %q (this bridge speaks protocol v1)", name)})
+	}
+	if token == "" {
+		return errorAnswer(&apiError{status: http.StatusUnauthorized, msg: "missing token: a framed fnbridge context connection starts with \"" + FramedPreface + "<token>\\n\", the token from " + EnvToken})
+	}
+	a, status, msg := s.lookupKey(key)
+	if a == nil {
+		return errorAnswer(&apiError{status: status, msg: msg})
+	}
+	if err := a.Err(); err != nil {
+		return errorAnswer(endedError(err))
+	}
+	ctx := context.Background()
+	if waitingOps[name] {
+		var stop func()
+		ctx, stop = watchHangUp(c, br)
+		defer stop()
+	}
+	return a.serveOp(ctx, op, []byte(body))
+}
+
+// watchHangUp returns a context that ends when the client closes c while
+// a request waits; stop ends the watch, leaving any bytes the client sent
+// meanwhile (a pipelined request) in br.
+func watchHangUp(c net.Conn, br *bufio.Reader) (context.Context, func()) {
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		if _, err := br.Peek(1); err != nil {
+			var ne net.Error
+			if !(errors.As(err, &ne) && ne.Timeout()) {
+				cancel()
+			}
+		}
+	}()
+	return ctx, func() {
+		_ = c.SetReadDeadline(time.Unix(1, 0))
+		<-done
+		_ = c.SetReadDeadline(time.Time{})
+		cancel()
+	}
+}
+
+// appendAnswer appends the answer frame of status and v to b.
+func appendAnswer(b []byte, status int, v any) []byte {
+	b = append(b, 0, 0, 0, 0)
+	b = strconv.AppendInt(b, int64(status), 10)
+	b = append(b, '\n')
+	body, err := json.Marshal(v)
+	if err != nil {
+		b = b[:4]
+		b = strconv.AppendInt(b, http.StatusInternalServerError, 10)
+		b = append(b, '\n')
+		body, _ = json.Marshal(errorResponse{Error: "encoding the response: " + err.Error()})
+	}
+	b = append(b, body...)
+	binary.BigEndian.PutUint32(b[:4], uint32(len(b)-4))
+	return b
+}

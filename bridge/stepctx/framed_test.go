@@ -1,0 +1,138 @@
+package stepctx_test
+
+import (
+	"bufio"
+	"context"
+	"encoding/binary"
+	"io"
+	"net"
+	"net/http"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/fnbridge/fnbridge/bridge/stepctx"
+	"github.com/fnbridge/fnbridge/bridge/stepctx/stepctxtest"
+)
+
+// framed speaks the framed protocol by hand, as the Python worker does.
+type framed struct {
+	t *testing.T
+	c net.Conn
+	r *bufio.Reader
+}
+
+func dialFramed(t *testing.T, addr, token string) *framed {
+	t.Helper()
+	network, address, err := stepctx.ParseAddr(addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := net.Dial(network, address)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	if _, err := io.WriteString(c, stepctx.FramedPreface+token+"\n"); err != nil {
+		t.Fatal(err)
+	}
+	return &framed{t: t, c: c, r: bufio.NewReader(c)}
+}
+
+// do sends one request frame and returns the answer's status and body.
+func (f *framed) do(op, body string) (int, string) {
+	f.t.Helper()
+	frame := binary.BigEndian.AppendUint32(nil, uint32(len(op)+1+len(body)))
+	frame = append(append(append(frame, op...), '\n'), body...)
+	if _, err := f.c.Write(frame); err != nil {
+		f.t.Fatal(err)
+	}
+	var hdr [4]byte
+	if _, err := io.ReadFull(f.r, hdr[:]); err != nil {
+		f.t.Fatalf("%s: reading the answer: %v", op, err)
+	}
+	answer := make([]byte, binary.BigEndian.Uint32(hdr[:]))
+	if _, err := io.ReadFull(f.r, answer); err != nil {
+		f.t.Fatal(err)
+	}
+	st, b, _ := strings.Cut(string(answer), "\n")
+	status, err := strconv.Atoi(st)
+	if err != nil {
+		f.t.Fatalf("%s: answer %q has no status line", op, answer)
+	}
+	return status, b
+}
+
+func (f *framed) want(op, body string, status int, want string) {
+	f.t.Helper()
+	got, b := f.do(op, body)
+	if got != status || !strings.Contains(b, want) {
+		f.t.Errorf("%s %s\n got %d %s\nwant %d containing %s", op, body, got, b, status, want)
+	}
+}
+
+func TestFramedProtocolOnTheWire(t *testing.T) {
+	for _, network := range []string{"unix", "tcp"} {
+		t.Run(network, func(t *testing.T) {
+			s, addr := serve(t, network, stepctx.Config{MaxBodyBytes: 1024})
+			j := &stepctxtest.Journal{}
+			a, _ := open(t, s, addr, j)
+			f := dialFramed(t, addr, a.Token())
+
+			f.want("run/start", `{"name":"fetch"}`, 200, `{"execute":"run-1"}`)
+			f.want("run/complete", `{"handle":"run-1","value":{"n": 1}}`, 200, `{"result":{"value":{"n":1}}}`)
+			f.want("v1/run/start", `{}`, 404, `no fnbridge context operation \"v1/run/start\"`)
+			f.want("sleep", `{"milis":5}`, 400, `unknown field \"milis\"`)
+			f.want("sleep", `{"name":"`+strings.Repeat("x", 2000)+`"}`, 413, `exceeds 1024 bytes`)
+			// Each of those left the connection usable, in order.
+			f.want("invocation-id", ``, 200, `{"invocation_id":"`)
+
+			// HTTP shares the listener.
+			if st, m := newRaw(t, addr, a.Token()).post(http.MethodPost, stepctx.RouteInvocationID, `{}`); st != 200 || m["invocation_id"] == "" {
+				t.Errorf("HTTP on the framed listener: %d %v", st, m)
+			}
+
+			a.Close()
+			f.want("uuid", `{}`, 403, `belongs to an attempt that has ended`)
+			if e := j.Entries(); len(e) != 1 || e[0].Kind != "run" || e[0].Result == nil || string(e[0].Result.Value) != `{"n": 1}` {
+				t.Errorf("journal %+v: want the one run, its value byte for byte", e)
+			}
+
+			dialFramed(t, addr, "").want("uuid", `{}`, 401, `missing token`)
+			dialFramed(t, addr, stepctx.NewToken()).want("uuid", `{}`, 403, `not issued by this bridge`)
+		})
+	}
+}
+
+// holdingAwait is a Journal whose waits last until their context ends.
+type holdingAwait struct {
+	*stepctxtest.Journal
+	cut chan struct{}
+}
+
+func (j holdingAwait) Await(ctx context.Context, _ []stepctx.Future, _ stepctx.AwaitMode, _ time.Duration) ([]*stepctx.Result, error) {
+	<-ctx.Done()
+	close(j.cut)
+	return nil, ctx.Err()
+}
+
+// A framed client that hangs up during a wait ends the wait, as an HTTP
+// client does, and the attempt goes on for its next connection.
+func TestFramedHangUpEndsTheWait(t *testing.T) {
+	s, addr := serve(t, "unix", stepctx.Config{})
+	j := holdingAwait{Journal: &stepctxtest.Journal{HoldSleeps: true}, cut: make(chan struct{})}
+	a, _ := open(t, s, addr, j)
+	f := dialFramed(t, addr, a.Token())
+	frame := binary.BigEndian.AppendUint32(nil, uint32(len("sleep\n{}")))
+	if _, err := f.c.Write(append(frame, "sleep\n{}"...)); err != nil {
+		t.Fatal(err)
+	}
+	f.c.Close()
+	select {
+	case <-j.cut:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the wait went on after its client hung up")
+	}
+	dialFramed(t, addr, a.Token()).want("invocation-id", `{}`, 200, `"invocation_id"`)
+}

@@ -1,0 +1,230 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/fnbridge/fnbridge/bridge/stepctx"
+)
+
+// The step agent (`fnbridge agent DIR PID`, hidden) makes the context
+// calls of `fnbridge run` for the fnbridge shell function of the Bash
+// worker (functionruntime/bash/bootstrap.bash), so that a step in the
+// invocation's own shell costs no process: one agent serves a worker for
+// its whole life, started by its first step. It talks to the shell over
+// two FIFOs in DIR, the worker's scratch directory:
+//
+//	a.req  requests, one line each, fields separated by tabs:
+//	       S <addr> <token> <name>            run/start
+//	       C <addr> <token> <status> <cmd>    run/complete: CMD exited with
+//	                                          status, its stdout is in a.out
+//	a.ans  one answer line per request: <status> <kind> <message>
+//	       kind x: execute CMD now
+//	       kind r: the recorded value is in a.val (R: it holds a NUL byte)
+//	       kind o: the value journaled is a.out's (O: it holds a NUL byte)
+//	       kind e: stop with <status>, <message> on stderr
+//
+// Statuses and messages are those of the command. The agent holds one
+// framed connection for the current token; a request with another token
+// (the next attempt) replaces it. It exits when the worker (PID) is gone.
+const (
+	agentReq     = "a.req"
+	agentAns     = "a.ans"
+	agentOut     = "a.out"
+	agentVal     = "a.val"
+	agentMaxLine = 64 << 10 // a request line: a step name and the endpoint
+	agentMaxMsg  = 3000     // an answer stays one atomic FIFO write
+)
+
+func newCtxAgentCmd() *cobra.Command {
+	return &cobra.Command{
+		Use:    "agent DIR PID",
+		Short:  "Serve the fnbridge shell function of a Bash worker (started by the worker)",
+		Hidden: true,
+		Args:   exactArgs(2, "fnbridge agent DIR PID"),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			pid, err := strconv.Atoi(args[1])
+			if err != nil || pid <= 1 {
+				return exitf(ctxExitUsage, "agent: PID %q is not a process id", args[1])
+			}
+			return runAgent(cmd.Context(), args[0], pid, cmd.OutOrStdout())
+		},
+	}
+}
+
+// runAgent makes the FIFOs, says "ready <pid>" on ready (then closes it
+// when it is a file) and serves requests until the worker is gone.
+func runAgent(ctx context.Context, dir string, worker int, ready io.Writer) error {
+	var files [2]*os.File
+	for i, name := range []string{agentReq, agentAns} {
+		p := filepath.Join(dir, name)
+		_ = os.Remove(p)
+		if err := syscall.Mkfifo(p, 0o600); err != nil {
+			return exitf(ctxExitError, "agent: %v", err)
+		}
+		// Read and write: neither open blocks, and the shell's opens never
+		// do either; a.req never reads EOF between invocations.
+		f, err := os.OpenFile(p, os.O_RDWR, 0)
+		if err != nil {
+			return exitf(ctxExitError, "agent: %v", err)
+		}
+		defer f.Close()
+		files[i] = f
+	}
+	go func() {
+		// The worker's process group is killed with it; this covers a
+		// worker that ended by itself.
+		for syscall.Kill(worker, 0) == nil {
+			time.Sleep(500 * time.Millisecond)
+		}
+		os.Exit(0)
+	}()
+	if _, err := fmt.Fprintf(ready, "ready %d\n", os.Getpid()); err != nil {
+		return exitf(ctxExitError, "agent: %v", err)
+	}
+	if c, ok := ready.(io.Closer); ok {
+		c.Close()
+	}
+	a := &agent{dir: dir}
+	defer a.close()
+	r := bufio.NewReaderSize(files[0], 4096)
+	for {
+		line, err := r.ReadSlice('\n')
+		for errors.Is(err, bufio.ErrBufferFull) && len(line) < agentMaxLine {
+			var more []byte
+			more, err = r.ReadSlice('\n')
+			line = append(line[:len(line):len(line)], more...)
+		}
+		if err != nil {
+			return exitf(ctxExitError, "agent: reading requests: %v", err)
+		}
+		status, kind, msg := a.serve(ctx, strings.Split(strings.TrimSuffix(string(line), "\n"), "\t"))
+		msg = strings.Map(func(r rune) rune {
+			if r == '\n' || r == '\t' {
+				return ' '
+			}
+			return r
+		}, msg)
+		if len(msg) > agentMaxMsg {
+			msg = msg[:agentMaxMsg] + "..."
+		}
+		if _, err := fmt.Fprintf(files[1], "%d\t%s\t%s\n", status, kind, msg); err != nil {
+			return exitf(ctxExitError, "agent: answering: %v", err)
+		}
+	}
+}
+
+// agent is the step agent's connection and the run being executed.
+type agent struct {
+	dir     string
+	key     string // addr and token of c
+	c       *stepctx.Client
+	handle  string // of the run whose CMD executes
+	name    string // its name
+	started bool
+}
+
+func (a *agent) close() {
+	if a.c != nil {
+		a.c.Close()
+	}
+}
+
+// client is the client of addr and token, replacing one of an earlier
+// attempt.
+func (a *agent) client(addr, token string) (*stepctx.Client, error) {
+	if key := addr + "\x00" + token; key != a.key || a.c == nil {
+		a.close()
+		a.c, a.key, a.started = nil, "", false
+		c, err := stepctx.NewClient(addr, token)
+		if err != nil {
+			return nil, err
+		}
+		a.c, a.key = c, key
+	}
+	return a.c, nil
+}
+
+// answerOf is the answer of a failed call, as the command would exit.
+func answerOf(err error) (int, string, string) {
+	var e *ctxExit
+	if !errors.As(err, &e) {
+		e = callFailed(err).(*ctxExit)
+	}
+	return e.code, "e", e.msg
+}
+
+func (a *agent) serve(ctx context.Context, f []string) (int, string, string) {
+	if len(f) != 4 && len(f) != 5 {
+		return ctxExitUsage, "e", fmt.Sprintf("agent: malformed request (%d fields)", len(f))
+	}
+	c, err := a.client(f[1], f[2])
+	if err != nil {
+		return answerOf(exitf(ctxExitError, "%v", err))
+	}
+	switch {
+	case f[0] == "S" && len(f) == 4:
+		a.started = false
+		rec, h, err := c.RunStart(ctx, f[3])
+		if err != nil {
+			return answerOf(err)
+		}
+		if rec != nil {
+			if rec.Failure != nil {
+				return ctxExitTerminal, "e", fmt.Sprintf("run %s: %s", f[3], rec.Failure.Message)
+			}
+			if err := os.WriteFile(filepath.Join(a.dir, agentVal), rec.Value, 0o600); err != nil {
+				return answerOf(exitf(ctxExitError, "agent: %v", err))
+			}
+			return 0, nulKind("r", rec.Value), ""
+		}
+		a.handle, a.name, a.started = h, f[3], true
+		return 0, "x", ""
+	case f[0] == "C" && len(f) == 5:
+		if !a.started {
+			return ctxExitUsage, "e", "agent: no step is executing"
+		}
+		a.started = false
+		status, err := strconv.Atoi(f[3])
+		if err != nil || status < 0 || status > 255 {
+			return ctxExitUsage, "e", fmt.Sprintf("agent: status %q", f[3])
+		}
+		out, err := os.ReadFile(filepath.Join(a.dir, agentOut))
+		if err != nil {
+			return answerOf(exitf(ctxExitError, "agent: the step's stdout: %v", err))
+		}
+		why := fmt.Sprintf("%s exited with status %d", f[4], status)
+		outcome, exit := stepOutcome(a.name, status, why, out)
+		if err := c.RunComplete(ctx, a.handle, outcome); err != nil {
+			if outcome.Retryable == nil {
+				return answerOf(err)
+			}
+			exit.msg += fmt.Sprintf(" (reporting it failed: %v)", err)
+		}
+		if exit != nil {
+			return exit.code, "e", exit.msg
+		}
+		return 0, nulKind("o", out), ""
+	}
+	return ctxExitUsage, "e", fmt.Sprintf("agent: unknown request %q", f[0])
+}
+
+// nulKind is kind, upper-cased when v holds a NUL byte (which a shell
+// variable cannot).
+func nulKind(kind string, v []byte) string {
+	if strings.IndexByte(string(v), 0) >= 0 {
+		return strings.ToUpper(kind)
+	}
+	return kind
+}
