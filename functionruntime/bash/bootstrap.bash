@@ -1,7 +1,7 @@
 # fnbridge bash worker bootstrap. It is embedded in the fnbridge binary and
 # run as:
 #
-#   bash --noprofile --norc -c <this script> fnbridge-bash-worker FILE FUNCTION MARKER SCRATCH
+#   bash --noprofile --norc -c <this script> fnbridge-bash-worker FILE FUNCTION SCRATCH
 #
 # The wire protocol is described in the Go package documentation
 # (functionruntime/bash). Everything runs inside __fnb_main, which is parsed
@@ -13,7 +13,7 @@
 # quotes: never evaluated as code.
 
 __fnb_main() {
-	local __fnb_file=$1 __fnb_fn=$2 __fnb_mark=$3 __fnb_dir=$4
+	local __fnb_file=$1 __fnb_fn=$2 __fnb_dir=$3
 	local __fnb_in __fnb_out __fnb_status __fnb_len __fnb_payload __fnb_rc __fnb_o
 	local __fnb_key __fnb_tok __fnb_f __fnb_hdr __fnb_seq=0 __fnb_x __fnb_n
 	local -a __fnb_reapply=()
@@ -71,7 +71,6 @@ __fnb_main() {
 	builtin set +o posix
 
 	if ((__fnb_status != 0)); then
-		builtin printf '%s\n' "$__fnb_mark" >&2
 		builtin printf 'E source %d\n' "$__fnb_status" >&"$__fnb_out"
 		builtin exit 1
 	fi
@@ -81,16 +80,13 @@ __fnb_main() {
 	# registration's env, so it is only tested, in a subshell.
 	if ! builtin unset -v FNBRIDGE_CONTEXT FNBRIDGE_CONTEXT_TOKEN FNBRIDGE_KEY 2>/dev/null ||
 		! (builtin unset -v TRACEPARENT TRACESTATE) 2>/dev/null; then
-		builtin printf '%s\n' "$__fnb_mark" >&2
 		builtin printf 'E readonly\n' >&"$__fnb_out"
 		builtin exit 1
 	fi
 	if ! builtin declare -F -- "$__fnb_fn" >/dev/null; then
-		builtin printf '%s\n' "$__fnb_mark" >&2
 		builtin printf 'E nofunc\n' >&"$__fnb_out"
 		builtin exit 1
 	fi
-	builtin printf '%s\n' "$__fnb_mark" >&2
 	# From here on this loop's stdout is the response pipe, which saves a
 	# redirection per message; each subshell points its own stdout at the
 	# output file.
@@ -101,9 +97,6 @@ __fnb_main() {
 	# Each subshell is forked *before* its request arrives and waits for it,
 	# which takes the fork off the invocation's critical path. It alone
 	# reads the request; this loop only reports how it ended.
-	# The subshell reports its own end (see below) and leaves its token in
-	# this file when it did; a stale token never matches the next one.
-	builtin : >"$__fnb_dir/reported"
 	while :; do
 		# The next invocation's key, sent by Go ahead of its request: a
 		# token that request carries and every status line of it echoes,
@@ -245,18 +238,12 @@ __fnb_main() {
 				builtin set +xv
 				builtin trap -p EXIT >|"$__fnb_dir/trap"
 				[[ ! -s $__fnb_dir/trap ]] &&
-					builtin printf %s "$__fnb_tok" >|"$__fnb_dir/reported" &&
-					builtin printf '%s\n' "$__fnb_mark" >|"/proc/$$/fd/2" &&
 					builtin printf 'R %d %s %d\n' "$__fnb_seq" "$__fnb_tok" "$__fnb_rc" >|"/proc/$$/fd/$__fnb_out"
 			} 2>/dev/null
 			builtin exit "$__fnb_rc"
 		)
 		__fnb_rc=$?
-		# "D" always follows, so Go knows this invocation is over; the
-		# marker only when the subshell did not write one.
-		__fnb_o=
-		IFS= builtin read -r __fnb_o <"$__fnb_dir/reported"
-		[[ $__fnb_o == "$__fnb_tok" ]] || builtin printf '%s\n' "$__fnb_mark" >&2
+		# "D" always follows, so Go knows this invocation is over.
 		builtin printf 'D %d %s %d\n' "$__fnb_seq" "$__fnb_tok" "$__fnb_rc"
 	done
 }

@@ -235,7 +235,9 @@
 // the subshell, so signals keep their default effect. The function's stdout goes to its
 // invocation's file in the worker's scratch directory, which Go reads and
 // removes after the status (so a background child that keeps stdout open
-// cannot hold the invocation up, nor write into a later one's output). Before "K", "E" and each invocation's status the worker writes one
-// log synchronisation marker to stderr, so all the invocation's log lines
-// are logged before Invoke returns (see package proc).
+// cannot hold the invocation up, nor write into a later one's output).
+// Whatever the invocation wrote to stderr is on the log pipe before its
+// status; Go logs what the pipe holds once it has read the status, so all
+// the invocation's log lines are logged before Invoke returns (see
+// package proc).
 package bash

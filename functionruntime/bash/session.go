@@ -16,15 +16,11 @@ import (
 	"strconv"
 	"strings"
 	"syscall"
-	"time"
 	"unicode/utf8"
 
 	"github.com/fnbridge/fnbridge/functionruntime"
 	"github.com/fnbridge/fnbridge/functionruntime/internal/proc"
 )
-
-// logSync bounds the wait for the log marker after the handshake.
-const logSync = time.Second
 
 // Output content types; see the package doc.
 const (
@@ -109,14 +105,12 @@ func (l *launcher) start(ctx context.Context) (proc.Session, error) {
 		_ = os.RemoveAll(tmp)
 		return nil, fail(err)
 	}
-	marker := proc.NewMarker()
 	p, err := proc.Start(proc.Config{
 		Path:        l.exe,
-		Args:        []string{"--noprofile", "--norc", "-c", bootstrap, "fnbridge-bash-worker", file, l.function, marker, tmp},
+		Args:        []string{"--noprofile", "--norc", "-c", bootstrap, "fnbridge-bash-worker", file, l.function, tmp},
 		Dir:         l.spec.Dir,
 		Env:         env,
 		Logger:      l.spec.Logger,
-		Marker:      marker,
 		MaxLogLine:  l.opts.MaxLogLine,
 		NoSubreaper: l.opts.NoSubreaper,
 		Limits:      proc.Limits(l.spec.Limits),
@@ -154,9 +148,7 @@ func (l *launcher) handshake(ctx context.Context, s *session) error {
 		s.Stop(l.opts.Grace) // so the exit status and last lines are known
 		return fmt.Errorf("worker exited while sourcing %s (%s)%s", l.file, s.P.ExitDescription(), proc.LastLinesSuffix(s.P.RecentLines(3)))
 	}
-	if !s.P.LogBarrier(logSync) {
-		l.spec.Logger.Warn().Msg(proc.MarkerMissing)
-	}
+	s.P.SyncLogs()
 	line = strings.TrimSuffix(line, "\n")
 	switch {
 	case strings.HasPrefix(line, "K "):
@@ -403,9 +395,9 @@ func parseStatus(line []byte) (kind byte, seq uint64, token string, status int, 
 // the last non-empty stderr line of the invocation. With a step context,
 // status 75 ([AttemptEndedStatus]) means the attempt ended.
 func (s *session) statusError(status int, steps bool) error {
-	// The marker was consumed before the status line was read only if the
-	// log capture kept up; wait for it so the last line is known.
-	s.P.LogBarrier(logSync)
+	// Everything the invocation printed is on the log pipe by now; log it
+	// so the last line is known.
+	s.P.SyncLogs()
 	msg := fmt.Sprintf("exit status %d", status)
 	lines := s.P.RecentLines(recentForMessage)
 	for i := len(lines) - 1; i >= 0; i-- {
