@@ -15,7 +15,7 @@
 __fnb_main() {
 	local __fnb_file=$1 __fnb_fn=$2 __fnb_dir=$3
 	local __fnb_in __fnb_out __fnb_status __fnb_len __fnb_payload __fnb_rc __fnb_o
-	local __fnb_key __fnb_tok __fnb_f __fnb_hdr __fnb_seq=0 __fnb_x __fnb_n
+	local __fnb_key __fnb_tok __fnb_f __fnb_hdr __fnb_seq=0 __fnb_x __fnb_n __fnb_lc __fnb_lcset
 	local -a __fnb_reapply=()
 	builtin set --
 
@@ -87,6 +87,23 @@ __fnb_main() {
 		builtin printf 'E nofunc\n' >&"$__fnb_out"
 		builtin exit 1
 	fi
+	# Requests are counted in bytes, so the loop and each subshell read
+	# them in the C locale, set once here: each temporary LC_ALL=C costs
+	# two setlocale calls, the dearest part of a read. The function gets
+	# LC_ALL back as the file left it (set or not, exported or not).
+	if ! (LC_ALL=C) 2>/dev/null; then
+		builtin printf 'E readonly LC_ALL\n' >&"$__fnb_out"
+		builtin exit 1
+	fi
+	__fnb_lc=${LC_ALL-} __fnb_lcset=${LC_ALL+set}
+	LC_ALL=C
+	# Each invocation's subshell asks for its EXIT trap (trap -p below),
+	# and bash first reads every signal's original disposition, two system
+	# calls per signal, unless it knows them already: read them once here,
+	# and every subshell inherits them. (It also makes this loop catch the
+	# terminating signals, to exit as they would have it exit; a subshell
+	# starts with the default dispositions all the same.)
+	builtin trap -p EXIT >/dev/null
 	# From here on this loop's stdout is the response pipe, which saves a
 	# redirection per message; each subshell points its own stdout at the
 	# output file.
@@ -103,7 +120,7 @@ __fnb_main() {
 		# and the name of its files. Read here, after the last invocation's
 		# subshell is gone, so nothing that invocation left behind ever had
 		# it in its memory; Go accepts no status line without it.
-		if ! LC_ALL=C IFS= builtin read -r -N 32 -u "$__fnb_in" __fnb_key; then
+		if ! IFS= builtin read -r -N 32 -u "$__fnb_in" __fnb_key; then
 			builtin kill -KILL 0
 			builtin exit 1
 		fi
@@ -121,13 +138,16 @@ __fnb_main() {
 			# Touch, before the request arrives, the memory the steps after
 			# it write: each first write to a page shared with the loop
 			# costs a copy-on-write fault, and faulting here, while idle,
-			# takes most of them off the invocation's path.
+			# takes most of them off the invocation's path. Not when the
+			# request is already there (calls back to back): then it would
+			# only delay it.
 			__fnb_payload=prewarm __fnb_len=0 __fnb_hdr=prewarm
-			LC_ALL=C IFS= builtin read -r -t 0 -u "$__fnb_in" __fnb_o
-			command exec {__fnb_o}>/dev/null
-			command exec {__fnb_o}>&-
-			builtin : >/dev/null
-			for __fnb_o in "${__fnb_reapply[@]}" -; do :; done
+			if ! IFS= builtin read -r -t 0 -u "$__fnb_in" __fnb_o; then
+				command exec {__fnb_o}>/dev/null
+				command exec {__fnb_o}>&-
+				builtin : >/dev/null
+				for __fnb_o in "${__fnb_reapply[@]}" -; do :; done
+			fi
 
 			# Request: the token (16 bytes), the length as 12 digits, then
 			# exactly <length> payload bytes; one read for the header.
@@ -136,7 +156,7 @@ __fnb_main() {
 			# (bytes someone else wrote to the pipe), ends the whole worker:
 			# its process group, not just the worker process, which may be
 			# dead already.
-			if ! LC_ALL=C IFS= builtin read -r -N 28 -u "$__fnb_in" __fnb_hdr; then
+			if ! IFS= builtin read -r -N 28 -u "$__fnb_in" __fnb_hdr; then
 				builtin kill -KILL 0
 				builtin exit 1
 			fi
@@ -152,8 +172,8 @@ __fnb_main() {
 				# Durable steps: "<address> <token>" after its length as 4
 				# digits.
 				if [[ $__fnb_x != e ]]; then
-					if ! LC_ALL=C IFS= builtin read -r -N 4 -u "$__fnb_in" __fnb_o || [[ $__fnb_o == *[!0-9]* ]] ||
-						! LC_ALL=C IFS= builtin read -r -N "$((10#$__fnb_o))" -u "$__fnb_in" __fnb_o ||
+					if ! IFS= builtin read -r -N 4 -u "$__fnb_in" __fnb_o || [[ $__fnb_o == *[!0-9]* ]] ||
+						! IFS= builtin read -r -N "$((10#$__fnb_o))" -u "$__fnb_in" __fnb_o ||
 						[[ $__fnb_o != [!\ ]*\ [!\ ]* ]]; then
 						builtin printf 'fnbridge: malformed request context\n' >&2
 						builtin kill -KILL 0
@@ -166,12 +186,12 @@ __fnb_main() {
 				# from the allow-list (Go checked it too). The entry is
 				# one word to export: its value is never evaluated.
 				if [[ $__fnb_x != c ]]; then
-					if ! LC_ALL=C IFS= builtin read -r -N 1 -u "$__fnb_in" __fnb_n || [[ $__fnb_n != [1-9] ]]; then
+					if ! IFS= builtin read -r -N 1 -u "$__fnb_in" __fnb_n || [[ $__fnb_n != [1-9] ]]; then
 						__fnb_n=bad
 					fi
 					while [[ $__fnb_n == [1-9] ]]; do
-						if ! LC_ALL=C IFS= builtin read -r -N 5 -u "$__fnb_in" __fnb_o || [[ $__fnb_o == *[!0-9]* ]] ||
-							! LC_ALL=C IFS= builtin read -r -N "$((10#$__fnb_o))" -u "$__fnb_in" __fnb_o; then
+						if ! IFS= builtin read -r -N 5 -u "$__fnb_in" __fnb_o || [[ $__fnb_o == *[!0-9]* ]] ||
+							! IFS= builtin read -r -N "$((10#$__fnb_o))" -u "$__fnb_in" __fnb_o; then
 							__fnb_n=bad
 							break
 						fi
@@ -200,8 +220,8 @@ __fnb_main() {
 			__fnb_len=$((10#$__fnb_len))
 			__fnb_payload=
 			if ((__fnb_len > 0)); then
-				# LC_ALL=C: the length counts bytes, not characters.
-				if ! LC_ALL=C IFS= builtin read -r -u "$__fnb_in" -N "$__fnb_len" __fnb_payload; then
+				# In the C locale (see above): the length counts bytes.
+				if ! IFS= builtin read -r -u "$__fnb_in" -N "$__fnb_len" __fnb_payload; then
 					builtin kill -KILL 0
 					builtin exit 1
 				fi
@@ -217,6 +237,11 @@ __fnb_main() {
 			# file is created by the first write): a job an earlier
 			# invocation left behind only knows paths Go has removed.
 			command exec {__fnb_in}<&- {__fnb_out}>&- {__fnb_life}<&- >"$__fnb_dir/s.$__fnb_f"
+			if [[ $__fnb_lcset ]]; then
+				LC_ALL=$__fnb_lc
+			else
+				builtin unset -v LC_ALL
+			fi
 			for __fnb_o in "${__fnb_reapply[@]}"; do
 				builtin set -o "$__fnb_o"
 			done

@@ -189,6 +189,7 @@
 //	← "E source <status>\n"         sourcing failed; the worker exits
 //	← "E nofunc\n"                  function not defined; the worker exits
 //	← "E readonly\n"                the file made a step context or per-invocation variable readonly; the worker exits
+//	← "E readonly LC_ALL\n"         the file made LC_ALL readonly (requests are read in the C locale); the worker exits
 //	→ <key>                         after K, and after each request: the next invocation's key
 //	→ <token><n> then n payload bytes   one invocation (n as 12 digits)
 //	→ <token>c<n><m><context> then n payload bytes

@@ -131,7 +131,7 @@ func (l *launcher) start(ctx context.Context) (proc.Session, error) {
 	return s, nil
 }
 
-// handshake waits for "K", "E source N", "E readonly" or "E nofunc", then sends the
+// handshake waits for "K", "E source N", "E readonly", "E readonly LC_ALL" or "E nofunc", then sends the
 // first invocation's key.
 func (l *launcher) handshake(ctx context.Context, s *session) error {
 	stop := context.AfterFunc(ctx, s.P.Interrupt)
@@ -162,6 +162,8 @@ func (l *launcher) handshake(ctx context.Context, s *session) error {
 		return fmt.Errorf("sourcing %s failed with status %s%s", l.file, line[len("E source "):], proc.LastLinesSuffix(s.P.RecentLines(3)))
 	case line == "E readonly":
 		return fmt.Errorf("%s makes %s, %s or one of %s readonly; the runtime sets them per invocation", l.file, ContextEnv, ContextTokenEnv, strings.Join(functionruntime.InvocationEnvNames, ", "))
+	case line == "E readonly LC_ALL":
+		return fmt.Errorf("%s makes LC_ALL readonly; the worker reads its requests in the C locale and gives the function LC_ALL back as the file left it", l.file)
 	case line == "E nofunc":
 		return fmt.Errorf("function %s is not defined in %s", l.function, l.file)
 	default:
