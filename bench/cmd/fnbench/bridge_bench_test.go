@@ -34,7 +34,7 @@ func BenchmarkBridgeDrive(b *testing.B) {
 		{"P/c=1/log=info", "P", zerolog.InfoLevel, 1},
 	} {
 		b.Run(tc.name, func(b *testing.B) {
-			cfgs, err := writeFixtures(b.TempDir(), 4, 4)
+			cfgs, err := writeFixtures(b.TempDir(), registrations{4, 4, 4})
 			if err != nil {
 				b.Fatal(err)
 			}
