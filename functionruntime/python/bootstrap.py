@@ -707,7 +707,9 @@ def _fnbridge_worker():
         return path
 
     def take_outputs_file(path):
-        if not path:
+        # Usually the handler wrote none: asking first costs half of a
+        # failed open, which raises as well.
+        if not path or not os.access(path, os.F_OK):
             return b""
         try:
             f = open(path, "rb")
