@@ -1,6 +1,7 @@
 package main
 
 import (
+	"flag"
 	"fmt"
 	"os"
 	"strings"
@@ -44,10 +45,47 @@ func report(r *results) string {
 	writeMethod(&b, r)
 	if cfg.notes != "" {
 		if notes, err := os.ReadFile(cfg.notes); err == nil {
-			w("\n%s\n", strings.TrimSpace(string(notes)))
+			return withNotes(b.String(), notes)
 		}
 	}
 	return b.String()
+}
+
+// notesMarker starts the hand-written analysis appended to a report, so
+// `fnbench notes` can put the current bench/NOTES.md in its place.
+const notesMarker = "<!-- the analysis below is bench/NOTES.md; `fnbench notes` replaces it -->"
+
+// withNotes is report with whatever followed notesMarker replaced by
+// notes (appended when there was no marker).
+func withNotes(report string, notes []byte) string {
+	if i := strings.Index(report, notesMarker); i >= 0 {
+		report = report[:i]
+	}
+	return strings.TrimRight(report, "\n") + "\n\n" + notesMarker + "\n\n" + strings.TrimSpace(string(notes)) + "\n"
+}
+
+// notesCmd is `fnbench notes`: the analysis is written from a run's
+// tables, after the run, so this puts the current notes into the report
+// that run wrote, leaving the generated part as it is.
+func notesCmd(args []string) error {
+	fs := flag.NewFlagSet("notes", flag.ContinueOnError)
+	out := fs.String("out", "bench/RESULTS.md", "report to update")
+	notes := fs.String("notes", "bench/NOTES.md", "the analysis to put in it")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	rep, err := os.ReadFile(*out)
+	if err != nil {
+		return err
+	}
+	if !strings.Contains(string(rep), notesMarker) {
+		return fmt.Errorf("%s has no notes marker: it was not written by this fnbench (rerun make bench)", *out)
+	}
+	n, err := os.ReadFile(*notes)
+	if err != nil {
+		return err
+	}
+	return os.WriteFile(*out, []byte(withNotes(string(rep), n)), 0o644)
 }
 
 func ratio(x, n float64) string {

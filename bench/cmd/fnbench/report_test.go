@@ -33,3 +33,13 @@ func TestFunctionTargets(t *testing.T) {
 		}
 	}
 }
+
+// The analysis appended to a report can be replaced by newer notes; the
+// generated part stays as it is.
+func TestNotesReplaceTheAnalysisOnly(t *testing.T) {
+	first := withNotes("# report\n\ntables\n", []byte("old analysis\n"))
+	again := withNotes(first, []byte("new analysis"))
+	if want := "# report\n\ntables\n\n" + notesMarker + "\n\nnew analysis\n"; again != want {
+		t.Fatalf("got %q, want %q", again, want)
+	}
+}
