@@ -1,7 +1,7 @@
 # fnbridge bash worker bootstrap. It is embedded in the fnbridge binary and
 # run as:
 #
-#   bash --noprofile --norc -c <this script> fnbridge-bash-worker FILE FUNCTION MARKER SCRATCH
+#   bash --noprofile --norc -c <this script> fnbridge-bash-worker FILE FUNCTION SCRATCH
 #
 # The wire protocol is described in the Go package documentation
 # (functionruntime/bash). Everything runs inside __fnb_main, which is parsed
@@ -138,9 +138,9 @@ __fnb_answer() {
 }
 
 __fnb_main() {
-	local __fnb_file=$1 __fnb_fn=$2 __fnb_mark=$3 __fnb_dir=$4
+	local __fnb_file=$1 __fnb_fn=$2 __fnb_dir=$3
 	local __fnb_in __fnb_out __fnb_status __fnb_len __fnb_payload __fnb_rc __fnb_o
-	local __fnb_key __fnb_tok __fnb_f __fnb_hdr __fnb_seq=0 __fnb_x __fnb_n
+	local __fnb_key __fnb_tok __fnb_f __fnb_hdr __fnb_seq=0 __fnb_x __fnb_n __fnb_lc __fnb_lcset
 	local -a __fnb_reapply=()
 	builtin set --
 
@@ -196,7 +196,6 @@ __fnb_main() {
 	builtin set +o posix
 
 	if ((__fnb_status != 0)); then
-		builtin printf '%s\n' "$__fnb_mark" >&2
 		builtin printf 'E source %d\n' "$__fnb_status" >&"$__fnb_out"
 		builtin exit 1
 	fi
@@ -206,16 +205,30 @@ __fnb_main() {
 	# registration's env, so it is only tested, in a subshell.
 	if ! builtin unset -v FNBRIDGE_CONTEXT FNBRIDGE_CONTEXT_TOKEN FNBRIDGE_KEY 2>/dev/null ||
 		! (builtin unset -v TRACEPARENT TRACESTATE) 2>/dev/null; then
-		builtin printf '%s\n' "$__fnb_mark" >&2
 		builtin printf 'E readonly\n' >&"$__fnb_out"
 		builtin exit 1
 	fi
 	if ! builtin declare -F -- "$__fnb_fn" >/dev/null; then
-		builtin printf '%s\n' "$__fnb_mark" >&2
 		builtin printf 'E nofunc\n' >&"$__fnb_out"
 		builtin exit 1
 	fi
-	builtin printf '%s\n' "$__fnb_mark" >&2
+	# Requests are counted in bytes, so the loop and each subshell read
+	# them in the C locale, set once here: each temporary LC_ALL=C costs
+	# two setlocale calls, the dearest part of a read. The function gets
+	# LC_ALL back as the file left it (set or not, exported or not).
+	if ! (LC_ALL=C) 2>/dev/null; then
+		builtin printf 'E readonly LC_ALL\n' >&"$__fnb_out"
+		builtin exit 1
+	fi
+	__fnb_lc=${LC_ALL-} __fnb_lcset=${LC_ALL+set}
+	LC_ALL=C
+	# Each invocation's subshell asks for its EXIT trap (trap -p below),
+	# and bash first reads every signal's original disposition, two system
+	# calls per signal, unless it knows them already: read them once here,
+	# and every subshell inherits them. (It also makes this loop catch the
+	# terminating signals, to exit as they would have it exit; a subshell
+	# starts with the default dispositions all the same.)
+	builtin trap -p EXIT >/dev/null
 	# From here on this loop's stdout is the response pipe, which saves a
 	# redirection per message; each subshell points its own stdout at the
 	# output file.
@@ -226,16 +239,13 @@ __fnb_main() {
 	# Each subshell is forked *before* its request arrives and waits for it,
 	# which takes the fork off the invocation's critical path. It alone
 	# reads the request; this loop only reports how it ended.
-	# The subshell reports its own end (see below) and leaves its token in
-	# this file when it did; a stale token never matches the next one.
-	builtin : >"$__fnb_dir/reported"
 	while :; do
 		# The next invocation's key, sent by Go ahead of its request: a
 		# token that request carries and every status line of it echoes,
 		# and the name of its files. Read here, after the last invocation's
 		# subshell is gone, so nothing that invocation left behind ever had
 		# it in its memory; Go accepts no status line without it.
-		if ! LC_ALL=C IFS= builtin read -r -N 32 -u "$__fnb_in" __fnb_key; then
+		if ! IFS= builtin read -r -N 32 -u "$__fnb_in" __fnb_key; then
 			builtin kill -KILL 0
 			builtin exit 1
 		fi
@@ -253,13 +263,16 @@ __fnb_main() {
 			# Touch, before the request arrives, the memory the steps after
 			# it write: each first write to a page shared with the loop
 			# costs a copy-on-write fault, and faulting here, while idle,
-			# takes most of them off the invocation's path.
+			# takes most of them off the invocation's path. Not when the
+			# request is already there (calls back to back): then it would
+			# only delay it.
 			__fnb_payload=prewarm __fnb_len=0 __fnb_hdr=prewarm
-			LC_ALL=C IFS= builtin read -r -t 0 -u "$__fnb_in" __fnb_o
-			command exec {__fnb_o}>/dev/null
-			command exec {__fnb_o}>&-
-			builtin : >/dev/null
-			for __fnb_o in "${__fnb_reapply[@]}" -; do :; done
+			if ! IFS= builtin read -r -t 0 -u "$__fnb_in" __fnb_o; then
+				command exec {__fnb_o}>/dev/null
+				command exec {__fnb_o}>&-
+				builtin : >/dev/null
+				for __fnb_o in "${__fnb_reapply[@]}" -; do :; done
+			fi
 
 			# Request: the token (16 bytes), the length as 12 digits, then
 			# exactly <length> payload bytes; one read for the header.
@@ -268,7 +281,7 @@ __fnb_main() {
 			# (bytes someone else wrote to the pipe), ends the whole worker:
 			# its process group, not just the worker process, which may be
 			# dead already.
-			if ! LC_ALL=C IFS= builtin read -r -N 28 -u "$__fnb_in" __fnb_hdr; then
+			if ! IFS= builtin read -r -N 28 -u "$__fnb_in" __fnb_hdr; then
 				builtin kill -KILL 0
 				builtin exit 1
 			fi
@@ -284,8 +297,8 @@ __fnb_main() {
 				# Durable steps: "<address> <token>" after its length as 4
 				# digits.
 				if [[ $__fnb_x != e ]]; then
-					if ! LC_ALL=C IFS= builtin read -r -N 4 -u "$__fnb_in" __fnb_o || [[ $__fnb_o == *[!0-9]* ]] ||
-						! LC_ALL=C IFS= builtin read -r -N "$((10#$__fnb_o))" -u "$__fnb_in" __fnb_o ||
+					if ! IFS= builtin read -r -N 4 -u "$__fnb_in" __fnb_o || [[ $__fnb_o == *[!0-9]* ]] ||
+						! IFS= builtin read -r -N "$((10#$__fnb_o))" -u "$__fnb_in" __fnb_o ||
 						[[ $__fnb_o != [!\ ]*\ [!\ ]* ]]; then
 						builtin printf 'fnbridge: malformed request context\n' >&2
 						builtin kill -KILL 0
@@ -298,12 +311,12 @@ __fnb_main() {
 				# from the allow-list (Go checked it too). The entry is
 				# one word to export: its value is never evaluated.
 				if [[ $__fnb_x != c ]]; then
-					if ! LC_ALL=C IFS= builtin read -r -N 1 -u "$__fnb_in" __fnb_n || [[ $__fnb_n != [1-9] ]]; then
+					if ! IFS= builtin read -r -N 1 -u "$__fnb_in" __fnb_n || [[ $__fnb_n != [1-9] ]]; then
 						__fnb_n=bad
 					fi
 					while [[ $__fnb_n == [1-9] ]]; do
-						if ! LC_ALL=C IFS= builtin read -r -N 5 -u "$__fnb_in" __fnb_o || [[ $__fnb_o == *[!0-9]* ]] ||
-							! LC_ALL=C IFS= builtin read -r -N "$((10#$__fnb_o))" -u "$__fnb_in" __fnb_o; then
+						if ! IFS= builtin read -r -N 5 -u "$__fnb_in" __fnb_o || [[ $__fnb_o == *[!0-9]* ]] ||
+							! IFS= builtin read -r -N "$((10#$__fnb_o))" -u "$__fnb_in" __fnb_o; then
 							__fnb_n=bad
 							break
 						fi
@@ -332,8 +345,8 @@ __fnb_main() {
 			__fnb_len=$((10#$__fnb_len))
 			__fnb_payload=
 			if ((__fnb_len > 0)); then
-				# LC_ALL=C: the length counts bytes, not characters.
-				if ! LC_ALL=C IFS= builtin read -r -u "$__fnb_in" -N "$__fnb_len" __fnb_payload; then
+				# In the C locale (see above): the length counts bytes.
+				if ! IFS= builtin read -r -u "$__fnb_in" -N "$__fnb_len" __fnb_payload; then
 					builtin kill -KILL 0
 					builtin exit 1
 				fi
@@ -349,6 +362,11 @@ __fnb_main() {
 			# file is created by the first write): a job an earlier
 			# invocation left behind only knows paths Go has removed.
 			command exec {__fnb_in}<&- {__fnb_out}>&- {__fnb_life}<&- >"$__fnb_dir/s.$__fnb_f"
+			if [[ $__fnb_lcset ]]; then
+				LC_ALL=$__fnb_lc
+			else
+				builtin unset -v LC_ALL
+			fi
 			# The shell whose fnbridge function may use the step agent.
 			__fnb_ishell=$BASHPID __fnb_areq= __fnb_aans= __fnb_apid=
 			if [[ -n ${FNBRIDGE_CONTEXT-} ]]; then
@@ -375,18 +393,12 @@ __fnb_main() {
 				builtin set +xv
 				builtin trap -p EXIT >|"$__fnb_dir/trap"
 				[[ ! -s $__fnb_dir/trap ]] &&
-					builtin printf %s "$__fnb_tok" >|"$__fnb_dir/reported" &&
-					builtin printf '%s\n' "$__fnb_mark" >|"/proc/$$/fd/2" &&
 					builtin printf 'R %d %s %d\n' "$__fnb_seq" "$__fnb_tok" "$__fnb_rc" >|"/proc/$$/fd/$__fnb_out"
 			} 2>/dev/null
 			builtin exit "$__fnb_rc"
 		)
 		__fnb_rc=$?
-		# "D" always follows, so Go knows this invocation is over; the
-		# marker only when the subshell did not write one.
-		__fnb_o=
-		IFS= builtin read -r __fnb_o <"$__fnb_dir/reported"
-		[[ $__fnb_o == "$__fnb_tok" ]] || builtin printf '%s\n' "$__fnb_mark" >&2
+		# "D" always follows, so Go knows this invocation is over.
 		builtin printf 'D %d %s %d\n' "$__fnb_seq" "$__fnb_tok" "$__fnb_rc"
 	done
 }

@@ -207,6 +207,7 @@
 //	← "E source <status>\n"         sourcing failed; the worker exits
 //	← "E nofunc\n"                  function not defined; the worker exits
 //	← "E readonly\n"                the file made a step context or per-invocation variable readonly; the worker exits
+//	← "E readonly LC_ALL\n"         the file made LC_ALL readonly (requests are read in the C locale); the worker exits
 //	→ <key>                         after K, and after each request: the next invocation's key
 //	→ <token><n> then n payload bytes   one invocation (n as 12 digits)
 //	→ <token>c<n><m><context> then n payload bytes
@@ -253,7 +254,9 @@
 // the subshell, so signals keep their default effect. The function's stdout goes to its
 // invocation's file in the worker's scratch directory, which Go reads and
 // removes after the status (so a background child that keeps stdout open
-// cannot hold the invocation up, nor write into a later one's output). Before "K", "E" and each invocation's status the worker writes one
-// log synchronisation marker to stderr, so all the invocation's log lines
-// are logged before Invoke returns (see package proc).
+// cannot hold the invocation up, nor write into a later one's output).
+// Whatever the invocation wrote to stderr is on the log pipe before its
+// status; Go logs what the pipe holds once it has read the status, so all
+// the invocation's log lines are logged before Invoke returns (see
+// package proc).
 package bash

@@ -9,22 +9,17 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"os"
 	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
 	"syscall"
-	"time"
 	"unicode/utf8"
 
 	"github.com/fnbridge/fnbridge/functionruntime"
 	"github.com/fnbridge/fnbridge/functionruntime/internal/proc"
 )
-
-// logSync bounds the wait for the log marker after the handshake.
-const logSync = time.Second
 
 // Output content types; see the package doc.
 const (
@@ -109,14 +104,12 @@ func (l *launcher) start(ctx context.Context) (proc.Session, error) {
 		_ = os.RemoveAll(tmp)
 		return nil, fail(err)
 	}
-	marker := proc.NewMarker()
 	p, err := proc.Start(proc.Config{
 		Path:        l.exe,
-		Args:        []string{"--noprofile", "--norc", "-c", bootstrap, "fnbridge-bash-worker", file, l.function, marker, tmp},
+		Args:        []string{"--noprofile", "--norc", "-c", bootstrap, "fnbridge-bash-worker", file, l.function, tmp},
 		Dir:         l.spec.Dir,
 		Env:         env,
 		Logger:      l.spec.Logger,
-		Marker:      marker,
 		MaxLogLine:  l.opts.MaxLogLine,
 		NoSubreaper: l.opts.NoSubreaper,
 		Limits:      proc.Limits(l.spec.Limits),
@@ -137,7 +130,7 @@ func (l *launcher) start(ctx context.Context) (proc.Session, error) {
 	return s, nil
 }
 
-// handshake waits for "K", "E source N", "E readonly" or "E nofunc", then sends the
+// handshake waits for "K", "E source N", "E readonly", "E readonly LC_ALL" or "E nofunc", then sends the
 // first invocation's key.
 func (l *launcher) handshake(ctx context.Context, s *session) error {
 	stop := context.AfterFunc(ctx, s.P.Interrupt)
@@ -154,9 +147,7 @@ func (l *launcher) handshake(ctx context.Context, s *session) error {
 		s.Stop(l.opts.Grace) // so the exit status and last lines are known
 		return fmt.Errorf("worker exited while sourcing %s (%s)%s", l.file, s.P.ExitDescription(), proc.LastLinesSuffix(s.P.RecentLines(3)))
 	}
-	if !s.P.LogBarrier(logSync) {
-		l.spec.Logger.Warn().Msg(proc.MarkerMissing)
-	}
+	s.P.SyncLogs()
 	line = strings.TrimSuffix(line, "\n")
 	switch {
 	case strings.HasPrefix(line, "K "):
@@ -170,6 +161,8 @@ func (l *launcher) handshake(ctx context.Context, s *session) error {
 		return fmt.Errorf("sourcing %s failed with status %s%s", l.file, line[len("E source "):], proc.LastLinesSuffix(s.P.RecentLines(3)))
 	case line == "E readonly":
 		return fmt.Errorf("%s makes %s, %s or one of %s readonly; the runtime sets them per invocation", l.file, ContextEnv, ContextTokenEnv, strings.Join(functionruntime.InvocationEnvNames, ", "))
+	case line == "E readonly LC_ALL":
+		return fmt.Errorf("%s makes LC_ALL readonly; the worker reads its requests in the C locale and gives the function LC_ALL back as the file left it", l.file)
 	case line == "E nofunc":
 		return fmt.Errorf("function %s is not defined in %s", l.function, l.file)
 	default:
@@ -305,7 +298,7 @@ func (s *session) invoke(input []byte, sc *functionruntime.StepContext, env map[
 		return functionruntime.Result{}, &proc.ProtocolError{Err: fmt.Errorf("send payload: %w", err)}
 	}
 	status, err := s.readStatus(cur.token())
-	_ = os.Remove(inFile)
+	_ = syscall.Unlink(inFile)
 	if err != nil {
 		return functionruntime.Result{}, err
 	}
@@ -313,10 +306,8 @@ func (s *session) invoke(input []byte, sc *functionruntime.StepContext, env map[
 	// invocation has files of its own. (Creating and removing files is
 	// what an invocation costs most besides the fork, so the outputs file
 	// exists only once the function writes it.)
-	out, outErr := readBounded(stdout, s.maxOutput)
-	outs, outsErr := readBounded(outsFile, proc.MaxOutputsFile)
-	_ = os.Remove(stdout)
-	_ = os.Remove(outsFile)
+	out, outErr := takeFile(stdout, s.maxOutput)
+	outs, outsErr := takeFile(outsFile, proc.MaxOutputsFile)
 	if status != 0 {
 		return functionruntime.Result{}, s.statusError(status, sc != nil)
 	}
@@ -403,9 +394,9 @@ func parseStatus(line []byte) (kind byte, seq uint64, token string, status int, 
 // the last non-empty stderr line of the invocation. With a step context,
 // status 75 ([AttemptEndedStatus]) means the attempt ended.
 func (s *session) statusError(status int, steps bool) error {
-	// The marker was consumed before the status line was read only if the
-	// log capture kept up; wait for it so the last line is known.
-	s.P.LogBarrier(logSync)
+	// Everything the invocation printed is on the log pipe by now; log it
+	// so the last line is known.
+	s.P.SyncLogs()
 	msg := fmt.Sprintf("exit status %d", status)
 	lines := s.P.RecentLines(recentForMessage)
 	for i := len(lines) - 1; i >= 0; i-- {
@@ -454,32 +445,55 @@ func writeFile(path string, data []byte) error {
 	return nil
 }
 
-// readBounded reads a file of at most limit bytes; a missing file is empty.
-func readBounded(path string, limit int) ([]byte, error) {
-	f, err := os.Open(path)
-	if errors.Is(err, os.ErrNotExist) {
+// takeFile reads a file of at most limit bytes and removes it; a missing
+// file is empty. Plain system calls, as in writeFile: every invocation
+// takes two files (stdout, and FNBRIDGE_OUTPUTS, which usually does not
+// exist), and os.Open and os.Remove cost twice the calls.
+func takeFile(path string, limit int) ([]byte, error) {
+	fd, err := syscall.Open(path, syscall.O_RDONLY|syscall.O_CLOEXEC, 0)
+	if err == syscall.ENOENT {
 		return nil, nil
 	}
 	if err != nil {
-		return nil, &functionruntime.HandlerError{Type: "OutputUnreadable", Message: err.Error()}
+		return nil, &functionruntime.HandlerError{Type: "OutputUnreadable", Message: (&os.PathError{Op: "open", Path: path, Err: err}).Error()}
 	}
-	defer f.Close()
-	st, err := f.Stat()
-	if err != nil {
-		return nil, &functionruntime.HandlerError{Type: "OutputUnreadable", Message: err.Error()}
+	defer func() {
+		_ = syscall.Close(fd)
+		_ = syscall.Unlink(path)
+	}()
+	var st syscall.Stat_t
+	if err := syscall.Fstat(fd, &st); err != nil {
+		return nil, &functionruntime.HandlerError{Type: "OutputUnreadable", Message: (&os.PathError{Op: "stat", Path: path, Err: err}).Error()}
 	}
-	if st.Size() > int64(limit) {
+	if st.Size > int64(limit) {
 		return nil, &functionruntime.HandlerError{
 			Type:    "OutputTooLarge",
-			Message: fmt.Sprintf("%s is %d bytes, more than the %d allowed", filepath.Base(path), st.Size(), limit),
+			Message: fmt.Sprintf("%s is %d bytes, more than the %d allowed", filepath.Base(path), st.Size, limit),
 		}
 	}
-	if st.Size() == 0 {
+	if st.Size == 0 {
 		return nil, nil
 	}
-	b, err := io.ReadAll(io.LimitReader(f, int64(limit)+1))
-	if err != nil {
-		return nil, &functionruntime.HandlerError{Type: "OutputUnreadable", Message: err.Error()}
+	// What the file holds now: a background job still writing to it
+	// cannot hold the invocation up. One byte more than the limit tells a
+	// file that grew past it.
+	b := make([]byte, 0, min(int(st.Size)+1, limit+1))
+	for len(b) < cap(b) {
+		n, err := syscall.Read(fd, b[len(b):cap(b)])
+		if n > 0 {
+			b = b[:len(b)+n]
+			if int64(len(b)) == st.Size {
+				break
+			}
+			continue
+		}
+		if err == syscall.EINTR {
+			continue
+		}
+		if err != nil {
+			return nil, &functionruntime.HandlerError{Type: "OutputUnreadable", Message: (&os.PathError{Op: "read", Path: path, Err: err}).Error()}
+		}
+		break // end of file
 	}
 	if len(b) > limit {
 		return nil, &functionruntime.HandlerError{

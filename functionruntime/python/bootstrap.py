@@ -1,7 +1,7 @@
 # fnbridge python worker bootstrap. It is embedded in the fnbridge binary and
 # run as:
 #
-#   python3 -I -u -c <this file> MODULE FUNCTION WORKDIR MARKER MAX_OUTPUT
+#   python3 -I -u -c <this file> MODULE FUNCTION WORKDIR MAX_OUTPUT
 #
 # The wire protocol is described in the Go package documentation
 # (functionruntime/python). Everything lives inside _fnbridge_worker so the
@@ -21,8 +21,7 @@ def _fnbridge_worker():
     import traceback
     import types
 
-    module_name, function_name, workdir, marker, max_output = sys.argv[1:6]
-    marker = marker.encode("ascii") + b"\n"
+    module_name, function_name, workdir, max_output = sys.argv[1:5]
     max_output = int(max_output)
     outputs_base = os.environ.get("FNBRIDGE_OUTPUTS", "")
     max_outputs_file = 1 << 20
@@ -122,10 +121,9 @@ def _fnbridge_worker():
                 pass
 
     def log_barrier():
-        # Everything printed so far is now on the log pipe; the marker tells
-        # the Go side it has seen all of it.
+        # Everything printed so far goes to the log pipe before the answer
+        # that follows: Go logs what the pipe holds once it has the answer.
         flush_stdio()
-        os.write(2, marker)
 
     def type_name(exc):
         cls = type(exc)
@@ -872,7 +870,9 @@ def _fnbridge_worker():
         return path
 
     def take_outputs_file(path):
-        if not path:
+        # Usually the handler wrote none: asking first costs half of a
+        # failed open, which raises as well.
+        if not path or not os.access(path, os.F_OK):
             return b""
         try:
             f = open(path, "rb")

@@ -258,9 +258,10 @@
 // allow-list, ends the worker. An invocation whose attempt ended answers 'E' with type
 // fnbridge.Suspended and terminal false.
 //
-// Before 'K', 'X', 'R' or 'E' the worker writes a log synchronisation
-// marker to stderr, so all the invocation's log lines are logged before
-// Invoke returns (see package proc).
+// Before 'K', 'X', 'R' or 'E' the worker flushes its stdout and stderr;
+// once Go has read that frame it logs whatever the log pipe holds, so all
+// the invocation's log lines are logged before Invoke returns (see
+// package proc).
 //
 // A result is never attributed to an invocation it does not belong to.
 // A response frame naming another id (a stale one, or one nobody sent), or

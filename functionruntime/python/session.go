@@ -13,7 +13,6 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
-	"time"
 
 	"github.com/fnbridge/fnbridge/functionruntime"
 	"github.com/fnbridge/fnbridge/functionruntime/internal/proc"
@@ -38,9 +37,6 @@ const idSize = 8
 
 // maxMessage bounds a handler error message kept from the worker.
 const maxMessage = 4096
-
-// logSync bounds the wait for the log marker after the handshake.
-const logSync = time.Second
 
 // launcher starts sessions for one registration.
 type launcher struct {
@@ -78,14 +74,12 @@ func (l *launcher) start(ctx context.Context) (proc.Session, error) {
 		_ = os.RemoveAll(tmp)
 		return nil, err
 	}
-	marker := proc.NewMarker()
 	p, err := proc.Start(proc.Config{
 		Path:        l.interp.Executable,
-		Args:        []string{"-I", "-u", "-c", bootstrap, l.module, l.function, l.spec.Dir, marker, strconv.Itoa(l.opts.MaxOutput)},
+		Args:        []string{"-I", "-u", "-c", bootstrap, l.module, l.function, l.spec.Dir, strconv.Itoa(l.opts.MaxOutput)},
 		Dir:         l.spec.Dir,
 		Env:         env,
 		Logger:      l.spec.Logger,
-		Marker:      marker,
 		MaxLogLine:  l.opts.MaxLogLine,
 		NoSubreaper: l.opts.NoSubreaper,
 		Limits:      proc.Limits(l.spec.Limits),
@@ -119,9 +113,7 @@ func (l *launcher) handshake(ctx context.Context, s *session) error {
 		return fmt.Errorf("python handler %q: worker exited while loading (%s)%s",
 			l.spec.Handler, s.P.ExitDescription(), proc.LastLinesSuffix(s.P.RecentLines(5)))
 	}
-	if !s.P.LogBarrier(logSync) {
-		l.spec.Logger.Warn().Msg(proc.MarkerMissing)
-	}
+	s.P.SyncLogs()
 	switch kind {
 	case frameReady:
 		var ready struct{ Python, File string }

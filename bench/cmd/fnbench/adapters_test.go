@@ -21,7 +21,7 @@ func TestMeasureAdapterCollectsEachDistribution(t *testing.T) {
 		}
 	}
 	dir := t.TempDir()
-	if _, err := writeFixtures(dir, 1, 1); err != nil {
+	if _, err := writeFixtures(dir, registrations{1, 1, 1}); err != nil {
 		t.Fatal(err)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)

@@ -25,13 +25,16 @@ func BenchmarkBridgeDrive(b *testing.B) {
 		name  string
 		peer  string
 		level zerolog.Level
+		c     int
 	}{
-		{"F/log=info", "F", zerolog.InfoLevel},
-		{"F/log=warn", "F", zerolog.WarnLevel},
-		{"P/log=info", "P", zerolog.InfoLevel},
+		{"F/c=32/log=info", "F", zerolog.InfoLevel, 32},
+		{"F/c=32/log=warn", "F", zerolog.WarnLevel, 32},
+		{"F/c=1/log=info", "F", zerolog.InfoLevel, 1},
+		{"P/c=32/log=info", "P", zerolog.InfoLevel, 32},
+		{"P/c=1/log=info", "P", zerolog.InfoLevel, 1},
 	} {
 		b.Run(tc.name, func(b *testing.B) {
-			cfgs, err := writeFixtures(b.TempDir(), 4, 4)
+			cfgs, err := writeFixtures(b.TempDir(), registrations{4, 4, 4})
 			if err != nil {
 				b.Fatal(err)
 			}
@@ -67,7 +70,7 @@ func BenchmarkBridgeDrive(b *testing.B) {
 			defer srv.Close()
 			b.ResetTimer()
 			service := map[string]string{"F": "FakeEcho", "P": "PyEcho"}[tc.peer]
-			if _, err := restatetest.Drive(context.Background(), srv.URL, service, "echo", driveProtocol, 32, max(b.N, 1)); err != nil {
+			if _, err := restatetest.Drive(context.Background(), srv.URL, service, "echo", driveProtocol, tc.c, max(b.N, 1)); err != nil {
 				b.Fatal(err)
 			}
 		})

@@ -25,6 +25,9 @@
 //	fnbench run --bridge bin/bridge --sdkgo PATH --restate-server PATH --out bench/RESULTS.md
 //	fnbench run --quick ...   (a smoke run of every section, under a minute)
 //	fnbench fake-serve --config F.yaml --listen 127.0.0.1:PORT   (started by run)
+//	fnbench drive --url http://127.0.0.1:PORT --service S -c 1 -n 10000 --pid PID   (a steady direct load, for profiling one peer)
+//	fnbench ingress --url http://127.0.0.1:8080 --target S/h -c 32 --pid PID --server-pid PID   (the same through a running restate-server)
+//	fnbench notes --out bench/RESULTS.md --notes bench/NOTES.md   (the analysis, written after a run, into that run's report)
 package main
 
 import (
@@ -34,7 +37,7 @@ import (
 
 func main() {
 	if len(os.Args) < 2 {
-		fmt.Fprintln(os.Stderr, "usage: fnbench run [flags] | fnbench fake-serve [flags]")
+		fmt.Fprintln(os.Stderr, "usage: fnbench run [flags] | fnbench fake-serve [flags] | fnbench drive [flags] | fnbench ingress [flags] | fnbench notes [flags]")
 		os.Exit(2)
 	}
 	var err error
@@ -43,8 +46,14 @@ func main() {
 		err = run(os.Args[2:])
 	case "fake-serve":
 		err = fakeServe(os.Args[2:])
+	case "drive":
+		err = driveCmd(os.Args[2:])
+	case "ingress":
+		err = ingressCmd(os.Args[2:])
+	case "notes":
+		err = notesCmd(os.Args[2:])
 	default:
-		err = fmt.Errorf("unknown command %q (run | fake-serve)", os.Args[1])
+		err = fmt.Errorf("unknown command %q (run | fake-serve | drive | ingress | notes)", os.Args[1])
 	}
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "fnbench:", err)

@@ -87,13 +87,23 @@ func bridgeConfig(service, handler, runtime, code string, concurrency, minWarm i
 `, service, handler, runtime, code, concurrency, minWarm, durability)
 }
 
+// registrations are the warm registrations (concurrency = min_warm) of
+// the bridge peers that run real workers.
+type registrations struct {
+	// python is P's; bash is S's, as many as the highest concurrency by
+	// default, so a Bash invocation never waits for a registration that
+	// is still reaping its last subshell and forking the next.
+	python, bash int
+	// steps is P5's and S5's: a steps invocation holds its registration
+	// through its five round trips to restate-server, so fewer
+	// registrations than callers would cap throughput at registrations ÷
+	// latency, a limit sdk-go's N5 does not have.
+	steps int
+}
+
 // writeFixtures writes the handler sources and the bridge configurations
-// into dir and returns the configuration paths by peer key. workers are
-// P's and S's warm registrations, stepWorkers P5's and S5's: a steps
-// invocation holds its registration through its five round trips to
-// restate-server, so fewer registrations than callers would cap
-// throughput at registrations ÷ latency, a limit sdk-go's N5 does not have.
-func writeFixtures(dir string, workers, stepWorkers int) (map[string]string, error) {
+// into dir and returns the configuration paths by peer key.
+func writeFixtures(dir string, regs registrations) (map[string]string, error) {
 	fn := filepath.Join(dir, "functions")
 	if err := os.MkdirAll(fn, 0o755); err != nil {
 		return nil, err
@@ -107,11 +117,11 @@ func writeFixtures(dir string, workers, stepWorkers int) (map[string]string, err
 		// F's runtime kind is only a label: fake-serve answers every kind
 		// with the in-process echo runtime, so registrations are free.
 		"F":  bridgeConfig("FakeEcho", "echo", "python", "bench.echo", 32, 32, "function"),
-		"P":  bridgeConfig("PyEcho", "echo", "python", "bench.echo", workers, workers, "function"),
-		"S":  bridgeConfig("BashEcho", "echo", "bash", "bench.respond", workers, workers, "function"),
+		"P":  bridgeConfig("PyEcho", "echo", "python", "bench.echo", regs.python, regs.python, "function"),
+		"S":  bridgeConfig("BashEcho", "echo", "bash", "bench.respond", regs.bash, regs.bash, "function"),
 		"M":  bridgeConfig("Nap", "nap", "bash", "bench.nap", 32, 32, "function"),
-		"P5": bridgeConfig("PySteps", "steps", "python", "steps.steps", stepWorkers, stepWorkers, "steps"),
-		"S5": bridgeConfig("BashSteps", "steps", "bash", "steps.steps", stepWorkers, stepWorkers, "steps"),
+		"P5": bridgeConfig("PySteps", "steps", "python", "steps.steps", regs.steps, regs.steps, "steps"),
+		"S5": bridgeConfig("BashSteps", "steps", "bash", "steps.steps", regs.steps, regs.steps, "steps"),
 	}
 	out := map[string]string{}
 	for k, c := range cfgs {

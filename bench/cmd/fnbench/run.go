@@ -23,7 +23,7 @@ type config struct {
 	quick                           bool
 	concurrency                     []int
 	driveConcurrency                []int
-	workers, stepWorkers            int
+	regs                            registrations
 	adapter                         adapterCounts
 	keep                            bool
 }
@@ -60,8 +60,9 @@ func run(args []string) error {
 	fs.IntVar(&cfg.reps, "reps", 3, "repetitions of every point (the report quotes the median)")
 	fs.DurationVar(&cfg.pointDur, "point", 4*time.Second, "measured time of one point through restate-server")
 	fs.DurationVar(&cfg.driveDur, "drive", 2*time.Second, "approximate measured time of one direct (Drive) point")
-	fs.IntVar(&cfg.workers, "workers", 4, "warm registrations (concurrency = min_warm) of peers P and S")
-	fs.IntVar(&cfg.stepWorkers, "step-workers", 32, "warm registrations (concurrency = min_warm) of the five-step peers P5 and S5")
+	fs.IntVar(&cfg.regs.python, "workers", 4, "warm registrations (concurrency = min_warm) of peer P")
+	fs.IntVar(&cfg.regs.bash, "bash-workers", 32, "warm registrations (concurrency = min_warm) of peer S")
+	fs.IntVar(&cfg.regs.steps, "step-workers", 32, "warm registrations (concurrency = min_warm) of the five-step peers P5 and S5")
 	fs.IntVar(&cfg.adapter.warm, "warm-samples", 500, "warm invocations per runtime and repetition")
 	fs.IntVar(&cfg.adapter.idle, "idle-samples", 100, "warm invocations after an idle pause per runtime and repetition")
 	fs.IntVar(&cfg.adapter.fresh, "fresh-samples", 30, "fresh-process invocations per runtime and repetition")
@@ -106,7 +107,7 @@ func run(args []string) error {
 	r.loadBefore = loadAvg()
 	logf("machine: %d cores, %s; load average %s; scratch %s", r.machine.Cores, r.machine.CPU, r.loadBefore, cfg.workDir)
 
-	cfgs, err := writeFixtures(cfg.workDir, cfg.workers, cfg.stepWorkers)
+	cfgs, err := writeFixtures(cfg.workDir, cfg.regs)
 	if err != nil {
 		return err
 	}

@@ -27,7 +27,7 @@ func TestStepsFixturesInvoke(t *testing.T) {
 	}
 	bin, _ = filepath.Abs(bin)
 	dir := t.TempDir()
-	cfgs, err := writeFixtures(dir, 1, 1)
+	cfgs, err := writeFixtures(dir, registrations{1, 1, 1})
 	if err != nil {
 		t.Fatal(err)
 	}

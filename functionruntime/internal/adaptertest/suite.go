@@ -627,11 +627,6 @@ func testLogs(t *testing.T, a *Adapter) {
 			t.Fatalf("load-time line %q = %v, want one record on the registration logger, without invocation_id", msg, found)
 		}
 	}
-	for _, m := range f.Logs.Messages() {
-		if strings.Contains(m, "fnbridge-log-sync") {
-			t.Fatalf("log sync marker leaked into the logs: %q", m)
-		}
-	}
 }
 
 // Rule: "A handler that prints megabytes to stderr in one line must not

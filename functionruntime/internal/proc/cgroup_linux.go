@@ -4,6 +4,7 @@ package proc
 
 import (
 	"bufio"
+	"bytes"
 	"errors"
 	"fmt"
 	"os"
@@ -324,14 +325,41 @@ func (c *cgroupLeaf) readCounter(file, key string) int64 {
 		}
 		c.open[file] = f
 	}
+	// One pread: these files are a few short lines, and a second call
+	// only to see end of file would double the cost of an invocation's
+	// read (File.ReadAt reads until the buffer is full or EOF).
 	var buf [1024]byte
-	n, err := f.ReadAt(buf[:], 0)
-	if n == 0 && err != nil {
+	var n int
+	var err error
+	if rc, rerr := f.SyscallConn(); rerr == nil {
+		_ = rc.Control(func(fd uintptr) {
+			for {
+				n, err = syscall.Pread(int(fd), buf[:], 0)
+				if err != syscall.EINTR {
+					return
+				}
+			}
+		})
+	} else {
+		n, err = f.ReadAt(buf[:], 0)
+	}
+	if n <= 0 && err != nil {
 		return 0
 	}
-	for _, line := range strings.Split(string(buf[:n]), "\n") {
-		if k, v, ok := strings.Cut(line, " "); ok && k == key {
-			n, _ := strconv.ParseInt(strings.TrimSpace(v), 10, 64)
+	return eventCounter(buf[:max(n, 0)], key)
+}
+
+// eventCounter finds "key value" among the lines of an event file.
+func eventCounter(b []byte, key string) int64 {
+	for len(b) > 0 {
+		line := b
+		if i := bytes.IndexByte(b, '\n'); i >= 0 {
+			line, b = b[:i], b[i+1:]
+		} else {
+			b = nil
+		}
+		if k, v, ok := bytes.Cut(line, []byte(" ")); ok && string(k) == key {
+			n, _ := strconv.ParseInt(string(bytes.TrimSpace(v)), 10, 64)
 			return n
 		}
 	}

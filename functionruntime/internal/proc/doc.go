@@ -33,10 +33,15 @@
 //
 // Lines arrive on the log pipe asynchronously with respect to the response
 // pipe. To attribute every line to the invocation that printed it, a worker
-// writes a per-process marker (see [NewMarker]) to fd 2 after each
-// invocation and after initialisation; [Process.LogBarrier] waits until the
-// capture goroutine has consumed that marker, so every line the handler
-// printed before returning has been logged with the invocation's logger.
+// flushes its stdout and stderr before it answers (its ready message, an
+// invocation's status), so what it printed is on the log pipe before the
+// answer is on the response pipe. Once the answer is read,
+// [Process.SyncLogs] logs what the log pipe holds then, with the
+// invocation's logger, a partial last line included; the capture
+// goroutine and SyncLogs serialise their reads, so a byte one of them read
+// is logged before the other reads on. Nothing waits: a handler's
+// background child still writing does not hold the invocation up (its
+// later lines go to the worker's logger).
 //
 // # Log levels
 //

@@ -24,7 +24,7 @@ var errTestCrash = errors.New("crashed")
 func startLimited(t *testing.T, script string, l Limits) *Process {
 	t.Helper()
 	p, err := Start(Config{Path: "/bin/sh", Args: []string{"-c", script}, Dir: t.TempDir(),
-		Env: []string{"PATH=/usr/bin:/bin"}, Logger: zerolog.Nop(), Marker: NewMarker(), Limits: l})
+		Env: []string{"PATH=/usr/bin:/bin"}, Logger: zerolog.Nop(), Limits: l})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -59,7 +59,7 @@ func TestLaunchKeepsTheEnvironment(t *testing.T) {
 	for _, env := range [][]string{{"A=1"}, {"A=1", "PWD=/nonexistent"}} {
 		var logs proctest.Logs
 		p, err := Start(Config{Path: "/usr/bin/env", Dir: t.TempDir(), Env: env,
-			Logger: logs.Logger("r"), Marker: NewMarker(), Limits: Limits{OpenFiles: 100}})
+			Logger: logs.Logger("r"), Limits: Limits{OpenFiles: 100}})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -79,7 +79,7 @@ func supervise(t *testing.T, script string, l Limits) *Supervisor {
 	t.Helper()
 	start := func(context.Context) (Session, error) {
 		p, err := Start(Config{Path: "/bin/sh", Args: []string{"-c", script}, Dir: t.TempDir(),
-			Env: []string{"PATH=/usr/bin:/bin"}, Logger: zerolog.Nop(), Marker: "m", Limits: l})
+			Env: []string{"PATH=/usr/bin:/bin"}, Logger: zerolog.Nop(), Limits: l})
 		if err != nil {
 			return nil, err
 		}

@@ -60,7 +60,7 @@ func TestHandlerLineLevels(t *testing.T) {
 // The capture logs each line at its level with its fields, and the
 // logger's own level filters a handler's debug lines out.
 func TestCaptureLogsLinesAtTheirLevel(t *testing.T) {
-	rec, _ := feedAll(t, "ERROR one\n{\"level\":\"warn\",\"msg\":\"two\",\"n\":1}\nDEBUG hidden\nthree\n", 5, 100, "\x1eM")
+	rec, _ := feedAll(t, "ERROR one\n{\"level\":\"warn\",\"msg\":\"two\",\"n\":1}\nDEBUG hidden\nthree\n", 5, 100)
 	rec.mu.Lock()
 	defer rec.mu.Unlock()
 	var got []string
@@ -85,7 +85,7 @@ func TestCaptureLogsLinesAtTheirLevel(t *testing.T) {
 	}
 
 	filtered := &recorder{}
-	c := newLogCapture(nil, zerolog.New(filtered).Level(zerolog.InfoLevel), "\x1eM", 100)
+	c := newLogCapture(nil, zerolog.New(filtered).Level(zerolog.InfoLevel), 100)
 	c.feed([]byte("DEBUG hidden\nTRACE hidden\nshown\n"))
 	if got := filtered.messages(); len(got) != 1 || got[0] != "shown" {
 		t.Errorf("at info level the capture logged %q, want only \"shown\"", got)

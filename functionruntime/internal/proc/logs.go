@@ -2,14 +2,11 @@ package proc
 
 import (
 	"bytes"
-	"crypto/rand"
-	"encoding/hex"
 	"errors"
-	"io"
 	"os"
 	"sync"
 	"sync/atomic"
-	"time"
+	"syscall"
 
 	"github.com/rs/zerolog"
 )
@@ -25,80 +22,130 @@ const recentLines = 16
 // recentLineMax bounds each remembered line.
 const recentLineMax = 1024
 
-// NewMarker returns a fresh log-synchronisation marker: a byte sequence no
-// handler can produce by accident. A worker writes it followed by a newline
-// to fd 2 to say "everything I printed so far is on the pipe".
-func NewMarker() string {
-	var b [16]byte
-	if _, err := rand.Read(b[:]); err != nil {
-		panic("proc: crypto/rand failed: " + err.Error())
-	}
-	return "\x1efnbridge-log-sync-" + hex.EncodeToString(b[:])
-}
-
 // logCapture reads the worker's log pipe and turns it into log records. It
 // always drains the pipe (a handler never blocks on a full pipe because of
-// us) and holds at most maxLine+len(marker) bytes of any line.
+// us) and holds at most maxLine bytes of any line.
+//
+// Two goroutines read the pipe: the capture goroutine (run) whenever bytes
+// arrive, and the invocation's own goroutine once the worker answered
+// (drain), which takes what the worker wrote before its answer. Every
+// read happens with mu held and the bytes read are split into lines
+// before mu is released, so whoever holds mu next sees them logged.
 type logCapture struct {
 	r       *os.File
+	rc      syscall.RawConn // r's; nil in tests that feed bytes directly
 	base    zerolog.Logger
 	cur     atomic.Pointer[zerolog.Logger] // the invocation's logger, nil between invocations
-	marker  []byte
 	maxLine int
-
-	marks  atomic.Uint64 // markers seen so far
-	markCh chan struct{} // poked (non-blocking) after each marker
-	done   chan struct{} // closed when the pipe is finished
+	done    chan struct{} // closed when the pipe is finished
 
 	mu     sync.Mutex
+	buf    []byte   // read buffer
 	recent []string // ring of the last recentLines lines since the last reset
 
-	// line assembly state, owned by the capture goroutine
+	// line assembly state, guarded by mu
 	head    []byte // first maxLine bytes of the current line
-	tail    []byte // last len(marker) bytes of the current line
 	total   int    // length of the current line so far
 	pending bool   // a partial line is buffered
 }
 
-func newLogCapture(r *os.File, base zerolog.Logger, marker string, maxLine int) *logCapture {
+func newLogCapture(r *os.File, base zerolog.Logger, maxLine int) *logCapture {
 	if maxLine <= 0 {
 		maxLine = DefaultMaxLogLine
 	}
-	return &logCapture{
+	c := &logCapture{
 		r:       r,
 		base:    base,
-		marker:  []byte(marker),
 		maxLine: maxLine,
-		markCh:  make(chan struct{}, 1),
 		done:    make(chan struct{}),
+		buf:     make([]byte, 64<<10),
 		head:    make([]byte, 0, min(maxLine, 4096)),
-		tail:    make([]byte, 0, 2*len(marker)),
 	}
+	if r != nil {
+		c.rc, _ = r.SyscallConn()
+	}
+	return c
 }
+
+// readBudget bounds the reads of one pass of run, so a writer that never
+// lets the pipe run empty cannot keep the read deadline from being
+// checked (Terminate relies on it to end the capture).
+const readBudget = 16
 
 // run drains the pipe until EOF or a read deadline, then flushes any
 // partial line and closes done.
 func (c *logCapture) run() {
 	defer close(c.done)
-	buf := make([]byte, 64<<10)
-	for {
-		n, err := c.r.Read(buf)
-		if n > 0 {
-			c.feed(buf[:n])
-		}
+	var rerr error
+	eof := false
+	for !eof && rerr == nil {
+		err := c.rc.Read(func(fd uintptr) bool {
+			for range readBudget {
+				c.mu.Lock()
+				n, err := syscall.Read(int(fd), c.buf)
+				if n > 0 {
+					c.feed(c.buf[:n])
+				}
+				c.mu.Unlock()
+				switch {
+				case n > 0, err == syscall.EINTR:
+				case err == syscall.EAGAIN:
+					return false // wait until the pipe is readable again
+				case err == nil:
+					eof = true
+					return true
+				default:
+					rerr = err
+					return true
+				}
+			}
+			return true
+		})
 		if err != nil {
-			if c.pending {
-				c.endLine()
-			}
-			if !errors.Is(err, io.EOF) && !errors.Is(err, os.ErrDeadlineExceeded) && !errors.Is(err, os.ErrClosed) {
-				c.base.Warn().Err(err).Msg("reading worker logs failed")
-			}
-			return
+			rerr = err
 		}
+	}
+	c.mu.Lock()
+	if c.pending {
+		c.endLine()
+	}
+	c.mu.Unlock()
+	if rerr != nil && !errors.Is(rerr, os.ErrDeadlineExceeded) && !errors.Is(rerr, os.ErrClosed) {
+		c.base.Warn().Err(rerr).Msg("reading worker logs failed")
 	}
 }
 
-// feed splits p into lines.
+// drain logs every byte the pipe holds now, and a partial line the
+// handler left unterminated, with the logger in place. Called once the
+// worker answered, it logs everything the worker and the children it
+// waited for wrote before the answer: those bytes are in the pipe, or the
+// capture goroutine has already logged them.
+func (c *logCapture) drain() {
+	if c.rc == nil {
+		return
+	}
+	_ = c.rc.Control(func(fd uintptr) {
+		c.mu.Lock()
+		defer c.mu.Unlock()
+		// Only what is there now: a process still writing (a background
+		// job of the handler) cannot hold the invocation up.
+		left, err := pendingBytes(int(fd))
+		for err == nil && left > 0 {
+			n, rerr := syscall.Read(int(fd), c.buf[:min(left, len(c.buf))])
+			if n > 0 {
+				c.feed(c.buf[:n])
+				left -= n
+			} else if rerr != syscall.EINTR {
+				break
+			}
+		}
+		if c.pending {
+			c.endLine()
+		}
+	})
+}
+
+// feed splits p into lines. c.mu is held.
 func (c *logCapture) feed(p []byte) {
 	for len(p) > 0 {
 		i := bytes.IndexByte(p, '\n')
@@ -118,42 +165,14 @@ func (c *logCapture) appendSeg(seg []byte) {
 	if room := c.maxLine - len(c.head); room > 0 {
 		c.head = append(c.head, seg[:min(room, len(seg))]...)
 	}
-	k := len(c.marker)
-	if len(seg) >= k {
-		c.tail = append(c.tail[:0], seg[len(seg)-k:]...)
-	} else {
-		c.tail = append(c.tail, seg...)
-		if len(c.tail) > k {
-			c.tail = append(c.tail[:0], c.tail[len(c.tail)-k:]...)
-		}
-	}
 }
 
-// endLine emits the buffered line. A line ending in the marker is a
-// barrier: the text before the marker (a partial line the handler left
-// unterminated) is emitted on its own, then waiters are woken.
+// endLine emits the buffered line. c.mu is held.
 func (c *logCapture) endLine() {
-	text, dropped := c.head, 0
-	marked := len(c.marker) > 0 && c.total >= len(c.marker) && bytes.Equal(c.tail, c.marker)
-	length := c.total
-	if marked {
-		length -= len(c.marker)
+	if c.total > 0 { // blank lines carry nothing worth a record
+		c.emit(c.head, c.total-len(c.head))
 	}
-	if length < len(text) {
-		text = text[:length]
-	}
-	dropped = length - len(text)
-	if length > 0 { // blank lines carry nothing worth a record
-		c.emit(text, dropped)
-	}
-	c.head, c.tail, c.total, c.pending = c.head[:0], c.tail[:0], 0, false
-	if marked {
-		c.marks.Add(1)
-		select {
-		case c.markCh <- struct{}{}:
-		default:
-		}
-	}
+	c.head, c.total, c.pending = c.head[:0], 0, false
 }
 
 func (c *logCapture) emit(text []byte, dropped int) {
@@ -175,13 +194,11 @@ func (c *logCapture) emit(text []byte, dropped int) {
 	if len(line) > recentLineMax {
 		line = line[:recentLineMax]
 	}
-	c.mu.Lock()
 	if len(c.recent) == recentLines {
 		copy(c.recent, c.recent[1:])
 		c.recent = c.recent[:recentLines-1]
 	}
 	c.recent = append(c.recent, string(line))
-	c.mu.Unlock()
 }
 
 // setLogger routes lines to l from now on (nil: the worker's logger) and
@@ -201,26 +218,4 @@ func (c *logCapture) lastLines(n int) []string {
 		n = len(c.recent)
 	}
 	return append([]string(nil), c.recent[len(c.recent)-n:]...)
-}
-
-// waitMarks waits until at least want markers were seen, the pipe is
-// finished, or timeout elapses. It reports whether the marker arrived.
-func (c *logCapture) waitMarks(want uint64, timeout time.Duration) bool {
-	var timer *time.Timer
-	for {
-		if c.marks.Load() >= want {
-			return true
-		}
-		if timer == nil {
-			timer = time.NewTimer(timeout)
-			defer timer.Stop()
-		}
-		select {
-		case <-c.markCh:
-		case <-c.done:
-			return c.marks.Load() >= want
-		case <-timer.C:
-			return false
-		}
-	}
 }

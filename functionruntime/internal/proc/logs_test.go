@@ -1,8 +1,8 @@
 package proc
 
 import (
-	"bytes"
 	"encoding/json"
+	"fmt"
 	"os"
 	"strings"
 	"sync"
@@ -40,10 +40,10 @@ func (r *recorder) messages() []string {
 }
 
 // feedAll runs a capture over data delivered in chunks of the given size.
-func feedAll(t *testing.T, data string, chunk, maxLine int, marker string) (*recorder, *logCapture) {
+func feedAll(t *testing.T, data string, chunk, maxLine int) (*recorder, *logCapture) {
 	t.Helper()
 	rec := &recorder{}
-	c := newLogCapture(nil, zerolog.New(rec), marker, maxLine)
+	c := newLogCapture(nil, zerolog.New(rec), maxLine)
 	for i := 0; i < len(data); i += chunk {
 		c.feed([]byte(data[i:min(i+chunk, len(data))]))
 	}
@@ -56,28 +56,23 @@ func feedAll(t *testing.T, data string, chunk, maxLine int, marker string) (*rec
 // Rule: handler output is "captured into the logger ... line by line".
 // Splitting must not depend on how the pipe delivers the bytes.
 func TestLogLinesIndependentOfChunking(t *testing.T) {
-	const marker = "\x1eMARK"
-	data := "one\ntwo\n\nthree partial" + marker + "\nfour\nlast without newline"
-	want := []string{"one", "two", "three partial", "four", "last without newline"}
+	data := "one\ntwo\n\nthree\nlast without newline"
+	want := []string{"one", "two", "three", "last without newline"}
 	for chunk := 1; chunk <= len(data); chunk++ {
-		rec, c := feedAll(t, data, chunk, 100, marker)
+		rec, _ := feedAll(t, data, chunk, 100)
 		if got := rec.messages(); strings.Join(got, "|") != strings.Join(want, "|") {
 			t.Fatalf("chunk %d: lines %q, want %q", chunk, got, want)
-		}
-		if c.marks.Load() != 1 {
-			t.Fatalf("chunk %d: %d markers seen, want 1", chunk, c.marks.Load())
 		}
 	}
 }
 
 // Rule: "long lines are split/truncated to a max, never unbounded memory".
 func TestLongLineTruncatedWithBoundedMemory(t *testing.T) {
-	const marker = "\x1eMARK"
 	long := strings.Repeat("y", 1<<20)
 	for _, chunk := range []int{7, 4096, 1 << 20} {
-		rec, c := feedAll(t, long+"\nafter\n"+long+marker+"\n", chunk, 1000, marker)
-		if cap(c.head) > 1000 || cap(c.tail) > 2*len(marker)+len(marker) {
-			t.Fatalf("buffers grew to head=%d tail=%d", cap(c.head), cap(c.tail))
+		rec, c := feedAll(t, long+"\nafter\n"+long+"\n", chunk, 1000)
+		if cap(c.head) > 1000 {
+			t.Fatalf("line buffer grew to %d", cap(c.head))
 		}
 		rec.mu.Lock()
 		recs := rec.recs
@@ -90,26 +85,12 @@ func TestLongLineTruncatedWithBoundedMemory(t *testing.T) {
 				t.Fatalf("chunk %d: record %d = %d bytes, truncated %v", chunk, i, len(msg), recs[i]["truncated_bytes"])
 			}
 		}
-		if c.marks.Load() != 1 {
-			t.Fatalf("chunk %d: marker after a truncated line not seen", chunk)
-		}
-	}
-}
-
-func TestMarkerOnlyRecognisedAtLineEnd(t *testing.T) {
-	const marker = "\x1eMARK"
-	rec, c := feedAll(t, "a"+marker+"b\n"+marker+"\n", 3, 100, marker)
-	if got := rec.messages(); len(got) != 1 || got[0] != "a"+marker+"b" {
-		t.Fatalf("lines %q", got)
-	}
-	if c.marks.Load() != 1 {
-		t.Fatalf("markers = %d, want 1", c.marks.Load())
 	}
 }
 
 func TestLoggerSwitchAndRecentLines(t *testing.T) {
 	base, inv := &recorder{}, &recorder{}
-	c := newLogCapture(nil, zerolog.New(base), "\x1eM", 100)
+	c := newLogCapture(nil, zerolog.New(base), 100)
 	c.feed([]byte("before\n"))
 	l := zerolog.New(inv)
 	c.setLogger(&l)
@@ -127,27 +108,25 @@ func TestLoggerSwitchAndRecentLines(t *testing.T) {
 	}
 }
 
-// The capture drains a real pipe until EOF and wakes marker waiters.
+// The capture reads a real pipe until EOF and logs a last unterminated
+// line at the end.
 func TestCaptureRunOverPipe(t *testing.T) {
 	r, w, err := os.Pipe()
 	if err != nil {
 		t.Fatal(err)
 	}
 	rec := &recorder{}
-	marker := NewMarker()
-	c := newLogCapture(r, zerolog.New(rec), marker, 100)
+	c := newLogCapture(r, zerolog.New(rec), 100)
 	go c.run()
-	if _, err := w.Write([]byte("hello\npart" + marker + "\n")); err != nil {
+	if _, err := w.Write([]byte("hello\nworld\n")); err != nil {
 		t.Fatal(err)
 	}
-	if !c.waitMarks(1, 10*time.Second) {
-		t.Fatal("marker not seen")
+	deadline := time.Now().Add(10 * time.Second)
+	for len(rec.messages()) < 2 && time.Now().Before(deadline) {
+		time.Sleep(time.Millisecond)
 	}
-	if got := rec.messages(); strings.Join(got, "|") != "hello|part" {
+	if got := rec.messages(); strings.Join(got, "|") != "hello|world" {
 		t.Fatalf("lines %q", got)
-	}
-	if c.waitMarks(2, 10*time.Millisecond) {
-		t.Fatal("a second marker was reported")
 	}
 	_, _ = w.Write([]byte("tail"))
 	_ = w.Close()
@@ -155,7 +134,107 @@ func TestCaptureRunOverPipe(t *testing.T) {
 	if got := rec.messages(); got[len(got)-1] != "tail" {
 		t.Fatalf("unterminated last line not flushed at EOF: %q", got)
 	}
-	if bytes.Contains([]byte(strings.Join(rec.messages(), "")), []byte("fnbridge-log-sync")) {
-		t.Fatal("marker leaked")
+}
+
+// Rule: every line a worker printed before its answer is logged, with the
+// invocation's logger, by the time Invoke returns. drain takes whatever
+// the pipe holds, a partial line included, whether or not the capture
+// goroutine got to it first, and every byte is logged exactly once.
+func TestDrainLogsWhatThePipeHolds(t *testing.T) {
+	for _, running := range []bool{false, true} {
+		r, w, err := os.Pipe()
+		if err != nil {
+			t.Fatal(err)
+		}
+		base, inv := &recorder{}, &recorder{}
+		c := newLogCapture(r, zerolog.New(base), 100)
+		if running {
+			go c.run()
+		}
+		l := zerolog.New(inv)
+		c.setLogger(&l)
+		var want []string
+		for i := range 200 {
+			line := fmt.Sprintf("line %d", i)
+			want = append(want, line)
+			if _, err := w.Write([]byte(line + "\n")); err != nil {
+				t.Fatal(err)
+			}
+		}
+		want = append(want, "partial")
+		if _, err := w.Write([]byte("partial")); err != nil {
+			t.Fatal(err)
+		}
+		c.drain()
+		c.cur.Store(nil)
+		if got := inv.messages(); strings.Join(got, "|") != strings.Join(want, "|") {
+			t.Fatalf("running capture %v: the invocation's logger got %d lines %q..., want %d", running, len(got), got[:min(len(got), 3)], len(want))
+		}
+		if _, err := w.Write([]byte("later\n")); err != nil {
+			t.Fatal(err)
+		}
+		c.drain()
+		if got := base.messages(); strings.Join(got, "|") != "later" {
+			t.Fatalf("running capture %v: the worker's logger got %q, want the line after the invocation only", running, got)
+		}
+		_ = w.Close()
+		if running {
+			<-c.done
+		}
+		_ = r.Close()
+	}
+}
+
+// A writer that never stops cannot hold a drain up: it reads only what
+// the pipe held when it began.
+func TestDrainIsBoundedByWhatIsThere(t *testing.T) {
+	r, w, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	c := newLogCapture(r, zerolog.Nop(), 100)
+	stop := make(chan struct{})
+	wrote := make(chan struct{})
+	go func() {
+		defer close(wrote)
+		for {
+			select {
+			case <-stop:
+				_ = w.Close()
+				return
+			default:
+			}
+			if _, err := w.Write([]byte("spam\n")); err != nil {
+				return
+			}
+		}
+	}()
+	done := make(chan struct{})
+	go func() {
+		for range 100 {
+			c.drain()
+		}
+		close(done)
+	}()
+	select {
+	case <-done:
+	case <-time.After(30 * time.Second):
+		t.Fatal("drain did not return while a writer kept writing")
+	}
+	// The writer may be blocked on a full pipe: drain until it has seen
+	// stop and closed its end.
+	close(stop)
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		select {
+		case <-wrote:
+			return
+		default:
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the writer did not stop")
+		}
+		c.drain()
 	}
 }

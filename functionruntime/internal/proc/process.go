@@ -6,7 +6,6 @@ import (
 	"os"
 	"os/exec"
 	"sync"
-	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -43,8 +42,6 @@ type Config struct {
 	Env []string
 	// Logger receives the worker's log lines outside invocations.
 	Logger zerolog.Logger
-	// Marker is the log synchronisation marker from [NewMarker].
-	Marker string
 	// MaxLogLine bounds a log line in bytes (0: [DefaultMaxLogLine]).
 	MaxLogLine int
 	// NoSubreaper keeps the server from becoming a child subreaper.
@@ -66,8 +63,6 @@ type Process struct {
 
 	limits Limits
 	cg     *cgroupLeaf // nil without a worker cgroup
-
-	barriers atomic.Uint64
 
 	exited  chan struct{}
 	waitErr error // valid once exited is closed
@@ -164,12 +159,11 @@ func Start(cfg Config) (*Process, error) {
 		resp:   respR,
 		life:   lifeW,
 		logR:   logR,
-		logs:   newLogCapture(logR, cfg.Logger, cfg.Marker, cfg.MaxLogLine),
+		logs:   newLogCapture(logR, cfg.Logger, cfg.MaxLogLine),
 		exited: make(chan struct{}),
 		limits: cfg.Limits,
 		cg:     leaf,
 	}
-	p.barriers.Store(1) // the marker the worker writes once initialised
 	go p.logs.run()
 	go func() {
 		p.waitErr = cmd.Wait()
@@ -241,26 +235,19 @@ func (p *Process) Interrupt() {
 }
 
 // BeginInvocation routes log lines to l until [Process.EndInvocation] and
-// forgets the recent lines remembered so far. The worker owes one more log
-// marker from now on.
-func (p *Process) BeginInvocation(l *zerolog.Logger) {
-	p.barriers.Add(1)
-	p.logs.setLogger(l)
-}
+// forgets the recent lines remembered so far.
+func (p *Process) BeginInvocation(l *zerolog.Logger) { p.logs.setLogger(l) }
 
 // EndInvocation routes log lines back to the worker's logger. The recent
 // lines of the invocation stay available to [Process.RecentLines].
 func (p *Process) EndInvocation() { p.logs.cur.Store(nil) }
 
-// LogBarrier waits until the log marker of the current phase (the start,
-// or the invocation begun last) has been consumed, so every line written
-// before it has been logged. A worker writes exactly one marker when it is
-// initialised and one per invocation. LogBarrier gives up after timeout or
-// when the log pipe ends and reports whether the marker came; calling it
-// again in the same phase returns at once.
-func (p *Process) LogBarrier(timeout time.Duration) bool {
-	return p.logs.waitMarks(p.barriers.Load(), timeout)
-}
+// SyncLogs logs what the worker wrote to its log pipe so far, with the
+// logger in place: called once the worker answered (its ready message,
+// an invocation's status), every line it printed before the answer is
+// logged when SyncLogs returns, a partial last line included. It never
+// waits for the worker.
+func (p *Process) SyncLogs() { p.logs.drain() }
 
 // RecentLines returns up to n of the last log lines (each at most 1 KiB)
 // since the last [Process.BeginInvocation].

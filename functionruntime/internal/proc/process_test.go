@@ -20,7 +20,7 @@ func startSh(t *testing.T, script string, env []string) *Process {
 	if err != nil {
 		t.Skip("no sh")
 	}
-	p, err := Start(Config{Path: sh, Args: []string{"-c", script}, Dir: t.TempDir(), Env: env, Logger: zerolog.Nop(), Marker: NewMarker()})
+	p, err := Start(Config{Path: sh, Args: []string{"-c", script}, Dir: t.TempDir(), Env: env, Logger: zerolog.Nop()})
 	if err != nil {
 		t.Fatal(err)
 	}

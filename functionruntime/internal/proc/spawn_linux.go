@@ -185,3 +185,6 @@ func waitExitedNoReap(pid int) bool {
 		}
 	}
 }
+
+// pendingBytes is how many bytes the pipe fd holds unread.
+func pendingBytes(fd int) (int, error) { return unix.IoctlGetInt(fd, unix.TIOCINQ) }

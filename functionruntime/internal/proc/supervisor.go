@@ -14,15 +14,6 @@ import (
 // ErrClosed is returned by [Supervisor.Do] once the supervisor is closed.
 var ErrClosed = errors.New("worker is closed")
 
-// MarkerMissing is the warning logged when a worker's log marker did not
-// arrive in time: some of its lines may be logged late, without the
-// invocation's fields.
-const MarkerMissing = "worker log marker missing; handler log lines may be attributed late"
-
-// defaultLogSync bounds how long an invocation waits for its log lines to
-// be consumed before returning anyway.
-const defaultLogSync = time.Second
-
 // Session is an adapter's live worker: a process plus its protocol state.
 type Session interface {
 	// Proc is the worker process.
@@ -128,9 +119,7 @@ func (s *Supervisor) Do(ctx context.Context, logger *zerolog.Logger, call func(S
 		p.EndInvocation()
 		return fmt.Errorf("%s: %w during the invocation", s.cfg.Name, ErrClosed)
 	}
-	if !p.LogBarrier(defaultLogSync) {
-		logger.Warn().Str("worker", s.cfg.Name).Msg(MarkerMissing)
-	}
+	p.SyncLogs()
 	p.EndInvocation()
 	if err != nil {
 		if limit, detail := p.limitHit(before, p.cg.counters(), err, false); limit != "" {
