@@ -403,14 +403,30 @@ func (r *chaosRun) killBridge(b *bridgeServe) {
 	// exec'd python3 or bash yet; each is its own group's leader.
 	groups, workers := map[int]bool{}, map[int]bool{}
 	for _, c := range childrenOf(b.pid()) {
-		groups[c.PID], groups[c.PGID], workers[c.PID] = true, true, true
+		groups[c.PID], workers[c.PID] = true, true
+		// A process that is exiting reads as group 0 (its group is no
+		// longer visible), which is every kernel thread's: never that.
+		if c.PGID > 1 {
+			groups[c.PGID] = true
+		}
 	}
 	at := time.Now()
 	b.killLeader()
 	r.faults.add(chaosEvent{kind: "bridge-kill", at: at.UnixNano(), workers: workers})
-	if left := liveInGroups(groups); len(left) > 0 {
+	// What is left: members of those groups, and the children themselves
+	// whatever group they read as.
+	leftOver := func() []procstat.Stat {
+		left := liveInGroups(groups)
+		for pid := range workers {
+			if st, err := procstat.Read(pid); err == nil && !st.Dead() && !groups[st.PGID] {
+				left = append(left, st)
+			}
+		}
+		return left
+	}
+	if left := leftOver(); len(left) > 0 {
 		r.lingered += len(left)
-		poll(10*time.Second, func() bool { left = liveInGroups(groups); return len(left) == 0 })
+		poll(10*time.Second, func() bool { left = leftOver(); return len(left) == 0 })
 		r.lingerMax = max(r.lingerMax, time.Since(at))
 		if len(left) > 0 {
 			r.t.Errorf("processes of the killed bridge's worker groups still alive 10s after the SIGKILL: %+v", left)

@@ -629,7 +629,7 @@ func groupGone(pgid int) bool {
 func liveInGroups(pgids map[int]bool) []procstat.Stat {
 	var out []procstat.Stat
 	for _, p := range procstat.All() {
-		if pgids[p.PGID] && !p.Dead() {
+		if p.PGID > 1 && pgids[p.PGID] && !p.Dead() {
 			out = append(out, p)
 		}
 	}
