@@ -64,8 +64,8 @@ const (
 	promiseFuture
 )
 
-// future is the Future of this endpoint. m identifies the attempt: the
-// invocation is pooled, its machine is not.
+// future is the Future of this endpoint. m identifies the attempt (an
+// invocation serves one stream, see release).
 type future struct {
 	inv   *invocation
 	m     *journal.Machine

@@ -510,3 +510,45 @@ func TestSuspensionIsTheContextCause(t *testing.T) {
 		})
 	}
 }
+
+// A durable operation may run on a goroutine of its own (the bridge's
+// context endpoint answering a worker) and outlive its attempt: the
+// handler returned and the stream ended while the operation was on its
+// way. It must then fail with an error naming the ended attempt, and never
+// touch another stream's invocation (an ended invocation is not reused) or
+// crash the endpoint (it did: a nil machine in await).
+func TestDurableOperationAfterTheStreamEnded(t *testing.T) {
+	for _, v := range versions {
+		t.Run(fmt.Sprintf("v%d", v), func(t *testing.T) {
+			late := make(chan restate.Context, 1)
+			started := make(chan restate.Future, 1)
+			h := func(ctx restate.Context, _ []byte) ([]byte, error) {
+				_, f, err := ctx.RunStart("step")
+				if err != nil {
+					return nil, err
+				}
+				started <- f
+				late <- ctx
+				return nil, &restate.RetryableError{Code: 503, Message: "the attempt ends before its step does"}
+			}
+			ep, url := stepsServer(t, restate.BidiStream, map[string]restate.HandlerFunc{"h": h})
+			playSteps(t, url, v, "h", []any{restatetest.Start("inv_late", 1), restatetest.Input(nil)}, nil)
+			ctx, f := <-late, <-started
+			// The stream is over once the endpoint counts it done, which
+			// it does after releasing the invocation.
+			deadline := time.Now().Add(10 * time.Second)
+			for ep.InflightStreams() != 0 {
+				if time.Now().After(deadline) {
+					t.Fatal("the endpoint still counts the stream in flight")
+				}
+				time.Sleep(time.Millisecond)
+			}
+			if err := ctx.RunComplete(f, restate.Outcome{Value: []byte(`1`)}); err == nil {
+				t.Fatal("RunComplete after the stream ended succeeded")
+			}
+			if _, err := ctx.Sleep(time.Second); err == nil {
+				t.Fatal("Sleep after the stream ended succeeded")
+			}
+		})
+	}
+}

@@ -28,8 +28,6 @@ type Endpoint struct {
 	handlers map[string]map[string]*boundHandler
 	// manifests caches the encoded manifest per manifest version.
 	manifests map[int][]byte
-	// pool recycles per-invocation state (frame reader, buffers).
-	pool sync.Pool
 	// err is the configuration error NewEndpoint found, if any.
 	err error
 	// active counts the invocation streams being served.
@@ -59,7 +57,6 @@ func NewEndpoint(cfg Config) *Endpoint {
 		manifests: map[int][]byte{},
 		health:    newHealth(),
 	}
-	e.pool.New = newInvocation
 	e.err = e.configure(cfg)
 	return e
 }

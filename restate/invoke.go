@@ -64,6 +64,11 @@ type invocation struct {
 
 	ctx    context.Context
 	cancel context.CancelCauseFunc
+	// released is set (under wmu and mu) once the stream is done. A
+	// durable operation still running on another goroutine (the bridge's
+	// context endpoint answering a worker after the attempt ended) then
+	// writes nothing and waits for nothing; see release.
+	released bool
 
 	// wmu serialises writes to the response: durable operations may run
 	// on a goroutine other than the handler's.
@@ -79,7 +84,7 @@ type invocation struct {
 	watch *startWatch
 }
 
-func newInvocation() any { return &invocation{wake: make(chan struct{}, 1)} }
+func newInvocation() *invocation { return &invocation{wake: make(chan struct{}, 1)} }
 
 func (e *Endpoint) serveInvoke(w http.ResponseWriter, r *http.Request, h *boundHandler) {
 	// Admission first, so a refused stream costs no body read and no state.
@@ -116,36 +121,29 @@ func (e *Endpoint) serveInvoke(w http.ResponseWriter, r *http.Request, h *boundH
 		return
 	}
 	m.LimitJournal(e.cfg.MaxJournalBytes)
-	inv := e.pool.Get().(*invocation)
+	inv := newInvocation()
 	inv.ep, inv.h, inv.w, inv.r, inv.m = e, h, w, r, m
 	inv.fl, _ = w.(http.Flusher)
-	if inv.frames == nil {
-		inv.frames = wire.NewReader(r.Body, e.cfg.MaxMessageSize)
-	} else {
-		inv.frames.Reset(r.Body)
-	}
+	inv.frames = wire.NewReader(r.Body, e.cfg.MaxMessageSize)
 	inv.serve(version, bidi)
-	inv.release(&e.pool)
+	inv.release()
 }
 
-// release returns inv to the endpoint's pool; pooled invocations keep
-// their frame reader (sized for this endpoint's limit) and buffers.
-// It clears under both locks: a goroutine the handler left behind (one
-// still in a durable operation when its attempt suspended) may be in
-// statusErr or flush, which find the invocation released and do nothing.
-func (inv *invocation) release(pool *sync.Pool) {
+// release ends inv's use of the response. An invocation is never reused
+// for another stream: a durable operation the handler left running on
+// another goroutine (the bridge's context endpoint serving a worker's
+// request as the attempt ends) may still hold it, and must find this
+// attempt's own machine and context, never another invocation's. So it
+// keeps its machine and its (cancelled) context, and released makes flush
+// drop output and await answer Closed; the response writer is forgotten,
+// since writing to it after the handler returned is not allowed.
+func (inv *invocation) release() {
 	inv.wmu.Lock()
 	inv.mu.Lock()
-	inv.ep, inv.h, inv.w, inv.r, inv.m, inv.fl = nil, nil, nil, nil, nil, nil
-	inv.ctx, inv.cancel, inv.writeErr, inv.input, inv.headers = nil, nil, nil, nil, nil
+	inv.released, inv.w, inv.fl = true, nil, nil
 	inv.mu.Unlock()
 	inv.wmu.Unlock()
 	inv.frames.Reset(nil)
-	select {
-	case <-inv.wake:
-	default:
-	}
-	pool.Put(inv)
 }
 
 func (inv *invocation) serve(version int, bidi bool) {
@@ -368,7 +366,7 @@ func (inv *invocation) flush() {
 	inv.wmu.Lock()
 	defer inv.wmu.Unlock()
 	inv.mu.Lock()
-	if inv.m == nil || !inv.m.Pending() {
+	if inv.released || !inv.m.Pending() {
 		inv.mu.Unlock()
 		return
 	}
@@ -460,6 +458,10 @@ func (inv *invocation) interruptedLocked(index int, name string) bool {
 func (inv *invocation) await(id uint32) (journal.Result, journal.Status) {
 	for {
 		inv.mu.Lock()
+		if inv.released {
+			inv.mu.Unlock()
+			return journal.Result{}, journal.Closed
+		}
 		res, st := inv.m.Await(id)
 		if st == journal.Pending && inv.ctx.Err() != nil && inv.interruptedLocked(-1, "") {
 			st = journal.Closed
