@@ -399,6 +399,14 @@ func (r *chaosRun) inject(kind string) {
 // workers' groups outlives it by 10 s, and starts a new bridge on the same
 // address.
 func (r *chaosRun) killBridge(b *bridgeServe) {
+	if b.pid() == 0 {
+		// Nothing here stops a bridge but this function: one that is gone
+		// already exited on its own.
+		e := b.exit()
+		r.t.Errorf("the bridge exited on its own %s before this kill: %v\n%s", time.Since(e.at).Round(time.Millisecond), e.err, tail(b.logPath, 40))
+		b.start()
+		return
+	}
 	// Every child counts, also one forked a moment ago that has not
 	// exec'd python3 or bash yet; each is its own group's leader.
 	groups, workers := map[int]bool{}, map[int]bool{}
