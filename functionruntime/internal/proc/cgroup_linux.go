@@ -288,6 +288,9 @@ func newCgroupLeaf(l Limits) (*cgroupLeaf, error) {
 	if len(leaf.dirs) == 0 {
 		return nil, nil
 	}
+	// Open the event files now rather than at the first invocation, so a
+	// worker holds the same descriptors for its whole life.
+	_ = leaf.counters()
 	return leaf, nil
 }
 
