@@ -63,6 +63,27 @@ type chaosPlan struct {
 	overlapping bool
 }
 
+// attribute counts xs[k], an execution other than the journaled w, under
+// the first fault that explains it (between its start and the next
+// execution of the same id or step, what), keeping how long before the
+// fault a finished run had ended and, for inspection, the first ten
+// unexplained ones.
+func (r *chaosRun) attribute(xs []*execution, k int, w *execution, what string, causes map[string]int, exposures *[]time.Duration, unexplained *[]string) {
+	ex := xs[k]
+	nextNS := w.endNS
+	if k+1 < len(xs) {
+		nextNS = xs[k+1].startNS
+	}
+	c, exposed := r.faults.cause(ex, nextNS)
+	causes[c]++
+	if exposed > 0 {
+		*exposures = append(*exposures, exposed)
+	}
+	if strings.HasPrefix(c, "unexplained") && len(*unexplained) < 10 {
+		*unexplained = append(*unexplained, fmt.Sprintf("%s: %+v (next execution at %d; faults: %s)", what, *ex, nextNS, r.faults.around(ex.startNS)))
+	}
+}
+
 // overlapWindow is how long before an overlapping execution the fault
 // that deposed its attempt may lie.
 const overlapWindow = 10 * time.Second
@@ -818,18 +839,7 @@ func (r *chaosRun) tally() chaosTally {
 					id, ex.token, ex.startLine, w.token, w.endLine)
 				continue
 			}
-			nextNS := w.endNS
-			if k+1 < len(xs) {
-				nextNS = xs[k+1].startNS
-			}
-			c, exposed := r.faults.cause(ex, nextNS)
-			x.causes[c]++
-			if exposed > 0 {
-				x.exposures = append(x.exposures, exposed)
-			}
-			if strings.HasPrefix(c, "unexplained") && len(x.unexplained) < 10 {
-				x.unexplained = append(x.unexplained, fmt.Sprintf("%s: %+v (next execution at %d; faults: %s)", id, *ex, nextNS, r.faults.around(ex.startNS)))
-			}
+			r.attribute(xs, k, w, id, x.causes, &x.exposures, &x.unexplained)
 		}
 	}
 	for id := range x.tokens {
@@ -949,18 +959,7 @@ func (r *chaosRun) tallySteps(st *chaosStepsTally, workerKillHits map[int64]bool
 						id, step, ex.token, ex.startLine, w.token, w.endLine)
 					continue
 				}
-				nextNS := w.endNS
-				if k+1 < len(xs) {
-					nextNS = xs[k+1].startNS
-				}
-				c, exposed := r.faults.cause(ex, nextNS)
-				st.causes[c]++
-				if exposed > 0 {
-					st.exposures = append(st.exposures, exposed)
-				}
-				if strings.HasPrefix(c, "unexplained") && len(st.unexplained) < 10 {
-					st.unexplained = append(st.unexplained, fmt.Sprintf("%s step %s: %+v (next execution at %d; faults: %s)", id, step, *ex, nextNS, r.faults.around(ex.startNS)))
-				}
+				r.attribute(xs, k, w, id+" step "+step, st.causes, &st.exposures, &st.unexplained)
 			}
 		}
 	}
