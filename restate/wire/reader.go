@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"sync"
 )
 
 // DefaultMaxMessageSize is the payload limit used when none is configured;
@@ -17,12 +18,33 @@ var ErrMessageTooLarge = errors.New("message too large")
 // Reader reads frames from a stream, tolerating partial reads. It reuses one
 // payload buffer, so a payload is valid only until the next call to Next.
 // A Reader is not safe for concurrent use.
+//
+// Small frames are read through a read-ahead buffer: one Read of the
+// source usually returns several frames, or a frame's header with its
+// payload. Over HTTP/2 every Read of a request body that returns data
+// wakes the connection's goroutine (flow control), so reading a header
+// and its payload separately cost two hand-offs where one does.
 type Reader struct {
 	r   io.Reader
 	max uint32
 	hdr [HeaderSize]byte
 	buf []byte
+
+	// ra holds bytes read ahead of the frame being decoded, ra[rs:re];
+	// taken from readAheadPool on the first read and given back by Reset.
+	ra     *[]byte
+	rs, re int
+	// rerr is the error of the Read that also returned the buffered
+	// bytes, reported once they are consumed.
+	rerr error
 }
+
+// readAhead is the read-ahead buffer's size: a StartMessage with a short
+// journal, an input and a completion of everyday sizes. Reads of at least
+// this many bytes go to the source directly.
+const readAhead = 4 << 10
+
+var readAheadPool = sync.Pool{New: func() any { b := make([]byte, readAhead); return &b }}
 
 // NewReader returns a Reader over r that rejects payloads larger than
 // maxSize bytes (DefaultMaxMessageSize when maxSize <= 0).
@@ -33,15 +55,70 @@ func NewReader(r io.Reader, maxSize int) *Reader {
 	return &Reader{r: r, max: uint32(maxSize)}
 }
 
-// Reset makes the Reader read from r, keeping its buffer.
-func (r *Reader) Reset(src io.Reader) { r.r = src }
+// Reset makes the Reader read from src, keeping its payload buffer. Bytes
+// read ahead from the previous source are dropped, and the read-ahead
+// buffer goes back to a pool shared by all Readers (Reset(nil) when a
+// stream is done).
+func (r *Reader) Reset(src io.Reader) {
+	r.r = src
+	if r.ra != nil {
+		readAheadPool.Put(r.ra)
+		r.ra = nil
+	}
+	r.rs, r.re, r.rerr = 0, 0, nil
+}
+
+// readFull is io.ReadFull through the read-ahead buffer.
+func (r *Reader) readFull(p []byte) (int, error) {
+	n := 0
+	for n < len(p) {
+		if r.rs < r.re {
+			c := copy(p[n:], (*r.ra)[r.rs:r.re])
+			r.rs += c
+			n += c
+			continue
+		}
+		if err := r.rerr; err != nil {
+			r.rerr = nil
+			return n, fullErr(n, err)
+		}
+		if len(p)-n >= readAhead {
+			m, err := r.r.Read(p[n:])
+			n += m
+			if err != nil && n < len(p) {
+				return n, fullErr(n, err)
+			}
+			continue
+		}
+		if r.ra == nil {
+			r.ra = readAheadPool.Get().(*[]byte)
+		}
+		m, err := r.r.Read(*r.ra)
+		r.rs, r.re = 0, m
+		if err != nil {
+			if m == 0 {
+				return n, fullErr(n, err)
+			}
+			r.rerr = err
+		}
+	}
+	return n, nil
+}
+
+// fullErr is what io.ReadFull reports for err after n bytes.
+func fullErr(n int, err error) error {
+	if n > 0 && err == io.EOF {
+		return io.ErrUnexpectedEOF
+	}
+	return err
+}
 
 // Next returns the next frame. It returns io.EOF when the stream ends
 // cleanly between frames, io.ErrUnexpectedEOF when it ends inside one, and
 // an error wrapping ErrMessageTooLarge, before reading or allocating the
 // payload, when the header announces more than the limit.
 func (r *Reader) Next() (Header, []byte, error) {
-	if _, err := io.ReadFull(r.r, r.hdr[:]); err != nil {
+	if _, err := r.readFull(r.hdr[:]); err != nil {
 		return Header{}, nil, err
 	}
 	h := ParseHeader(r.hdr[:])
@@ -72,7 +149,7 @@ func (r *Reader) payload(n int) ([]byte, error) {
 			r.buf = make([]byte, n)
 		}
 		p := r.buf[:n]
-		_, err := io.ReadFull(r.r, p)
+		_, err := r.readFull(p)
 		return p, err
 	}
 	p := r.buf[:cap(r.buf)]
@@ -84,7 +161,7 @@ func (r *Reader) payload(n int) ([]byte, error) {
 			p = grown
 			r.buf = grown
 		}
-		m, err := io.ReadFull(r.r, p[got:min(n, len(p))])
+		m, err := r.readFull(p[got:min(n, len(p))])
 		got += m
 		if err != nil {
 			return nil, err

@@ -191,3 +191,84 @@ func TestDecodeCustomAndUnknown(t *testing.T) {
 		t.Fatal("malformed payload decoded")
 	}
 }
+
+// countingReader counts the Reads that reach the source.
+type countingReader struct {
+	r     io.Reader
+	reads int
+}
+
+func (c *countingReader) Read(p []byte) (int, error) {
+	c.reads++
+	return c.r.Read(p)
+}
+
+// Small frames come through the read-ahead buffer: a stream whose frames
+// arrive together (restate-server's StartMessage, input and the journal
+// it replays) costs one Read of the source, not two per frame, since each
+// Read of an HTTP/2 request body wakes the connection's goroutine.
+func TestReaderReadsSmallFramesInOneRead(t *testing.T) {
+	var stream []byte
+	stream, _ = wire.AppendMessage(stream, 0, &servicev1.StartMessage{DebugId: "inv", KnownEntries: 2})
+	stream, _ = wire.AppendMessage(stream, 0, &servicev1.InputCommandMessage{Value: &servicev1.Value{Content: []byte(`{"n":1}`)}})
+	stream, _ = wire.AppendMessage(stream, 0, &servicev1.RunCommandMessage{Name: "invoke", ResultCompletionId: 1})
+	src := &countingReader{r: bytes.NewReader(stream)}
+	r := wire.NewReader(src, 0)
+	for _, want := range []wire.MessageType{wire.StartMessageType, wire.InputCommandType, wire.RunCommandType} {
+		h, p, err := r.Next()
+		if err != nil || h.Type != want {
+			t.Fatalf("Next = %v %v, want %s", h.Type, err, want)
+		}
+		if _, err := wire.Decode(h, p); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if src.reads != 1 {
+		t.Errorf("%d Reads of the source for three small frames, want 1", src.reads)
+	}
+	if _, _, err := r.Next(); err != io.EOF {
+		t.Fatalf("at end: %v, want io.EOF", err)
+	}
+}
+
+// A source that returns its last bytes together with an error: the frames
+// in those bytes are delivered first, then the error, once.
+func TestReaderDeliversBufferedFramesBeforeTheReadError(t *testing.T) {
+	stream, _ := wire.AppendMessage(nil, 0, &servicev1.StartMessage{DebugId: "inv"})
+	broken := errors.New("stream reset")
+	r := wire.NewReader(iotest.DataErrReader(io.MultiReader(bytes.NewReader(stream), iotest.ErrReader(broken))), 0)
+	if h, _, err := r.Next(); err != nil || h.Type != wire.StartMessageType {
+		t.Fatalf("first frame: %v %v", h.Type, err)
+	}
+	if _, _, err := r.Next(); !errors.Is(err, broken) {
+		t.Fatalf("after the frame: %v, want the source's error", err)
+	}
+}
+
+// Reset drops what was read ahead from the old source: a frame of the
+// previous stream never surfaces on the next one.
+func TestReaderResetDropsReadAhead(t *testing.T) {
+	var stream []byte
+	stream, _ = wire.AppendMessage(stream, 0, &servicev1.StartMessage{DebugId: "old"})
+	stream, _ = wire.AppendMessage(stream, 0, &servicev1.StartMessage{DebugId: "old, unread"})
+	r := wire.NewReader(bytes.NewReader(stream), 0)
+	if _, _, err := r.Next(); err != nil {
+		t.Fatal(err)
+	}
+	next, _ := wire.AppendMessage(nil, 0, &servicev1.StartMessage{DebugId: "new"})
+	r.Reset(bytes.NewReader(next))
+	h, p, err := r.Next()
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, err := wire.Decode(h, p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if id := m.(*servicev1.StartMessage).GetDebugId(); id != "new" {
+		t.Fatalf("after Reset read %q, want the new stream's frame", id)
+	}
+	if _, _, err := r.Next(); err != io.EOF {
+		t.Fatalf("at end: %v, want io.EOF", err)
+	}
+}
