@@ -17,6 +17,10 @@ import (
 // pool, record encoding, logging).
 type echoRuntime struct {
 	regs atomic.Int64
+	// delay holds each answer back (fake-serve --run-delay), standing in
+	// for a worker's round trip: how restate-server's cost per request
+	// depends on the time between the RunCommand and the proposal.
+	delay time.Duration
 }
 
 var _ executorv1.FunctionRuntimeClient = (*echoRuntime)(nil)
@@ -39,6 +43,9 @@ func (e *echoRuntime) FunctionStatus(_ context.Context, in *executorv1.FunctionS
 }
 
 func (e *echoRuntime) InvokeFunction(_ context.Context, in *executorv1.InvokeFunctionRequest, _ ...grpc.CallOption) (*executorv1.InvokeFunctionResponse, error) {
+	if e.delay > 0 {
+		time.Sleep(e.delay)
+	}
 	ct := in.GetContentType()
 	if ct == "" {
 		ct = "application/json"

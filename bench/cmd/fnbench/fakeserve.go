@@ -34,6 +34,7 @@ func fakeServe(args []string) error {
 	logLevel := fs.String("log-level", "info", "zerolog level, as bridge --log-level")
 	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile of the whole run to this file")
 	embedded := fs.Bool("embedded", false, "use the configured (embedded) runtimes instead of the in-process echo runtime")
+	runDelay := fs.Duration("run-delay", 0, "hold each echo answer back this long (a stand-in for a worker's round trip)")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -61,7 +62,7 @@ func fakeServe(args []string) error {
 	}
 	opts := bridge.Options{Logger: log}
 	if !*embedded {
-		echo := &echoRuntime{}
+		echo := &echoRuntime{delay: *runDelay}
 		opts.Clients = map[string]executorv1.FunctionRuntimeClient{"python": echo, "bash": echo}
 	}
 	b, err := bridge.New(cfg, opts)
