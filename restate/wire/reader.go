@@ -115,8 +115,9 @@ func fullErr(n int, err error) error {
 
 // Next returns the next frame. It returns io.EOF when the stream ends
 // cleanly between frames, io.ErrUnexpectedEOF when it ends inside one, and
-// an error wrapping ErrMessageTooLarge, before reading or allocating the
-// payload, when the header announces more than the limit.
+// an error wrapping ErrMessageTooLarge, before allocating the payload or
+// reading more of it than what came with the header into the read-ahead
+// buffer, when the header announces more than the limit.
 func (r *Reader) Next() (Header, []byte, error) {
 	if _, err := r.readFull(r.hdr[:]); err != nil {
 		return Header{}, nil, err
