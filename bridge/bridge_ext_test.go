@@ -3,6 +3,7 @@ package bridge_test
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"net"
 	"net/http"
 	"os"
@@ -37,6 +38,7 @@ type harness struct {
 	logs   *logRecords // the bridge's log, debug level
 	// target is the handler play invokes, "Svc/fn" unless set.
 	target string
+	b      *bridge.Bridge
 }
 
 func newHarness(t *testing.T, extra string) *harness {
@@ -103,7 +105,7 @@ func newHarnessConfigWith(t *testing.T, config func(dir string) string, opts bri
 		defer cancel()
 		_ = b.Close(ctx)
 	})
-	return &harness{t: t, fake: fake, url: "http://" + ln.Addr().String(), client: restatetest.NewH2CClient(), logs: logs}
+	return &harness{t: t, fake: fake, url: "http://" + ln.Addr().String(), client: restatetest.NewH2CClient(), logs: logs, b: b}
 }
 
 // play runs one invocation stream: start frames in, every frame out.
@@ -413,6 +415,69 @@ func TestAllRegistrationsBusyFailsWith429(t *testing.T) {
 		t.Fatalf("code %d, want 429 while the only registration is leased", e.GetCode())
 	}
 	close(release)
+	wantTypes(t, <-done, wire.RunCommandType, wire.ProposeRunCompletionMessageType, wire.OutputCommandType, wire.EndMessageType)
+}
+
+// A run queued for a busy pool is not shown in flight: its RunCommand
+// reaches Restate once a registration is leased for it, just before the
+// function runs, so Restate gets the command and the result close
+// together rather than the queue's wait apart.
+func TestQueuedInvocationFlushesItsRunOnceLeased(t *testing.T) {
+	h := newHarness(t, "        concurrency: 1\n")
+	release := make(chan struct{})
+	started := make(chan struct{}, 2)
+	h.fake.setInvoke(func(ctx context.Context, r *executorv1.InvokeFunctionRequest) (*executorv1.InvokeFunctionResponse, error) {
+		started <- struct{}{}
+		select {
+		case <-release:
+		case <-ctx.Done():
+		}
+		return &executorv1.InvokeFunctionResponse{Output: r.GetInput(), ContentType: "application/json"}, nil
+	})
+	done := make(chan []restatetest.Frame, 1)
+	go func() { done <- h.play(6, []any{restatetest.Start("inv_a", 1), restatetest.Input([]byte(`1`))}, nil) }()
+	<-started
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	s := restatetest.Open(ctx, h.client, restatetest.InvokeURL(h.url, "Svc", "fn"), 6)
+	defer s.Close()
+	if err := s.Send(restatetest.Start("inv_b", 1), restatetest.Input([]byte(`2`))); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "the queued invocation in flight", func() (bool, string) {
+		n := h.b.InFlight()
+		return n == 2, fmt.Sprintf("%d invocations in flight", n)
+	})
+	frames := make(chan restatetest.Frame, 8)
+	go func() {
+		for {
+			f, err := s.Next()
+			if err != nil {
+				close(frames)
+				return
+			}
+			frames <- f
+		}
+	}()
+	select {
+	case f := <-frames:
+		t.Fatalf("queued invocation wrote %v while the only registration was leased", f)
+	case <-time.After(300 * time.Millisecond):
+	}
+	close(release)
+	var got []restatetest.Frame
+	for f := range frames {
+		got = append(got, f)
+		if restatetest.Terminal(f.Type()) {
+			break
+		}
+		if a, ok := restatetest.Answer(f); ok {
+			if err := s.Send(a); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	wantTypes(t, got, wire.RunCommandType, wire.ProposeRunCompletionMessageType, wire.OutputCommandType, wire.EndMessageType)
 	wantTypes(t, <-done, wire.RunCommandType, wire.ProposeRunCompletionMessageType, wire.OutputCommandType, wire.EndMessageType)
 }
 

@@ -25,6 +25,10 @@ func (c invocationContext) Key() string                { return c.inv.m.Key() }
 func (c invocationContext) Headers() map[string]string { return c.inv.headers }
 
 func (c invocationContext) Run(name string, fn func(ctx context.Context) ([]byte, error)) ([]byte, error) {
+	return c.RunReady(name, nil, fn)
+}
+
+func (c invocationContext) RunReady(name string, ready func(ctx context.Context) error, fn func(ctx context.Context) ([]byte, error)) ([]byte, error) {
 	inv := c.inv
 	inv.mu.Lock()
 	id, execute, err := inv.m.RunStart(name)
@@ -38,8 +42,12 @@ func (c invocationContext) Run(name string, fn func(ctx context.Context) ([]byte
 		if cancelled && !inv.h.deliverCancel {
 			return nil, ErrCancelled
 		}
-		inv.flush() // the RunCommand reaches Restate before fn runs
-		out, ferr := runClosure(inv.ctx, fn)
+		var out []byte
+		ferr := runReady(inv.ctx, ready)
+		if ferr == nil {
+			inv.flush() // the RunCommand reaches Restate before fn runs
+			out, ferr = runClosure(inv.ctx, fn)
+		}
 		inv.mu.Lock()
 		err = inv.settleRun(id, index, name, out, ferr)
 		inv.mu.Unlock()
@@ -114,6 +122,20 @@ func runRetryable(name string, err error) *RetryableError {
 }
 
 // runClosure calls fn, turning a panic into a retryable failure.
+// runReady runs a RunReady readiness step (nil: none) as runClosure runs
+// the closure: a panic is a retryable failure of the attempt.
+func runReady(ctx context.Context, ready func(context.Context) error) (err error) {
+	if ready == nil {
+		return nil
+	}
+	defer func() {
+		if p := recover(); p != nil {
+			err = &RetryableError{Code: CodeInternal, Message: fmt.Sprintf("run readiness step panicked: %v", p)}
+		}
+	}()
+	return ready(ctx)
+}
+
 func runClosure(ctx context.Context, fn func(context.Context) ([]byte, error)) (out []byte, err error) {
 	defer func() {
 		if p := recover(); p != nil {

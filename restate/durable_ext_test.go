@@ -454,6 +454,116 @@ func TestRunCommandReachesRuntimeBeforeClosure(t *testing.T) {
 	}
 }
 
+// RunReady: the readiness step runs before the RunCommand is flushed (a
+// run waiting for a worker is not shown in flight), the closure after it;
+// neither runs on replay of a recorded run; a failed readiness step fails
+// the attempt without calling the closure.
+func TestRunReadyFlushesAfterReadiness(t *testing.T) {
+	var (
+		readyIn, release chan struct{}
+		fnRan            atomic.Int32
+		readyErr         error
+	)
+	handlers := map[string]restate.HandlerFunc{
+		"ready": func(ctx restate.Context, _ []byte) ([]byte, error) {
+			return ctx.RunReady("step", func(context.Context) error {
+				close(readyIn)
+				<-release
+				return readyErr
+			}, func(context.Context) ([]byte, error) {
+				fnRan.Add(1)
+				return []byte("done"), nil
+			})
+		},
+	}
+	for _, v := range versions {
+		t.Run(fmt.Sprintf("v%d", v), func(t *testing.T) {
+			readyIn, release, readyErr = make(chan struct{}), make(chan struct{}), nil
+			fnRan.Store(0)
+			_, url := stepsServer(t, restate.BidiStream, handlers)
+			ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+			defer cancel()
+			s := restatetest.Open(ctx, restatetest.NewH2CClient(), restatetest.InvokeURL(url, "D", "ready"), v)
+			defer s.Close()
+			if err := s.Send(restatetest.Start("inv_ready", 1), restatetest.Input(nil)); err != nil {
+				t.Fatal(err)
+			}
+			<-readyIn
+			frames := make(chan restatetest.Frame, 1)
+			go func() {
+				if f, err := s.Next(); err == nil {
+					frames <- f
+				}
+			}()
+			// A frame here would be a RunCommand flushed while ready waits.
+			select {
+			case f := <-frames:
+				t.Fatalf("frame %v reached the runtime while the readiness step waited", f)
+			case <-time.After(300 * time.Millisecond):
+			}
+			close(release)
+			f := <-frames
+			if r, ok := restatetest.Message[*servicev1.RunCommandMessage](f); !ok || r.GetName() != "step" {
+				t.Fatalf("first frame %v, want RunCommand \"step\"", f)
+			}
+			for {
+				f, err := s.Next()
+				if err != nil {
+					t.Fatal(err)
+				}
+				if restatetest.Terminal(f.Type()) {
+					if f.Type() != wire.EndMessageType {
+						t.Fatalf("ended with %v", f)
+					}
+					break
+				}
+				if a, ok := restatetest.Answer(f); ok {
+					if err := s.Send(a); err != nil {
+						t.Fatal(err)
+					}
+				}
+			}
+			if fnRan.Load() != 1 {
+				t.Fatalf("closure ran %d times, want 1", fnRan.Load())
+			}
+		})
+		t.Run(fmt.Sprintf("v%d/replay", v), func(t *testing.T) {
+			readyIn, release, readyErr = make(chan struct{}), make(chan struct{}), nil
+			fnRan.Store(0)
+			_, url := stepsServer(t, restate.BidiStream, handlers)
+			got := playSteps(t, url, v, "ready", []any{restatetest.Start("inv_ready_replay", 3), restatetest.Input(nil),
+				restatetest.Run(1, "step"), restatetest.RunValue(1, []byte("recorded"))}, nil)
+			if out := outputValue(t, got); out != "recorded" {
+				t.Fatalf("output %q, want the recorded value", out)
+			}
+			select {
+			case <-readyIn:
+				t.Fatal("the readiness step ran on replay of a recorded run")
+			default:
+			}
+			if fnRan.Load() != 0 {
+				t.Fatal("the closure ran on replay of a recorded run")
+			}
+		})
+		t.Run(fmt.Sprintf("v%d/failed", v), func(t *testing.T) {
+			readyIn, release = make(chan struct{}), make(chan struct{})
+			readyErr = &restate.RetryableError{Code: restate.CodeInternal, Message: "no worker"}
+			close(release)
+			fnRan.Store(0)
+			_, url := stepsServer(t, restate.BidiStream, handlers)
+			got := playSteps(t, url, v, "ready", []any{restatetest.Start("inv_ready_failed", 1), restatetest.Input(nil)}, nil)
+			last := got[len(got)-1]
+			e, ok := restatetest.Message[*servicev1.ErrorMessage](last)
+			if !ok || !strings.Contains(e.GetMessage(), "no worker") {
+				t.Fatalf("ended with %v, want an ErrorMessage carrying the readiness error", last)
+			}
+			if fnRan.Load() != 0 {
+				t.Fatal("the closure ran after its readiness step failed")
+			}
+		})
+	}
+}
+
 // RandomSeed is StartMessage.random_seed when set, else derived from the
 // invocation id: the same on every attempt.
 func TestRandomSeed(t *testing.T) {

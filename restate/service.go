@@ -36,6 +36,15 @@ type Context interface {
 	// does when the invocation must suspend. Runs must be issued in the
 	// same order, with the same names, on every attempt.
 	Run(name string, fn func(ctx context.Context) ([]byte, error)) ([]byte, error)
+	// RunReady is Run with a readiness step for a run that must first
+	// wait for something, such as a free worker. When the run executes
+	// (never on replay of a recorded run), ready runs after its
+	// RunCommand is journaled, and RunReady flushes the command only
+	// once ready returns, so the runtime sees the step in flight when it
+	// can start rather than while it waits; if ready returns
+	// nil, fn runs next (always), after the flush. An error from ready is
+	// handled as fn's would be, and fn is not called. ready nil is Run.
+	RunReady(name string, ready func(ctx context.Context) error, fn func(ctx context.Context) ([]byte, error)) ([]byte, error)
 
 	// The durable-steps operations: the parts of Run as separate calls,
 	// timers, calls to other handlers, and waiting for several results.
