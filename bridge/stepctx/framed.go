@@ -2,6 +2,7 @@ package stepctx
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"crypto/sha256"
 	"encoding/binary"
@@ -25,6 +26,10 @@ const FramedPreface = "FNBRIDGE/1 "
 
 // maxFramedToken bounds the preface's token line.
 const maxFramedToken = 512
+
+// maxKeptFrame is the largest request buffer a framed connection keeps
+// for its next frame; a larger one (a big value) is dropped after use.
+const maxKeptFrame = 64 << 10
 
 // prefaceTimeout bounds how long an accepted connection may take to show
 // which protocol it speaks (and, framed, to send its token).
@@ -230,7 +235,7 @@ func (s *Server) serveFramed(c net.Conn, br *bufio.Reader) {
 	_ = c.SetReadDeadline(time.Time{})
 	token := strings.TrimSuffix(string(line), "\n")
 	key := sha256.Sum256([]byte(token))
-	var out []byte
+	var out, frame []byte
 	var hdr [4]byte
 	for {
 		if _, err := io.ReadFull(br, hdr[:]); err != nil {
@@ -248,11 +253,19 @@ func (s *Server) serveFramed(c net.Conn, br *bufio.Reader) {
 			}
 			status, v = errorAnswer(&apiError{status: http.StatusRequestEntityTooLarge, msg: fmt.Sprintf("request body exceeds %d bytes", s.maxBody)})
 		} else {
-			frame := make([]byte, n)
+			// One buffer per connection serves every frame: operations copy
+			// what they keep (see serveFrame). A large one is not kept.
+			if int64(cap(frame)) < n {
+				frame = make([]byte, n)
+			}
+			frame = frame[:n]
 			if _, err := io.ReadFull(br, frame); err != nil {
 				return
 			}
 			status, v = s.serveFrame(c, br, token, key, frame)
+			if cap(frame) > maxKeptFrame {
+				frame = nil
+			}
 		}
 		out = appendAnswer(out[:0], status, v)
 		if _, err := c.Write(out); err != nil {
@@ -264,10 +277,11 @@ func (s *Server) serveFramed(c net.Conn, br *bufio.Reader) {
 	}
 }
 
-// serveFrame serves one request frame.
+// serveFrame serves one request frame. The frame's buffer is reused for
+// the next one, so nothing may keep a slice of it: decoding copies.
 func (s *Server) serveFrame(c net.Conn, br *bufio.Reader, token string, key [32]byte, frame []byte) (int, any) {
-	name, body, _ := strings.Cut(string(frame), "\n")
-	op, ok := framedRoutes[name]
+	name, body, _ := bytes.Cut(frame, []byte{'\n'})
+	op, ok := framedRoutes[string(name)]
 	if !ok {
 		return errorAnswer(&apiError{status: http.StatusNotFound, msg: fmt.Sprintf("no fnbridge context operation %q (this bridge speaks protocol v1)", name)})
 	}
@@ -282,12 +296,12 @@ func (s *Server) serveFrame(c net.Conn, br *bufio.Reader, token string, key [32]
 		return errorAnswer(endedError(err))
 	}
 	ctx := context.Background()
-	if waitingOps[name] {
+	if waitingOps[string(name)] {
 		var stop func()
 		ctx, stop = watchHangUp(c, br)
 		defer stop()
 	}
-	return a.serveOp(ctx, op, []byte(body))
+	return a.serveOp(ctx, op, body)
 }
 
 // watchHangUp returns a context that ends when the client closes c while

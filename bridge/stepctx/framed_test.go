@@ -136,3 +136,43 @@ func TestFramedHangUpEndsTheWait(t *testing.T) {
 	}
 	dialFramed(t, addr, a.Token()).want("invocation-id", `{}`, 200, `"invocation_id"`)
 }
+
+// Every journaled value keeps its bytes although a connection reads each
+// frame into the same buffer, and a client may send its preface and
+// first request in one write (the Python worker does).
+func TestFramedValuesSurviveTheNextFrame(t *testing.T) {
+	s, addr := serve(t, "unix", stepctx.Config{})
+	j := &stepctxtest.Journal{}
+	a, _ := open(t, s, addr, j)
+	network, address, _ := stepctx.ParseAddr(addr)
+	c, err := net.Dial(network, address)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	first := "run/start\n" + `{"name":"s1"}`
+	frame := binary.BigEndian.AppendUint32([]byte(stepctx.FramedPreface+a.Token()+"\n"), uint32(len(first)))
+	if _, err := c.Write(append(frame, first...)); err != nil {
+		t.Fatal(err)
+	}
+	f := &framed{t: t, c: c, r: bufio.NewReader(c)}
+	if _, err := io.ReadFull(f.r, make([]byte, 4+len(`200`+"\n"+`{"execute":"run-1"}`))); err != nil {
+		t.Fatal(err)
+	}
+	values := []string{`{"v":"` + strings.Repeat("a", 300) + `"}`, `{"v":"` + strings.Repeat("b", 200) + `"}`, `"` + strings.Repeat("c", 100<<10) + `"`, `[1, 2]`}
+	f.want("run/complete", `{"handle":"run-1","value":`+values[0]+`}`, 200, `"result"`)
+	for i, v := range values[1:] {
+		h := "run-" + strconv.Itoa(i+2)
+		f.want("run/start", `{"name":"s`+strconv.Itoa(i+2)+`"}`, 200, `{"execute":"`+h+`"}`)
+		f.want("run/complete", `{"handle":"`+h+`","value":`+v+`}`, 200, `"result"`)
+	}
+	e := j.Entries()
+	if len(e) != len(values) {
+		t.Fatalf("journal has %d entries, want %d", len(e), len(values))
+	}
+	for i, v := range values {
+		if e[i].Name != "s"+strconv.Itoa(i+1) || e[i].Result == nil || string(e[i].Result.Value) != v {
+			t.Errorf("entry %d: %q %.60q, want s%d %.60q", i, e[i].Name, e[i].Result.Value, i+1, v)
+		}
+	}
+}

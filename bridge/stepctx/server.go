@@ -1,6 +1,7 @@
 package stepctx
 
 import (
+	"bytes"
 	"context"
 	"crypto/rand"
 	"crypto/sha256"
@@ -417,7 +418,7 @@ func decode(body []byte, v any) *apiError {
 	if len(body) == 0 {
 		body = []byte("{}")
 	}
-	d := json.NewDecoder(strings.NewReader(string(body)))
+	d := json.NewDecoder(bytes.NewReader(body))
 	d.DisallowUnknownFields()
 	if err := d.Decode(v); err != nil {
 		return badRequest("request body: %v", err)
@@ -466,7 +467,7 @@ func (a *Attempt) newHandle(prefix string, h *handle) string {
 
 func (a *Attempt) runStart(_ context.Context, body []byte) (any, *apiError) {
 	var req runStartRequest
-	if e := decode(body, &req); e != nil {
+	if e := decodeRunStart(body, &req); e != nil {
 		return nil, e
 	}
 	if req.Name == "" {
@@ -489,7 +490,7 @@ func (a *Attempt) runStart(_ context.Context, body []byte) (any, *apiError) {
 
 func (a *Attempt) runComplete(_ context.Context, body []byte) (any, *apiError) {
 	var req runCompleteRequest
-	if e := decode(body, &req); e != nil {
+	if e := decodeRunComplete(body, &req); e != nil {
 		return nil, e
 	}
 	h := a.handles[req.Handle]
