@@ -18,6 +18,7 @@ def _fnbridge_worker():
     import signal
     import struct
     import sys
+    from struct import pack, unpack_from
     import traceback
     import types
 
@@ -222,6 +223,7 @@ def _fnbridge_worker():
             self.address = address
             self.token = token
             self.conn = None
+            self.preface = None  # sent with the first request of conn
             self.lock = _thread.allocate_lock()
             self.owner = None  # thread making the call in flight
             self.op = None  # its API name
@@ -289,11 +291,12 @@ def _fnbridge_worker():
                 host, _, port = ctx.address[len("tcp://"):].rpartition(":")
                 conn = socket.create_connection((host.strip("[]"), int(port)))
                 conn.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-            conn.sendall(b"FNBRIDGE/1 " + ctx.token.encode("ascii") + b"\n")
         except BaseException:
             if conn is not None:
                 conn.close()
             raise
+        # The preface travels with the first request, in one send.
+        ctx.preface = b"FNBRIDGE/1 " + ctx.token.encode("ascii") + b"\n"
         ctx.conn = conn
         return conn
 
@@ -305,28 +308,55 @@ def _fnbridge_worker():
             except Exception:
                 pass
 
-    def exchange(conn, frame):
+    # Answers are read into one buffer, reused by every call of the worker
+    # (calls are made one at a time): no allocation per recv, and only the
+    # answer's body is copied out, as the str json.loads takes.
+    answer_buf = bytearray(65536)
+    answer_view = memoryview(answer_buf)
+    # Compact encoders made once (json.dumps with arguments builds one per
+    # call); same output as json.dumps(..., separators=(",", ":")).
+    compact_ascii = json.JSONEncoder(separators=(",", ":")).encode
+    quote = json.encoder.encode_basestring_ascii
+
+    def exchange(ctx, frame):
+        conn = connection(ctx)
+        if ctx.preface is not None:
+            frame, ctx.preface = ctx.preface + frame, None
         conn.sendall(frame)
-        buf = conn.recv(65536)
-        while len(buf) < 4 or len(buf) < 4 + int.from_bytes(buf[:4], "big"):
-            chunk = conn.recv(65536 if len(buf) < 4 else max(65536, 4 + int.from_bytes(buf[:4], "big") - len(buf)))
-            if not chunk:
+        buf, view = answer_buf, answer_view
+        n = conn.recv_into(view)
+        while n < 4:
+            got = conn.recv_into(view[n:])
+            if not got:
                 raise ConnectionError("the context endpoint closed the connection")
-            if not isinstance(buf, bytearray):
-                buf = bytearray(buf)
-            buf += chunk
-        nl = buf.index(b"\n", 4)
-        return int(buf[4:nl]), bytes(buf[nl + 1:])
+            n += got
+        total = 4 + unpack_from(">I", buf)[0]
+        if total > len(buf):
+            buf = bytearray(total)
+            buf[:n] = view[:n]
+            view = memoryview(buf)
+        while n < total:
+            got = conn.recv_into(view[n:total])
+            if not got:
+                raise ConnectionError("the context endpoint closed the connection")
+            n += got
+        nl = buf.find(b"\n", 4, total)
+        if nl < 0:
+            raise ValueError("an answer frame without a status line")
+        return int(buf[4:nl]), str(view[nl + 1:total], "utf-8")
 
     def request(ctx, api_name, op, fields, raw=None):
         # raw is (field, JSON bytes) spliced in as sent, so the journal gets
         # exactly the compact encoding.
-        body = json.dumps(fields, separators=(",", ":")).encode("utf-8")
+        body = compact_ascii(fields).encode("ascii")
         if raw is not None:
-            body = body[:-1] + (b"," if fields else b"") + json.dumps(raw[0]).encode("ascii") + b":" + raw[1] + b"}"
-        payload = op.encode("ascii") + b"\n" + body
+            body = body[:-1] + (b"," if fields else b"") + quote(raw[0]).encode("ascii") + b":" + raw[1] + b"}"
+        return request_body(ctx, api_name, op.encode("ascii") + b"\n", body)
+
+    def request_body(ctx, api_name, op_line, body):
+        # op_line is b"<operation>\n"; body the request's JSON, encoded.
         try:
-            status, data = exchange(connection(ctx), len(payload).to_bytes(4, "big") + payload)
+            status, data = exchange(ctx, pack(">I", len(op_line) + len(body)) + op_line + body)
         except (OSError, ValueError) as exc:
             drop_connection(ctx)
             # Whether the request reached the journal is unknown: nothing
@@ -423,7 +453,7 @@ def _fnbridge_worker():
             raise TypeError("fnbridge.run(%r): fn must be callable, not %s" % (name, type(fn).__name__))
         ctx = enter("run")
         try:
-            started = request(ctx, "run", "run/start", {"name": name})
+            started = request_body(ctx, "run", b"run/start\n", b'{"name":' + quote(name).encode("ascii") + b"}")
             if "recorded" in started:
                 return result_of(started["recorded"])
             handle = started["execute"]
@@ -456,7 +486,8 @@ def _fnbridge_worker():
                     "code": 500, "message": "fnbridge.run(%r): the step's return value is not JSON-serializable: %s: %s"
                     % (name, type_name(exc), message_of(exc))}})
                 return result_of(done["result"])
-            done = request(ctx, "run", "run/complete", {"handle": handle}, ("value", encoded))
+            done = request_body(ctx, "run", b"run/complete\n",
+                                b'{"handle":' + quote(handle).encode("ascii") + b',"value":' + encoded + b"}")
             return result_of(done["result"])
         finally:
             leave(ctx)
@@ -882,13 +913,17 @@ def _fnbridge_worker():
             os.unlink(path)
             return f.read(max_outputs_file + 1)
 
+    # Made once: json.dumps with arguments builds an encoder per call.
+    encode_text = json.JSONEncoder(ensure_ascii=False, allow_nan=False, separators=(",", ":")).encode
+    encode_ascii = json.JSONEncoder(allow_nan=False, separators=(",", ":")).encode
+
     def encode(value):
         try:
-            text = json.dumps(value, ensure_ascii=False, allow_nan=False, separators=(",", ":"))
+            text = encode_text(value)
             try:
                 return text.encode("utf-8")
             except UnicodeEncodeError:  # lone surrogates: escape them instead
-                return json.dumps(value, allow_nan=False, separators=(",", ":")).encode("ascii")
+                return encode_ascii(value).encode("ascii")
         except (TypeError, ValueError, RecursionError) as exc:
             raise _Unserializable(exc)
 

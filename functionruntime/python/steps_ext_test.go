@@ -161,6 +161,12 @@ def env_key(event):
 def hold(event):
     fnbridge.run("hold", lambda: mark("hold"))
 
+def big_values(event):
+    # Answers larger than the worker's 64 KiB read buffer, then small ones.
+    big = fnbridge.run("big", lambda: "\u00e9" * 100000 + "end")
+    small = fnbridge.run("small", lambda: {"n": 1})
+    return [len(big), big[-3:], small, fnbridge.run("bigger", lambda: ["x" * 70000, 2])[1]]
+
 def unreachable(event):
     return [catch(fnbridge.invocation_id), catch(fnbridge.random)]
 `
@@ -577,4 +583,21 @@ func TestStepsUnreachableEndpoint(t *testing.T) {
 	if strings.Contains(he.Message, "Suspended") {
 		t.Fatalf("message = %q", he.Message)
 	}
+}
+
+// Rule: a step's value comes back whole whatever its size, executed or
+// replayed, including answers larger than the worker's read buffer, and
+// the steps after it read theirs correctly.
+func TestStepsLargeValues(t *testing.T) {
+	s := newSteps(t, "big_values")
+	j := &stepctxtest.Journal{}
+	res, err := s.invoke(t, s.Open(t, j), `null`)
+	const want = `[100003,"end",{"n":1},2]`
+	steptest.MustOutput(t, res, err, want)
+	if e := j.Entries(); len(e) != 3 || e[0].Result == nil || len(e[0].Result.Value) != 2*100000+5 {
+		t.Fatalf("journal = %d entries, want 3, the first 200005 bytes of UTF-8 JSON", len(e))
+	}
+	j.Restart()
+	again, err := s.invoke(t, s.Open(t, j), `null`)
+	steptest.MustOutput(t, again, err, want)
 }
