@@ -318,6 +318,20 @@ def _fnbridge_worker():
     compact_ascii = json.JSONEncoder(separators=(",", ":")).encode
     quote = json.encoder.encode_basestring_ascii
 
+    scan_json = json.JSONDecoder().scan_once
+
+    def load_answer(text):
+        # The endpoint answers compact JSON: the scanner alone parses it,
+        # without json.loads' layers; anything else (and every error) goes
+        # through json.loads.
+        try:
+            value, end = scan_json(text, 0)
+            if end == len(text):
+                return value
+        except (StopIteration, ValueError, RecursionError):
+            pass
+        return json.loads(text)
+
     def exchange(ctx, frame):
         conn = connection(ctx)
         if ctx.preface is not None:
@@ -365,7 +379,7 @@ def _fnbridge_worker():
                 ctx.address, type_name(exc), message_of(exc))
             raise RuntimeError(ctx.broken)
         try:
-            answer = json.loads(data)
+            answer = load_answer(data)
             message = answer.get("error", "") if status != 200 else ""
         except (ValueError, AttributeError):
             raise RuntimeError("fnbridge.%s: the context endpoint at %s sent an unreadable answer (HTTP %d): %r"
@@ -916,6 +930,30 @@ def _fnbridge_worker():
     # Made once: json.dumps with arguments builds an encoder per call.
     encode_text = json.JSONEncoder(ensure_ascii=False, allow_nan=False, separators=(",", ":")).encode
     encode_ascii = json.JSONEncoder(allow_nan=False, separators=(",", ":")).encode
+
+    def fast_encoder():
+        # What JSONEncoder.encode runs for these settings, without its
+        # Python layers (a step's value is encoded on every run): the C
+        # encoder, made per call with fresh circular-reference markers.
+        # Used only when it exists and agrees with encode_text.
+        make = getattr(json.encoder, "c_make_encoder", None)
+        if make is None:
+            return encode_text
+        default, text = json.JSONEncoder().default, json.encoder.encode_basestring
+        join = "".join
+
+        def encode_fast(value):
+            return join(make({}, default, text, None, ":", ",", False, False, False)(value, 0))
+
+        try:
+            sample = {"a": [1, 2.5, None, True, "\u00e9\n"], "b": {"c": -3}}
+            if encode_fast(sample) == encode_text(sample) and encode_fast("x") == encode_text("x"):
+                return encode_fast
+        except Exception:
+            pass
+        return encode_text
+
+    encode_text = fast_encoder()
 
     def encode(value):
         try:

@@ -167,6 +167,18 @@ def big_values(event):
     small = fnbridge.run("small", lambda: {"n": 1})
     return [len(big), big[-3:], small, fnbridge.run("bigger", lambda: ["x" * 70000, 2])[1]]
 
+def encodings(event):
+    loop = []
+    loop.append(loop)
+    out = [fnbridge.run("utf8", lambda: {"t": "h\u00e9llo \u2713", "f": 0.5, "l": (1, None, True)}),
+           fnbridge.run("surrogate", lambda: "\ud800")]
+    for name, bad in (("loop", loop), ("nan", float("nan")), ("set", {1})):
+        try:
+            fnbridge.run(name, lambda: bad)
+        except fnbridge.TerminalError as e:
+            out.append(e.message)
+    return out
+
 def unreachable(event):
     return [catch(fnbridge.invocation_id), catch(fnbridge.random)]
 `
@@ -600,4 +612,30 @@ func TestStepsLargeValues(t *testing.T) {
 	j.Restart()
 	again, err := s.invoke(t, s.Open(t, j), `null`)
 	steptest.MustOutput(t, again, err, want)
+}
+
+// Rule: a step's value is journaled as compact JSON, non-ASCII text as
+// UTF-8 and a lone surrogate escaped; a value JSON cannot encode (a
+// cycle, NaN, a set) is the step's terminal failure, each with its own
+// reason.
+func TestStepsValueEncoding(t *testing.T) {
+	s := newSteps(t, "encodings")
+	j := &stepctxtest.Journal{}
+	res, err := s.invoke(t, s.Open(t, j), `null`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []any
+	if err := json.Unmarshal(res.Output, &out); err != nil || len(out) != 5 {
+		t.Fatalf("output %s: %v", res.Output, err)
+	}
+	for i, want := range []string{"ValueError: Circular reference detected", "ValueError: Out of range float values are not JSON compliant", "TypeError: Object of type set is not JSON serializable"} {
+		if got, _ := out[2+i].(string); !strings.Contains(got, "return value is not JSON-serializable: "+want) {
+			t.Errorf("failure %d = %q, want %q", i, got, want)
+		}
+	}
+	e := j.Entries()
+	if len(e) != 5 || string(e[0].Result.Value) != `{"t":"héllo ✓","f":0.5,"l":[1,null,true]}` || string(e[1].Result.Value) != `"\ud800"` {
+		t.Fatalf("journal = %+v", e)
+	}
 }
