@@ -34,7 +34,8 @@
 //
 //	FNBRIDGE/1 <token>\n
 //
-// then one request frame at a time, each a 4-byte big-endian length and
+// (it may share a write with the first request, as the Python worker
+// does), then one request frame at a time, each a 4-byte big-endian length and
 // that many bytes: the operation's name (the route without "/v1/"), "\n",
 // and the JSON body ("run/start\n{\"name\":\"fetch\"}"). Every request gets
 // one answer frame: a 4-byte length, then the status in decimal, "\n"

@@ -132,8 +132,10 @@
 // contextvars.copy_context()); from a plain thread they raise
 // RuntimeError. Without a step context (durability: function) every call
 // raises RuntimeError "fnbridge.run needs durability: steps ...". The
-// worker speaks HTTP/1.1 to the endpoint with http.client over AF_UNIX
-// or TCP, one kept-alive connection per invocation; an endpoint that
+// worker speaks the endpoint's framed protocol (bridge/stepctx) on a raw
+// socket over AF_UNIX or TCP, one connection per invocation opened by
+// its first call (the preface goes in the same send), one send and one
+// recv_into a reused buffer per call; an endpoint that
 // cannot be reached fails the call with "fnbridge: the context endpoint
 // at ... is unreachable: ..." and ends the attempt retryably.
 //
