@@ -42,8 +42,17 @@
 // and the JSON answer ("200\n{\"execute\":\"run-1\"}"). Requests of a
 // connection are served in order; an empty token gets 401 on every
 // request; a frame longer than the body limit gets 413 and the connection
-// goes on. A client that closes the connection during a wait ends the
-// wait, as an HTTP client that hangs up does.
+// goes on. Between requests a client may send the preface again with
+// another attempt's token: the connection then speaks for that attempt
+// alone, so a worker can keep one connection for its attempts one after
+// another (the Python worker does; a client that does not is unaffected).
+// No answer follows a preface. It cannot be taken for a request: "FNBR"
+// read as a length is over MaxBodyLimit. Once the attempt of its token
+// has ended, a connection that gets no new preface within 5 seconds is
+// closed, so an idle worker holds none; while the attempt is open it
+// stays, however long the client is silent. A client that closes the
+// connection during a wait ends the wait, as an HTTP client that hangs
+// up does.
 //
 // # Tokens and attempts
 //

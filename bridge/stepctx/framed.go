@@ -179,12 +179,53 @@ func (s *Server) Shutdown(ctx context.Context) error {
 	}
 }
 
+// framedIdle is how long a framed connection stays open once the attempt
+// of its token has ended, for the client's next preface; then it is
+// closed, so a worker that goes idle does not hold it.
+var framedIdle = 5 * time.Second
+
 // framedConn is one framed connection being served.
 type framedConn struct {
 	c    net.Conn
 	mu   sync.Mutex
 	busy bool // a request is being served
 	shut bool // closed by Shutdown
+	// gen counts the connection's tokens; idle is set once the attempt of
+	// token gen ended (the connection waits for another preface).
+	gen  int
+	idle bool
+}
+
+// track makes fc wait for the attempt of token (key): the connection
+// goes idle when it ends, or at once when no open attempt has the token.
+// It returns what stops the watch.
+func (s *Server) track(fc *framedConn, key [32]byte) func() bool {
+	fc.mu.Lock()
+	fc.gen++
+	gen := fc.gen
+	fc.idle = false
+	_ = fc.c.SetReadDeadline(time.Time{})
+	fc.mu.Unlock()
+	a, _, _ := s.lookupKey(key)
+	if a == nil {
+		fc.goIdle(gen)
+		return func() bool { return false }
+	}
+	return context.AfterFunc(a.ctx, func() { fc.goIdle(gen) })
+}
+
+// goIdle starts the idle time of token gen, unless another preface came
+// since; a request being served arms it when it is answered.
+func (fc *framedConn) goIdle(gen int) {
+	fc.mu.Lock()
+	defer fc.mu.Unlock()
+	if fc.gen != gen {
+		return
+	}
+	fc.idle = true
+	if !fc.busy {
+		_ = fc.c.SetReadDeadline(time.Now().Add(framedIdle))
+	}
 }
 
 // closeIfIdle closes the connection unless a request is being served; it
@@ -198,11 +239,16 @@ func (fc *framedConn) closeIfIdle() {
 	}
 }
 
-// setBusy marks a request served (or not); false after Shutdown.
+// setBusy marks a request served (or not); false after Shutdown. An idle
+// connection's deadline is armed again after a request: a wait's hang-up
+// watch clears deadlines.
 func (fc *framedConn) setBusy(b bool) bool {
 	fc.mu.Lock()
 	defer fc.mu.Unlock()
 	fc.busy = b
+	if !b && fc.idle {
+		_ = fc.c.SetReadDeadline(time.Now().Add(framedIdle))
+	}
 	return !fc.shut
 }
 
@@ -232,9 +278,10 @@ func (s *Server) serveFramed(c net.Conn, br *bufio.Reader) {
 	if err != nil || len(line) > maxFramedToken {
 		return
 	}
-	_ = c.SetReadDeadline(time.Time{})
 	token := strings.TrimSuffix(string(line), "\n")
 	key := sha256.Sum256([]byte(token))
+	stop := s.track(fc, key) // clears the preface's deadline
+	defer func() { stop() }()
 	var out, frame []byte
 	var hdr [4]byte
 	for {
@@ -245,6 +292,23 @@ func (s *Server) serveFramed(c net.Conn, br *bufio.Reader) {
 			return
 		}
 		n := int64(binary.BigEndian.Uint32(hdr[:]))
+		if string(hdr[:]) == FramedPreface[:4] && n > s.maxBody+64 {
+			// A preface again ("FNBR" read as a length is over any body
+			// limit): the connection moves to another attempt, the
+			// client's next, and speaks for it alone from now on.
+			line, err := br.ReadSlice('\n')
+			if err != nil || len(line) > maxFramedToken || !bytes.HasPrefix(line, []byte(FramedPreface[4:])) {
+				return
+			}
+			token = strings.TrimSuffix(string(line[len(FramedPreface)-4:]), "\n")
+			key = sha256.Sum256([]byte(token))
+			stop()
+			stop = s.track(fc, key)
+			if !fc.setBusy(false) {
+				return
+			}
+			continue
+		}
 		var status int
 		var v any
 		if n > s.maxBody+64 {

@@ -23,6 +23,11 @@ import (
 // a value close to Restate's default 32 MiB message limit.
 const DefaultMaxBodyBytes = 48 << 20
 
+// MaxBodyLimit is the largest MaxBodyBytes: a framed length over it is
+// never a request, so a preface sent again on a framed connection ("FNBR"
+// read as a length) cannot be taken for one.
+const MaxBodyLimit = 1 << 30
+
 // staleTokens is how many ended attempts' tokens the Server remembers to
 // tell "ended" from "never issued"; older ones read as never issued.
 const staleTokens = 4096
@@ -33,6 +38,7 @@ const minTokenLen = 22
 // Config configures a Server.
 type Config struct {
 	// MaxBodyBytes bounds a request body; 0 means DefaultMaxBodyBytes.
+	// It is at most MaxBodyLimit.
 	MaxBodyBytes int64
 }
 
@@ -58,6 +64,7 @@ func NewServer(cfg Config) *Server {
 	if cfg.MaxBodyBytes <= 0 {
 		cfg.MaxBodyBytes = DefaultMaxBodyBytes
 	}
+	cfg.MaxBodyBytes = min(cfg.MaxBodyBytes, MaxBodyLimit)
 	s := &Server{
 		maxBody:  cfg.MaxBodyBytes,
 		attempts: map[[32]byte]*Attempt{},
