@@ -224,6 +224,7 @@ def _fnbridge_worker():
             self.token = token
             self.conn = None
             self.preface = None  # sent with the first request of conn
+            self.reused = False  # conn was kept from an earlier attempt, and has not answered yet
             self.lock = _thread.allocate_lock()
             self.owner = None  # thread making the call in flight
             self.op = None  # its API name
@@ -273,11 +274,31 @@ def _fnbridge_worker():
         ctx.owner = ctx.op = ctx.step = None
         ctx.lock.release()
 
+    # The connection of the worker's last attempt that ended normally, kept
+    # for the next one: a new preface moves it to the next attempt's token
+    # (see bridge/stepctx, "Framed protocol"), so an attempt costs no
+    # connect and the bridge no accept.
+    kept = {"conn": None, "address": None}
+
+    def close_quietly(conn):
+        try:
+            conn.close()
+        except Exception:
+            pass
+
     def connection(ctx):
         # One framed connection per attempt: a preface with the token, then
         # length-prefixed frames (see bridge/stepctx, "Framed protocol").
         if ctx.conn is not None:
             return ctx.conn
+        # The preface travels with the first request, in one send.
+        ctx.preface = b"FNBRIDGE/1 " + ctx.token.encode("ascii") + b"\n"
+        conn, kept["conn"] = kept["conn"], None
+        if conn is not None:
+            if kept["address"] == ctx.address:
+                ctx.conn, ctx.reused = conn, True
+                return conn
+            close_quietly(conn)
         socket = sockets.get("m")
         if socket is None:
             import socket
@@ -295,18 +316,28 @@ def _fnbridge_worker():
             if conn is not None:
                 conn.close()
             raise
-        # The preface travels with the first request, in one send.
-        ctx.preface = b"FNBRIDGE/1 " + ctx.token.encode("ascii") + b"\n"
-        ctx.conn = conn
+        ctx.conn, ctx.reused = conn, False
         return conn
 
     def drop_connection(ctx):
         conn, ctx.conn = ctx.conn, None
         if conn is not None:
-            try:
-                conn.close()
-            except Exception:
-                pass
+            close_quietly(conn)
+
+    def keep_connection(ctx):
+        # At the end of an invocation: keep its connection for the next
+        # attempt, unless the attempt is over early (its connection was
+        # dropped) or a call may still be in flight on it (a thread of the
+        # function inside one holds the lock). The lock stays taken: this
+        # context is never used again.
+        conn = ctx.conn
+        if conn is None:
+            return
+        if ctx.ended is None and ctx.broken is None and ctx.lock.acquire(False):
+            ctx.conn = None
+            kept["conn"], kept["address"] = conn, ctx.address
+            return
+        drop_connection(ctx)
 
     # Answers are read into one buffer, reused by every call of the worker
     # (calls are made one at a time): no allocation per recv, and only the
@@ -336,9 +367,25 @@ def _fnbridge_worker():
         conn = connection(ctx)
         if ctx.preface is not None:
             frame, ctx.preface = ctx.preface + frame, None
-        conn.sendall(frame)
+        reused, ctx.reused = ctx.reused, False
         buf, view = answer_buf, answer_view
-        n = conn.recv_into(view)
+        try:
+            conn.sendall(frame)
+            n = conn.recv_into(view)
+            if n == 0:
+                raise ConnectionError("the context endpoint closed the connection")
+        except OSError:
+            if not reused:
+                raise
+            # The connection kept from an earlier attempt was closed by the
+            # bridge meanwhile. It answers every request it reads, so it read
+            # none of this one: send it again, preface included, on a fresh
+            # connection.
+            drop_connection(ctx)
+            conn = connection(ctx)
+            ctx.preface = None
+            conn.sendall(frame)
+            n = conn.recv_into(view)
         while n < 4:
             got = conn.recv_into(view[n:])
             if not got:
@@ -824,6 +871,7 @@ def _fnbridge_worker():
         ctx = steps["ctx"]
         if ctx is not None:
             ctx.conn = None
+        kept["conn"] = None
 
     os.register_at_fork(after_in_child=forget_connection_in_child)
 
@@ -1085,7 +1133,7 @@ def _fnbridge_worker():
                 os.environ[name] = value
         if ctx is not None:
             steps["ctx"] = None
-            drop_connection(ctx)
+            keep_connection(ctx)
             os.environ.pop("FNBRIDGE_CONTEXT", None)
             os.environ.pop("FNBRIDGE_CONTEXT_TOKEN", None)
             # An attempt that is over has no result: whatever the function

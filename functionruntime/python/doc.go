@@ -133,9 +133,12 @@
 // RuntimeError. Without a step context (durability: function) every call
 // raises RuntimeError "fnbridge.run needs durability: steps ...". The
 // worker speaks the endpoint's framed protocol (bridge/stepctx) on a raw
-// socket over AF_UNIX or TCP, one connection per invocation opened by
-// its first call (the preface goes in the same send), one send and one
-// recv_into a reused buffer per call; an endpoint that
+// socket over AF_UNIX or TCP: one connection, opened by the first call
+// and kept from one attempt to the next (each attempt's preface goes in
+// the same send as its first request; a kept connection the bridge
+// closed meanwhile is replaced once, before anything of the request was
+// answered), one send and one recv_into a reused buffer per call; an
+// endpoint that
 // cannot be reached fails the call with "fnbridge: the context endpoint
 // at ... is unreachable: ..." and ends the attempt retryably.
 //

@@ -179,6 +179,19 @@ def encodings(event):
             out.append(e.message)
     return out
 
+def context_socket(event):
+    # The worker's sockets (the context connection is its only one) after
+    # a context call and a step.
+    fnbridge.invocation_id()
+    fnbridge.run("s", lambda: event)
+    links = []
+    for fd in os.listdir("/proc/self/fd"):
+        try:
+            links.append(os.readlink("/proc/self/fd/" + fd))
+        except OSError:  # the directory's own descriptor, closed by now
+            pass
+    return sorted(l for l in links if l.startswith("socket:"))
+
 def unreachable(event):
     return [catch(fnbridge.invocation_id), catch(fnbridge.random)]
 `
@@ -637,5 +650,58 @@ func TestStepsValueEncoding(t *testing.T) {
 	e := j.Entries()
 	if len(e) != 5 || string(e[0].Result.Value) != `{"t":"héllo ✓","f":0.5,"l":[1,null,true]}` || string(e[1].Result.Value) != `"\ud800"` {
 		t.Fatalf("journal = %+v", e)
+	}
+}
+
+// Rule: a worker keeps its context connection from one attempt to the
+// next (a new preface moves it to the next attempt's token), and when the
+// bridge closed the kept connection meanwhile (a restart on the same
+// socket), the next attempt's first call goes through on a fresh one,
+// journaled once.
+func TestStepsConnectionKeptAcrossAttempts(t *testing.T) {
+	s := newSteps(t, "context_socket")
+	j1, j2 := &stepctxtest.Journal{}, &stepctxtest.Journal{}
+	first, err := s.invoke(t, s.Open(t, j1), `1`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	second, err := s.invoke(t, s.Open(t, j2), `2`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if string(first.Output) != string(second.Output) || !strings.Contains(string(first.Output), "socket:") {
+		t.Fatalf("sockets of the two attempts: %s and %s, want the same one connection", first.Output, second.Output)
+	}
+	if len(j1.Entries()) != 1 || len(j2.Entries()) != 1 {
+		t.Fatalf("journals %+v and %+v, want one run each", j1.Entries(), j2.Entries())
+	}
+
+	// The endpoint restarts on the same socket: the kept connection is dead.
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if err := s.Srv.Shutdown(ctx); err != nil {
+		t.Fatal(err)
+	}
+	l, err := stepctx.Listen(s.Addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	restarted := &steptest.Server{Srv: stepctx.NewServer(stepctx.Config{}), Addr: s.Addr, Dir: s.Dir}
+	served := make(chan error, 1)
+	go func() { served <- restarted.Srv.Serve(l) }()
+	t.Cleanup(func() {
+		_ = restarted.Srv.Shutdown(context.Background())
+		<-served
+	})
+	j3 := &stepctxtest.Journal{}
+	third, err := restarted.Invoke(t, s.f, s.w, restarted.Open(t, j3), `3`)
+	if err != nil {
+		t.Fatalf("the attempt after the restart: %v", err)
+	}
+	if e := j3.Entries(); len(e) != 1 || string(e[0].Result.Value) != "3" {
+		t.Fatalf("journal after the restart = %+v, want the one run, once", e)
+	}
+	if string(third.Output) == string(second.Output) {
+		t.Fatalf("sockets after the restart %s: want a new connection", third.Output)
 	}
 }
