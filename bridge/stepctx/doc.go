@@ -34,15 +34,25 @@
 //
 //	FNBRIDGE/1 <token>\n
 //
-// then one request frame at a time, each a 4-byte big-endian length and
+// (it may share a write with the first request, as the Python worker
+// does), then one request frame at a time, each a 4-byte big-endian length and
 // that many bytes: the operation's name (the route without "/v1/"), "\n",
 // and the JSON body ("run/start\n{\"name\":\"fetch\"}"). Every request gets
 // one answer frame: a 4-byte length, then the status in decimal, "\n"
 // and the JSON answer ("200\n{\"execute\":\"run-1\"}"). Requests of a
 // connection are served in order; an empty token gets 401 on every
 // request; a frame longer than the body limit gets 413 and the connection
-// goes on. A client that closes the connection during a wait ends the
-// wait, as an HTTP client that hangs up does.
+// goes on. Between requests a client may send the preface again with
+// another attempt's token: the connection then speaks for that attempt
+// alone, so a worker can keep one connection for its attempts one after
+// another (the Python worker does; a client that does not is unaffected).
+// No answer follows a preface. It cannot be taken for a request: "FNBR"
+// read as a length is over MaxBodyLimit. Once the attempt of its token
+// has ended, a connection that gets no new preface within 5 seconds is
+// closed, so an idle worker holds none; while the attempt is open it
+// stays, however long the client is silent. A client that closes the
+// connection during a wait ends the wait, as an HTTP client that hangs
+// up does.
 //
 // # Tokens and attempts
 //

@@ -2,6 +2,7 @@ package stepctx
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"crypto/sha256"
 	"encoding/binary"
@@ -25,6 +26,10 @@ const FramedPreface = "FNBRIDGE/1 "
 
 // maxFramedToken bounds the preface's token line.
 const maxFramedToken = 512
+
+// maxKeptFrame is the largest request buffer a framed connection keeps
+// for its next frame; a larger one (a big value) is dropped after use.
+const maxKeptFrame = 64 << 10
 
 // prefaceTimeout bounds how long an accepted connection may take to show
 // which protocol it speaks (and, framed, to send its token).
@@ -174,12 +179,53 @@ func (s *Server) Shutdown(ctx context.Context) error {
 	}
 }
 
+// framedIdle is how long a framed connection stays open once the attempt
+// of its token has ended, for the client's next preface; then it is
+// closed, so a worker that goes idle does not hold it.
+var framedIdle = 5 * time.Second
+
 // framedConn is one framed connection being served.
 type framedConn struct {
 	c    net.Conn
 	mu   sync.Mutex
 	busy bool // a request is being served
 	shut bool // closed by Shutdown
+	// gen counts the connection's tokens; idle is set once the attempt of
+	// token gen ended (the connection waits for another preface).
+	gen  int
+	idle bool
+}
+
+// track makes fc wait for the attempt of token (key): the connection
+// goes idle when it ends, or at once when no open attempt has the token.
+// It returns what stops the watch.
+func (s *Server) track(fc *framedConn, key [32]byte) func() bool {
+	fc.mu.Lock()
+	fc.gen++
+	gen := fc.gen
+	fc.idle = false
+	_ = fc.c.SetReadDeadline(time.Time{})
+	fc.mu.Unlock()
+	a, _, _ := s.lookupKey(key)
+	if a == nil {
+		fc.goIdle(gen)
+		return func() bool { return false }
+	}
+	return context.AfterFunc(a.ctx, func() { fc.goIdle(gen) })
+}
+
+// goIdle starts the idle time of token gen, unless another preface came
+// since; a request being served arms it when it is answered.
+func (fc *framedConn) goIdle(gen int) {
+	fc.mu.Lock()
+	defer fc.mu.Unlock()
+	if fc.gen != gen {
+		return
+	}
+	fc.idle = true
+	if !fc.busy {
+		_ = fc.c.SetReadDeadline(time.Now().Add(framedIdle))
+	}
 }
 
 // closeIfIdle closes the connection unless a request is being served; it
@@ -193,11 +239,16 @@ func (fc *framedConn) closeIfIdle() {
 	}
 }
 
-// setBusy marks a request served (or not); false after Shutdown.
+// setBusy marks a request served (or not); false after Shutdown. An idle
+// connection's deadline is armed again after a request: a wait's hang-up
+// watch clears deadlines.
 func (fc *framedConn) setBusy(b bool) bool {
 	fc.mu.Lock()
 	defer fc.mu.Unlock()
 	fc.busy = b
+	if !b && fc.idle {
+		_ = fc.c.SetReadDeadline(time.Now().Add(framedIdle))
+	}
 	return !fc.shut
 }
 
@@ -227,10 +278,11 @@ func (s *Server) serveFramed(c net.Conn, br *bufio.Reader) {
 	if err != nil || len(line) > maxFramedToken {
 		return
 	}
-	_ = c.SetReadDeadline(time.Time{})
 	token := strings.TrimSuffix(string(line), "\n")
 	key := sha256.Sum256([]byte(token))
-	var out []byte
+	stop := s.track(fc, key) // clears the preface's deadline
+	defer func() { stop() }()
+	var out, frame []byte
 	var hdr [4]byte
 	for {
 		if _, err := io.ReadFull(br, hdr[:]); err != nil {
@@ -240,6 +292,23 @@ func (s *Server) serveFramed(c net.Conn, br *bufio.Reader) {
 			return
 		}
 		n := int64(binary.BigEndian.Uint32(hdr[:]))
+		if string(hdr[:]) == FramedPreface[:4] && n > s.maxBody+64 {
+			// A preface again ("FNBR" read as a length is over any body
+			// limit): the connection moves to another attempt, the
+			// client's next, and speaks for it alone from now on.
+			line, err := br.ReadSlice('\n')
+			if err != nil || len(line) > maxFramedToken || !bytes.HasPrefix(line, []byte(FramedPreface[4:])) {
+				return
+			}
+			token = strings.TrimSuffix(string(line[len(FramedPreface)-4:]), "\n")
+			key = sha256.Sum256([]byte(token))
+			stop()
+			stop = s.track(fc, key)
+			if !fc.setBusy(false) {
+				return
+			}
+			continue
+		}
 		var status int
 		var v any
 		if n > s.maxBody+64 {
@@ -248,11 +317,19 @@ func (s *Server) serveFramed(c net.Conn, br *bufio.Reader) {
 			}
 			status, v = errorAnswer(&apiError{status: http.StatusRequestEntityTooLarge, msg: fmt.Sprintf("request body exceeds %d bytes", s.maxBody)})
 		} else {
-			frame := make([]byte, n)
+			// One buffer per connection serves every frame: operations copy
+			// what they keep (see serveFrame). A large one is not kept.
+			if int64(cap(frame)) < n {
+				frame = make([]byte, n)
+			}
+			frame = frame[:n]
 			if _, err := io.ReadFull(br, frame); err != nil {
 				return
 			}
 			status, v = s.serveFrame(c, br, token, key, frame)
+			if cap(frame) > maxKeptFrame {
+				frame = nil
+			}
 		}
 		out = appendAnswer(out[:0], status, v)
 		if _, err := c.Write(out); err != nil {
@@ -264,10 +341,11 @@ func (s *Server) serveFramed(c net.Conn, br *bufio.Reader) {
 	}
 }
 
-// serveFrame serves one request frame.
+// serveFrame serves one request frame. The frame's buffer is reused for
+// the next one, so nothing may keep a slice of it: decoding copies.
 func (s *Server) serveFrame(c net.Conn, br *bufio.Reader, token string, key [32]byte, frame []byte) (int, any) {
-	name, body, _ := strings.Cut(string(frame), "\n")
-	op, ok := framedRoutes[name]
+	name, body, _ := bytes.Cut(frame, []byte{'\n'})
+	op, ok := framedRoutes[string(name)]
 	if !ok {
 		return errorAnswer(&apiError{status: http.StatusNotFound, msg: fmt.Sprintf("no fnbridge context operation %q (this bridge speaks protocol v1)", name)})
 	}
@@ -282,12 +360,12 @@ func (s *Server) serveFrame(c net.Conn, br *bufio.Reader, token string, key [32]
 		return errorAnswer(endedError(err))
 	}
 	ctx := context.Background()
-	if waitingOps[name] {
+	if waitingOps[string(name)] {
 		var stop func()
 		ctx, stop = watchHangUp(c, br)
 		defer stop()
 	}
-	return a.serveOp(ctx, op, []byte(body))
+	return a.serveOp(ctx, op, body)
 }
 
 // watchHangUp returns a context that ends when the client closes c while

@@ -136,3 +136,106 @@ func TestFramedHangUpEndsTheWait(t *testing.T) {
 	}
 	dialFramed(t, addr, a.Token()).want("invocation-id", `{}`, 200, `"invocation_id"`)
 }
+
+// Every journaled value keeps its bytes although a connection reads each
+// frame into the same buffer, and a client may send its preface and
+// first request in one write (the Python worker does).
+func TestFramedValuesSurviveTheNextFrame(t *testing.T) {
+	s, addr := serve(t, "unix", stepctx.Config{})
+	j := &stepctxtest.Journal{}
+	a, _ := open(t, s, addr, j)
+	network, address, _ := stepctx.ParseAddr(addr)
+	c, err := net.Dial(network, address)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	first := "run/start\n" + `{"name":"s1"}`
+	frame := binary.BigEndian.AppendUint32([]byte(stepctx.FramedPreface+a.Token()+"\n"), uint32(len(first)))
+	if _, err := c.Write(append(frame, first...)); err != nil {
+		t.Fatal(err)
+	}
+	f := &framed{t: t, c: c, r: bufio.NewReader(c)}
+	if _, err := io.ReadFull(f.r, make([]byte, 4+len(`200`+"\n"+`{"execute":"run-1"}`))); err != nil {
+		t.Fatal(err)
+	}
+	values := []string{`{"v":"` + strings.Repeat("a", 300) + `"}`, `{"v":"` + strings.Repeat("b", 200) + `"}`, `"` + strings.Repeat("c", 100<<10) + `"`, `[1, 2]`}
+	f.want("run/complete", `{"handle":"run-1","value":`+values[0]+`}`, 200, `"result"`)
+	for i, v := range values[1:] {
+		h := "run-" + strconv.Itoa(i+2)
+		f.want("run/start", `{"name":"s`+strconv.Itoa(i+2)+`"}`, 200, `{"execute":"`+h+`"}`)
+		f.want("run/complete", `{"handle":"`+h+`","value":`+v+`}`, 200, `"result"`)
+	}
+	e := j.Entries()
+	if len(e) != len(values) {
+		t.Fatalf("journal has %d entries, want %d", len(e), len(values))
+	}
+	for i, v := range values {
+		if e[i].Name != "s"+strconv.Itoa(i+1) || e[i].Result == nil || string(e[i].Result.Value) != v {
+			t.Errorf("entry %d: %q %.60q, want s%d %.60q", i, e[i].Name, e[i].Result.Value, i+1, v)
+		}
+	}
+}
+
+// A framed connection may move to the client's next attempt: a preface
+// sent again between requests switches its token, so one connection can
+// serve a worker's attempts one after another. Each request is served
+// for the token in force, an ended attempt's token is refused as on a
+// fresh connection, and a new preface may share a write with the request.
+func TestFramedPrefaceAgainSwitchesAttempt(t *testing.T) {
+	s, addr := serve(t, "unix", stepctx.Config{})
+	j1, j2 := &stepctxtest.Journal{ID: "inv_one"}, &stepctxtest.Journal{ID: "inv_two"}
+	a1, _ := open(t, s, addr, j1)
+	a2, _ := open(t, s, addr, j2)
+	f := dialFramed(t, addr, a1.Token())
+	f.want("invocation-id", `{}`, 200, `"inv_one"`)
+	a1.Close()
+	if _, err := io.WriteString(f.c, stepctx.FramedPreface+a2.Token()+"\n"); err != nil {
+		t.Fatal(err)
+	}
+	f.want("invocation-id", `{}`, 200, `"inv_two"`)
+	f.want("run/start", `{"name":"s"}`, 200, `{"execute":"run-1"}`)
+	f.want("run/complete", `{"handle":"run-1","value":1}`, 200, `"result"`)
+	if _, err := io.WriteString(f.c, stepctx.FramedPreface+a1.Token()+"\n"); err != nil {
+		t.Fatal(err)
+	}
+	f.want("invocation-id", `{}`, 403, `belongs to an attempt that has ended`)
+	if _, err := io.WriteString(f.c, stepctx.FramedPreface+"\n"); err != nil {
+		t.Fatal(err)
+	}
+	f.want("invocation-id", `{}`, 401, `missing token`)
+	if e := j2.Entries(); len(e) != 1 || e[0].Name != "s" {
+		t.Errorf("second attempt's journal = %+v, want its one run", e)
+	}
+	if e := j1.Entries(); len(e) != 0 {
+		t.Errorf("first attempt's journal = %+v, want nothing", e)
+	}
+}
+
+// A framed connection whose attempt ended is closed after an idle time;
+// one that a new preface moved to another attempt is not, and while its
+// attempt is open a connection stays, however long the client is silent
+// (a step's closure may run for minutes).
+func TestFramedIdleAfterItsAttempt(t *testing.T) {
+	defer stepctx.SetFramedIdle(50 * time.Millisecond)()
+	s, addr := serve(t, "unix", stepctx.Config{})
+	a1, _ := open(t, s, addr, &stepctxtest.Journal{})
+	a2, _ := open(t, s, addr, &stepctxtest.Journal{ID: "inv_two"})
+	kept := dialFramed(t, addr, a1.Token())
+	dropped := dialFramed(t, addr, a1.Token())
+	kept.want("run/start", `{"name":"s"}`, 200, `{"execute":"run-1"}`)
+	// Four idle times with the attempt open: the connection must stay.
+	time.Sleep(200 * time.Millisecond)
+	kept.want("run/complete", `{"handle":"run-1","value":1}`, 200, `"result"`)
+	if _, err := io.WriteString(kept.c, stepctx.FramedPreface+a2.Token()+"\n"); err != nil {
+		t.Fatal(err)
+	}
+	kept.want("invocation-id", `{}`, 200, `"inv_two"`)
+	a1.Close()
+	_ = dropped.c.SetReadDeadline(time.Now().Add(10 * time.Second))
+	if n, err := dropped.r.Read(make([]byte, 1)); err != io.EOF {
+		t.Fatalf("the connection of the ended attempt: read %d, %v; want it closed (EOF)", n, err)
+	}
+	// The same end armed nothing on the connection that moved on.
+	kept.want("invocation-id", `{}`, 200, `"inv_two"`)
+}

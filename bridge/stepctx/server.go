@@ -1,6 +1,7 @@
 package stepctx
 
 import (
+	"bytes"
 	"context"
 	"crypto/rand"
 	"crypto/sha256"
@@ -22,6 +23,11 @@ import (
 // a value close to Restate's default 32 MiB message limit.
 const DefaultMaxBodyBytes = 48 << 20
 
+// MaxBodyLimit is the largest MaxBodyBytes: a framed length over it is
+// never a request, so a preface sent again on a framed connection ("FNBR"
+// read as a length) cannot be taken for one.
+const MaxBodyLimit = 1 << 30
+
 // staleTokens is how many ended attempts' tokens the Server remembers to
 // tell "ended" from "never issued"; older ones read as never issued.
 const staleTokens = 4096
@@ -32,6 +38,7 @@ const minTokenLen = 22
 // Config configures a Server.
 type Config struct {
 	// MaxBodyBytes bounds a request body; 0 means DefaultMaxBodyBytes.
+	// It is at most MaxBodyLimit.
 	MaxBodyBytes int64
 }
 
@@ -57,6 +64,7 @@ func NewServer(cfg Config) *Server {
 	if cfg.MaxBodyBytes <= 0 {
 		cfg.MaxBodyBytes = DefaultMaxBodyBytes
 	}
+	cfg.MaxBodyBytes = min(cfg.MaxBodyBytes, MaxBodyLimit)
 	s := &Server{
 		maxBody:  cfg.MaxBodyBytes,
 		attempts: map[[32]byte]*Attempt{},
@@ -417,7 +425,7 @@ func decode(body []byte, v any) *apiError {
 	if len(body) == 0 {
 		body = []byte("{}")
 	}
-	d := json.NewDecoder(strings.NewReader(string(body)))
+	d := json.NewDecoder(bytes.NewReader(body))
 	d.DisallowUnknownFields()
 	if err := d.Decode(v); err != nil {
 		return badRequest("request body: %v", err)
@@ -466,7 +474,7 @@ func (a *Attempt) newHandle(prefix string, h *handle) string {
 
 func (a *Attempt) runStart(_ context.Context, body []byte) (any, *apiError) {
 	var req runStartRequest
-	if e := decode(body, &req); e != nil {
+	if e := decodeRunStart(body, &req); e != nil {
 		return nil, e
 	}
 	if req.Name == "" {
@@ -489,7 +497,7 @@ func (a *Attempt) runStart(_ context.Context, body []byte) (any, *apiError) {
 
 func (a *Attempt) runComplete(_ context.Context, body []byte) (any, *apiError) {
 	var req runCompleteRequest
-	if e := decode(body, &req); e != nil {
+	if e := decodeRunComplete(body, &req); e != nil {
 		return nil, e
 	}
 	h := a.handles[req.Handle]

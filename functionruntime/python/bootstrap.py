@@ -18,6 +18,7 @@ def _fnbridge_worker():
     import signal
     import struct
     import sys
+    from struct import pack, unpack_from
     import traceback
     import types
 
@@ -222,6 +223,8 @@ def _fnbridge_worker():
             self.address = address
             self.token = token
             self.conn = None
+            self.preface = None  # sent with the first request of conn
+            self.reused = False  # conn was kept from an earlier attempt, and has not answered yet
             self.lock = _thread.allocate_lock()
             self.owner = None  # thread making the call in flight
             self.op = None  # its API name
@@ -271,11 +274,31 @@ def _fnbridge_worker():
         ctx.owner = ctx.op = ctx.step = None
         ctx.lock.release()
 
+    # The connection of the worker's last attempt that ended normally, kept
+    # for the next one: a new preface moves it to the next attempt's token
+    # (see bridge/stepctx, "Framed protocol"), so an attempt costs no
+    # connect and the bridge no accept.
+    kept = {"conn": None, "address": None}
+
+    def close_quietly(conn):
+        try:
+            conn.close()
+        except Exception:
+            pass
+
     def connection(ctx):
         # One framed connection per attempt: a preface with the token, then
         # length-prefixed frames (see bridge/stepctx, "Framed protocol").
         if ctx.conn is not None:
             return ctx.conn
+        # The preface travels with the first request, in one send.
+        ctx.preface = b"FNBRIDGE/1 " + ctx.token.encode("ascii") + b"\n"
+        conn, kept["conn"] = kept["conn"], None
+        if conn is not None:
+            if kept["address"] == ctx.address:
+                ctx.conn, ctx.reused = conn, True
+                return conn
+            close_quietly(conn)
         socket = sockets.get("m")
         if socket is None:
             import socket
@@ -289,44 +312,112 @@ def _fnbridge_worker():
                 host, _, port = ctx.address[len("tcp://"):].rpartition(":")
                 conn = socket.create_connection((host.strip("[]"), int(port)))
                 conn.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-            conn.sendall(b"FNBRIDGE/1 " + ctx.token.encode("ascii") + b"\n")
         except BaseException:
             if conn is not None:
                 conn.close()
             raise
-        ctx.conn = conn
+        ctx.conn, ctx.reused = conn, False
         return conn
 
     def drop_connection(ctx):
         conn, ctx.conn = ctx.conn, None
         if conn is not None:
-            try:
-                conn.close()
-            except Exception:
-                pass
+            close_quietly(conn)
 
-    def exchange(conn, frame):
-        conn.sendall(frame)
-        buf = conn.recv(65536)
-        while len(buf) < 4 or len(buf) < 4 + int.from_bytes(buf[:4], "big"):
-            chunk = conn.recv(65536 if len(buf) < 4 else max(65536, 4 + int.from_bytes(buf[:4], "big") - len(buf)))
-            if not chunk:
+    def keep_connection(ctx):
+        # At the end of an invocation: keep its connection for the next
+        # attempt, unless the attempt is over early (its connection was
+        # dropped) or a call may still be in flight on it (a thread of the
+        # function inside one holds the lock). The lock stays taken: this
+        # context is never used again.
+        conn = ctx.conn
+        if conn is None:
+            return
+        if ctx.ended is None and ctx.broken is None and ctx.lock.acquire(False):
+            ctx.conn = None
+            kept["conn"], kept["address"] = conn, ctx.address
+            return
+        drop_connection(ctx)
+
+    # Answers are read into one buffer, reused by every call of the worker
+    # (calls are made one at a time): no allocation per recv, and only the
+    # answer's body is copied out, as the str json.loads takes.
+    answer_buf = bytearray(65536)
+    answer_view = memoryview(answer_buf)
+    # Compact encoders made once (json.dumps with arguments builds one per
+    # call); same output as json.dumps(..., separators=(",", ":")).
+    compact_ascii = json.JSONEncoder(separators=(",", ":")).encode
+    quote = json.encoder.encode_basestring_ascii
+
+    scan_json = json.JSONDecoder().scan_once
+
+    def load_answer(text):
+        # The endpoint answers compact JSON: the scanner alone parses it,
+        # without json.loads' layers; anything else (and every error) goes
+        # through json.loads.
+        try:
+            value, end = scan_json(text, 0)
+            if end == len(text):
+                return value
+        except (StopIteration, ValueError, RecursionError):
+            pass
+        return json.loads(text)
+
+    def exchange(ctx, frame):
+        conn = connection(ctx)
+        if ctx.preface is not None:
+            frame, ctx.preface = ctx.preface + frame, None
+        reused, ctx.reused = ctx.reused, False
+        buf, view = answer_buf, answer_view
+        try:
+            conn.sendall(frame)
+            n = conn.recv_into(view)
+            if n == 0:
                 raise ConnectionError("the context endpoint closed the connection")
-            if not isinstance(buf, bytearray):
-                buf = bytearray(buf)
-            buf += chunk
-        nl = buf.index(b"\n", 4)
-        return int(buf[4:nl]), bytes(buf[nl + 1:])
+        except OSError:
+            if not reused:
+                raise
+            # The connection kept from an earlier attempt was closed by the
+            # bridge meanwhile. It answers every request it reads, so it read
+            # none of this one: send it again, preface included, on a fresh
+            # connection.
+            drop_connection(ctx)
+            conn = connection(ctx)
+            ctx.preface = None
+            conn.sendall(frame)
+            n = conn.recv_into(view)
+        while n < 4:
+            got = conn.recv_into(view[n:])
+            if not got:
+                raise ConnectionError("the context endpoint closed the connection")
+            n += got
+        total = 4 + unpack_from(">I", buf)[0]
+        if total > len(buf):
+            buf = bytearray(total)
+            buf[:n] = view[:n]
+            view = memoryview(buf)
+        while n < total:
+            got = conn.recv_into(view[n:total])
+            if not got:
+                raise ConnectionError("the context endpoint closed the connection")
+            n += got
+        nl = buf.find(b"\n", 4, total)
+        if nl < 0:
+            raise ValueError("an answer frame without a status line")
+        return int(buf[4:nl]), str(view[nl + 1:total], "utf-8")
 
     def request(ctx, api_name, op, fields, raw=None):
         # raw is (field, JSON bytes) spliced in as sent, so the journal gets
         # exactly the compact encoding.
-        body = json.dumps(fields, separators=(",", ":")).encode("utf-8")
+        body = compact_ascii(fields).encode("ascii")
         if raw is not None:
-            body = body[:-1] + (b"," if fields else b"") + json.dumps(raw[0]).encode("ascii") + b":" + raw[1] + b"}"
-        payload = op.encode("ascii") + b"\n" + body
+            body = body[:-1] + (b"," if fields else b"") + quote(raw[0]).encode("ascii") + b":" + raw[1] + b"}"
+        return request_body(ctx, api_name, op.encode("ascii") + b"\n", body)
+
+    def request_body(ctx, api_name, op_line, body):
+        # op_line is b"<operation>\n"; body the request's JSON, encoded.
         try:
-            status, data = exchange(connection(ctx), len(payload).to_bytes(4, "big") + payload)
+            status, data = exchange(ctx, pack(">I", len(op_line) + len(body)) + op_line + body)
         except (OSError, ValueError) as exc:
             drop_connection(ctx)
             # Whether the request reached the journal is unknown: nothing
@@ -335,7 +426,7 @@ def _fnbridge_worker():
                 ctx.address, type_name(exc), message_of(exc))
             raise RuntimeError(ctx.broken)
         try:
-            answer = json.loads(data)
+            answer = load_answer(data)
             message = answer.get("error", "") if status != 200 else ""
         except (ValueError, AttributeError):
             raise RuntimeError("fnbridge.%s: the context endpoint at %s sent an unreadable answer (HTTP %d): %r"
@@ -423,7 +514,7 @@ def _fnbridge_worker():
             raise TypeError("fnbridge.run(%r): fn must be callable, not %s" % (name, type(fn).__name__))
         ctx = enter("run")
         try:
-            started = request(ctx, "run", "run/start", {"name": name})
+            started = request_body(ctx, "run", b"run/start\n", b'{"name":' + quote(name).encode("ascii") + b"}")
             if "recorded" in started:
                 return result_of(started["recorded"])
             handle = started["execute"]
@@ -456,7 +547,8 @@ def _fnbridge_worker():
                     "code": 500, "message": "fnbridge.run(%r): the step's return value is not JSON-serializable: %s: %s"
                     % (name, type_name(exc), message_of(exc))}})
                 return result_of(done["result"])
-            done = request(ctx, "run", "run/complete", {"handle": handle}, ("value", encoded))
+            done = request_body(ctx, "run", b"run/complete\n",
+                                b'{"handle":' + quote(handle).encode("ascii") + b',"value":' + encoded + b"}")
             return result_of(done["result"])
         finally:
             leave(ctx)
@@ -779,6 +871,7 @@ def _fnbridge_worker():
         ctx = steps["ctx"]
         if ctx is not None:
             ctx.conn = None
+        kept["conn"] = None
 
     os.register_at_fork(after_in_child=forget_connection_in_child)
 
@@ -882,13 +975,41 @@ def _fnbridge_worker():
             os.unlink(path)
             return f.read(max_outputs_file + 1)
 
+    # Made once: json.dumps with arguments builds an encoder per call.
+    encode_text = json.JSONEncoder(ensure_ascii=False, allow_nan=False, separators=(",", ":")).encode
+    encode_ascii = json.JSONEncoder(allow_nan=False, separators=(",", ":")).encode
+
+    def fast_encoder():
+        # What JSONEncoder.encode runs for these settings, without its
+        # Python layers (a step's value is encoded on every run): the C
+        # encoder, made per call with fresh circular-reference markers.
+        # Used only when it exists and agrees with encode_text.
+        make = getattr(json.encoder, "c_make_encoder", None)
+        if make is None:
+            return encode_text
+        default, text = json.JSONEncoder().default, json.encoder.encode_basestring
+        join = "".join
+
+        def encode_fast(value):
+            return join(make({}, default, text, None, ":", ",", False, False, False)(value, 0))
+
+        try:
+            sample = {"a": [1, 2.5, None, True, "\u00e9\n"], "b": {"c": -3}}
+            if encode_fast(sample) == encode_text(sample) and encode_fast("x") == encode_text("x"):
+                return encode_fast
+        except Exception:
+            pass
+        return encode_text
+
+    encode_text = fast_encoder()
+
     def encode(value):
         try:
-            text = json.dumps(value, ensure_ascii=False, allow_nan=False, separators=(",", ":"))
+            text = encode_text(value)
             try:
                 return text.encode("utf-8")
             except UnicodeEncodeError:  # lone surrogates: escape them instead
-                return json.dumps(value, allow_nan=False, separators=(",", ":")).encode("ascii")
+                return encode_ascii(value).encode("ascii")
         except (TypeError, ValueError, RecursionError) as exc:
             raise _Unserializable(exc)
 
@@ -1012,7 +1133,7 @@ def _fnbridge_worker():
                 os.environ[name] = value
         if ctx is not None:
             steps["ctx"] = None
-            drop_connection(ctx)
+            keep_connection(ctx)
             os.environ.pop("FNBRIDGE_CONTEXT", None)
             os.environ.pop("FNBRIDGE_CONTEXT_TOKEN", None)
             # An attempt that is over has no result: whatever the function

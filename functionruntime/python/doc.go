@@ -132,8 +132,13 @@
 // contextvars.copy_context()); from a plain thread they raise
 // RuntimeError. Without a step context (durability: function) every call
 // raises RuntimeError "fnbridge.run needs durability: steps ...". The
-// worker speaks HTTP/1.1 to the endpoint with http.client over AF_UNIX
-// or TCP, one kept-alive connection per invocation; an endpoint that
+// worker speaks the endpoint's framed protocol (bridge/stepctx) on a raw
+// socket over AF_UNIX or TCP: one connection, opened by the first call
+// and kept from one attempt to the next (each attempt's preface goes in
+// the same send as its first request; a kept connection the bridge
+// closed meanwhile is replaced once, before anything of the request was
+// answered), one send and one recv_into a reused buffer per call; an
+// endpoint that
 // cannot be reached fails the call with "fnbridge: the context endpoint
 // at ... is unreachable: ..." and ends the attempt retryably.
 //

@@ -161,6 +161,37 @@ def env_key(event):
 def hold(event):
     fnbridge.run("hold", lambda: mark("hold"))
 
+def big_values(event):
+    # Answers larger than the worker's 64 KiB read buffer, then small ones.
+    big = fnbridge.run("big", lambda: "\u00e9" * 100000 + "end")
+    small = fnbridge.run("small", lambda: {"n": 1})
+    return [len(big), big[-3:], small, fnbridge.run("bigger", lambda: ["x" * 70000, 2])[1]]
+
+def encodings(event):
+    loop = []
+    loop.append(loop)
+    out = [fnbridge.run("utf8", lambda: {"t": "h\u00e9llo \u2713", "f": 0.5, "l": (1, None, True)}),
+           fnbridge.run("surrogate", lambda: "\ud800")]
+    for name, bad in (("loop", loop), ("nan", float("nan")), ("set", {1})):
+        try:
+            fnbridge.run(name, lambda: bad)
+        except fnbridge.TerminalError as e:
+            out.append(e.message)
+    return out
+
+def context_socket(event):
+    # The worker's sockets (the context connection is its only one) after
+    # a context call and a step.
+    fnbridge.invocation_id()
+    fnbridge.run("s", lambda: event)
+    links = []
+    for fd in os.listdir("/proc/self/fd"):
+        try:
+            links.append(os.readlink("/proc/self/fd/" + fd))
+        except OSError:  # the directory's own descriptor, closed by now
+            pass
+    return sorted(l for l in links if l.startswith("socket:"))
+
 def unreachable(event):
     return [catch(fnbridge.invocation_id), catch(fnbridge.random)]
 `
@@ -576,5 +607,101 @@ func TestStepsUnreachableEndpoint(t *testing.T) {
 		Message: "fnbridge: the context endpoint at " + addr + " is unreachable: FileNotFoundError"})
 	if strings.Contains(he.Message, "Suspended") {
 		t.Fatalf("message = %q", he.Message)
+	}
+}
+
+// Rule: a step's value comes back whole whatever its size, executed or
+// replayed, including answers larger than the worker's read buffer, and
+// the steps after it read theirs correctly.
+func TestStepsLargeValues(t *testing.T) {
+	s := newSteps(t, "big_values")
+	j := &stepctxtest.Journal{}
+	res, err := s.invoke(t, s.Open(t, j), `null`)
+	const want = `[100003,"end",{"n":1},2]`
+	steptest.MustOutput(t, res, err, want)
+	if e := j.Entries(); len(e) != 3 || e[0].Result == nil || len(e[0].Result.Value) != 2*100000+5 {
+		t.Fatalf("journal = %d entries, want 3, the first 200005 bytes of UTF-8 JSON", len(e))
+	}
+	j.Restart()
+	again, err := s.invoke(t, s.Open(t, j), `null`)
+	steptest.MustOutput(t, again, err, want)
+}
+
+// Rule: a step's value is journaled as compact JSON, non-ASCII text as
+// UTF-8 and a lone surrogate escaped; a value JSON cannot encode (a
+// cycle, NaN, a set) is the step's terminal failure, each with its own
+// reason.
+func TestStepsValueEncoding(t *testing.T) {
+	s := newSteps(t, "encodings")
+	j := &stepctxtest.Journal{}
+	res, err := s.invoke(t, s.Open(t, j), `null`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []any
+	if err := json.Unmarshal(res.Output, &out); err != nil || len(out) != 5 {
+		t.Fatalf("output %s: %v", res.Output, err)
+	}
+	for i, want := range []string{"ValueError: Circular reference detected", "ValueError: Out of range float values are not JSON compliant", "TypeError: Object of type set is not JSON serializable"} {
+		if got, _ := out[2+i].(string); !strings.Contains(got, "return value is not JSON-serializable: "+want) {
+			t.Errorf("failure %d = %q, want %q", i, got, want)
+		}
+	}
+	e := j.Entries()
+	if len(e) != 5 || string(e[0].Result.Value) != `{"t":"héllo ✓","f":0.5,"l":[1,null,true]}` || string(e[1].Result.Value) != `"\ud800"` {
+		t.Fatalf("journal = %+v", e)
+	}
+}
+
+// Rule: a worker keeps its context connection from one attempt to the
+// next (a new preface moves it to the next attempt's token), and when the
+// bridge closed the kept connection meanwhile (a restart on the same
+// socket), the next attempt's first call goes through on a fresh one,
+// journaled once.
+func TestStepsConnectionKeptAcrossAttempts(t *testing.T) {
+	s := newSteps(t, "context_socket")
+	j1, j2 := &stepctxtest.Journal{}, &stepctxtest.Journal{}
+	first, err := s.invoke(t, s.Open(t, j1), `1`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	second, err := s.invoke(t, s.Open(t, j2), `2`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if string(first.Output) != string(second.Output) || !strings.Contains(string(first.Output), "socket:") {
+		t.Fatalf("sockets of the two attempts: %s and %s, want the same one connection", first.Output, second.Output)
+	}
+	if len(j1.Entries()) != 1 || len(j2.Entries()) != 1 {
+		t.Fatalf("journals %+v and %+v, want one run each", j1.Entries(), j2.Entries())
+	}
+
+	// The endpoint restarts on the same socket: the kept connection is dead.
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if err := s.Srv.Shutdown(ctx); err != nil {
+		t.Fatal(err)
+	}
+	l, err := stepctx.Listen(s.Addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	restarted := &steptest.Server{Srv: stepctx.NewServer(stepctx.Config{}), Addr: s.Addr, Dir: s.Dir}
+	served := make(chan error, 1)
+	go func() { served <- restarted.Srv.Serve(l) }()
+	t.Cleanup(func() {
+		_ = restarted.Srv.Shutdown(context.Background())
+		<-served
+	})
+	j3 := &stepctxtest.Journal{}
+	third, err := restarted.Invoke(t, s.f, s.w, restarted.Open(t, j3), `3`)
+	if err != nil {
+		t.Fatalf("the attempt after the restart: %v", err)
+	}
+	if e := j3.Entries(); len(e) != 1 || string(e[0].Result.Value) != "3" {
+		t.Fatalf("journal after the restart = %+v, want the one run, once", e)
+	}
+	if string(third.Output) == string(second.Output) {
+		t.Fatalf("sockets after the restart %s: want a new connection", third.Output)
 	}
 }

@@ -1,0 +1,11 @@
+package stepctx
+
+import "time"
+
+// SetFramedIdle sets how long a framed connection outlives its attempt,
+// for a test; the returned func restores it.
+func SetFramedIdle(d time.Duration) func() {
+	old := framedIdle
+	framedIdle = d
+	return func() { framedIdle = old }
+}
