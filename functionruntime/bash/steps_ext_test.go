@@ -96,6 +96,16 @@ inshell_fails() {
 	echo unreachable
 }
 
+inshell_values() {
+	local v w x
+	fnbridge run --var v u1 -- printf '%s\001\177' "$1 ü€ " || return
+	fnbridge run --var w u2 -- printf '%5000s|' x || return
+	fnbridge run --var x u3 -- printf 'a\tb\\n' || return
+	printf '<%s><%s><%s>' "$v" "${#w}" "$x"
+	fnbridge run u4 -- printf '\xff\xc3' || return
+	fnbridge run "plan ü" -- sh -c 'echo "kein Plan ü"; exit 100' 2>&1 || echo " $?"
+}
+
 meta() {
 	fnbridge run "step $1" -- printf '%s\n' "$1" || return
 	fnbridge call Echo/echo "$1" || return
@@ -111,7 +121,7 @@ type stepsEnv struct {
 	bridge string
 }
 
-func newStepsEnv(t *testing.T) *stepsEnv {
+func newStepsEnv(t testing.TB) *stepsEnv {
 	t.Helper()
 	e := &stepsEnv{Server: steptest.New(t)}
 	e.bridge = filepath.Join(e.Dir, "bridge")
@@ -224,6 +234,21 @@ func TestSteps(t *testing.T) {
 		if got := s.marker(t); got != "" {
 			t.Fatalf("the replay ran the external step (%q)", got)
 		}
+	})
+
+	// Rule: every value comes back to the shell byte for byte in the
+	// function's own locale, whether the agent hands it with its answer
+	// (short, 7-bit) or in a file (longer, or other bytes), on the first
+	// attempt and on replay; so does a terminal failure's message.
+	t.Run("shell function values", func(t *testing.T) {
+		s := e.start(t, "inshell_values", map[string]string{"LANG": "C.UTF-8"})
+		j := &stepctxtest.Journal{}
+		want := "<hi ü€ \x01\x7f><5001><a\tb\\n>\xff\xc3fnbridge: run plan ü: kein Plan ü\n 100"
+		res, err := s.invoke(t, e.Open(t, j), "hi")
+		steptest.MustOutput(t, res, err, want)
+		j.Restart()
+		res, err = s.invoke(t, e.Open(t, j), "changed")
+		steptest.MustOutput(t, res, err, want)
 	})
 
 	// Rule: the shell function fails like the command: exit 100 is a
