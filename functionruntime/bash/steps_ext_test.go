@@ -106,6 +106,17 @@ inshell_values() {
 	fnbridge run "plan ü" -- sh -c 'echo "kein Plan ü"; exit 100' 2>&1 || echo " $?"
 }
 
+# __fnb_apid is the bootstrap's: the pid of the worker's step agent.
+agent_dies() {
+	local v w
+	fnbridge run --var v a1 -- printf one || return
+	kill -KILL "$__fnb_apid"
+	while kill -0 "$__fnb_apid" 2>/dev/null; do sleep 0.01; done # reaped
+	fnbridge run --var w a2 -- printf two || return
+	printf '%s %s|' "$v" "$w"
+	fnbridge run a3 -- kill -KILL "$__fnb_apid" 2>&1 || echo "status $?"
+}
+
 meta() {
 	fnbridge run "step $1" -- printf '%s\n' "$1" || return
 	fnbridge call Echo/echo "$1" || return
@@ -249,6 +260,22 @@ func TestSteps(t *testing.T) {
 		j.Restart()
 		res, err = s.invoke(t, e.Open(t, j), "changed")
 		steptest.MustOutput(t, res, err, want)
+	})
+
+	// Rule: a step agent that died (and was reaped) is replaced by the
+	// next step; one that dies while a step waits for its answer ends
+	// that step with status 3
+	// and a message naming it, and the journal keeps no completion for it.
+	t.Run("shell function agent dies", func(t *testing.T) {
+		s := e.start(t, "agent_dies", nil)
+		j := &stepctxtest.Journal{}
+		res, err := s.invoke(t, e.Open(t, j), "")
+		if err != nil || !regexp.MustCompile(`^one two\|fnbridge: the step agent \(pid [0-9]+\) is gone\nstatus 3$`).Match(res.Output) {
+			t.Fatalf("output = %q (%v), want both values, then the dead agent named and status 3", res.Output, err)
+		}
+		if en := j.Entries(); len(en) != 3 || en[1].Name != "a2" || string(en[1].Result.Value) != "two" || en[2].Result != nil {
+			t.Fatalf("journal = %+v, want a1, a2 completed and a3 started only", en)
+		}
 	})
 
 	// Rule: the shell function fails like the command: exit 100 is a
