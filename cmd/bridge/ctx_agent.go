@@ -2,7 +2,6 @@ package main
 
 import (
 	"bufio"
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -30,17 +29,11 @@ import (
 //	       S <addr> <token> <name>            run/start
 //	       C <addr> <token> <status> <cmd>    run/complete: CMD exited with
 //	                                          status, its stdout is in a.out
-//	a.ans  one answer per request: a 12-byte header, the kind (1 byte),
-//	       the status (3 digits) and a length (8 digits), then that many
-//	       bytes, all in one write of at most PIPE_BUF bytes (atomic, so
-//	       bash reads each part with one read of a known length)
+//	a.ans  one answer line per request: <status> <kind> <message>
 //	       kind x: execute CMD now
-//	       kind v: the value follows (7-bit, no NUL: bytes that bash reads
-//	               alike in every locale)
-//	       kind f: the value is in a.val (after S) or a.out (after C)
-//	       kind n: likewise, and it holds a NUL byte
-//	       kind e: stop with <status>, the message follows (E: it is not
-//	               7-bit, bash reads it in the C locale)
+//	       kind r: the recorded value is in a.val (R: it holds a NUL byte)
+//	       kind o: the value journaled is a.out's (O: it holds a NUL byte)
+//	       kind e: stop with <status>, <message> on stderr
 //
 // Statuses and messages are those of the command. The agent holds one
 // framed connection for the current token; a request with another token
@@ -52,10 +45,6 @@ const (
 	agentVal     = "a.val"
 	agentMaxLine = 64 << 10 // a request line: a step name and the endpoint
 	agentMaxMsg  = 3000     // an answer stays one atomic FIFO write
-	// agentMaxInline bounds a value sent with its answer: with the header,
-	// one atomic FIFO write (PIPE_BUF, 4096 on Linux).
-	agentMaxInline = 4096 - agentHeader
-	agentHeader    = 12
 )
 
 func newCtxAgentCmd() *cobra.Command {
@@ -116,7 +105,6 @@ func runAgent(ctx context.Context, dir string, worker int, ready io.Writer) erro
 	a := &agent{dir: dir}
 	defer a.close()
 	r := bufio.NewReaderSize(files[0], 4096)
-	var out []byte
 	for {
 		line, err := r.ReadSlice('\n')
 		for errors.Is(err, bufio.ErrBufferFull) && len(line) < agentMaxLine {
@@ -127,23 +115,17 @@ func runAgent(ctx context.Context, dir string, worker int, ready io.Writer) erro
 		if err != nil {
 			return exitf(ctxExitError, "agent: reading requests: %v", err)
 		}
-		status, kind, body := a.serve(ctx, strings.Split(strings.TrimSuffix(string(line), "\n"), "\t"))
-		if kind == "e" {
-			body = strings.Map(func(r rune) rune {
-				if r == '\n' || r == '\t' {
-					return ' '
-				}
-				return r
-			}, body)
-			if len(body) > agentMaxMsg {
-				body = body[:agentMaxMsg] + "..."
+		status, kind, msg := a.serve(ctx, strings.Split(strings.TrimSuffix(string(line), "\n"), "\t"))
+		msg = strings.Map(func(r rune) rune {
+			if r == '\n' || r == '\t' {
+				return ' '
 			}
-			if !plain(body) {
-				kind = "E"
-			}
+			return r
+		}, msg)
+		if len(msg) > agentMaxMsg {
+			msg = msg[:agentMaxMsg] + "..."
 		}
-		out = fmt.Appendf(out[:0], "%s%03d%08d%s", kind, status, len(body), body)
-		if _, err := files[1].Write(out); err != nil {
+		if _, err := fmt.Fprintf(files[1], "%d\t%s\t%s\n", status, kind, msg); err != nil {
 			return exitf(ctxExitError, "agent: answering: %v", err)
 		}
 	}
@@ -210,13 +192,10 @@ func (a *agent) serve(ctx context.Context, f []string) (int, string, string) {
 			if rec.Failure != nil {
 				return ctxExitTerminal, "e", fmt.Sprintf("run %s: %s", f[3], rec.Failure.Message)
 			}
-			if kind := valueKind(rec.Value); kind != "v" {
-				if err := os.WriteFile(filepath.Join(a.dir, agentVal), rec.Value, 0o600); err != nil {
-					return answerOf(exitf(ctxExitError, "agent: %v", err))
-				}
-				return 0, kind, ""
+			if err := os.WriteFile(filepath.Join(a.dir, agentVal), rec.Value, 0o600); err != nil {
+				return answerOf(exitf(ctxExitError, "agent: %v", err))
 			}
-			return 0, "v", string(rec.Value)
+			return 0, nulKind("r", rec.Value), ""
 		}
 		a.handle, a.name, a.started = h, f[3], true
 		return 0, "x", ""
@@ -244,35 +223,16 @@ func (a *agent) serve(ctx context.Context, f []string) (int, string, string) {
 		if exit != nil {
 			return exit.code, "e", exit.msg
 		}
-		if kind := valueKind(out); kind != "v" {
-			return 0, kind, ""
-		}
-		return 0, "v", string(out)
+		return 0, nulKind("o", out), ""
 	}
 	return ctxExitUsage, "e", fmt.Sprintf("agent: unknown request %q", f[0])
 }
 
-// valueKind is how an answer hands v to the shell: "v" with the answer
-// when it is short and plain, "n" in its file when it holds a NUL byte
-// (which a shell variable cannot), "f" in its file otherwise.
-func valueKind(v []byte) string {
-	switch {
-	case bytes.IndexByte(v, 0) >= 0:
-		return "n"
-	case len(v) <= agentMaxInline && plain(string(v)):
-		return "v"
+// nulKind is kind, upper-cased when v holds a NUL byte (which a shell
+// variable cannot).
+func nulKind(kind string, v []byte) string {
+	if strings.IndexByte(string(v), 0) >= 0 {
+		return strings.ToUpper(kind)
 	}
-	return "f"
-}
-
-// plain reports whether s is 7-bit without NUL bytes: bash reads such
-// bytes one character each and keeps them as they are in every locale
-// (it drops or merges others in a multibyte one).
-func plain(s string) bool {
-	for i := 0; i < len(s); i++ {
-		if s[i] == 0 || s[i] >= 0x80 {
-			return false
-		}
-	}
-	return true
+	return kind
 }

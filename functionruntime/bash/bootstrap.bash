@@ -73,33 +73,21 @@ __fnb_fnbridge() {
 		__fnb_answer || builtin return
 		__fnb_file=$__fnb_dir/a.out
 	fi
-	case $__fnb_k in
-	v)
-		# The value came with the answer.
-		if [[ -n $__fnb_var ]]; then
-			builtin printf -v "$__fnb_var" '%s' "$__fnb_v"
-		else
-			builtin printf '%s' "$__fnb_v"
-		fi
-		;;
-	n)
+	if [[ $__fnb_k == [RO] ]]; then
 		# A NUL byte: no shell variable holds one.
 		if [[ -n $__fnb_var ]]; then
 			builtin printf 'fnbridge: run %s --var: the value holds a NUL byte, which a shell variable cannot; print it instead\n' "$__fnb_name" >&2
 			builtin return 2
 		fi
 		command cat -- "$__fnb_file"
-		;;
-	*)
-		# In the C locale, byte for byte.
-		if [[ -n $__fnb_var ]]; then
-			LC_ALL=C IFS= builtin read -r -d '' "$__fnb_var" <"$__fnb_file" || :
-		else
-			LC_ALL=C IFS= builtin read -r -d '' __fnb_v <"$__fnb_file" || :
-			builtin printf '%s' "$__fnb_v"
-		fi
-		;;
-	esac
+		builtin return
+	fi
+	if [[ -n $__fnb_var ]]; then
+		LC_ALL=C IFS= builtin read -r -d '' "$__fnb_var" <"$__fnb_file" || :
+	else
+		LC_ALL=C IFS= builtin read -r -d '' __fnb_v <"$__fnb_file" || :
+		builtin printf '%s' "$__fnb_v"
+	fi
 	builtin return 0
 }
 
@@ -127,47 +115,23 @@ __fnb_agent() {
 	command exec {__fnb_areq}<>"$__fnb_dir/a.req" {__fnb_aans}<>"$__fnb_dir/a.ans"
 }
 
-# __fnb_answer reads the agent's answer: a header of 12 bytes, the kind
-# __fnb_k, the status __fnb_st (3 digits) and a length (8 digits), then
-# that many bytes, __fnb_v, all in one write of at most PIPE_BUF bytes,
-# so one read of a known length takes each part. Kinds (see
-# cmd/bridge/ctx_agent.go): x execute CMD now; v the value follows
-# (printable ASCII and the like: no locale reads it otherwise); f the
-# value is in the file; n the value, in the file, holds a NUL byte; e an
-# error whose message follows (E: in the C locale); an error answer
-# prints its message and returns its status.
+# __fnb_answer reads the agent's answer: __fnb_st, __fnb_k, __fnb_m; an
+# error answer prints its message and returns its status.
 __fnb_answer() {
-	builtin local __fnb_rc __fnb_h=
-	# The kind with a timeout, then the rest without: a read with one
-	# costs two system calls per character it takes.
+	builtin local __fnb_rc
 	while :; do
-		IFS= builtin read -r -N 1 -t 2 -u "$__fnb_aans" __fnb_k && break
+		IFS=$'\t' builtin read -r -t 2 -u "$__fnb_aans" __fnb_st __fnb_k __fnb_m && break
 		__fnb_rc=$?
 		# A timeout only means a slow answer while the agent lives.
 		if ((__fnb_rc > 128)) && builtin kill -0 "$__fnb_apid" 2>/dev/null; then
 			continue
 		fi
-		__fnb_k=
-		break
-	done
-	[[ -z $__fnb_k ]] || IFS= builtin read -r -N 11 -u "$__fnb_aans" __fnb_h
-	__fnb_h=$__fnb_k$__fnb_h
-	if [[ $__fnb_h != [xvfneE][0-9][0-9][0-9][0-9][0-9][0-9][0-9][0-9][0-9][0-9][0-9] ]]; then
 		builtin printf 'fnbridge: the step agent (pid %s) is gone\n' "$__fnb_apid" >&2
 		__fnb_areq=
 		builtin return 3
-	fi
-	__fnb_k=${__fnb_h:0:1} __fnb_st=$((10#${__fnb_h:1:3})) __fnb_v=
-	__fnb_h=$((10#${__fnb_h:4}))
-	if ((__fnb_h > 0)); then
-		if [[ $__fnb_k == E ]]; then
-			LC_ALL=C IFS= builtin read -r -N "$__fnb_h" -u "$__fnb_aans" __fnb_v
-		else
-			IFS= builtin read -r -N "$__fnb_h" -u "$__fnb_aans" __fnb_v
-		fi
-	fi
-	if [[ $__fnb_k == [eE] ]]; then
-		[[ -z $__fnb_v ]] || builtin printf 'fnbridge: %s\n' "$__fnb_v" >&2
+	done
+	if [[ $__fnb_k == e ]]; then
+		[[ -z $__fnb_m ]] || builtin printf 'fnbridge: %s\n' "$__fnb_m" >&2
 		builtin return "$__fnb_st"
 	fi
 	builtin return 0
