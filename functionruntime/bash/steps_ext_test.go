@@ -248,9 +248,9 @@ func TestSteps(t *testing.T) {
 	})
 
 	// Rule: every value comes back to the shell byte for byte in the
-	// function's own locale, whether the agent hands it with its answer
-	// (short, 7-bit) or in a file (longer, or other bytes), on the first
-	// attempt and on replay; so does a terminal failure's message.
+	// function's own locale, whatever its bytes (7-bit with control
+	// characters, UTF-8, invalid UTF-8) or length, on the first attempt
+	// and on replay; so does a terminal failure's message.
 	t.Run("shell function values", func(t *testing.T) {
 		s := e.start(t, "inshell_values", map[string]string{"LANG": "C.UTF-8"})
 		j := &stepctxtest.Journal{}
