@@ -140,7 +140,7 @@ __fnb_answer() {
 __fnb_main() {
 	local __fnb_file=$1 __fnb_fn=$2 __fnb_dir=$3
 	local __fnb_in __fnb_out __fnb_status __fnb_len __fnb_payload __fnb_rc __fnb_o
-	local __fnb_key __fnb_tok __fnb_f __fnb_hdr __fnb_seq=0 __fnb_x __fnb_n __fnb_lc __fnb_lcset
+	local __fnb_key __fnb_tok __fnb_f __fnb_hdr __fnb_seq=0 __fnb_x __fnb_n __fnb_lc __fnb_lcset __fnb_lcvar
 	local -a __fnb_reapply=()
 	builtin set --
 
@@ -214,14 +214,26 @@ __fnb_main() {
 	fi
 	# Requests are counted in bytes, so the loop and each subshell read
 	# them in the C locale, set once here: each temporary LC_ALL=C costs
-	# two setlocale calls, the dearest part of a read. The function gets
-	# LC_ALL back as the file left it (set or not, exported or not).
-	if ! (LC_ALL=C) 2>/dev/null; then
-		builtin printf 'E readonly LC_ALL\n' >&"$__fnb_out"
+	# two setlocale calls, the dearest part of a read. Only LC_CTYPE
+	# decides how read counts, and giving one category back costs a
+	# fraction of all of them, so the loop switches LC_CTYPE, or LC_ALL
+	# when the file set it (it overrides every category). The function
+	# gets the variable back as the file left it (set or not, exported
+	# or not).
+	if [[ -n ${LC_ALL-} ]]; then
+		__fnb_lcvar=LC_ALL __fnb_lc=$LC_ALL __fnb_lcset=set
+	else
+		__fnb_lcvar=LC_CTYPE __fnb_lc=${LC_CTYPE-} __fnb_lcset=${LC_CTYPE+set}
+	fi
+	if ! (builtin unset -v "$__fnb_lcvar") 2>/dev/null; then
+		builtin printf 'E readonly %s\n' "$__fnb_lcvar" >&"$__fnb_out"
 		builtin exit 1
 	fi
-	__fnb_lc=${LC_ALL-} __fnb_lcset=${LC_ALL+set}
-	LC_ALL=C
+	if [[ $__fnb_lcvar == LC_ALL ]]; then
+		LC_ALL=C
+	else
+		LC_CTYPE=C
+	fi
 	# Each invocation's subshell asks for its EXIT trap (trap -p below),
 	# and bash first reads every signal's original disposition, two system
 	# calls per signal, unless it knows them already: read them once here,
@@ -362,10 +374,12 @@ __fnb_main() {
 			# file is created by the first write): a job an earlier
 			# invocation left behind only knows paths Go has removed.
 			command exec {__fnb_in}<&- {__fnb_out}>&- {__fnb_life}<&- >"$__fnb_dir/s.$__fnb_f"
-			if [[ $__fnb_lcset ]]; then
+			if [[ $__fnb_lcvar == LC_ALL ]]; then
 				LC_ALL=$__fnb_lc
+			elif [[ $__fnb_lcset ]]; then
+				LC_CTYPE=$__fnb_lc
 			else
-				builtin unset -v LC_ALL
+				builtin unset -v LC_CTYPE
 			fi
 			# The shell whose fnbridge function may use the step agent.
 			__fnb_ishell=$BASHPID __fnb_areq= __fnb_aans= __fnb_apid=

@@ -207,7 +207,8 @@
 //	← "E source <status>\n"         sourcing failed; the worker exits
 //	← "E nofunc\n"                  function not defined; the worker exits
 //	← "E readonly\n"                the file made a step context or per-invocation variable readonly; the worker exits
-//	← "E readonly LC_ALL\n"         the file made LC_ALL readonly (requests are read in the C locale); the worker exits
+//	← "E readonly LC_ALL\n"         the file made the locale variable the worker switches (LC_ALL when the file set it,
+//	  "E readonly LC_CTYPE\n"       LC_CTYPE otherwise) readonly (requests are read in the C locale); the worker exits
 //	→ <key>                         after K, and after each request: the next invocation's key
 //	→ <token><n> then n payload bytes   one invocation (n as 12 digits)
 //	→ <token>c<n><m><context> then n payload bytes

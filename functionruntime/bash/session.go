@@ -161,8 +161,9 @@ func (l *launcher) handshake(ctx context.Context, s *session) error {
 		return fmt.Errorf("sourcing %s failed with status %s%s", l.file, line[len("E source "):], proc.LastLinesSuffix(s.P.RecentLines(3)))
 	case line == "E readonly":
 		return fmt.Errorf("%s makes %s, %s or one of %s readonly; the runtime sets them per invocation", l.file, ContextEnv, ContextTokenEnv, strings.Join(functionruntime.InvocationEnvNames, ", "))
-	case line == "E readonly LC_ALL":
-		return fmt.Errorf("%s makes LC_ALL readonly; the worker reads its requests in the C locale and gives the function LC_ALL back as the file left it", l.file)
+	case line == "E readonly LC_ALL" || line == "E readonly LC_CTYPE":
+		v := line[len("E readonly "):]
+		return fmt.Errorf("%s makes %s readonly; the worker reads its requests in the C locale and gives the function %s back as the file left it", l.file, v, v)
 	case line == "E nofunc":
 		return fmt.Errorf("function %s is not defined in %s", l.function, l.file)
 	default:

@@ -96,6 +96,27 @@ inshell_fails() {
 	echo unreachable
 }
 
+inshell_values() {
+	local v w x
+	fnbridge run --var v u1 -- printf '%s\001\177' "$1 ü€ " || return
+	fnbridge run --var w u2 -- printf '%5000s|' x || return
+	fnbridge run --var x u3 -- printf 'a\tb\\n' || return
+	printf '<%s><%s><%s>' "$v" "${#w}" "$x"
+	fnbridge run u4 -- printf '\xff\xc3' || return
+	fnbridge run "plan ü" -- sh -c 'echo "kein Plan ü"; exit 100' 2>&1 || echo " $?"
+}
+
+# __fnb_apid is the bootstrap's: the pid of the worker's step agent.
+agent_dies() {
+	local v w
+	fnbridge run --var v a1 -- printf one || return
+	kill -KILL "$__fnb_apid"
+	while kill -0 "$__fnb_apid" 2>/dev/null; do sleep 0.01; done # reaped
+	fnbridge run --var w a2 -- printf two || return
+	printf '%s %s|' "$v" "$w"
+	fnbridge run a3 -- kill -KILL "$__fnb_apid" 2>&1 || echo "status $?"
+}
+
 meta() {
 	fnbridge run "step $1" -- printf '%s\n' "$1" || return
 	fnbridge call Echo/echo "$1" || return
@@ -111,7 +132,7 @@ type stepsEnv struct {
 	bridge string
 }
 
-func newStepsEnv(t *testing.T) *stepsEnv {
+func newStepsEnv(t testing.TB) *stepsEnv {
 	t.Helper()
 	e := &stepsEnv{Server: steptest.New(t)}
 	e.bridge = filepath.Join(e.Dir, "bridge")
@@ -223,6 +244,37 @@ func TestSteps(t *testing.T) {
 		steptest.MustOutput(t, res, err, want)
 		if got := s.marker(t); got != "" {
 			t.Fatalf("the replay ran the external step (%q)", got)
+		}
+	})
+
+	// Rule: every value comes back to the shell byte for byte in the
+	// function's own locale, whatever its bytes (7-bit with control
+	// characters, UTF-8, invalid UTF-8) or length, on the first attempt
+	// and on replay; so does a terminal failure's message.
+	t.Run("shell function values", func(t *testing.T) {
+		s := e.start(t, "inshell_values", map[string]string{"LANG": "C.UTF-8"})
+		j := &stepctxtest.Journal{}
+		want := "<hi ü€ \x01\x7f><5001><a\tb\\n>\xff\xc3fnbridge: run plan ü: kein Plan ü\n 100"
+		res, err := s.invoke(t, e.Open(t, j), "hi")
+		steptest.MustOutput(t, res, err, want)
+		j.Restart()
+		res, err = s.invoke(t, e.Open(t, j), "changed")
+		steptest.MustOutput(t, res, err, want)
+	})
+
+	// Rule: a step agent that died (and was reaped) is replaced by the
+	// next step; one that dies while a step waits for its answer ends
+	// that step with status 3
+	// and a message naming it, and the journal keeps no completion for it.
+	t.Run("shell function agent dies", func(t *testing.T) {
+		s := e.start(t, "agent_dies", nil)
+		j := &stepctxtest.Journal{}
+		res, err := s.invoke(t, e.Open(t, j), "")
+		if err != nil || !regexp.MustCompile(`^one two\|fnbridge: the step agent \(pid [0-9]+\) is gone\nstatus 3$`).Match(res.Output) {
+			t.Fatalf("output = %q (%v), want both values, then the dead agent named and status 3", res.Output, err)
+		}
+		if en := j.Entries(); len(en) != 3 || en[1].Name != "a2" || string(en[1].Result.Value) != "two" || en[2].Result != nil {
+			t.Fatalf("journal = %+v, want a1, a2 completed and a3 started only", en)
 		}
 	})
 
