@@ -279,6 +279,26 @@ func TestTerminalHandlerFailureIsJournaledAndEnds(t *testing.T) {
 	if out.GetFailure() == nil || !strings.Contains(out.GetFailure().GetMessage(), "order not found") {
 		t.Fatalf("output %v does not carry the failure", out)
 	}
+	if c := out.GetFailure().GetCode(); c != 500 {
+		t.Errorf("failure code %d, want 500 when the handler gave none", c)
+	}
+}
+
+// A terminal failure's own code (a Python TerminalError(message, code=404))
+// is the code the run and the invocation fail with, as with a Restate SDK.
+func TestTerminalHandlerFailureKeepsItsCode(t *testing.T) {
+	h := newHarness(t, "")
+	h.fake.setInvoke(func(context.Context, *executorv1.InvokeFunctionRequest) (*executorv1.InvokeFunctionResponse, error) {
+		return nil, runtimeErrorWith(codes.Unknown, functionruntime.ReasonHandlerTerminalError, "order not found",
+			map[string]string{functionruntime.MetadataTerminalCode: "404"})
+	})
+	frames := h.play(6, fresh(`{}`), nil)
+	wantTypes(t, frames, wire.RunCommandType, wire.ProposeRunCompletionMessageType, wire.OutputCommandType, wire.EndMessageType)
+	prop, _ := restatetest.Message[*servicev1.ProposeRunCompletionMessage](frames[1])
+	out, _ := restatetest.Message[*servicev1.OutputCommandMessage](frames[2])
+	if prop.GetFailure().GetCode() != 404 || out.GetFailure().GetCode() != 404 {
+		t.Fatalf("run completion %v and output %v, want failure code 404", prop, out)
+	}
 }
 
 // Error classes that Restate retries: nothing is journaled, the attempt

@@ -75,6 +75,9 @@ type Error struct {
 	Class   Class
 	Message string
 	Cause   error
+	// Code overrides Class.Code for a terminal failure whose handler gave
+	// one (a Python TerminalError's code); 0: the class's code.
+	Code restate.Code
 }
 
 func (e *Error) Error() string {

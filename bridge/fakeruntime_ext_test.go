@@ -88,6 +88,11 @@ func (f *fakeRuntime) setRegister(fn func(*executorv1.RegisterFunctionRequest) (
 // runtimeError builds the status the real server returns, with its
 // ErrorInfo reason.
 func runtimeError(code codes.Code, reason, msg string) error {
-	st, _ := status.New(code, msg).WithDetails(&errdetails.ErrorInfo{Reason: reason, Domain: functionruntime.ErrorDomain})
+	return runtimeErrorWith(code, reason, msg, nil)
+}
+
+// runtimeErrorWith is runtimeError with ErrorInfo metadata.
+func runtimeErrorWith(code codes.Code, reason, msg string, md map[string]string) error {
+	st, _ := status.New(code, msg).WithDetails(&errdetails.ErrorInfo{Reason: reason, Domain: functionruntime.ErrorDomain, Metadata: md})
 	return st.Err()
 }

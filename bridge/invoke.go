@@ -219,7 +219,7 @@ func (p *pool) classifyInvoke(ctx context.Context, err error) *Error {
 	}
 	switch functionruntime.Classify(err) {
 	case functionruntime.ClassHandlerTerminal:
-		return &Error{Class: ClassTerminal, Message: msg, Cause: err}
+		return &Error{Class: ClassTerminal, Message: msg, Cause: err, Code: restate.Code(functionruntime.TerminalCode(err))}
 	case functionruntime.ClassHandlerRetryable:
 		return &Error{Class: ClassHandler, Message: msg, Cause: err}
 	case functionruntime.ClassTimeout:
@@ -250,7 +250,11 @@ func toRestate(err error) error {
 	}
 	switch e.Class {
 	case ClassTerminal, ClassInvalidInput:
-		return &restate.TerminalError{Code: e.Class.Code(), Message: e.Message}
+		code := e.Class.Code()
+		if e.Code != 0 {
+			code = e.Code
+		}
+		return &restate.TerminalError{Code: code, Message: e.Message}
 	case ClassCancelled:
 		return restate.ErrCancelled
 	case ClassPermanent:

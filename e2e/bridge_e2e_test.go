@@ -267,29 +267,37 @@ func testRetryableFailureRetried(t *testing.T, env *bridgeEnv) {
 // "handler signalled a terminal failure | run completed with a failure;
 // invocation ends with that failure, no retry": Python's
 // fnbridge.TerminalError and Bash's exit 100 reach the caller, and the
-// invocation is completed (not backing off) after one execution.
+// invocation is completed (not backing off) after one execution. A
+// TerminalError's own code is the caller's status.
 func testTerminalFailure(t *testing.T, env *bridgeEnv) {
 	ws := newWorkspace(t, "refuse.py", "refuse.sh")
 	cfg := ws.config(t, `services:
   - name: TerminalPy
     handlers:
       - {name: refuse, runtime: python, dir: fn, handler: refuse.refuse, retry_policy: {initial_interval: 100ms}}
+  - name: TerminalPyCode
+    handlers:
+      - {name: refuse, runtime: python, dir: fn, handler: refuse.refuse_code, retry_policy: {initial_interval: 100ms}}
   - name: TerminalSh
     handlers:
       - {name: refuse, runtime: bash, dir: fn, handler: refuse.refuse, retry_policy: {initial_interval: 100ms}}
 `)
 	serveAndRegister(t, env, cfg)
 	ctx := caseContext(t)
-	for _, c := range []struct{ svc, marker, message string }{
-		{"TerminalPy", "calls_py.log", "order C-3 not found"},
-		{"TerminalSh", "calls_sh.log", "order refused by bash"},
+	for _, c := range []struct {
+		svc, handler, marker, message string
+		code                          int
+	}{
+		{"TerminalPy", "refuse", "calls_py.log", "order C-3 not found", http.StatusInternalServerError},
+		{"TerminalPyCode", "refuse", "calls_code.log", "order C-3 is gone", http.StatusGone},
+		{"TerminalSh", "refuse", "calls_sh.log", "order refused by bash", http.StatusInternalServerError},
 	} {
-		status, body, err := env.srv.Call(ctx, c.svc, "refuse", []byte(`{"order":"C-3"}`), nil)
+		status, body, err := env.srv.Call(ctx, c.svc, c.handler, []byte(`{"order":"C-3"}`), nil)
 		if err != nil {
-			t.Fatalf("%s: %v", c.svc, err)
+			t.Fatalf("%s/%s: %v", c.svc, c.handler, err)
 		}
-		if status != http.StatusInternalServerError || !strings.Contains(string(body), c.message) {
-			t.Errorf("%s: caller got %d %s, want 500 carrying %q", c.svc, status, body, c.message)
+		if status != c.code || !strings.Contains(string(body), c.message) {
+			t.Errorf("%s/%s: caller got %d %s, want %d carrying %q", c.svc, c.handler, status, body, c.code, c.message)
 		}
 		rows := invocationRows(ctx, t, env.srv, c.svc, "id, status, completion_result, completion_failure")
 		if len(rows) != 1 {

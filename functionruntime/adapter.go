@@ -88,6 +88,9 @@ type HandlerError struct {
 	Type     string // exception class name, or "exit" for Bash
 	Message  string
 	ExitCode int // Bash status, 0 for Python
+	// Code is a terminal failure's code as the handler gave it (a Python
+	// TerminalError's code, 1..65535); 0 when it gave none (500).
+	Code int
 }
 
 // HandlerFailure lets the worker supervisor recognise a resource limit

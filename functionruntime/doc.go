@@ -99,7 +99,10 @@
 //	lower attempt            FailedPrecondition ATTEMPT_SUPERSEDED
 //	same attempt, new digest AlreadyExists     DIGEST_MISMATCH
 //
-// Handler errors carry metadata error_type, exit_code and terminal.
+// Handler errors carry metadata error_type, exit_code and terminal; a
+// terminal one whose handler gave a code (a Python TerminalError's code)
+// also terminal_code, which the bridge makes the invocation's failure
+// code (TerminalCode reads it).
 //
 // # Unregistration and shutdown
 //

@@ -140,6 +140,27 @@ func fatalText(err error) string {
 	return truncateUTF8(err.Error(), MaxFatalErrorBytes)
 }
 
+// MetadataTerminalCode is the ErrorInfo metadata key of a terminal
+// handler failure's code (HANDLER_TERMINAL_ERROR), in decimal, present
+// only when the handler gave one: out of band, so the executor.v1
+// messages stay as the contract defines them.
+const MetadataTerminalCode = "terminal_code"
+
+// TerminalCode is the code a HANDLER_TERMINAL_ERROR carries in its
+// ErrorInfo (MetadataTerminalCode), or 0 when it carries none or one out
+// of 1..65535.
+func TerminalCode(err error) uint16 {
+	info := ErrorInfo(err)
+	if info == nil || info.GetReason() != ReasonHandlerTerminalError {
+		return 0
+	}
+	c, perr := strconv.Atoi(info.GetMetadata()[MetadataTerminalCode])
+	if perr != nil || c < 1 || c > 65535 {
+		return 0
+	}
+	return uint16(c)
+}
+
 // handlerStatus maps a *HandlerError to codes.Unknown with its reason.
 func handlerStatus(he *HandlerError, runUID, invocationID string) error {
 	reason := ReasonHandlerError
@@ -152,6 +173,9 @@ func handlerStatus(he *HandlerError, runUID, invocationID string) error {
 		"error_type":    he.Type,
 		"exit_code":     strconv.Itoa(he.ExitCode),
 		"terminal":      strconv.FormatBool(he.Terminal),
+	}
+	if he.Terminal && he.Code > 0 && he.Code <= 65535 {
+		md[MetadataTerminalCode] = strconv.Itoa(he.Code)
 	}
 	return statusError(codes.Unknown, reason, md, "invocation %s: %s", invocationID, he.Error())
 }

@@ -316,6 +316,8 @@ func TestInvokeErrorMapping(t *testing.T) {
 		metadata  map[string]string
 		msgSubstr string
 		wantState executorv1.FunctionRegistrationState
+		// terminalCode is what TerminalCode reads back (0: none).
+		terminalCode uint16
 	}{
 		{
 			name: "handler error is retryable", err: &functionruntime.HandlerError{Type: "ValueError", Message: "bad input"},
@@ -328,6 +330,24 @@ func TestInvokeErrorMapping(t *testing.T) {
 			code: codes.Unknown, reason: functionruntime.ReasonHandlerTerminalError, class: functionruntime.ClassHandlerTerminal,
 			metadata:  map[string]string{"error_type": "exit", "exit_code": "3", "terminal": "true"},
 			msgSubstr: "no such order", wantState: stateReady,
+		},
+		{
+			name: "terminal handler error with a code", err: &functionruntime.HandlerError{Terminal: true, Type: "fnbridge.TerminalError", Message: "no such order", Code: 404},
+			code: codes.Unknown, reason: functionruntime.ReasonHandlerTerminalError, class: functionruntime.ClassHandlerTerminal,
+			metadata:  map[string]string{"terminal": "true", functionruntime.MetadataTerminalCode: "404"},
+			msgSubstr: "no such order", wantState: stateReady, terminalCode: 404,
+		},
+		{
+			name: "terminal code out of range is dropped", err: &functionruntime.HandlerError{Terminal: true, Type: "fnbridge.TerminalError", Message: "odd", Code: 70000},
+			code: codes.Unknown, reason: functionruntime.ReasonHandlerTerminalError, class: functionruntime.ClassHandlerTerminal,
+			metadata:  map[string]string{functionruntime.MetadataTerminalCode: ""},
+			msgSubstr: "odd", wantState: stateReady,
+		},
+		{
+			name: "a retryable error carries no terminal code", err: &functionruntime.HandlerError{Type: "ValueError", Message: "bad", Code: 404},
+			code: codes.Unknown, reason: functionruntime.ReasonHandlerError, class: functionruntime.ClassHandlerRetryable,
+			metadata:  map[string]string{functionruntime.MetadataTerminalCode: ""},
+			msgSubstr: "bad", wantState: stateReady,
 		},
 		{
 			name: "wrapped handler error", err: fmt.Errorf("python: %w", &functionruntime.HandlerError{Type: "KeyError", Message: "'x'"}),
@@ -370,6 +390,9 @@ func TestInvokeErrorMapping(t *testing.T) {
 			}
 			if c := functionruntime.Classify(err); c != tt.class {
 				t.Errorf("Classify = %v, want %v", c, tt.class)
+			}
+			if c := functionruntime.TerminalCode(err); c != tt.terminalCode {
+				t.Errorf("TerminalCode = %d, want %d", c, tt.terminalCode)
 			}
 			s, serr := h.status(ref)
 			if serr != nil || s.GetState() != tt.wantState {

@@ -1017,11 +1017,17 @@ def _fnbridge_worker():
         pass
 
     def failure(exc, terminal=None, message=None):
-        return {
+        f = {
             "type": type_name(exc),
             "message": message if message is not None else message_of(exc),
             "terminal": is_terminal(exc) if terminal is None else terminal,
         }
+        # A TerminalError's code is the invocation's failure code (the
+        # runtime checks its range); other exceptions carry none.
+        code = getattr(exc, "code", None) if f["terminal"] else None
+        if type(code) is int:
+            f["code"] = code
+        return f
 
     def read_request():
         header = requests.read(5)

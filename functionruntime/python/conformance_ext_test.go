@@ -86,7 +86,10 @@ var conformance = &adaptertest.Adapter{
 			{Input: `"y"`, Want: functionruntime.HandlerError{Type: "ValueError", Message: "bad value: y"}},
 		}},
 		{Name: "fnbridge.TerminalError", Handler: adaptertest.Handler{Handler: "h.terminal", Files: hPy}, Calls: []adaptertest.FailedCall{
-			{Input: "null", Want: functionruntime.HandlerError{Terminal: true, Type: "fnbridge.TerminalError", Message: "do not retry me"}},
+			{Input: "null", Want: functionruntime.HandlerError{Terminal: true, Type: "fnbridge.TerminalError", Message: "do not retry me", Code: 500}},
+		}},
+		{Name: "fnbridge.TerminalError with a code", Handler: adaptertest.Handler{Handler: "h.terminal_code", Files: hPy}, Calls: []adaptertest.FailedCall{
+			{Input: "null", Want: functionruntime.HandlerError{Terminal: true, Type: "fnbridge.TerminalError", Message: "no such order", Code: 404}},
 		}},
 		{Name: "own TerminalError class", Handler: adaptertest.Handler{Handler: "h.custom_terminal", Files: hPy}, Calls: []adaptertest.FailedCall{
 			{Input: "null", Want: functionruntime.HandlerError{Terminal: true, Type: "h.TerminalError", Message: "my own terminal class"}},

@@ -257,6 +257,7 @@
 //	← 'F' id, raw FNBRIDGE_OUTPUTS file content  (optional)
 //	← 'R' id, output bytes                       success, ends the invocation
 //	← 'E' id, {"type","message","terminal"}      failure, ends the invocation
+//	                                             (+ "code": a TerminalError's int code)
 //
 // An 'N' frame is followed by a 'C' or 'I', a 'C' frame by the 'I', all
 // of the same id; anything else, or an 'N' naming a variable off the

@@ -44,6 +44,9 @@ def boom(event):
 def terminal(event):
     raise fnbridge.TerminalError("do not retry me")
 
+def terminal_code(event):
+    raise fnbridge.TerminalError("no such order", code=404)
+
 class TerminalError(Exception):
     pass
 

@@ -241,12 +241,13 @@ func (s *session) invoke(input []byte, sc *functionruntime.StepContext, env map[
 			var f struct {
 				Type, Message string
 				Terminal      bool
+				Code          int
 			}
 			if err := json.Unmarshal(payload, &f); err != nil {
 				return functionruntime.Result{}, &proc.ProtocolError{Err: fmt.Errorf("bad error frame: %w", err)}
 			}
 			return functionruntime.Result{}, &functionruntime.HandlerError{
-				Terminal: f.Terminal, Type: f.Type, Message: proc.Clip(f.Message, maxMessage),
+				Terminal: f.Terminal, Type: f.Type, Message: proc.Clip(f.Message, maxMessage), Code: f.Code,
 			}
 		default:
 			return functionruntime.Result{}, &proc.ProtocolError{Err: errors.New("unexpected frame kind " + strconv.QuoteRune(rune(kind)))}
