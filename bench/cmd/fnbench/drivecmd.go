@@ -98,8 +98,17 @@ func ingressCmd(args []string) error {
 	dur := fs.Duration("d", 4*time.Second, "measured duration")
 	pid := fs.Int("pid", 0, "the deployment's process (0: not measured)")
 	server := fs.Int("server-pid", 0, "restate-server's process (0: not measured)")
+	want := fs.String("want", "echo", "how answers are checked: echo (the input back) or steps (a five-step handler's answer)")
 	if err := fs.Parse(args); err != nil {
 		return err
+	}
+	check := echoAnswer
+	switch *want {
+	case "echo":
+	case "steps":
+		check = stepsAnswer
+	default:
+		return fmt.Errorf("--want %q: use echo or steps", *want)
 	}
 	if *target == "" || *pid == 0 {
 		return fmt.Errorf("--target and --pid are required")
@@ -109,14 +118,14 @@ func ingressCmd(args []string) error {
 	client := newIngressClient(*c)
 	defer client.CloseIdleConnections()
 	u := *url + "/" + *target
-	if w := load(ctx, client, u, *c, 10**c, time.Second, echoAnswer); w.Errors > 0 {
+	if w := load(ctx, client, u, *c, 10**c, time.Second, check); w.Errors > 0 {
 		return fmt.Errorf("warm-up: %d errors, first: %s", w.Errors, w.FirstError)
 	}
 	before, err := markCPU(*pid, *server, false)
 	if err != nil {
 		return err
 	}
-	res := load(ctx, client, u, *c, 1_000_000, *dur, echoAnswer)
+	res := load(ctx, client, u, *c, 1_000_000, *dur, check)
 	after, err := markCPU(*pid, *server, true)
 	if err != nil {
 		return err

@@ -26,7 +26,7 @@
 //	fnbench run --quick ...   (a smoke run of every section, under a minute)
 //	fnbench fake-serve --config F.yaml --listen 127.0.0.1:PORT   (started by run)
 //	fnbench drive --url http://127.0.0.1:PORT --service S -c 1 -n 10000 --pid PID   (a steady direct load, for profiling one peer)
-//	fnbench ingress --url http://127.0.0.1:8080 --target S/h -c 32 --pid PID --server-pid PID   (the same through a running restate-server)
+//	fnbench ingress --url http://127.0.0.1:8080 --target S/h -c 32 --pid PID --server-pid PID [--want steps]   (the same through a running restate-server)
 //	fnbench notes --out bench/RESULTS.md --notes bench/NOTES.md   (the analysis, written after a run, into that run's report)
 //	fnbench h2trace --listen 127.0.0.1:PORT --target 127.0.0.1:PEER   (a counting proxy: HTTP/2 frames and Restate messages per invocation)
 package main
