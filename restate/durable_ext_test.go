@@ -506,23 +506,11 @@ func TestRunReadyFlushesAfterReadiness(t *testing.T) {
 			if r, ok := restatetest.Message[*servicev1.RunCommandMessage](f); !ok || r.GetName() != "step" {
 				t.Fatalf("first frame %v, want RunCommand \"step\"", f)
 			}
-			for {
-				f, err := s.Next()
-				if err != nil {
-					t.Fatal(err)
-				}
-				if restatetest.Terminal(f.Type()) {
-					if f.Type() != wire.EndMessageType {
-						t.Fatalf("ended with %v", f)
-					}
-					break
-				}
-				if a, ok := restatetest.Answer(f); ok {
-					if err := s.Send(a); err != nil {
-						t.Fatal(err)
-					}
-				}
+			rest, err := s.Play(nil, nil)
+			if err != nil {
+				t.Fatalf("after %v: %v", rest, err)
 			}
+			wantFrameTypes(t, rest, wire.ProposeRunCompletionMessageType, wire.OutputCommandType, wire.EndMessageType)
 			if fnRan.Load() != 1 {
 				t.Fatalf("closure ran %d times, want 1", fnRan.Load())
 			}

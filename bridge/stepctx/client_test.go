@@ -4,10 +4,7 @@ import (
 	"context"
 	"errors"
 	"net/http"
-	"os"
-	"path/filepath"
 	"testing"
-	"time"
 
 	"github.com/fnbridge/fnbridge/bridge/stepctx"
 	"github.com/fnbridge/fnbridge/bridge/stepctx/stepctxtest"
@@ -16,31 +13,12 @@ import (
 // Rule: a client with blocking I/O (the Bash step agent's) takes and
 // replays steps like any other, and a stale token is refused on it too.
 func TestClientBlockingIO(t *testing.T) {
-	dir, err := os.MkdirTemp("", "fnbcl") // short: a socket path has ~100 bytes
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = os.RemoveAll(dir) })
-	l, err := stepctx.Listen("unix://" + filepath.Join(dir, "ctx.sock"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv := stepctx.NewServer(stepctx.Config{})
-	served := make(chan error, 1)
-	go func() { served <- srv.Serve(l) }()
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer cancel()
-		_ = srv.Shutdown(ctx)
-		if err := <-served; !errors.Is(err, http.ErrServerClosed) {
-			t.Errorf("serve: %v", err)
-		}
-	})
+	srv, addr, _ := stepctxtest.Serve(t)
 	ctx := context.Background()
 	j := &stepctxtest.Journal{}
 	step := func(a *stepctx.Attempt, value string) (recorded *stepctx.Result) {
 		t.Helper()
-		c, err := stepctx.NewClient(stepctx.URL(l), a.Token())
+		c, err := stepctx.NewClient(addr, a.Token())
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -71,7 +49,7 @@ func TestClientBlockingIO(t *testing.T) {
 	}
 
 	// The stale token of the closed attempt changes nothing.
-	c, err := stepctx.NewClient(stepctx.URL(l), a.Token())
+	c, err := stepctx.NewClient(addr, a.Token())
 	if err != nil {
 		t.Fatal(err)
 	}

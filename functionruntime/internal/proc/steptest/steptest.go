@@ -5,14 +5,12 @@ package steptest
 import (
 	"context"
 	"errors"
-	"net/http"
-	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/fnbridge/fnbridge/bridge/stepctx"
+	"github.com/fnbridge/fnbridge/bridge/stepctx/stepctxtest"
 	"github.com/fnbridge/fnbridge/functionruntime"
 	"github.com/fnbridge/fnbridge/functionruntime/internal/adaptertest"
 )
@@ -28,27 +26,8 @@ type Server struct {
 // New starts a Server.
 func New(t testing.TB) *Server {
 	t.Helper()
-	dir, err := os.MkdirTemp("", "fnbctx") // short: a socket path has ~100 bytes
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = os.RemoveAll(dir) })
-	l, err := stepctx.Listen("unix://" + filepath.Join(dir, "ctx.sock"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	s := &Server{Srv: stepctx.NewServer(stepctx.Config{}), Addr: stepctx.URL(l), Dir: dir}
-	served := make(chan error, 1)
-	go func() { served <- s.Srv.Serve(l) }()
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer cancel()
-		_ = s.Srv.Shutdown(ctx)
-		if err := <-served; !errors.Is(err, http.ErrServerClosed) {
-			t.Errorf("context endpoint: %v", err)
-		}
-	})
-	return s
+	srv, addr, dir := stepctxtest.Serve(t)
+	return &Server{Srv: srv, Addr: addr, Dir: dir}
 }
 
 // Open registers an attempt of j (with opts, such as the handler it
