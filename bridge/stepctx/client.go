@@ -15,7 +15,6 @@ import (
 	"os"
 	"strconv"
 	"strings"
-	"syscall"
 	"time"
 )
 
@@ -30,37 +29,7 @@ type Client struct {
 	conn             net.Conn
 	r                *bufio.Reader
 	buf              []byte
-	blocking         bool // UseBlockingIO
 }
-
-// UseBlockingIO makes the client dial a unix endpoint as a blocking
-// socket, outside Go's poller, for a process that waits for one thing at
-// a time (the Bash worker's step agent): each answer then wakes it with
-// one context switch, where the poller's wakeup also goes through epoll
-// and the scheduler. A cancelled context no longer interrupts an
-// exchange, so it suits operations answered at once (run/start,
-// run/complete), not waits. Call it before the first call.
-func (c *Client) UseBlockingIO() { c.blocking = true }
-
-// dialBlocking connects a blocking unix socket to path.
-func dialBlocking(path string) (net.Conn, error) {
-	fd, err := syscall.Socket(syscall.AF_UNIX, syscall.SOCK_STREAM|syscall.SOCK_CLOEXEC, 0)
-	if err != nil {
-		return nil, err
-	}
-	if err := syscall.Connect(fd, &syscall.SockaddrUnix{Name: path}); err != nil {
-		syscall.Close(fd)
-		return nil, &net.OpError{Op: "dial", Net: "unix", Err: err}
-	}
-	return blockingConn{os.NewFile(uintptr(fd), path)}, nil
-}
-
-// blockingConn is a blocking socket as a net.Conn; it has no addresses
-// and no deadlines.
-type blockingConn struct{ *os.File }
-
-func (blockingConn) LocalAddr() net.Addr  { return nil }
-func (blockingConn) RemoteAddr() net.Addr { return nil }
 
 // Error is a context call answered with a status other than 200.
 type Error struct {
@@ -119,14 +88,8 @@ func (c *Client) Close() {
 // request reached the journal is unknown.
 func (c *Client) exchange(ctx context.Context, op string, body []byte) (int, []byte, error) {
 	if c.conn == nil {
-		var conn net.Conn
-		var err error
-		if c.blocking && c.network == "unix" {
-			conn, err = dialBlocking(c.address)
-		} else {
-			var d net.Dialer
-			conn, err = d.DialContext(ctx, c.network, c.address)
-		}
+		var d net.Dialer
+		conn, err := d.DialContext(ctx, c.network, c.address)
 		if err != nil {
 			return 0, nil, err
 		}

@@ -74,17 +74,11 @@ func runAgent(ctx context.Context, dir string, worker int, ready io.Writer) erro
 			return exitf(ctxExitError, "agent: %v", err)
 		}
 		// Read and write: neither open blocks, and the shell's opens never
-		// do either; a.req never reads EOF between invocations. Opened
-		// blocking and kept out of Go's poller (os.NewFile of a blocking
-		// descriptor): the agent waits for one thing at a time, and a
-		// read that blocks in the kernel wakes with one context switch,
-		// where the poller's wakeup also goes through epoll and the
-		// scheduler.
-		fd, err := syscall.Open(p, syscall.O_RDWR|syscall.O_CLOEXEC, 0)
+		// do either; a.req never reads EOF between invocations.
+		f, err := os.OpenFile(p, os.O_RDWR, 0)
 		if err != nil {
 			return exitf(ctxExitError, "agent: %v", err)
 		}
-		f := os.NewFile(uintptr(fd), p)
 		defer f.Close()
 		files[i] = f
 	}
@@ -157,8 +151,6 @@ func (a *agent) client(addr, token string) (*stepctx.Client, error) {
 		if err != nil {
 			return nil, err
 		}
-		// It serves run/start and run/complete only, answered at once.
-		c.UseBlockingIO()
 		a.c, a.key = c, key
 	}
 	return a.c, nil
