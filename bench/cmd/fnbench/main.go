@@ -29,6 +29,7 @@
 //	fnbench ingress --url http://127.0.0.1:8080 --target S/h -c 32 --pid PID --server-pid PID [--want steps]   (the same through a running restate-server)
 //	fnbench notes --out bench/RESULTS.md --notes bench/NOTES.md   (the analysis, written after a run, into that run's report)
 //	fnbench h2trace --listen 127.0.0.1:PORT --target 127.0.0.1:PEER   (a counting proxy: HTTP/2 frames and Restate messages per invocation)
+//	fnbench ab --builds old=DIR1/bridge,new=DIR2/bridge@4 --shape function|steps|bashsteps --sdkgo PATH   (an interleaved A/B of bridge builds through one restate-server)
 package main
 
 import (
@@ -38,7 +39,7 @@ import (
 
 func main() {
 	if len(os.Args) < 2 {
-		fmt.Fprintln(os.Stderr, "usage: fnbench run [flags] | fnbench fake-serve [flags] | fnbench drive [flags] | fnbench ingress [flags] | fnbench notes [flags] | fnbench h2trace [flags]")
+		fmt.Fprintln(os.Stderr, "usage: fnbench run [flags] | fnbench fake-serve [flags] | fnbench drive [flags] | fnbench ingress [flags] | fnbench notes [flags] | fnbench h2trace [flags] | fnbench ab [flags]")
 		os.Exit(2)
 	}
 	var err error
@@ -53,10 +54,12 @@ func main() {
 		err = ingressCmd(os.Args[2:])
 	case "notes":
 		err = notesCmd(os.Args[2:])
+	case "ab":
+		err = abCmd(os.Args[2:])
 	case "h2trace":
 		err = h2traceCmd(os.Args[2:])
 	default:
-		err = fmt.Errorf("unknown command %q (run | fake-serve | drive | ingress | notes | h2trace)", os.Args[1])
+		err = fmt.Errorf("unknown command %q (run | fake-serve | drive | ingress | notes | h2trace | ab)", os.Args[1])
 	}
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "fnbench:", err)
