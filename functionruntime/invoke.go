@@ -84,7 +84,13 @@ func (s *Server) InvokeFunction(ctx context.Context, req *executorv1.InvokeFunct
 
 	if werr != nil {
 		err := s.invokeError(reg, invID, timeout, werr, ctxCause)
-		log.Warn().Err(err).Dur("elapsed_ms", elapsed).Msg("invocation failed")
+		if ctx.Err() != nil {
+			// The caller stopped it (a suspended or cancelled attempt, a
+			// closed stream): routine for durable steps, not a failure.
+			log.Info().Err(err).Dur("elapsed_ms", elapsed).Msg("invocation cancelled by the caller")
+		} else {
+			log.Warn().Err(err).Dur("elapsed_ms", elapsed).Msg("invocation failed")
+		}
 		return nil, err
 	}
 	if err := s.checkResult(res); err != nil {

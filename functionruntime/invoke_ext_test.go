@@ -232,6 +232,12 @@ func TestInvokeCallerCancellation(t *testing.T) {
 	}()
 	_, err := h.srv.InvokeFunction(ctx2, &executorv1.InvokeFunctionRequest{Registration: ref})
 	wantCode(t, err, codes.Canceled, "")
+	// A caller's cancellation is routine (a durable-steps attempt that
+	// suspends ends so): logged as such, never as a failed invocation.
+	logs := h.logs.String()
+	if strings.Contains(logs, `"invocation failed"`) || strings.Count(logs, `"invocation cancelled by the caller"`) != 2 {
+		t.Errorf("log after two cancelled calls, want two \"invocation cancelled by the caller\" lines and no failure:\n%s", logs)
+	}
 }
 
 // Input is bounded: larger input is InvalidArgument (retrying cannot help),
