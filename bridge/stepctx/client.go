@@ -102,8 +102,11 @@ func (c *Client) exchange(ctx context.Context, op string, body []byte) (int, []b
 	c.buf = append(c.buf, 0, 0, 0, 0)
 	c.buf = append(append(append(c.buf, op...), '\n'), body...)
 	binary.BigEndian.PutUint32(c.buf[n:], uint32(len(c.buf)-n-4))
-	// A cancelled ctx interrupts the exchange through the deadline.
-	stop := context.AfterFunc(ctx, func() { _ = c.conn.SetDeadline(time.Unix(1, 0)) })
+	// A cancelled ctx interrupts the exchange through the deadline. The
+	// func gets its own copy of the connection: it may still be running
+	// when Close below clears c.conn.
+	conn := c.conn
+	stop := context.AfterFunc(ctx, func() { _ = conn.SetDeadline(time.Unix(1, 0)) })
 	status, answer, err := c.roundTrip()
 	if !stop() || err != nil {
 		c.Close()
