@@ -162,7 +162,7 @@ func (s *Server) roundTrip(ctx context.Context, method, url string, body []byte,
 }
 
 // transientQueryWindow bounds Query's retries of transient cluster errors.
-const transientQueryWindow = 10 * time.Second
+const transientQueryWindow = 30 * time.Second
 
 // transientQueryError reports the query failures restate-server 1.7 gives
 // while partitions are still being placed after a start or restart.
@@ -174,5 +174,6 @@ func transientQueryError(err error) bool {
 	body := he.Body
 	return strings.Contains(body, "doesn't exist on this node") ||
 		strings.Contains(body, "was shut down or removed") ||
-		strings.Contains(body, "not the leader")
+		strings.Contains(body, "not the leader") ||
+		strings.Contains(body, "expecting a partition store")
 }

@@ -14,6 +14,8 @@ func TestTransientQueryError(t *testing.T) {
 	}{
 		{&HTTPError{Status: 500, Body: `{"message":"Datafusion error: External error: node N1:2 was shut down or removed"}`}, true},
 		{&HTTPError{Status: 500, Body: `partition 1 doesn't exist on this node, this is benign`}, true},
+		// Seen in CI right after a cluster node's restart.
+		{&HTTPError{Status: 500, Body: `{"message":"Datafusion error: External error: expecting a partition store"}`}, true},
 		{&HTTPError{Status: 500, Body: `{"message":"syntax error at or near SELEC"}`}, false},
 		{&HTTPError{Status: 400, Body: `was shut down or removed`}, false},
 		{errors.New("connection refused"), false},
