@@ -361,6 +361,10 @@ func (inv *invocation) readLoop(done chan struct{}) {
 	}
 }
 
+// streamEnder is a response that can end while its request body is still
+// read: the endpoint's HTTP/2 server (restate/internal/h2).
+type streamEnder interface{ EndStream() error }
+
 // flush writes the machine's pending output and flushes it to the wire.
 func (inv *invocation) flush() {
 	inv.wmu.Lock()
@@ -371,10 +375,17 @@ func (inv *invocation) flush() {
 		return
 	}
 	out := inv.m.TakeOutput(inv.spare)
+	last := inv.m.Done() // the terminal message is in out
 	inv.mu.Unlock()
 	if inv.writeErr == nil {
 		if _, err := inv.w.Write(out); err != nil {
 			inv.writeErr = err
+		} else if e, ok := inv.w.(streamEnder); ok && last {
+			// Over HTTP/2 the response ends with its terminal message,
+			// in one frame, while the body is still read to its end.
+			if err := e.EndStream(); err != nil {
+				inv.writeErr = err
+			}
 		} else if inv.fl != nil {
 			inv.fl.Flush()
 		}

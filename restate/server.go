@@ -1,13 +1,13 @@
 package restate
 
 import (
-	"bufio"
 	"crypto/tls"
+	"log"
 	"net"
 	"net/http"
 	"time"
 
-	"golang.org/x/net/http2"
+	"github.com/fnbridge/fnbridge/restate/internal/h2"
 )
 
 // NewHTTPServer returns an http.Server for h that speaks HTTP/1.1 and
@@ -15,10 +15,12 @@ import (
 // timeouts that bound idle and header-reading clients but never cut a
 // long-running invocation stream (no read or write timeout).
 //
-// Cleartext HTTP/2 connections read through a buffer: the HTTP/2 server
-// reads every frame header and payload straight from the socket, two
-// system calls per frame, which was the largest single CPU cost of an
-// invocation; buffered, one read usually returns several frames.
+// HTTP/2 connections are served by the endpoint's own HTTP/2 server
+// (restate/internal/h2), not net/http's: an invocation is a few small
+// frames each way, and net/http's server hands every body read and every
+// flush to other goroutines, which was most of an invocation's CPU. Ours
+// reads each connection on one goroutine and lets the handler write its
+// own frames.
 func NewHTTPServer(addr string, h http.Handler) *http.Server {
 	var p http.Protocols
 	p.SetHTTP1(true)
@@ -30,53 +32,58 @@ func NewHTTPServer(addr string, h http.Handler) *http.Server {
 		ReadHeaderTimeout: 10 * time.Second,
 		IdleTimeout:       5 * time.Minute,
 		MaxHeaderBytes:    1 << 20,
-		HTTP2: &http.HTTP2Config{
-			// restate-server opens up to 128 streams per connection.
-			MaxConcurrentStreams: 256,
-			// Receive windows large enough that a 32 MiB message does not
-			// stall on flow control round trips.
-			MaxReceiveBufferPerConnection: 4 << 20,
-			MaxReceiveBufferPerStream:     1 << 20,
-			PingTimeout:                   15 * time.Second,
-			SendPingTimeout:               time.Minute,
+	}
+	h2s := &h2.Server{
+		// restate-server opens up to 128 streams per connection.
+		MaxConcurrentStreams: 256,
+		// Receive windows large enough that a 32 MiB message does not
+		// stall on flow control round trips.
+		ConnWindow:        4 << 20,
+		StreamWindow:      1 << 20,
+		MaxHeaderListSize: 1 << 20,
+		IdleTimeout:       srv.IdleTimeout,
+		PingAfter:         time.Minute,
+		PingTimeout:       15 * time.Second,
+		Logf:              func(format string, args ...any) { logHTTP2(srv, format, args...) },
+	}
+	srv.TLSNextProto = map[string]func(*http.Server, *tls.Conn, http.Handler){
+		// Cleartext with prior knowledge: net/http read the preface and
+		// hands the connection over inside a *tls.Conn that is no TLS.
+		h2cKey: func(_ *http.Server, c *tls.Conn, h http.Handler) {
+			u, ok := c.NetConn().(unencryptedConn)
+			if !ok {
+				_ = c.Close()
+				return
+			}
+			h2s.ServeConn(u.UnencryptedNetConn(), h)
+		},
+		// TLS after ALPN (when the server is given a TLS config that
+		// offers h2): the client's preface is still to be read.
+		"h2": func(_ *http.Server, c *tls.Conn, h http.Handler) {
+			if err := h2.ReadPreface(c); err != nil {
+				_ = c.Close()
+				return
+			}
+			h2s.ServeConn(c, h)
 		},
 	}
-	bufferH2C(srv)
+	srv.RegisterOnShutdown(h2s.Shutdown)
 	return srv
 }
 
-// h2cKey is the TLSNextProto key through which net/http hands a cleartext
-// HTTP/2 connection (preface already read) to the HTTP/2 server.
-const h2cKey = "unencrypted_http2"
-
-// h2cReadBuffer is the per-connection read buffer: a few dozen small
-// frames, or the start of one large DATA frame (larger reads bypass it).
-const h2cReadBuffer = 16 << 10
-
-// bufferH2C installs the HTTP/2 server explicitly (golang.org/x/net/http2,
-// which reads srv.HTTP2 for its settings) so the cleartext connection it
-// is handed can be wrapped in a read buffer first. Should the hand-off key
-// ever be missing, connections are served unbuffered.
-func bufferH2C(srv *http.Server) {
-	//lint:ignore SA1019 the only public way to get hold of the HTTP/2 server's connection hand-off, which we wrap; it configures srv (settings from srv.HTTP2, graceful shutdown) like net/http would.
-	if err := http2.ConfigureServer(srv, &http2.Server{}); err != nil {
+// logHTTP2 reports the HTTP/2 server's connection errors and handler
+// panics where net/http reports its own.
+func logHTTP2(srv *http.Server, format string, args ...any) {
+	if srv.ErrorLog != nil {
+		srv.ErrorLog.Printf(format, args...)
 		return
 	}
-	serve, ok := srv.TLSNextProto[h2cKey]
-	if !ok {
-		return
-	}
-	srv.TLSNextProto[h2cKey] = func(hs *http.Server, c *tls.Conn, h http.Handler) {
-		u, ok := c.NetConn().(unencryptedConn)
-		if !ok {
-			serve(hs, c, h)
-			return
-		}
-		raw := u.UnencryptedNetConn()
-		bc := &bufferedConn{Conn: raw, r: bufio.NewReaderSize(raw, h2cReadBuffer)}
-		serve(hs, tls.Client(h2cConn{bc}, nil), h)
-	}
+	log.Printf(format, args...)
 }
+
+// h2cKey is the TLSNextProto key through which net/http hands a cleartext
+// HTTP/2 connection (preface already read) to an HTTP/2 server.
+const h2cKey = "unencrypted_http2"
 
 // unencryptedConn is how net/http wraps a cleartext connection in the
 // *tls.Conn that TLSNextProto functions take.
@@ -84,17 +91,3 @@ type unencryptedConn interface {
 	net.Conn
 	UnencryptedNetConn() net.Conn
 }
-
-// h2cConn carries a cleartext connection through a *tls.Conn to the
-// HTTP/2 server, as net/http does.
-type h2cConn struct{ net.Conn }
-
-func (c h2cConn) UnencryptedNetConn() net.Conn { return c.Conn }
-
-// bufferedConn reads through a buffer; everything else is the connection's.
-type bufferedConn struct {
-	net.Conn
-	r *bufio.Reader
-}
-
-func (c *bufferedConn) Read(p []byte) (int, error) { return c.r.Read(p) }

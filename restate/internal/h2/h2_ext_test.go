@@ -1,0 +1,533 @@
+package h2_test
+
+import (
+	"bytes"
+	"context"
+	"crypto/tls"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"golang.org/x/net/http2"
+	"golang.org/x/net/http2/hpack"
+
+	"github.com/fnbridge/fnbridge/restate/internal/h2"
+)
+
+// serve runs s on a loopback listener: each accepted connection reads the
+// preface and is served, as net/http hands it over. It returns the
+// address; cleanup closes the listener and waits for the connections.
+func serve(t *testing.T, s *h2.Server, h http.Handler) string {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	var conns []net.Conn
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		for {
+			c, err := l.Accept()
+			if err != nil {
+				return
+			}
+			mu.Lock()
+			conns = append(conns, c)
+			mu.Unlock()
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				if err := h2.ReadPreface(c); err != nil {
+					c.Close()
+					return
+				}
+				s.ServeConn(c, h)
+			}()
+		}
+	}()
+	t.Cleanup(func() {
+		l.Close()
+		mu.Lock()
+		for _, c := range conns {
+			c.Close()
+		}
+		mu.Unlock()
+		wg.Wait()
+	})
+	return l.Addr().String()
+}
+
+// client is x/net's HTTP/2 client over cleartext TCP, as restate-server's
+// is: prior knowledge, no upgrade.
+func client(t *testing.T) *http.Client {
+	t.Helper()
+	tr := &http2.Transport{
+		AllowHTTP: true,
+		DialTLSContext: func(ctx context.Context, network, addr string, _ *tls.Config) (net.Conn, error) {
+			var d net.Dialer
+			return d.DialContext(ctx, network, addr)
+		},
+	}
+	t.Cleanup(tr.CloseIdleConnections)
+	return &http.Client{Transport: tr}
+}
+
+// echo answers with the request body, flushing after every read, so the
+// response streams while the request is still arriving (full duplex).
+func echo(w http.ResponseWriter, r *http.Request) {
+	w.Header().Set("Content-Type", "application/octet-stream")
+	w.WriteHeader(http.StatusOK)
+	w.(http.Flusher).Flush()
+	buf := make([]byte, 32<<10)
+	for {
+		n, err := r.Body.Read(buf)
+		if n > 0 {
+			if _, werr := w.Write(buf[:n]); werr != nil {
+				return
+			}
+			w.(http.Flusher).Flush()
+		}
+		if err != nil {
+			return
+		}
+	}
+}
+
+func TestRequestAndResponse(t *testing.T) {
+	var host string
+	addr := serve(t, &h2.Server{}, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.ProtoMajor != 2 || r.Method != http.MethodGet || r.URL.Path != "/discover" || r.Host != host || r.RemoteAddr == "" {
+			t.Errorf("request %s %s %s host %q", r.Proto, r.Method, r.URL, r.Host)
+		}
+		w.Header().Set("Content-Type", "application/json")
+		w.Header().Set("X-Custom", r.Header.Get("X-Custom"))
+		_, _ = io.WriteString(w, `{"ok":true}`)
+	}))
+	host = addr
+	resp, err := client(t).Do(mustRequest(t, http.MethodGet, "http://"+addr+"/discover", nil, "X-Custom", "abc"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	body, _ := io.ReadAll(resp.Body)
+	if resp.StatusCode != 200 || string(body) != `{"ok":true}` || resp.Header.Get("Content-Type") != "application/json" ||
+		resp.Header.Get("X-Custom") != "abc" || resp.ContentLength != int64(len(body)) {
+		t.Errorf("got %d %v %q (length %d)", resp.StatusCode, resp.Header, body, resp.ContentLength)
+	}
+}
+
+func mustRequest(t *testing.T, method, url string, body io.Reader, kv ...string) *http.Request {
+	t.Helper()
+	req, err := http.NewRequest(method, url, body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := 0; i+1 < len(kv); i += 2 {
+		req.Header.Set(kv[i], kv[i+1])
+	}
+	return req
+}
+
+// A body far beyond every window (the server's 64 KiB stream window here,
+// the client's defaults) streams through in both directions at once.
+func TestFullDuplexBeyondTheWindows(t *testing.T) {
+	addr := serve(t, &h2.Server{StreamWindow: 64 << 10, ConnWindow: 128 << 10}, http.HandlerFunc(echo))
+	c := client(t)
+	const size = 8 << 20
+	in := bytes.Repeat([]byte("0123456789abcdef"), size/16)
+	var wg sync.WaitGroup
+	for i := 0; i < 4; i++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			pr, pw := io.Pipe()
+			go func() {
+				for off := 0; off < len(in); off += 100 << 10 {
+					if _, err := pw.Write(in[off:min(off+100<<10, len(in))]); err != nil {
+						return
+					}
+				}
+				pw.Close()
+			}()
+			resp, err := c.Do(mustRequest(t, http.MethodPost, "http://"+addr+"/echo", pr))
+			if err != nil {
+				t.Error(err)
+				return
+			}
+			defer resp.Body.Close()
+			out, err := io.ReadAll(resp.Body)
+			if err != nil || !bytes.Equal(out, in) {
+				t.Errorf("echoed %d bytes (want %d), %v", len(out), len(in), err)
+			}
+		}()
+	}
+	wg.Wait()
+}
+
+// rawConn speaks HTTP/2 frame by frame, to check what the server writes.
+type rawConn struct {
+	t  *testing.T
+	c  net.Conn
+	fr *http2.Framer
+	hb bytes.Buffer
+	he *hpack.Encoder
+}
+
+func dialRaw(t *testing.T, addr string, settings ...http2.Setting) *rawConn {
+	t.Helper()
+	c, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	rc := &rawConn{t: t, c: c, fr: http2.NewFramer(c, c)}
+	rc.fr.ReadMetaHeaders = hpack.NewDecoder(4096, nil)
+	rc.he = hpack.NewEncoder(&rc.hb)
+	if _, err := io.WriteString(c, h2.ClientPreface); err != nil {
+		t.Fatal(err)
+	}
+	if err := rc.fr.WriteSettings(settings...); err != nil {
+		t.Fatal(err)
+	}
+	return rc
+}
+
+// next reads frames until one that is not SETTINGS or a connection-level
+// WINDOW_UPDATE (which the server sends at the start).
+func (rc *rawConn) next() http2.Frame {
+	rc.t.Helper()
+	for {
+		_ = rc.c.SetReadDeadline(time.Now().Add(10 * time.Second))
+		f, err := rc.fr.ReadFrame()
+		if err != nil {
+			rc.t.Fatalf("reading a frame: %v", err)
+		}
+		switch f := f.(type) {
+		case *http2.SettingsFrame:
+			continue
+		case *http2.WindowUpdateFrame:
+			if f.StreamID == 0 {
+				continue
+			}
+		}
+		return f
+	}
+}
+
+func (rc *rawConn) headers(id uint32, end bool, method, path string, kv ...string) {
+	rc.t.Helper()
+	rc.hb.Reset()
+	for _, f := range []hpack.HeaderField{{Name: ":method", Value: method}, {Name: ":scheme", Value: "http"},
+		{Name: ":path", Value: path}, {Name: ":authority", Value: "x"}} {
+		_ = rc.he.WriteField(f)
+	}
+	for i := 0; i+1 < len(kv); i += 2 {
+		_ = rc.he.WriteField(hpack.HeaderField{Name: kv[i], Value: kv[i+1]})
+	}
+	if err := rc.fr.WriteHeaders(http2.HeadersFrameParam{StreamID: id, BlockFragment: rc.hb.Bytes(), EndStream: end, EndHeaders: true}); err != nil {
+		rc.t.Fatal(err)
+	}
+}
+
+// The invocation endpoint's pattern: a flush writes the response HEADERS
+// and the first data in one go; EndStream ends the response with its
+// last data in one DATA frame while the handler still reads the request,
+// which the client ends afterwards.
+func TestEndStreamWhileReading(t *testing.T) {
+	gotEOF := make(chan error, 1)
+	addr := serve(t, &h2.Server{}, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_, _ = io.WriteString(w, "first")
+		w.(http.Flusher).Flush()
+		_, _ = io.WriteString(w, "last")
+		if err := w.(interface{ EndStream() error }).EndStream(); err != nil {
+			t.Errorf("EndStream: %v", err)
+		}
+		if _, err := w.Write([]byte("more")); err == nil {
+			t.Error("a write after EndStream succeeded")
+		}
+		_, err := io.ReadAll(r.Body)
+		gotEOF <- err
+	}))
+	rc := dialRaw(t, addr)
+	rc.headers(1, false, "POST", "/invoke/S/h")
+	if f, ok := rc.next().(*http2.MetaHeadersFrame); !ok || f.PseudoValue("status") != "200" || f.StreamEnded() {
+		t.Fatalf("want response HEADERS 200 without END_STREAM, got %v", f)
+	}
+	if f, ok := rc.next().(*http2.DataFrame); !ok || string(f.Data()) != "first" || f.StreamEnded() {
+		t.Fatalf("want DATA first, got %v", f)
+	}
+	if f, ok := rc.next().(*http2.DataFrame); !ok || string(f.Data()) != "last" || !f.StreamEnded() {
+		t.Fatalf("want DATA last with END_STREAM, got %v", f)
+	}
+	if err := rc.fr.WriteData(1, true, []byte("bye")); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case err := <-gotEOF:
+		if err != nil {
+			t.Errorf("reading the request after EndStream: %v", err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("the handler never saw the request's end")
+	}
+	// The stream is closed on both sides: nothing more for it, and the
+	// connection still answers a PING.
+	if err := rc.fr.WritePing(false, [8]byte{1}); err != nil {
+		t.Fatal(err)
+	}
+	if f, ok := rc.next().(*http2.PingFrame); !ok || !f.IsAck() || f.Data != [8]byte{1} {
+		t.Fatalf("want PING ack, got %v", f)
+	}
+}
+
+// A handler that returns before the client ends its request body resets
+// the request with NO_ERROR after the complete response (RFC 9113 §8.1).
+func TestHandlerReturnsBeforeTheRequestEnds(t *testing.T) {
+	addr := serve(t, &h2.Server{}, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_, _ = io.WriteString(w, "done")
+	}))
+	rc := dialRaw(t, addr)
+	rc.headers(1, false, "POST", "/x")
+	if _, ok := rc.next().(*http2.MetaHeadersFrame); !ok {
+		t.Fatal("want HEADERS")
+	}
+	if f, ok := rc.next().(*http2.DataFrame); !ok || string(f.Data()) != "done" || !f.StreamEnded() {
+		t.Fatalf("want DATA done with END_STREAM, got %v", f)
+	}
+	if f, ok := rc.next().(*http2.RSTStreamFrame); !ok || f.ErrCode != http2.ErrCodeNo {
+		t.Fatalf("want RST_STREAM NO_ERROR, got %v", f)
+	}
+	// Data the client had in flight is dropped without a connection error.
+	if err := rc.fr.WriteData(1, true, []byte("late")); err != nil {
+		t.Fatal(err)
+	}
+	rc.headers(3, true, "GET", "/y")
+	if f, ok := rc.next().(*http2.MetaHeadersFrame); !ok || f.StreamID != 3 {
+		t.Fatalf("want the next stream's HEADERS, got %v", f)
+	}
+}
+
+// The client's RST_STREAM cancels the request's context and fails its
+// body read.
+func TestClientResetCancelsTheRequest(t *testing.T) {
+	ended := make(chan error, 1)
+	addr := serve(t, &h2.Server{}, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.(http.Flusher).Flush()
+		_, err := io.ReadAll(r.Body)
+		<-r.Context().Done()
+		ended <- err
+	}))
+	rc := dialRaw(t, addr)
+	rc.headers(1, false, "POST", "/x")
+	if _, ok := rc.next().(*http2.MetaHeadersFrame); !ok {
+		t.Fatal("want HEADERS")
+	}
+	if err := rc.fr.WriteRSTStream(1, http2.ErrCodeCancel); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case err := <-ended:
+		if err == nil {
+			t.Error("the body read ended without an error after a reset")
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("the reset did not reach the handler")
+	}
+}
+
+// More streams than MAX_CONCURRENT_STREAMS are refused (REFUSED_STREAM,
+// which a client retries); the others are served.
+func TestConcurrentStreamsBound(t *testing.T) {
+	release := make(chan struct{})
+	addr := serve(t, &h2.Server{MaxConcurrentStreams: 2}, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		<-release
+	}))
+	rc := dialRaw(t, addr)
+	for _, id := range []uint32{1, 3, 5} {
+		rc.headers(id, true, "GET", "/x")
+	}
+	if f, ok := rc.next().(*http2.RSTStreamFrame); !ok || f.StreamID != 5 || f.ErrCode != http2.ErrCodeRefusedStream {
+		t.Fatalf("want stream 5 refused, got %v", f)
+	}
+	close(release)
+	for i := 0; i < 2; i++ {
+		if f, ok := rc.next().(*http2.MetaHeadersFrame); !ok || !f.StreamEnded() {
+			t.Fatalf("want a complete response, got %v", f)
+		}
+	}
+}
+
+// DATA beyond the stream's window resets that stream
+// (FLOW_CONTROL_ERROR); the connection goes on.
+func TestStreamWindowEnforced(t *testing.T) {
+	addr := serve(t, &h2.Server{StreamWindow: 1000}, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/x" {
+			<-r.Context().Done()
+		}
+	}))
+	rc := dialRaw(t, addr)
+	rc.headers(1, false, "POST", "/x")
+	if err := rc.fr.WriteData(1, false, make([]byte, 1001)); err != nil {
+		t.Fatal(err)
+	}
+	if f, ok := rc.next().(*http2.RSTStreamFrame); !ok || f.StreamID != 1 || f.ErrCode != http2.ErrCodeFlowControl {
+		t.Fatalf("want stream 1 reset for flow control, got %v", f)
+	}
+	rc.headers(3, true, "GET", "/y")
+	if f, ok := rc.next().(*http2.MetaHeadersFrame); !ok || f.StreamID != 3 {
+		t.Fatalf("want the next stream served, got %v", f)
+	}
+}
+
+// The server honours the client's windows: a response larger than the
+// client's 100-byte stream window waits for WINDOW_UPDATE.
+func TestSendWindowHonoured(t *testing.T) {
+	body := strings.Repeat("x", 250)
+	addr := serve(t, &h2.Server{}, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_, _ = io.WriteString(w, body)
+	}))
+	rc := dialRaw(t, addr, http2.Setting{ID: http2.SettingInitialWindowSize, Val: 100})
+	rc.headers(1, true, "GET", "/x")
+	if _, ok := rc.next().(*http2.MetaHeadersFrame); !ok {
+		t.Fatal("want HEADERS")
+	}
+	got, allowed := 0, 100
+	for got < len(body) {
+		f, ok := rc.next().(*http2.DataFrame)
+		if !ok {
+			t.Fatalf("want DATA, got %v", f)
+		}
+		if got += len(f.Data()); got > allowed {
+			t.Fatalf("%d bytes sent past a window of %d", got, allowed)
+		}
+		if got == allowed && got < len(body) {
+			if err := rc.fr.WriteWindowUpdate(1, 100); err != nil {
+				t.Fatal(err)
+			}
+			allowed += 100
+		}
+	}
+	if got != len(body) {
+		t.Fatalf("got %d bytes, want %d", got, len(body))
+	}
+}
+
+// A read deadline set through http.ResponseController ends a waiting body
+// read with os.ErrDeadlineExceeded (the endpoint's way to stop its body
+// reader).
+func TestReadDeadline(t *testing.T) {
+	got := make(chan error, 1)
+	addr := serve(t, &h2.Server{}, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		go func() {
+			time.Sleep(50 * time.Millisecond)
+			if err := http.NewResponseController(w).SetReadDeadline(time.Now().Add(-time.Second)); err != nil {
+				t.Errorf("SetReadDeadline: %v", err)
+			}
+		}()
+		_, err := r.Body.Read(make([]byte, 10))
+		got <- err
+	}))
+	rc := dialRaw(t, addr)
+	rc.headers(1, false, "POST", "/x")
+	select {
+	case err := <-got:
+		if !errors.Is(err, os.ErrDeadlineExceeded) {
+			t.Errorf("read ended with %v, want the deadline", err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("the deadline did not end the read")
+	}
+}
+
+// Shutdown sends GOAWAY, lets the open stream finish, refuses new ones and
+// closes the connection after the last.
+func TestShutdownIsGraceful(t *testing.T) {
+	s := &h2.Server{}
+	release := make(chan struct{})
+	started := make(chan struct{}, 1)
+	addr := serve(t, s, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		started <- struct{}{}
+		<-release
+		_, _ = io.WriteString(w, "finished")
+	}))
+	rc := dialRaw(t, addr)
+	rc.headers(1, true, "GET", "/x")
+	<-started
+	s.Shutdown()
+	if f, ok := rc.next().(*http2.GoAwayFrame); !ok || f.LastStreamID != 1 || f.ErrCode != http2.ErrCodeNo {
+		t.Fatalf("want GOAWAY last stream 1, got %v", f)
+	}
+	rc.headers(3, true, "GET", "/y")
+	if f, ok := rc.next().(*http2.RSTStreamFrame); !ok || f.StreamID != 3 || f.ErrCode != http2.ErrCodeRefusedStream {
+		t.Fatalf("want stream 3 refused, got %v", f)
+	}
+	close(release)
+	if _, ok := rc.next().(*http2.MetaHeadersFrame); !ok {
+		t.Fatal("want the open stream's response")
+	}
+	if f, ok := rc.next().(*http2.DataFrame); !ok || string(f.Data()) != "finished" {
+		t.Fatalf("want its body, got %v", f)
+	}
+	_ = rc.c.SetReadDeadline(time.Now().Add(10 * time.Second))
+	if _, err := rc.fr.ReadFrame(); err == nil {
+		t.Fatal("the connection stayed open after its last stream")
+	}
+}
+
+// A PING unanswered past the timeout closes a silent connection.
+func TestPingTimeoutClosesASilentConnection(t *testing.T) {
+	addr := serve(t, &h2.Server{PingAfter: time.Second, PingTimeout: time.Second}, http.HandlerFunc(echo))
+	rc := dialRaw(t, addr)
+	start := time.Now()
+	var sawPing bool
+	for {
+		_ = rc.c.SetReadDeadline(time.Now().Add(20 * time.Second))
+		f, err := rc.fr.ReadFrame()
+		if err != nil {
+			break
+		}
+		if p, ok := f.(*http2.PingFrame); ok && !p.IsAck() {
+			sawPing = true
+		}
+	}
+	if !sawPing || time.Since(start) > 15*time.Second {
+		t.Errorf("ping seen %v, closed after %v", sawPing, time.Since(start))
+	}
+}
+
+// A handler's panic resets its stream; the connection goes on.
+func TestPanicResetsOnlyItsStream(t *testing.T) {
+	var logged bytes.Buffer
+	var mu sync.Mutex
+	s := &h2.Server{Logf: func(f string, a ...any) { mu.Lock(); fmt.Fprintf(&logged, f, a...); mu.Unlock() }}
+	addr := serve(t, s, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/panic" {
+			panic("boom")
+		}
+		_, _ = io.WriteString(w, "ok")
+	}))
+	rc := dialRaw(t, addr)
+	rc.headers(1, true, "GET", "/panic")
+	if f, ok := rc.next().(*http2.RSTStreamFrame); !ok || f.ErrCode != http2.ErrCodeInternal {
+		t.Fatalf("want RST_STREAM INTERNAL_ERROR, got %v", f)
+	}
+	rc.headers(3, true, "GET", "/ok")
+	if f, ok := rc.next().(*http2.MetaHeadersFrame); !ok || f.StreamID != 3 {
+		t.Fatalf("want stream 3 served, got %v", f)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if !strings.Contains(logged.String(), "boom") {
+		t.Errorf("the panic was not logged: %q", logged.String())
+	}
+}

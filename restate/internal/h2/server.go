@@ -1,0 +1,639 @@
+package h2
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"crypto/tls"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"golang.org/x/net/http2"
+	"golang.org/x/net/http2/hpack"
+)
+
+// ClientPreface opens every HTTP/2 connection (RFC 9113 §3.4).
+const ClientPreface = "PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n"
+
+// Server serves HTTP/2 connections for a handler. The zero value serves
+// with the defaults each field names; set fields before the first
+// ServeConn.
+type Server struct {
+	// MaxConcurrentStreams bounds the streams a client may keep open on
+	// one connection; a stream beyond it is refused (REFUSED_STREAM, which
+	// a client may retry). Default 256.
+	MaxConcurrentStreams uint32
+	// StreamWindow is what a client may send on one stream before the
+	// handler reads it. Default 1 MiB.
+	StreamWindow uint32
+	// ConnWindow is the same for all streams of a connection together.
+	// Default 4 MiB.
+	ConnWindow uint32
+	// MaxHeaderListSize bounds a request's decoded header fields.
+	// Default 1 MiB.
+	MaxHeaderListSize uint32
+	// IdleTimeout closes a connection that has had no stream this long
+	// (with a GOAWAY first). Zero: never.
+	IdleTimeout time.Duration
+	// PingAfter sends a PING on a connection that has sent nothing this
+	// long; PingTimeout then closes it if it still sends nothing. Zero:
+	// no health checks.
+	PingAfter, PingTimeout time.Duration
+	// Logf reports connection errors and handler panics. Default: none.
+	Logf func(format string, args ...any)
+
+	mu       sync.Mutex
+	conns    map[*serverConn]struct{}
+	shutdown bool
+}
+
+func (s *Server) maxStreams() uint32 { return orDefault(s.MaxConcurrentStreams, 256) }
+func (s *Server) streamWindow() int64 {
+	return int64(min(orDefault(s.StreamWindow, 1<<20), maxWindow))
+}
+func (s *Server) connWindow() int64 { return int64(min(orDefault(s.ConnWindow, 4<<20), maxWindow)) }
+func (s *Server) maxHeaderList() uint32 {
+	return orDefault(s.MaxHeaderListSize, 1<<20)
+}
+
+func orDefault(v, d uint32) uint32 {
+	if v == 0 {
+		return d
+	}
+	return v
+}
+
+const (
+	// maxWindow is the largest flow-control window (RFC 9113 §6.9.1).
+	maxWindow = 1<<31 - 1
+	// initialWindow is every window's size before SETTINGS say otherwise.
+	initialWindow = 65535
+	// maxReadFrame is the largest frame a client may send us.
+	maxReadFrame = 1 << 20
+	// healthTick is how often idle and ping deadlines are checked.
+	healthTick = time.Second
+)
+
+// Shutdown sends GOAWAY on every connection: no new stream is accepted,
+// the open ones finish, and each connection closes when its last stream
+// ends. Connections served after Shutdown are refused at once.
+// http.Server.Shutdown waits for them (it counts them as active).
+func (s *Server) Shutdown() {
+	s.mu.Lock()
+	s.shutdown = true
+	conns := make([]*serverConn, 0, len(s.conns))
+	for c := range s.conns {
+		conns = append(conns, c)
+	}
+	s.mu.Unlock()
+	for _, c := range conns {
+		c.goAway(http2.ErrCodeNo, nil)
+	}
+}
+
+// ServeConn serves one connection whose client preface (ClientPreface)
+// has already been read, until the connection ends; it returns once every
+// handler it started has returned. h gets each request; a handler with a
+// BaseContext() context.Context method (net/http's TLSNextProto handlers)
+// provides the requests' base context. For a *tls.Conn the requests carry
+// its connection state.
+func (s *Server) ServeConn(nc net.Conn, h http.Handler) {
+	sc := s.newConn(nc, h)
+	s.mu.Lock()
+	if s.shutdown {
+		s.mu.Unlock()
+		nc.Close()
+		return
+	}
+	if s.conns == nil {
+		s.conns = map[*serverConn]struct{}{}
+	}
+	s.conns[sc] = struct{}{}
+	s.mu.Unlock()
+	defer func() {
+		s.mu.Lock()
+		delete(s.conns, sc)
+		s.mu.Unlock()
+	}()
+	sc.serve()
+}
+
+// serverConn is one connection: the read loop's state, the write lock and
+// the streams.
+type serverConn struct {
+	srv     *Server
+	nc      net.Conn
+	h       http.Handler
+	baseCtx context.Context
+	tls     *tls.ConnectionState
+	remote  string
+
+	// fr reads in the read loop only; its writers are used under wmu
+	// (Framer allows one reader and one writer at a time).
+	fr   *http2.Framer
+	hdec *hpack.Decoder // read loop only
+
+	wmu  sync.Mutex
+	bw   *bufio.Writer
+	henc *hpack.Encoder
+	hbuf bytes.Buffer
+
+	mu            sync.Mutex
+	sendCond      *sync.Cond // send windows grew, or the connection broke
+	streams       map[uint32]*stream
+	maxClientID   uint32 // the highest stream id the client opened
+	goingAway     bool   // GOAWAY sent or received: no new streams
+	broken        error  // set once the connection cannot be written
+	sendWindow    int64  // what the client lets us send on the connection
+	initialSend   int64  // the client's SETTINGS_INITIAL_WINDOW_SIZE
+	maxFrameSize  uint32 // the client's SETTINGS_MAX_FRAME_SIZE
+	recvWindow    int64  // what the client may still send on the connection
+	recvUnacked   int64  // read or discarded, not yet returned in a WINDOW_UPDATE
+	idleFor       time.Duration
+	pingOut       bool
+	silentFor     time.Duration
+	handlers      sync.WaitGroup
+	frames        atomic.Uint64 // frames read, for the health check
+	framesChecked uint64
+	health        *time.Timer
+}
+
+func (s *Server) newConn(nc net.Conn, h http.Handler) *serverConn {
+	sc := &serverConn{
+		srv: s, nc: nc, h: h, baseCtx: context.Background(), remote: nc.RemoteAddr().String(),
+		streams: map[uint32]*stream{}, sendWindow: initialWindow, initialSend: initialWindow,
+		maxFrameSize: 16384, recvWindow: initialWindow,
+	}
+	if b, ok := h.(interface{ BaseContext() context.Context }); ok {
+		sc.baseCtx = b.BaseContext()
+	}
+	if tc, ok := nc.(*tls.Conn); ok {
+		st := tc.ConnectionState()
+		sc.tls = &st
+	}
+	sc.sendCond = sync.NewCond(&sc.mu)
+	sc.bw = bufio.NewWriterSize(nc, 16<<10)
+	sc.fr = http2.NewFramer(sc.bw, bufio.NewReaderSize(nc, 16<<10))
+	sc.fr.SetMaxReadFrameSize(maxReadFrame)
+	sc.fr.SetReuseFrames() // DATA payloads are copied before the next read
+	sc.hdec = hpack.NewDecoder(4096, nil)
+	sc.fr.ReadMetaHeaders = sc.hdec
+	sc.fr.MaxHeaderListSize = s.maxHeaderList()
+	sc.henc = hpack.NewEncoder(&sc.hbuf)
+	return sc
+}
+
+func (sc *serverConn) logf(format string, args ...any) {
+	if sc.srv.Logf != nil {
+		sc.srv.Logf("h2: %s: "+format, append([]any{sc.remote}, args...)...)
+	}
+}
+
+// serve writes the server's SETTINGS and window, then reads frames until
+// the connection ends.
+func (sc *serverConn) serve() {
+	defer sc.nc.Close()
+	sc.wmu.Lock()
+	err := sc.fr.WriteSettings(
+		http2.Setting{ID: http2.SettingMaxConcurrentStreams, Val: sc.srv.maxStreams()},
+		http2.Setting{ID: http2.SettingInitialWindowSize, Val: uint32(sc.srv.streamWindow())},
+		http2.Setting{ID: http2.SettingMaxFrameSize, Val: maxReadFrame},
+		http2.Setting{ID: http2.SettingMaxHeaderListSize, Val: sc.srv.maxHeaderList()},
+	)
+	if extra := sc.srv.connWindow() - initialWindow; err == nil && extra > 0 {
+		err = sc.fr.WriteWindowUpdate(0, uint32(extra))
+		sc.recvWindow += extra
+	}
+	if err == nil {
+		err = sc.bw.Flush()
+	}
+	sc.wmu.Unlock()
+	if err != nil {
+		sc.fail(err)
+		return
+	}
+	sc.health = time.AfterFunc(healthTick, sc.checkHealth)
+	err = sc.readLoop()
+	sc.health.Stop()
+	sc.fail(err)
+	sc.nc.Close()
+	sc.handlers.Wait()
+}
+
+// readLoop reads and handles frames until an error ends the connection.
+func (sc *serverConn) readLoop() error {
+	settingsSeen := false
+	for {
+		f, err := sc.fr.ReadFrame()
+		if err != nil {
+			var se http2.StreamError
+			if errors.As(err, &se) {
+				// A malformed request: refused, its id taken.
+				sc.mu.Lock()
+				sc.maxClientID = max(sc.maxClientID, se.StreamID)
+				sc.mu.Unlock()
+				sc.resetStream(se.StreamID, se.Code)
+				continue
+			}
+			var ce http2.ConnectionError
+			if errors.As(err, &ce) {
+				sc.goAway(http2.ErrCode(ce), err)
+			}
+			if errors.Is(err, io.EOF) {
+				return nil
+			}
+			return err
+		}
+		sc.frames.Add(1)
+		if !settingsSeen {
+			// The preface's second half is a SETTINGS frame (§3.4).
+			if s, ok := f.(*http2.SettingsFrame); !ok || s.IsAck() {
+				sc.goAway(http2.ErrCodeProtocol, fmt.Errorf("the client's first frame is %v, not SETTINGS", f.Header().Type))
+				return errors.New("no SETTINGS after the preface")
+			}
+			settingsSeen = true
+		}
+		if err := sc.handleFrame(f); err != nil {
+			code := http2.ErrCodeProtocol
+			var ce *connError
+			if errors.As(err, &ce) {
+				code = ce.code
+			}
+			sc.goAway(code, err)
+			return err
+		}
+		if sc.closing() {
+			return nil
+		}
+	}
+}
+
+// connError is a connection error with its message.
+type connError struct {
+	code http2.ErrCode
+	msg  string
+}
+
+func (e *connError) Error() string { return fmt.Sprintf("%v: %s", e.code, e.msg) }
+
+func protocolError(format string, args ...any) error {
+	return &connError{http2.ErrCodeProtocol, fmt.Sprintf(format, args...)}
+}
+
+func (sc *serverConn) handleFrame(f http2.Frame) error {
+	switch f := f.(type) {
+	case *http2.MetaHeadersFrame:
+		return sc.handleHeaders(f)
+	case *http2.DataFrame:
+		return sc.handleData(f)
+	case *http2.WindowUpdateFrame:
+		return sc.handleWindowUpdate(f)
+	case *http2.SettingsFrame:
+		return sc.handleSettings(f)
+	case *http2.PingFrame:
+		if f.IsAck() {
+			return nil
+		}
+		return sc.write(func() error { return sc.fr.WritePing(true, f.Data) })
+	case *http2.RSTStreamFrame:
+		sc.mu.Lock()
+		st := sc.streams[f.StreamID]
+		if st == nil && f.StreamID > sc.maxClientID {
+			sc.mu.Unlock()
+			return protocolError("RST_STREAM on idle stream %d", f.StreamID)
+		}
+		sc.mu.Unlock()
+		if st != nil {
+			st.abort(fmt.Errorf("the client reset the stream (%v)", f.ErrCode), false)
+		}
+		return nil
+	case *http2.GoAwayFrame:
+		sc.mu.Lock()
+		sc.goingAway = true
+		sc.mu.Unlock()
+		return nil
+	case *http2.PushPromiseFrame:
+		return protocolError("PUSH_PROMISE from a client")
+	default:
+		// PRIORITY and unknown extension frames are ignored (§5.5).
+		return nil
+	}
+}
+
+func (sc *serverConn) handleSettings(f *http2.SettingsFrame) error {
+	if f.IsAck() {
+		return nil
+	}
+	err := f.ForeachSetting(func(s http2.Setting) error {
+		if err := s.Valid(); err != nil {
+			return err
+		}
+		switch s.ID {
+		case http2.SettingInitialWindowSize:
+			sc.mu.Lock()
+			delta := int64(s.Val) - sc.initialSend
+			sc.initialSend = int64(s.Val)
+			for _, st := range sc.streams {
+				st.sendWindow += delta
+				if st.sendWindow > maxWindow {
+					sc.mu.Unlock()
+					return &connError{http2.ErrCodeFlowControl, "SETTINGS_INITIAL_WINDOW_SIZE overflows a stream's window"}
+				}
+			}
+			sc.sendCond.Broadcast()
+			sc.mu.Unlock()
+		case http2.SettingMaxFrameSize:
+			sc.mu.Lock()
+			sc.maxFrameSize = s.Val
+			sc.mu.Unlock()
+		case http2.SettingHeaderTableSize:
+			sc.wmu.Lock()
+			sc.henc.SetMaxDynamicTableSizeLimit(s.Val)
+			sc.wmu.Unlock()
+		}
+		return nil
+	})
+	if err != nil {
+		var ce http2.ConnectionError
+		if errors.As(err, &ce) {
+			return &connError{http2.ErrCode(ce), err.Error()}
+		}
+		return err
+	}
+	return sc.write(func() error { return sc.fr.WriteSettingsAck() })
+}
+
+func (sc *serverConn) handleWindowUpdate(f *http2.WindowUpdateFrame) error {
+	sc.mu.Lock()
+	if f.StreamID == 0 {
+		sc.sendWindow += int64(f.Increment)
+		overflow := sc.sendWindow > maxWindow
+		sc.sendCond.Broadcast()
+		sc.mu.Unlock()
+		if overflow {
+			return &connError{http2.ErrCodeFlowControl, "WINDOW_UPDATE overflows the connection's window"}
+		}
+		return nil
+	}
+	st := sc.streams[f.StreamID]
+	if st == nil {
+		idle := f.StreamID > sc.maxClientID
+		sc.mu.Unlock()
+		if idle {
+			return protocolError("WINDOW_UPDATE on idle stream %d", f.StreamID)
+		}
+		return nil
+	}
+	st.sendWindow += int64(f.Increment)
+	overflow := st.sendWindow > maxWindow
+	sc.sendCond.Broadcast()
+	sc.mu.Unlock()
+	if overflow {
+		sc.resetStream(f.StreamID, http2.ErrCodeFlowControl)
+		st.abort(errors.New("WINDOW_UPDATE overflowed the stream's window"), false)
+	}
+	return nil
+}
+
+func (sc *serverConn) handleData(f *http2.DataFrame) error {
+	n := int64(f.Header().Length) // padding counts too (§6.1)
+	sc.mu.Lock()
+	if n > sc.recvWindow {
+		sc.mu.Unlock()
+		return &connError{http2.ErrCodeFlowControl, "DATA beyond the connection's window"}
+	}
+	sc.recvWindow -= n
+	st := sc.streams[f.StreamID]
+	if st == nil {
+		idle := f.StreamID > sc.maxClientID
+		sc.mu.Unlock()
+		if idle {
+			return protocolError("DATA on idle stream %d", f.StreamID)
+		}
+		// A stream we reset or finished: the data is dropped, its room
+		// given back.
+		return sc.consumed(n)
+	}
+	sc.mu.Unlock()
+	if err := st.receive(f.Data(), n, f.StreamEnded()); err != nil {
+		sc.resetStream(f.StreamID, http2.ErrCodeFlowControl)
+		st.abort(err, false)
+		return sc.consumed(n)
+	}
+	if f.StreamEnded() {
+		sc.peerEnded(st)
+	}
+	return nil
+}
+
+// consumed gives n bytes of the connection's window back once a quarter
+// of it is waiting.
+func (sc *serverConn) consumed(n int64) error {
+	if n == 0 {
+		return nil
+	}
+	sc.mu.Lock()
+	sc.recvUnacked += n
+	inc := sc.recvUnacked
+	if inc < sc.srv.connWindow()/4 {
+		sc.mu.Unlock()
+		return nil
+	}
+	sc.recvUnacked = 0
+	sc.recvWindow += inc
+	sc.mu.Unlock()
+	return sc.write(func() error { return sc.fr.WriteWindowUpdate(0, uint32(inc)) })
+}
+
+func (sc *serverConn) handleHeaders(f *http2.MetaHeadersFrame) error {
+	id := f.StreamID
+	if id%2 == 0 {
+		return protocolError("HEADERS on even stream %d", id)
+	}
+	sc.mu.Lock()
+	if st := sc.streams[id]; st != nil {
+		// Trailers: the request body ends here; their fields are not kept.
+		sc.mu.Unlock()
+		if !f.StreamEnded() {
+			return protocolError("trailers without END_STREAM on stream %d", id)
+		}
+		st.receive(nil, 0, true)
+		sc.peerEnded(st)
+		return nil
+	}
+	if id <= sc.maxClientID {
+		sc.mu.Unlock()
+		return nil // a stream already closed: nothing left to do with it
+	}
+	sc.maxClientID = id
+	refuse := sc.goingAway || uint32(len(sc.streams)) >= sc.srv.maxStreams()
+	sc.mu.Unlock()
+	if refuse {
+		sc.resetStream(id, http2.ErrCodeRefusedStream)
+		return nil
+	}
+	req, err := sc.newRequest(f)
+	if err != nil {
+		sc.logf("stream %d: %v", id, err)
+		sc.resetStream(id, http2.ErrCodeProtocol)
+		return nil
+	}
+	st := sc.newStream(id, req, f.StreamEnded())
+	sc.handlers.Add(1)
+	go st.run()
+	return nil
+}
+
+// peerEnded notes the client's END_STREAM on st; a stream whose handler
+// is also done is forgotten.
+func (sc *serverConn) peerEnded(st *stream) {
+	sc.mu.Lock()
+	st.peerDone = true
+	if st.handlerDone {
+		delete(sc.streams, st.id)
+	}
+	sc.mu.Unlock()
+}
+
+// resetStream writes RST_STREAM for id.
+func (sc *serverConn) resetStream(id uint32, code http2.ErrCode) {
+	_ = sc.write(func() error { return sc.fr.WriteRSTStream(id, code) })
+}
+
+// write runs fn (frame writes) under the write lock and flushes.
+func (sc *serverConn) write(fn func() error) error {
+	sc.wmu.Lock()
+	defer sc.wmu.Unlock()
+	return sc.writeLocked(fn)
+}
+
+func (sc *serverConn) writeLocked(fn func() error) error {
+	sc.mu.Lock()
+	err := sc.broken
+	sc.mu.Unlock()
+	if err != nil {
+		return err
+	}
+	if err = fn(); err == nil {
+		err = sc.bw.Flush()
+	}
+	if err != nil {
+		sc.fail(err)
+	}
+	return err
+}
+
+// fail marks the connection broken: every stream's body and writes fail
+// and their contexts are cancelled. The first error is kept.
+func (sc *serverConn) fail(err error) {
+	if err == nil {
+		err = io.EOF
+	}
+	sc.mu.Lock()
+	if sc.broken == nil {
+		sc.broken = fmt.Errorf("the HTTP/2 connection ended: %w", err)
+	}
+	streams := make([]*stream, 0, len(sc.streams))
+	for _, st := range sc.streams {
+		streams = append(streams, st)
+	}
+	sc.sendCond.Broadcast()
+	broken := sc.broken
+	sc.mu.Unlock()
+	for _, st := range streams {
+		st.abort(broken, true)
+	}
+	// Unblocks a read loop still reading and any writer stuck in Write.
+	_ = sc.nc.Close()
+}
+
+// goAway sends GOAWAY with the last stream id taken; the connection closes
+// when its streams are done (or at once, after a connection error).
+func (sc *serverConn) goAway(code http2.ErrCode, why error) {
+	sc.mu.Lock()
+	sc.goingAway = true
+	last := sc.maxClientID
+	sc.mu.Unlock()
+	var debug []byte
+	if why != nil {
+		sc.logf("closing the connection: %v", why)
+		debug = []byte(why.Error())
+	}
+	_ = sc.write(func() error { return sc.fr.WriteGoAway(last, code, debug) })
+	if code != http2.ErrCodeNo {
+		return
+	}
+	if sc.closing() {
+		// Nothing open: end the connection now; the read loop sees it.
+		sc.fail(errors.New("shut down"))
+	}
+}
+
+// closing reports a connection going away with no stream left.
+func (sc *serverConn) closing() bool {
+	sc.mu.Lock()
+	defer sc.mu.Unlock()
+	return sc.goingAway && len(sc.streams) == 0
+}
+
+// checkHealth runs every healthTick: it closes a connection idle past
+// IdleTimeout, pings a silent one after PingAfter and closes it when the
+// ping goes unanswered for PingTimeout.
+func (sc *serverConn) checkHealth() {
+	s := sc.srv
+	n := sc.frames.Load()
+	heard := n != sc.framesChecked
+	sc.framesChecked = n
+	sc.mu.Lock()
+	if sc.broken != nil {
+		sc.mu.Unlock()
+		return
+	}
+	if len(sc.streams) == 0 {
+		sc.idleFor += healthTick
+	} else {
+		sc.idleFor = 0
+	}
+	if heard {
+		sc.silentFor, sc.pingOut = 0, false
+	} else {
+		sc.silentFor += healthTick
+	}
+	idle := s.IdleTimeout > 0 && sc.idleFor >= s.IdleTimeout
+	ping := s.PingAfter > 0 && !sc.pingOut && sc.silentFor >= s.PingAfter
+	dead := s.PingAfter > 0 && s.PingTimeout > 0 && sc.pingOut && sc.silentFor >= s.PingAfter+s.PingTimeout
+	if ping {
+		sc.pingOut = true
+	}
+	sc.mu.Unlock()
+	switch {
+	case dead:
+		sc.logf("no answer to a PING in %v: closing the connection", s.PingTimeout)
+		sc.fail(errors.New("ping timeout"))
+		return
+	case idle:
+		sc.goAway(http2.ErrCodeNo, nil)
+	case ping:
+		_ = sc.write(func() error { return sc.fr.WritePing(false, [8]byte{'f', 'n', 'b', 'r', 'i', 'd', 'g', 'e'}) })
+	}
+	sc.health.Reset(healthTick)
+}
+
+// ReadPreface reads the client preface from c (a TLS connection after
+// ALPN; net/http reads it itself for cleartext connections).
+func ReadPreface(c net.Conn) error {
+	var buf [len(ClientPreface)]byte
+	if _, err := io.ReadFull(c, buf[:]); err != nil {
+		return err
+	}
+	if string(buf[:]) != ClientPreface {
+		return errors.New("h2: bad client preface")
+	}
+	return nil
+}

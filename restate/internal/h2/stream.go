@@ -1,0 +1,567 @@
+package h2
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"os"
+	"runtime"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"golang.org/x/net/http2"
+	"golang.org/x/net/http2/hpack"
+)
+
+// stream is one request and its response.
+type stream struct {
+	sc     *serverConn
+	id     uint32
+	req    *http.Request
+	cancel context.CancelFunc
+	rw     responseWriter // the handler's goroutine only
+
+	// Under sc.mu.
+	sendWindow  int64 // what the client lets us send on this stream
+	peerDone    bool  // the client's side ended (END_STREAM or reset)
+	handlerDone bool
+	reset       bool // reset by either side: nothing more is written
+
+	// The request body, under mu.
+	mu          sync.Mutex
+	buf         []byte // received, not yet read: buf[off:]
+	off         int
+	eof         bool
+	err         error // the stream or connection failed
+	closed      bool  // Body.Close: later data is dropped
+	recvWindow  int64 // what the client may still send on this stream
+	recvUnacked int64 // read, not yet returned in a WINDOW_UPDATE
+	late        bool  // the read deadline passed
+	deadlineGen int
+	timer       *time.Timer
+	wake        chan struct{} // cap 1: data, end, error or deadline
+}
+
+func (sc *serverConn) newStream(id uint32, req *http.Request, ended bool) *stream {
+	ctx, cancel := context.WithCancel(sc.baseCtx)
+	st := &stream{sc: sc, id: id, cancel: cancel, eof: ended, peerDone: ended,
+		recvWindow: sc.srv.streamWindow(), wake: make(chan struct{}, 1)}
+	st.rw.st = st
+	st.rw.noBody = req.Method == http.MethodHead
+	if ended {
+		req.Body = http.NoBody
+		req.ContentLength = 0
+	} else {
+		req.Body = (*requestBody)(st)
+	}
+	st.req = req.WithContext(ctx)
+	sc.mu.Lock()
+	st.sendWindow = sc.initialSend
+	sc.streams[id] = st
+	sc.mu.Unlock()
+	return st
+}
+
+// newRequest builds the request of a HEADERS frame (its body is set by
+// newStream).
+func (sc *serverConn) newRequest(f *http2.MetaHeadersFrame) (*http.Request, error) {
+	method, path := f.PseudoValue("method"), f.PseudoValue("path")
+	authority := f.PseudoValue("authority")
+	if method == "" || path == "" || f.PseudoValue("scheme") == "" || method == http.MethodConnect {
+		return nil, fmt.Errorf("request without :method, :path and :scheme, or a CONNECT (%q %q)", method, path)
+	}
+	regular := f.RegularFields()
+	h := make(http.Header, len(regular))
+	for _, hf := range regular {
+		switch hf.Name {
+		case "connection", "keep-alive", "proxy-connection", "transfer-encoding", "upgrade":
+			return nil, fmt.Errorf("connection-specific header %q in an HTTP/2 request", hf.Name)
+		case "te":
+			if hf.Value != "trailers" {
+				return nil, fmt.Errorf("header te: %q, want trailers", hf.Value)
+			}
+		}
+		k := canonicalKey(hf.Name)
+		h[k] = append(h[k], hf.Value)
+	}
+	if authority == "" {
+		authority = h.Get("Host")
+	}
+	u, err := url.ParseRequestURI(path)
+	if err != nil {
+		return nil, fmt.Errorf("bad :path %q: %v", path, err)
+	}
+	cl := int64(-1)
+	if v := h.Get("Content-Length"); v != "" {
+		if cl, err = strconv.ParseInt(v, 10, 64); err != nil || cl < 0 {
+			return nil, fmt.Errorf("bad content-length %q", v)
+		}
+	}
+	return &http.Request{
+		Method: method, URL: u, Proto: "HTTP/2.0", ProtoMajor: 2, Header: h,
+		ContentLength: cl, Host: authority, RemoteAddr: sc.remote, RequestURI: path, TLS: sc.tls,
+	}, nil
+}
+
+// run serves the stream's request on the handler, then ends the stream.
+func (st *stream) run() {
+	defer st.sc.handlers.Done()
+	panicked := true
+	defer func() {
+		if panicked {
+			p := recover()
+			if p != http.ErrAbortHandler {
+				buf := make([]byte, 16<<10)
+				buf = buf[:runtime.Stack(buf, false)]
+				st.sc.logf("panic serving stream %d (%s %s): %v\n%s", st.id, st.req.Method, st.req.URL.Path, p, buf)
+			}
+			st.sc.resetStream(st.id, http2.ErrCodeInternal)
+			st.done(true)
+		}
+	}()
+	st.sc.h.ServeHTTP(&st.rw, st.req)
+	panicked = false
+	if !st.rw.ended {
+		_ = st.rw.flush(true, true)
+	} else {
+		st.sc.mu.Lock()
+		open := !st.peerDone && !st.reset
+		st.sc.mu.Unlock()
+		if open {
+			st.sc.resetStream(st.id, http2.ErrCodeNo)
+		}
+	}
+	st.done(false)
+}
+
+// done ends the handler's part: the stream is forgotten (a client still
+// sending was told to stop by flush's RST_STREAM) and its context
+// cancelled. The last stream of a connection going away closes it.
+func (st *stream) done(reset bool) {
+	st.cancel()
+	st.mu.Lock()
+	st.closed = true
+	dropped := int64(len(st.buf) - st.off)
+	st.buf, st.off = nil, 0
+	if st.timer != nil {
+		st.timer.Stop()
+	}
+	st.mu.Unlock()
+	sc := st.sc
+	sc.mu.Lock()
+	st.handlerDone = true
+	if reset {
+		st.reset = true
+	}
+	delete(sc.streams, st.id)
+	last := sc.goingAway && len(sc.streams) == 0
+	sc.mu.Unlock()
+	_ = sc.consumed(dropped)
+	if last {
+		sc.fail(errors.New("shut down"))
+	}
+}
+
+// abort fails the stream: its body reads and writes fail and its context
+// is cancelled. gone says the connection broke (no window to give back).
+func (st *stream) abort(err error, gone bool) {
+	st.mu.Lock()
+	if st.err == nil {
+		st.err = err
+	}
+	dropped := int64(len(st.buf) - st.off)
+	st.buf, st.off = nil, 0
+	st.mu.Unlock()
+	st.signal()
+	st.cancel()
+	sc := st.sc
+	sc.mu.Lock()
+	st.reset, st.peerDone = true, true
+	if st.handlerDone {
+		delete(sc.streams, st.id)
+	}
+	sc.sendCond.Broadcast()
+	sc.mu.Unlock()
+	if !gone {
+		_ = sc.consumed(dropped)
+	}
+}
+
+func (st *stream) signal() {
+	select {
+	case st.wake <- struct{}{}:
+	default:
+	}
+}
+
+// receive takes a DATA frame's payload (n bytes with padding) from the
+// read loop.
+func (st *stream) receive(data []byte, n int64, end bool) error {
+	st.mu.Lock()
+	if n > st.recvWindow {
+		st.mu.Unlock()
+		return errors.New("the client sent DATA beyond the stream's window")
+	}
+	st.recvWindow -= n
+	drop := n - int64(len(data)) // padding
+	if st.closed || st.err != nil {
+		drop = n
+	} else {
+		st.buf = append(st.buf, data...)
+	}
+	st.recvUnacked += drop
+	if end {
+		st.eof = true
+	}
+	st.mu.Unlock()
+	st.signal()
+	return st.sc.consumed(drop)
+}
+
+// requestBody is a stream's request body.
+type requestBody stream
+
+var errBodyClosed = errors.New("h2: read on a closed request body")
+
+// Read returns what has arrived, waiting for the first byte.
+func (b *requestBody) Read(p []byte) (int, error) {
+	st := (*stream)(b)
+	for {
+		st.mu.Lock()
+		if st.closed {
+			st.mu.Unlock()
+			return 0, errBodyClosed
+		}
+		if st.err != nil {
+			err := st.err
+			st.mu.Unlock()
+			return 0, err
+		}
+		if st.off < len(st.buf) {
+			n := copy(p, st.buf[st.off:])
+			st.off += n
+			if st.off == len(st.buf) {
+				st.buf, st.off = st.buf[:0], 0
+			}
+			var inc int64
+			if st.recvUnacked += int64(n); st.recvUnacked >= st.sc.srv.streamWindow()/4 && !st.eof {
+				inc, st.recvUnacked = st.recvUnacked, 0
+				st.recvWindow += inc
+			}
+			st.mu.Unlock()
+			if inc > 0 {
+				_ = st.sc.write(func() error { return st.sc.fr.WriteWindowUpdate(st.id, uint32(inc)) })
+			}
+			return n, st.sc.consumed(int64(n))
+		}
+		if st.eof {
+			st.mu.Unlock()
+			return 0, io.EOF
+		}
+		if st.late {
+			st.mu.Unlock()
+			return 0, os.ErrDeadlineExceeded
+		}
+		st.mu.Unlock()
+		<-st.wake
+	}
+}
+
+// Close drops the rest of the body.
+func (b *requestBody) Close() error {
+	st := (*stream)(b)
+	st.mu.Lock()
+	st.closed = true
+	dropped := int64(len(st.buf) - st.off)
+	st.buf, st.off = nil, 0
+	st.mu.Unlock()
+	st.signal()
+	return st.sc.consumed(dropped)
+}
+
+func (st *stream) setReadDeadline(t time.Time) {
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	if st.timer != nil {
+		st.timer.Stop()
+	}
+	st.deadlineGen++
+	st.late = false
+	if t.IsZero() {
+		return
+	}
+	d := time.Until(t)
+	if d <= 0 {
+		st.late = true
+		st.signal()
+		return
+	}
+	gen := st.deadlineGen
+	st.timer = time.AfterFunc(d, func() {
+		st.mu.Lock()
+		if st.deadlineGen == gen {
+			st.late = true
+		}
+		st.mu.Unlock()
+		st.signal()
+	})
+}
+
+// responseWriter is a stream's http.ResponseWriter, http.Flusher and the
+// read deadline of http.ResponseController. The header map is encoded at
+// the first flush: changes between WriteHeader and then are sent too.
+type responseWriter struct {
+	st          *stream
+	header      http.Header
+	status      int
+	wroteHeader bool
+	sentHeader  bool
+	noBody      bool
+	ended       bool // END_STREAM written
+	buf         []byte
+}
+
+// maxBuffered is what Write buffers before it writes DATA by itself.
+const maxBuffered = 32 << 10
+
+func (w *responseWriter) Header() http.Header {
+	if w.header == nil {
+		w.header = make(http.Header, 4)
+	}
+	return w.header
+}
+
+func (w *responseWriter) WriteHeader(code int) {
+	if w.wroteHeader {
+		return
+	}
+	if code < 100 || code > 999 {
+		panic(fmt.Sprintf("h2: invalid WriteHeader code %v", code))
+	}
+	if code < 200 {
+		return // informational responses are not sent
+	}
+	w.status, w.wroteHeader = code, true
+	if code == http.StatusNoContent || code == http.StatusNotModified {
+		w.noBody = true
+	}
+}
+
+func (w *responseWriter) Write(p []byte) (int, error) {
+	if !w.wroteHeader {
+		w.WriteHeader(http.StatusOK)
+	}
+	if w.noBody {
+		if w.status == http.StatusNoContent || w.status == http.StatusNotModified {
+			return 0, http.ErrBodyNotAllowed
+		}
+		return len(p), nil // HEAD
+	}
+	if w.ended {
+		return 0, errors.New("h2: write after the response ended")
+	}
+	if err := w.st.writeErr(); err != nil {
+		return 0, err
+	}
+	w.buf = append(w.buf, p...)
+	if len(w.buf) >= maxBuffered {
+		if err := w.flush(false, false); err != nil {
+			return 0, err
+		}
+	}
+	return len(p), nil
+}
+
+// Flush sends the headers and what was written.
+func (w *responseWriter) Flush() { _ = w.flush(false, false) }
+
+// FlushError is Flush with its error (http.ResponseController uses it).
+func (w *responseWriter) FlushError() error { return w.flush(false, false) }
+
+// EndStream sends what was written and ends the response (END_STREAM in
+// the same frame) while the handler may go on reading the request body;
+// later writes fail. The invocation endpoint ends its response with its
+// terminal message this way, so restate-server gets both at once.
+func (w *responseWriter) EndStream() error { return w.flush(true, false) }
+
+// SetReadDeadline bounds the request body's reads (http.ResponseController).
+func (w *responseWriter) SetReadDeadline(t time.Time) error {
+	w.st.setReadDeadline(t)
+	return nil
+}
+
+func (st *stream) writeErr() error {
+	sc := st.sc
+	sc.mu.Lock()
+	defer sc.mu.Unlock()
+	if sc.broken != nil {
+		return sc.broken
+	}
+	if st.reset {
+		return errors.New("h2: the stream was reset")
+	}
+	return nil
+}
+
+// flush writes the headers (once) and the buffered body as the client's
+// windows allow; end also ends the stream, and finish (the handler
+// returned) then resets a request the client is still sending (RFC 9113
+// §8.1: a complete response may stop the request).
+func (w *responseWriter) flush(end, finish bool) error {
+	st, sc := w.st, w.st.sc
+	if !w.wroteHeader {
+		w.WriteHeader(http.StatusOK)
+	}
+	if w.ended || (w.sentHeader && len(w.buf) == 0 && !end) {
+		return nil
+	}
+	if end {
+		w.ended = true
+	}
+	data := w.buf
+	defer func() { w.buf = w.buf[:0] }()
+	for {
+		n := 0
+		sc.mu.Lock()
+		for len(data) > 0 && sc.broken == nil && !st.reset && (sc.sendWindow <= 0 || st.sendWindow <= 0) {
+			sc.sendCond.Wait()
+		}
+		if sc.broken != nil || st.reset {
+			sc.mu.Unlock()
+			return st.writeErr()
+		}
+		if len(data) > 0 {
+			n = int(min(int64(len(data)), sc.sendWindow, st.sendWindow))
+			sc.sendWindow -= int64(n)
+			st.sendWindow -= int64(n)
+		}
+		maxFrame := int(sc.maxFrameSize)
+		last := n == len(data)
+		stop := finish && last && !st.peerDone
+		sc.mu.Unlock()
+		err := sc.write(func() error {
+			endStream := end && last
+			if !w.sentHeader {
+				w.sentHeader = true
+				if err := w.writeHeaders(endStream && n == 0, end, len(data), maxFrame); err != nil {
+					return err
+				}
+				if endStream && n == 0 {
+					return w.stopRequest(stop)
+				}
+			} else if n == 0 && endStream {
+				if err := sc.fr.WriteData(st.id, true, nil); err != nil {
+					return err
+				}
+				return w.stopRequest(stop)
+			}
+			chunk := data[:n]
+			for len(chunk) > 0 {
+				k := min(len(chunk), maxFrame)
+				if err := sc.fr.WriteData(st.id, endStream && k == len(chunk), chunk[:k]); err != nil {
+					return err
+				}
+				chunk = chunk[k:]
+			}
+			return w.stopRequest(stop)
+		})
+		if err != nil {
+			return err
+		}
+		data = data[n:]
+		if last {
+			return nil
+		}
+	}
+}
+
+func (w *responseWriter) stopRequest(stop bool) error {
+	if !stop {
+		return nil
+	}
+	return w.st.sc.fr.WriteRSTStream(w.st.id, http2.ErrCodeNo)
+}
+
+// writeHeaders encodes the response headers (under the write lock: the
+// encoder's table follows the wire's order) into HEADERS and
+// CONTINUATION frames. A response that is complete here says its length.
+func (w *responseWriter) writeHeaders(endStream, complete bool, length, maxFrame int) error {
+	sc := w.st.sc
+	sc.hbuf.Reset()
+	enc := sc.henc
+	_ = enc.WriteField(hpack.HeaderField{Name: ":status", Value: statusText(w.status)})
+	hasLength := false
+	for k, vs := range w.header {
+		lk := lowerKey(k)
+		switch lk {
+		case "connection", "keep-alive", "proxy-connection", "transfer-encoding", "upgrade", "trailer":
+			continue
+		case "content-length":
+			hasLength = true
+		}
+		for _, v := range vs {
+			_ = enc.WriteField(hpack.HeaderField{Name: lk, Value: v})
+		}
+	}
+	if complete && !hasLength && !w.noBody {
+		_ = enc.WriteField(hpack.HeaderField{Name: "content-length", Value: strconv.Itoa(length)})
+	}
+	block := sc.hbuf.Bytes()
+	first := block[:min(len(block), maxFrame)]
+	block = block[len(first):]
+	if err := sc.fr.WriteHeaders(http2.HeadersFrameParam{
+		StreamID: w.st.id, BlockFragment: first, EndStream: endStream, EndHeaders: len(block) == 0,
+	}); err != nil {
+		return err
+	}
+	for len(block) > 0 {
+		k := min(len(block), maxFrame)
+		if err := sc.fr.WriteContinuation(w.st.id, k == len(block), block[:k]); err != nil {
+			return err
+		}
+		block = block[k:]
+	}
+	return nil
+}
+
+func statusText(code int) string {
+	if code == http.StatusOK {
+		return "200"
+	}
+	return strconv.Itoa(code)
+}
+
+// commonKeys maps the lower-case names the invocation protocol and its
+// health checks use to their canonical forms, and back, without
+// allocating.
+var commonKeys, commonLower = func() (map[string]string, map[string]string) {
+	names := []string{"Accept", "Accept-Encoding", "Authorization", "Content-Length", "Content-Type",
+		"Date", "Host", "Retry-After", "Te", "Traceparent", "Tracestate", "User-Agent",
+		"X-Content-Type-Options", "X-Restate-Server", "X-Restate-Signature-Scheme", "X-Restate-Jwt-V1",
+		"X-Restate-Invocation-Id", "X-Restate-Id", "Baggage"}
+	canon, lower := map[string]string{}, map[string]string{}
+	for _, n := range names {
+		canon[strings.ToLower(n)] = n
+		lower[n] = strings.ToLower(n)
+	}
+	return canon, lower
+}()
+
+func canonicalKey(lower string) string {
+	if k, ok := commonKeys[lower]; ok {
+		return k
+	}
+	return http.CanonicalHeaderKey(lower)
+}
+
+func lowerKey(k string) string {
+	if l, ok := commonLower[k]; ok {
+		return l
+	}
+	return strings.ToLower(k)
+}
