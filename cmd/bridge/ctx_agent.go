@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
+	"golang.org/x/sys/unix"
 
 	"github.com/fnbridge/fnbridge/bridge/stepctx"
 )
@@ -85,9 +86,7 @@ func runAgent(ctx context.Context, dir string, worker int, ready io.Writer) erro
 	go func() {
 		// The worker's process group is killed with it; this covers a
 		// worker that ended by itself.
-		for syscall.Kill(worker, 0) == nil {
-			time.Sleep(500 * time.Millisecond)
-		}
+		waitGone(worker)
 		os.Exit(0)
 	}()
 	if _, err := fmt.Fprintf(ready, "ready %d\n", os.Getpid()); err != nil {
@@ -227,4 +226,27 @@ func nulKind(kind string, v []byte) string {
 		return strings.ToUpper(kind)
 	}
 	return kind
+}
+
+// waitGone returns once process pid has ended. A pidfd (Linux 5.3 and
+// later) names the process itself, so a pid the kernel hands to another
+// process cannot keep the agent alive; without one, kill(pid, 0) is
+// polled.
+func waitGone(pid int) {
+	if fd, err := unix.PidfdOpen(pid, 0); err == nil {
+		defer unix.Close(fd)
+		fds := []unix.PollFd{{Fd: int32(fd), Events: unix.POLLIN}}
+		for {
+			n, err := unix.Poll(fds, -1)
+			if err == nil && n > 0 {
+				return // readable: the process ended
+			}
+			if err != nil && err != unix.EINTR {
+				break
+			}
+		}
+	}
+	for syscall.Kill(pid, 0) == nil {
+		time.Sleep(500 * time.Millisecond)
+	}
 }

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"net/http"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -290,5 +291,23 @@ func TestCtxAsSubcommand(t *testing.T) {
 	root.SetArgs([]string{"ctx", "invocation-id"})
 	if err := root.Execute(); err != nil || out.String() != "inv_sub\n" {
 		t.Fatalf("bridge ctx invocation-id: %v %q", err, out.String())
+	}
+}
+
+// The step agent outlives no worker: waitGone returns when the process
+// ends, even before its parent reaps it (a zombie still answers kill -0,
+// and a pid the kernel reuses would too).
+func TestAgentWaitGoneSeesTheProcessEnd(t *testing.T) {
+	cmd := exec.Command("sleep", "0.1")
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = cmd.Wait() }() // reaped only after the check
+	done := make(chan struct{})
+	go func() { waitGone(cmd.Process.Pid); close(done) }()
+	select {
+	case <-done:
+	case <-time.After(10 * time.Second):
+		t.Fatal("waitGone did not return after the process ended")
 	}
 }

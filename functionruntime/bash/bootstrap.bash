@@ -91,8 +91,22 @@ __fnb_fnbridge() {
 	builtin return 0
 }
 
+# __fnb_is_agent PID: PID is alive and is this worker's step agent, not a
+# process that was given the pid of an agent that died (kill -0 cannot
+# tell them apart; /proc/PID/cmdline can: fnbridge agent DIR PID).
+__fnb_is_agent() {
+	builtin kill -0 "$1" 2>/dev/null || builtin return 1
+	[[ -e /proc/$$/cmdline ]] || builtin return 0 # no /proc: kill -0 it is
+	builtin local __fnb_a0= __fnb_a1= __fnb_a2=
+	{ IFS= builtin read -r -d '' __fnb_a0 && IFS= builtin read -r -d '' __fnb_a1 &&
+		IFS= builtin read -r -d '' __fnb_a2; } <"/proc/$1/cmdline" 2>/dev/null
+	[[ $__fnb_a1 == agent && $__fnb_a2 == "$__fnb_dir" ]]
+}
+
 # __fnb_agent opens this shell's FIFOs to the worker's step agent, starting
-# the agent when there is none.
+# the agent when there is none. An agent this shell already speaks to is
+# checked with kill -0 only (the cheap check, on every step): should it
+# die and its pid be reused, __fnb_answer's wait tells within 2 s.
 __fnb_agent() {
 	if [[ -n ${__fnb_areq-} ]] && builtin kill -0 "$__fnb_apid" 2>/dev/null; then
 		builtin return 0
@@ -100,7 +114,7 @@ __fnb_agent() {
 	builtin local __fnb_r __fnb_l=
 	__fnb_apid=
 	{ IFS= builtin read -r __fnb_apid <"$__fnb_dir/a.pid"; } 2>/dev/null
-	if [[ -z $__fnb_apid || ! -p $__fnb_dir/a.req ]] || ! builtin kill -0 "$__fnb_apid" 2>/dev/null; then
+	if [[ -z $__fnb_apid || ! -p $__fnb_dir/a.req ]] || ! __fnb_is_agent "$__fnb_apid"; then
 		command exec {__fnb_r}< <(command exec fnbridge agent "$__fnb_dir" "$$" </dev/null 2>/dev/null)
 		IFS= builtin read -r -u "$__fnb_r" __fnb_l
 		command exec {__fnb_r}<&-
@@ -123,7 +137,7 @@ __fnb_answer() {
 		IFS=$'\t' builtin read -r -t 2 -u "$__fnb_aans" __fnb_st __fnb_k __fnb_m && break
 		__fnb_rc=$?
 		# A timeout only means a slow answer while the agent lives.
-		if ((__fnb_rc > 128)) && builtin kill -0 "$__fnb_apid" 2>/dev/null; then
+		if ((__fnb_rc > 128)) && __fnb_is_agent "$__fnb_apid"; then
 			continue
 		fi
 		builtin printf 'fnbridge: the step agent (pid %s) is gone\n' "$__fnb_apid" >&2

@@ -117,6 +117,25 @@ agent_dies() {
 	fnbridge run a3 -- kill -KILL "$__fnb_apid" 2>&1 || echo "status $?"
 }
 
+# A process that holds the pid the dead agent had (the kernel reuses
+# pids; here the shell is simply told so) is not taken for the agent.
+agent_pid_reused() {
+	local v w
+	fnbridge run --var v r1 -- printf one || return
+	kill -KILL "$__fnb_apid"
+	while kill -0 "$__fnb_apid" 2>/dev/null; do sleep 0.01; done # reaped
+	sleep 60 </dev/null >/dev/null 2>&1 &
+	local impostor=$!
+	__fnb_apid=$impostor
+	printf '%s\n' "$impostor" >|"$__fnb_dir/a.pid"
+	fnbridge run r2 -- printf two 2>&1 || echo "status $?"
+	__fnb_areq= # the next step looks for an agent again, as a new attempt would
+	fnbridge run --var w r3 -- printf three || return
+	kill "$impostor"
+	[[ $__fnb_apid != "$impostor" ]] || echo "adopted the impostor"
+	printf '|%s %s' "$v" "$w"
+}
+
 meta() {
 	fnbridge run "step $1" -- printf '%s\n' "$1" || return
 	fnbridge call Echo/echo "$1" || return
@@ -275,6 +294,23 @@ func TestSteps(t *testing.T) {
 		}
 		if en := j.Entries(); len(en) != 3 || en[1].Name != "a2" || string(en[1].Result.Value) != "two" || en[2].Result != nil {
 			t.Fatalf("journal = %+v, want a1, a2 completed and a3 started only", en)
+		}
+	})
+
+	// Rule: a live process that is not the agent but has its pid (reused
+	// by the kernel) ends a step waiting on it with status 3 within the
+	// answer's 2 s wait, not at the handler's timeout, and is never
+	// adopted as the agent: the next step starts a new one.
+	t.Run("shell function agent pid reused", func(t *testing.T) {
+		s := e.start(t, "agent_pid_reused", nil)
+		j := &stepctxtest.Journal{}
+		start := time.Now()
+		res, err := s.invoke(t, e.Open(t, j), "")
+		if err != nil || !regexp.MustCompile(`^fnbridge: the step agent \(pid [0-9]+\) is gone\nstatus 3\n\|one three$`).Match(res.Output) {
+			t.Fatalf("output = %q (%v), want the impostor named as a gone agent, status 3, then both values", res.Output, err)
+		}
+		if d := time.Since(start); d > 20*time.Second {
+			t.Errorf("took %v: the step waited on the impostor past its answer wait", d)
 		}
 	})
 
