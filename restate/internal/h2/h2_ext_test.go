@@ -531,3 +531,38 @@ func TestPanicResetsOnlyItsStream(t *testing.T) {
 		t.Errorf("the panic was not logged: %q", logged.String())
 	}
 }
+
+// A response with Connection: close (the endpoint's refusal while it
+// drains) is sent, then GOAWAY: the client takes its next stream to a new
+// connection, while the streams already open finish.
+func TestConnectionCloseSendsGoAway(t *testing.T) {
+	release := make(chan struct{})
+	addr := serve(t, &h2.Server{}, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/hold" {
+			<-release
+			_, _ = io.WriteString(w, "held")
+			return
+		}
+		w.Header().Set("Connection", "close")
+		w.WriteHeader(http.StatusServiceUnavailable)
+	}))
+	rc := dialRaw(t, addr)
+	rc.headers(1, true, "GET", "/hold")
+	rc.headers(3, true, "GET", "/refuse")
+	f, ok := rc.next().(*http2.MetaHeadersFrame)
+	if !ok || f.StreamID != 3 || f.PseudoValue("status") != "503" {
+		t.Fatalf("want stream 3's 503, got %v", f)
+	}
+	for _, hf := range f.RegularFields() {
+		if hf.Name == "connection" {
+			t.Errorf("the connection header went out on HTTP/2: %v", hf)
+		}
+	}
+	if g, ok := rc.next().(*http2.GoAwayFrame); !ok || g.LastStreamID != 3 || g.ErrCode != http2.ErrCodeNo {
+		t.Fatalf("want GOAWAY after it, got %v", g)
+	}
+	close(release)
+	if f, ok := rc.next().(*http2.MetaHeadersFrame); !ok || f.StreamID != 1 {
+		t.Fatalf("want the held stream's response, got %v", f)
+	}
+}

@@ -323,6 +323,7 @@ type responseWriter struct {
 	sentHeader  bool
 	noBody      bool
 	ended       bool // END_STREAM written
+	closeConn   bool // the headers sent said Connection: close
 	buf         []byte
 }
 
@@ -473,6 +474,13 @@ func (w *responseWriter) flush(end, finish bool) error {
 		if err != nil {
 			return err
 		}
+		if w.closeConn {
+			// Connection: close asks for the connection's end: GOAWAY,
+			// so the client opens a new one (which a load balancer may
+			// give to another server); its other streams finish.
+			w.closeConn = false
+			sc.goAway(http2.ErrCodeNo, nil)
+		}
 		data = data[n:]
 		if last {
 			return nil
@@ -499,7 +507,14 @@ func (w *responseWriter) writeHeaders(endStream, complete bool, length, maxFrame
 	for k, vs := range w.header {
 		lk := lowerKey(k)
 		switch lk {
-		case "connection", "keep-alive", "proxy-connection", "transfer-encoding", "upgrade", "trailer":
+		case "connection":
+			for _, v := range vs {
+				if strings.EqualFold(strings.TrimSpace(v), "close") {
+					w.closeConn = true
+				}
+			}
+			continue
+		case "keep-alive", "proxy-connection", "transfer-encoding", "upgrade", "trailer":
 			continue
 		case "content-length":
 			hasLength = true
@@ -541,7 +556,7 @@ func statusText(code int) string {
 // allocating.
 var commonKeys, commonLower = func() (map[string]string, map[string]string) {
 	names := []string{"Accept", "Accept-Encoding", "Authorization", "Content-Length", "Content-Type",
-		"Date", "Host", "Retry-After", "Te", "Traceparent", "Tracestate", "User-Agent",
+		"Connection", "Date", "Host", "Retry-After", "Te", "Traceparent", "Tracestate", "User-Agent",
 		"X-Content-Type-Options", "X-Restate-Server", "X-Restate-Signature-Scheme", "X-Restate-Jwt-V1",
 		"X-Restate-Invocation-Id", "X-Restate-Id", "Baggage"}
 	canon, lower := map[string]string{}, map[string]string{}
