@@ -566,3 +566,104 @@ func TestConnectionCloseSendsGoAway(t *testing.T) {
 		t.Fatalf("want the held stream's response, got %v", f)
 	}
 }
+
+// A malformed frame of an open stream (a zero WINDOW_UPDATE) resets that
+// stream and fails its handler's body read; the connection goes on.
+func TestStreamErrorAbortsTheStream(t *testing.T) {
+	readErr := make(chan error, 1)
+	addr := serve(t, &h2.Server{}, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/ok" {
+			return
+		}
+		_, err := io.ReadAll(r.Body)
+		readErr <- err
+	}))
+	rc := dialRaw(t, addr)
+	rc.headers(1, false, "POST", "/x")
+	rc.fr.AllowIllegalWrites = true
+	if err := rc.fr.WriteWindowUpdate(1, 0); err != nil {
+		t.Fatal(err)
+	}
+	if f, ok := rc.next().(*http2.RSTStreamFrame); !ok || f.StreamID != 1 || f.ErrCode != http2.ErrCodeProtocol {
+		t.Fatalf("want stream 1 reset (PROTOCOL_ERROR), got %v", f)
+	}
+	select {
+	case err := <-readErr:
+		if err == nil {
+			t.Error("the body read ended cleanly after the stream was reset")
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("the handler's read never ended")
+	}
+	rc.headers(3, true, "GET", "/ok")
+	if f, ok := rc.next().(*http2.MetaHeadersFrame); !ok || f.StreamID != 3 {
+		t.Fatalf("want stream 3 served, got %v", f)
+	}
+}
+
+// MAX_CONCURRENT_STREAMS counts the streams open on the wire, as the
+// client does (RFC 9113 §5.1.2): one it reset is closed even while its
+// handler still returns.
+func TestResetStreamFreesItsSlot(t *testing.T) {
+	release := make(chan struct{})
+	defer close(release)
+	addr := serve(t, &h2.Server{MaxConcurrentStreams: 1}, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/slow" {
+			<-release // ignores its cancellation for a while
+			return
+		}
+		_, _ = io.WriteString(w, "ok")
+	}))
+	rc := dialRaw(t, addr)
+	rc.headers(1, true, "GET", "/slow")
+	if err := rc.fr.WriteRSTStream(1, http2.ErrCodeCancel); err != nil {
+		t.Fatal(err)
+	}
+	// A PING round trip: the reset has been read before stream 3 comes.
+	if err := rc.fr.WritePing(false, [8]byte{2}); err != nil {
+		t.Fatal(err)
+	}
+	if f, ok := rc.next().(*http2.PingFrame); !ok || !f.IsAck() {
+		t.Fatalf("want PING ack, got %v", f)
+	}
+	rc.headers(3, true, "GET", "/fast")
+	if f, ok := rc.next().(*http2.MetaHeadersFrame); !ok || f.StreamID != 3 {
+		t.Fatalf("want stream 3 served, got %v", f)
+	}
+}
+
+// DATA after the client ended its stream is a stream error (STREAM_CLOSED).
+func TestDataAfterEndOfStream(t *testing.T) {
+	release := make(chan struct{})
+	defer close(release)
+	addr := serve(t, &h2.Server{}, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		<-release
+	}))
+	rc := dialRaw(t, addr)
+	rc.headers(1, false, "POST", "/x")
+	if err := rc.fr.WriteData(1, true, []byte("a")); err != nil {
+		t.Fatal(err)
+	}
+	if err := rc.fr.WriteData(1, false, []byte("b")); err != nil {
+		t.Fatal(err)
+	}
+	if f, ok := rc.next().(*http2.RSTStreamFrame); !ok || f.StreamID != 1 || f.ErrCode != http2.ErrCodeStreamClosed {
+		t.Fatalf("want stream 1 reset (STREAM_CLOSED), got %v", f)
+	}
+}
+
+// Header fields past MaxHeaderListSize are answered 431, not served with
+// some of them missing.
+func TestHeadersTooLarge(t *testing.T) {
+	addr := serve(t, &h2.Server{MaxHeaderListSize: 1024}, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		t.Errorf("the handler got a request whose headers were cut: %v", r.Header)
+	}))
+	rc := dialRaw(t, addr)
+	rc.headers(1, true, "GET", "/x", "x-a", strings.Repeat("v", 400), "x-b", strings.Repeat("v", 400), "x-c", strings.Repeat("v", 400))
+	if f := rc.next(); f.Header().Type != http2.FrameHeaders || f.(*http2.MetaHeadersFrame).PseudoValue("status") != "431" {
+		if g, ok := f.(*http2.GoAwayFrame); ok {
+			t.Fatalf("want 431, got GOAWAY %v %q", g.ErrCode, g.DebugData())
+		}
+		t.Fatalf("want 431, got %v", f)
+	}
+}

@@ -10,6 +10,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"net/url"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -105,23 +106,27 @@ func (s *Server) Shutdown() {
 // its connection state.
 func (s *Server) ServeConn(nc net.Conn, h http.Handler) {
 	sc := s.newConn(nc, h)
-	s.mu.Lock()
-	if s.shutdown {
-		s.mu.Unlock()
-		nc.Close()
-		return
-	}
-	if s.conns == nil {
-		s.conns = map[*serverConn]struct{}{}
-	}
-	s.conns[sc] = struct{}{}
-	s.mu.Unlock()
 	defer func() {
 		s.mu.Lock()
 		delete(s.conns, sc)
 		s.mu.Unlock()
 	}()
 	sc.serve()
+}
+
+// register adds sc to the connections Shutdown reaches, once its SETTINGS
+// are out (a GOAWAY must not precede them); false after Shutdown.
+func (s *Server) register(sc *serverConn) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.shutdown {
+		return false
+	}
+	if s.conns == nil {
+		s.conns = map[*serverConn]struct{}{}
+	}
+	s.conns[sc] = struct{}{}
+	return true
 }
 
 // serverConn is one connection: the read loop's state, the write lock and
@@ -155,9 +160,12 @@ type serverConn struct {
 	maxFrameSize  uint32 // the client's SETTINGS_MAX_FRAME_SIZE
 	recvWindow    int64  // what the client may still send on the connection
 	recvUnacked   int64  // read or discarded, not yet returned in a WINDOW_UPDATE
+	open          uint32 // streams open on the wire (MAX_CONCURRENT_STREAMS)
 	idleFor       time.Duration
 	pingOut       bool
 	silentFor     time.Duration
+	pingSentAt    time.Duration // silentFor when the PING went out
+	stuckFor      time.Duration // a writer held the write lock this long
 	handlers      sync.WaitGroup
 	frames        atomic.Uint64 // frames read, for the health check
 	framesChecked uint64
@@ -198,7 +206,6 @@ func (sc *serverConn) logf(format string, args ...any) {
 // serve writes the server's SETTINGS and window, then reads frames until
 // the connection ends.
 func (sc *serverConn) serve() {
-	defer sc.nc.Close()
 	sc.wmu.Lock()
 	err := sc.fr.WriteSettings(
 		http2.Setting{ID: http2.SettingMaxConcurrentStreams, Val: sc.srv.maxStreams()},
@@ -214,6 +221,9 @@ func (sc *serverConn) serve() {
 		err = sc.bw.Flush()
 	}
 	sc.wmu.Unlock()
+	if err == nil && !sc.srv.register(sc) {
+		err = errors.New("the server is shut down")
+	}
 	if err != nil {
 		sc.fail(err)
 		return
@@ -221,10 +231,29 @@ func (sc *serverConn) serve() {
 	sc.health = time.AfterFunc(healthTick, sc.checkHealth)
 	err = sc.readLoop()
 	sc.health.Stop()
+	if err == nil {
+		// GOAWAY went out and no stream is left: stop writing, and read
+		// what the client still sends for a moment before closing, so
+		// that the kernel does not answer it with a reset that could
+		// destroy our last frames before the client read them.
+		sc.markBroken(errors.New("closed after GOAWAY"))
+		if cw, ok := sc.nc.(interface{ CloseWrite() error }); ok {
+			_ = cw.CloseWrite()
+		}
+		_ = sc.nc.SetReadDeadline(time.Now().Add(goAwayLinger))
+		_, _ = io.Copy(io.Discard, sc.nc)
+	}
 	sc.fail(err)
-	sc.nc.Close()
 	sc.handlers.Wait()
 }
+
+// goAwayLinger is how long a connection closing after its GOAWAY reads
+// what the client still sends.
+const goAwayLinger = time.Second
+
+// wakeReader makes the read loop's pending read return, so that it sees
+// the connection is done (closing).
+func (sc *serverConn) wakeReader() { _ = sc.nc.SetReadDeadline(time.Now()) }
 
 // readLoop reads and handles frames until an error ends the connection.
 func (sc *serverConn) readLoop() error {
@@ -234,12 +263,22 @@ func (sc *serverConn) readLoop() error {
 		if err != nil {
 			var se http2.StreamError
 			if errors.As(err, &se) {
-				// A malformed request: refused, its id taken.
+				// A malformed frame of one stream: that stream is reset
+				// (a malformed request is refused, its id taken).
 				sc.mu.Lock()
-				sc.maxClientID = max(sc.maxClientID, se.StreamID)
+				st := sc.streams[se.StreamID]
+				if st == nil {
+					sc.maxClientID = max(sc.maxClientID, se.StreamID)
+				}
 				sc.mu.Unlock()
 				sc.resetStream(se.StreamID, se.Code)
+				if st != nil {
+					st.abort(fmt.Errorf("h2: stream error: %v", se), false)
+				}
 				continue
+			}
+			if sc.closing() {
+				return nil // woken by wakeReader: GOAWAY sent, no stream left
 			}
 			var ce http2.ConnectionError
 			if errors.As(err, &ce) {
@@ -421,8 +460,8 @@ func (sc *serverConn) handleData(f *http2.DataFrame) error {
 		return sc.consumed(n)
 	}
 	sc.mu.Unlock()
-	if err := st.receive(f.Data(), n, f.StreamEnded()); err != nil {
-		sc.resetStream(f.StreamID, http2.ErrCodeFlowControl)
+	if code, err := st.receive(f.Data(), n, f.StreamEnded()); err != nil {
+		sc.resetStream(f.StreamID, code)
 		st.abort(err, false)
 		return sc.consumed(n)
 	}
@@ -463,7 +502,11 @@ func (sc *serverConn) handleHeaders(f *http2.MetaHeadersFrame) error {
 		if !f.StreamEnded() {
 			return protocolError("trailers without END_STREAM on stream %d", id)
 		}
-		st.receive(nil, 0, true)
+		if _, err := st.receive(nil, 0, true); err != nil {
+			sc.resetStream(id, http2.ErrCodeStreamClosed)
+			st.abort(err, false)
+			return nil
+		}
 		sc.peerEnded(st)
 		return nil
 	}
@@ -471,23 +514,45 @@ func (sc *serverConn) handleHeaders(f *http2.MetaHeadersFrame) error {
 		sc.mu.Unlock()
 		return nil // a stream already closed: nothing left to do with it
 	}
-	sc.maxClientID = id
-	refuse := sc.goingAway || uint32(len(sc.streams)) >= sc.srv.maxStreams()
 	sc.mu.Unlock()
-	if refuse {
-		sc.resetStream(id, http2.ErrCodeRefusedStream)
-		return nil
-	}
+	var handler http.Handler
 	req, err := sc.newRequest(f)
-	if err != nil {
+	if f.Truncated {
+		req, err, handler = sc.tooLarge(), nil, http.HandlerFunc(headersTooLarge)
+	}
+	sc.mu.Lock()
+	sc.maxClientID = id
+	max := sc.srv.maxStreams()
+	refuse := sc.goingAway || sc.open >= max || uint32(len(sc.streams)) >= 2*max
+	var st *stream
+	if !refuse && err == nil {
+		// In the same critical section as the GOAWAY check: a GOAWAY
+		// naming this stream finds it open.
+		st = sc.newStreamLocked(id, req, f.StreamEnded(), handler)
+	}
+	sc.mu.Unlock()
+	switch {
+	case refuse:
+		sc.resetStream(id, http2.ErrCodeRefusedStream)
+	case err != nil:
 		sc.logf("stream %d: %v", id, err)
 		sc.resetStream(id, http2.ErrCodeProtocol)
-		return nil
+	default:
+		sc.handlers.Add(1)
+		go st.run()
 	}
-	st := sc.newStream(id, req, f.StreamEnded())
-	sc.handlers.Add(1)
-	go st.run()
 	return nil
+}
+
+// tooLarge is the request that stands for one whose header fields passed
+// MaxHeaderListSize; headersTooLarge answers it.
+func (sc *serverConn) tooLarge() *http.Request {
+	return &http.Request{Method: http.MethodGet, URL: &url.URL{Path: "/"}, Proto: "HTTP/2.0", ProtoMajor: 2,
+		Header: http.Header{}, RemoteAddr: sc.remote, RequestURI: "/", TLS: sc.tls}
+}
+
+func headersTooLarge(w http.ResponseWriter, _ *http.Request) {
+	http.Error(w, "request header fields too large", http.StatusRequestHeaderFieldsTooLarge)
 }
 
 // peerEnded notes the client's END_STREAM on st; a stream whose handler
@@ -495,10 +560,18 @@ func (sc *serverConn) handleHeaders(f *http2.MetaHeadersFrame) error {
 func (sc *serverConn) peerEnded(st *stream) {
 	sc.mu.Lock()
 	st.peerDone = true
-	if st.handlerDone {
-		delete(sc.streams, st.id)
-	}
+	sc.wireClosedLocked(st)
 	sc.mu.Unlock()
+}
+
+// wireClosedLocked notes a stream closed on the wire (reset, or ended both
+// ways): the client no longer counts it against MAX_CONCURRENT_STREAMS, so
+// neither do we, though its handler may still be returning.
+func (sc *serverConn) wireClosedLocked(st *stream) {
+	if st.counted && (st.reset || (st.peerDone && st.localDone)) {
+		st.counted = false
+		sc.open--
+	}
 }
 
 // resetStream writes RST_STREAM for id.
@@ -529,9 +602,16 @@ func (sc *serverConn) writeLocked(fn func() error) error {
 	return err
 }
 
-// fail marks the connection broken: every stream's body and writes fail
-// and their contexts are cancelled. The first error is kept.
+// fail marks the connection broken (markBroken) and closes it, which
+// unblocks a read loop still reading and any writer stuck in Write.
 func (sc *serverConn) fail(err error) {
+	sc.markBroken(err)
+	_ = sc.nc.Close()
+}
+
+// markBroken makes every stream's body and writes fail and cancels their
+// contexts. The first error is kept.
+func (sc *serverConn) markBroken(err error) {
 	if err == nil {
 		err = io.EOF
 	}
@@ -549,8 +629,6 @@ func (sc *serverConn) fail(err error) {
 	for _, st := range streams {
 		st.abort(broken, true)
 	}
-	// Unblocks a read loop still reading and any writer stuck in Write.
-	_ = sc.nc.Close()
 }
 
 // goAway sends GOAWAY with the last stream id taken; the connection closes
@@ -570,8 +648,7 @@ func (sc *serverConn) goAway(code http2.ErrCode, why error) {
 		return
 	}
 	if sc.closing() {
-		// Nothing open: end the connection now; the read loop sees it.
-		sc.fail(errors.New("shut down"))
+		sc.wakeReader() // nothing open: the connection ends now
 	}
 }
 
@@ -601,26 +678,36 @@ func (sc *serverConn) checkHealth() {
 		sc.idleFor = 0
 	}
 	if heard {
-		sc.silentFor, sc.pingOut = 0, false
+		sc.silentFor, sc.pingOut, sc.stuckFor = 0, false, 0
 	} else {
 		sc.silentFor += healthTick
 	}
 	idle := s.IdleTimeout > 0 && sc.idleFor >= s.IdleTimeout
 	ping := s.PingAfter > 0 && !sc.pingOut && sc.silentFor >= s.PingAfter
-	dead := s.PingAfter > 0 && s.PingTimeout > 0 && sc.pingOut && sc.silentFor >= s.PingAfter+s.PingTimeout
-	if ping {
-		sc.pingOut = true
-	}
+	dead := s.PingTimeout > 0 && ((sc.pingOut && sc.silentFor-sc.pingSentAt >= s.PingTimeout) || sc.stuckFor >= s.PingTimeout)
 	sc.mu.Unlock()
 	switch {
 	case dead:
-		sc.logf("no answer to a PING in %v: closing the connection", s.PingTimeout)
+		sc.logf("no answer to a PING (or no write possible) in %v: closing the connection", s.PingTimeout)
 		sc.fail(errors.New("ping timeout"))
 		return
 	case idle:
 		sc.goAway(http2.ErrCodeNo, nil)
 	case ping:
-		_ = sc.write(func() error { return sc.fr.WritePing(false, [8]byte{'f', 'n', 'b', 'r', 'i', 'd', 'g', 'e'}) })
+		// A writer stuck on a client that reads nothing holds the write
+		// lock: then no PING goes out, and that counts as no answer.
+		sent := sc.wmu.TryLock()
+		if sent {
+			_ = sc.writeLocked(func() error { return sc.fr.WritePing(false, [8]byte{'f', 'n', 'b', 'r', 'i', 'd', 'g', 'e'}) })
+			sc.wmu.Unlock()
+		}
+		sc.mu.Lock()
+		if sent {
+			sc.pingOut, sc.pingSentAt, sc.stuckFor = true, sc.silentFor, 0
+		} else {
+			sc.stuckFor += healthTick
+		}
+		sc.mu.Unlock()
 	}
 	sc.health.Reset(healthTick)
 }

@@ -25,12 +25,15 @@ type stream struct {
 	req    *http.Request
 	cancel context.CancelFunc
 	rw     responseWriter // the handler's goroutine only
+	h      http.Handler   // the connection's, or the answer to a refused request
 
 	// Under sc.mu.
 	sendWindow  int64 // what the client lets us send on this stream
 	peerDone    bool  // the client's side ended (END_STREAM or reset)
+	localDone   bool  // our END_STREAM is written
 	handlerDone bool
 	reset       bool // reset by either side: nothing more is written
+	counted     bool // in sc.open
 
 	// The request body, under mu.
 	mu          sync.Mutex
@@ -47,10 +50,16 @@ type stream struct {
 	wake        chan struct{} // cap 1: data, end, error or deadline
 }
 
-func (sc *serverConn) newStream(id uint32, req *http.Request, ended bool) *stream {
+// newStreamLocked makes the stream of a request and adds it to the
+// connection's (sc.mu held). h, when set, answers instead of the
+// connection's handler.
+func (sc *serverConn) newStreamLocked(id uint32, req *http.Request, ended bool, h http.Handler) *stream {
 	ctx, cancel := context.WithCancel(sc.baseCtx)
-	st := &stream{sc: sc, id: id, cancel: cancel, eof: ended, peerDone: ended,
+	st := &stream{sc: sc, id: id, cancel: cancel, eof: ended, peerDone: ended, h: h,
 		recvWindow: sc.srv.streamWindow(), wake: make(chan struct{}, 1)}
+	if st.h == nil {
+		st.h = sc.h
+	}
 	st.rw.st = st
 	st.rw.noBody = req.Method == http.MethodHead
 	if ended {
@@ -60,10 +69,10 @@ func (sc *serverConn) newStream(id uint32, req *http.Request, ended bool) *strea
 		req.Body = (*requestBody)(st)
 	}
 	st.req = req.WithContext(ctx)
-	sc.mu.Lock()
 	st.sendWindow = sc.initialSend
+	st.counted = true
+	sc.open++
 	sc.streams[id] = st
-	sc.mu.Unlock()
 	return st
 }
 
@@ -114,8 +123,9 @@ func (st *stream) run() {
 	panicked := true
 	defer func() {
 		if panicked {
+			// A nil p is runtime.Goexit: the handler ended the goroutine.
 			p := recover()
-			if p != http.ErrAbortHandler {
+			if p != nil && p != http.ErrAbortHandler {
 				buf := make([]byte, 16<<10)
 				buf = buf[:runtime.Stack(buf, false)]
 				st.sc.logf("panic serving stream %d (%s %s): %v\n%s", st.id, st.req.Method, st.req.URL.Path, p, buf)
@@ -124,7 +134,7 @@ func (st *stream) run() {
 			st.done(true)
 		}
 	}()
-	st.sc.h.ServeHTTP(&st.rw, st.req)
+	st.h.ServeHTTP(&st.rw, st.req)
 	panicked = false
 	if !st.rw.ended {
 		_ = st.rw.flush(true, true)
@@ -152,24 +162,39 @@ func (st *stream) done(reset bool) {
 		st.timer.Stop()
 	}
 	st.mu.Unlock()
+	st.signal() // a read still waiting (the handler left it behind) fails
 	sc := st.sc
 	sc.mu.Lock()
 	st.handlerDone = true
 	if reset {
 		st.reset = true
 	}
+	if st.counted {
+		st.counted = false
+		sc.open--
+	}
 	delete(sc.streams, st.id)
 	last := sc.goingAway && len(sc.streams) == 0
 	sc.mu.Unlock()
 	_ = sc.consumed(dropped)
 	if last {
-		sc.fail(errors.New("shut down"))
+		sc.wakeReader() // the connection going away ends with its last stream
 	}
 }
 
 // abort fails the stream: its body reads and writes fail and its context
 // is cancelled. gone says the connection broke (no window to give back).
 func (st *stream) abort(err error, gone bool) {
+	// Reset first: a handler woken by the failed read must find it.
+	sc := st.sc
+	sc.mu.Lock()
+	st.reset, st.peerDone = true, true
+	sc.wireClosedLocked(st)
+	if st.handlerDone {
+		delete(sc.streams, st.id)
+	}
+	sc.sendCond.Broadcast()
+	sc.mu.Unlock()
 	st.mu.Lock()
 	if st.err == nil {
 		st.err = err
@@ -179,14 +204,6 @@ func (st *stream) abort(err error, gone bool) {
 	st.mu.Unlock()
 	st.signal()
 	st.cancel()
-	sc := st.sc
-	sc.mu.Lock()
-	st.reset, st.peerDone = true, true
-	if st.handlerDone {
-		delete(sc.streams, st.id)
-	}
-	sc.sendCond.Broadcast()
-	sc.mu.Unlock()
 	if !gone {
 		_ = sc.consumed(dropped)
 	}
@@ -200,12 +217,16 @@ func (st *stream) signal() {
 }
 
 // receive takes a DATA frame's payload (n bytes with padding) from the
-// read loop.
-func (st *stream) receive(data []byte, n int64, end bool) error {
+// read loop; an error comes with the code to reset the stream with.
+func (st *stream) receive(data []byte, n int64, end bool) (http2.ErrCode, error) {
 	st.mu.Lock()
+	if st.eof {
+		st.mu.Unlock()
+		return http2.ErrCodeStreamClosed, errors.New("the client sent a frame after ending the stream")
+	}
 	if n > st.recvWindow {
 		st.mu.Unlock()
-		return errors.New("the client sent DATA beyond the stream's window")
+		return http2.ErrCodeFlowControl, errors.New("the client sent DATA beyond the stream's window")
 	}
 	st.recvWindow -= n
 	drop := n - int64(len(data)) // padding
@@ -214,13 +235,33 @@ func (st *stream) receive(data []byte, n int64, end bool) error {
 	} else {
 		st.buf = append(st.buf, data...)
 	}
-	st.recvUnacked += drop
 	if end {
 		st.eof = true
 	}
 	st.mu.Unlock()
 	st.signal()
-	return st.sc.consumed(drop)
+	return http2.ErrCodeNo, st.refund(drop)
+}
+
+// refund gives n bytes that the handler read or the server dropped back
+// to the client: the stream's window once a quarter of it is waiting
+// (while the client may still send on it), the connection's likewise.
+func (st *stream) refund(n int64) error {
+	if n == 0 {
+		return nil
+	}
+	st.mu.Lock()
+	var inc int64
+	st.recvUnacked += n
+	if !st.eof && st.recvUnacked >= st.sc.srv.streamWindow()/4 {
+		inc, st.recvUnacked = st.recvUnacked, 0
+		st.recvWindow += inc
+	}
+	st.mu.Unlock()
+	if inc > 0 {
+		_ = st.sc.write(func() error { return st.sc.fr.WriteWindowUpdate(st.id, uint32(inc)) })
+	}
+	return st.sc.consumed(n)
 }
 
 // requestBody is a stream's request body.
@@ -248,16 +289,8 @@ func (b *requestBody) Read(p []byte) (int, error) {
 			if st.off == len(st.buf) {
 				st.buf, st.off = st.buf[:0], 0
 			}
-			var inc int64
-			if st.recvUnacked += int64(n); st.recvUnacked >= st.sc.srv.streamWindow()/4 && !st.eof {
-				inc, st.recvUnacked = st.recvUnacked, 0
-				st.recvWindow += inc
-			}
 			st.mu.Unlock()
-			if inc > 0 {
-				_ = st.sc.write(func() error { return st.sc.fr.WriteWindowUpdate(st.id, uint32(inc)) })
-			}
-			return n, st.sc.consumed(int64(n))
+			return n, st.refund(int64(n))
 		}
 		if st.eof {
 			st.mu.Unlock()
@@ -281,7 +314,7 @@ func (b *requestBody) Close() error {
 	st.buf, st.off = nil, 0
 	st.mu.Unlock()
 	st.signal()
-	return st.sc.consumed(dropped)
+	return st.refund(dropped)
 }
 
 func (st *stream) setReadDeadline(t time.Time) {
@@ -473,6 +506,15 @@ func (w *responseWriter) flush(end, finish bool) error {
 		})
 		if err != nil {
 			return err
+		}
+		if end && last {
+			sc.mu.Lock()
+			st.localDone = true
+			if stop {
+				st.reset = true // RST_STREAM NO_ERROR went with it
+			}
+			sc.wireClosedLocked(st)
+			sc.mu.Unlock()
 		}
 		if w.closeConn {
 			// Connection: close asks for the connection's end: GOAWAY,
