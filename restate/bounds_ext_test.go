@@ -240,3 +240,41 @@ func TestMaxJournalBytesFailsOnlyThatInvocation(t *testing.T) {
 		})
 	}
 }
+
+// A stream's slot is free once its terminal message is written: the
+// runtime may start the next invocation as soon as it has read End, before
+// it ends its own side of the stream, and that must not be refused
+// (MaxConcurrentInvocations 1, the first stream's request still open).
+func TestSlotFreedWithTheTerminalMessage(t *testing.T) {
+	_, url, _ := boundedServer(t, restate.Config{MaxConcurrentInvocations: 1})
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	client := restatetest.NewH2CClient()
+	invoke := restatetest.InvokeURL(url, "S", "h")
+	first := restatetest.Open(ctx, client, invoke, 6)
+	defer first.Close()
+	if err := first.Send(restatetest.Start("inv_first", 1), restatetest.Input([]byte(`"a"`))); err != nil {
+		t.Fatal(err)
+	}
+	for {
+		f, err := first.Next()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if restatetest.Terminal(f.Type()) {
+			break
+		}
+		if a, ok := restatetest.Answer(f); ok {
+			if err := first.Send(a); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	second := restatetest.Open(ctx, client, invoke, 6)
+	defer second.Close()
+	frames, err := second.Play([]any{restatetest.Start("inv_second", 1), restatetest.Input([]byte(`"b"`))}, nil)
+	if err != nil || len(frames) == 0 || frames[len(frames)-1].Type() != wire.EndMessageType {
+		t.Fatalf("the next stream while the first one's request was still open: %v %v, want it served to End", frames, err)
+	}
+	_ = first.CloseSend()
+}

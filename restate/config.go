@@ -57,7 +57,10 @@ type Config struct {
 	// MaxConcurrentInvocations bounds the invocation streams served at
 	// once. A stream over the bound is refused with 503 (and Retry-After)
 	// before its body is read; restate-server retries the attempt by its
-	// retry policy. Zero means DefaultMaxConcurrentInvocations.
+	// retry policy. A stream's slot is free again once its terminal
+	// message (End, Suspension, Error) is written, since restate-server
+	// may open the next stream as soon as it reads it. Zero means
+	// DefaultMaxConcurrentInvocations.
 	MaxConcurrentInvocations int
 	// MaxJournalBytes bounds the journal one invocation attempt holds in
 	// memory: the payloads of its StartMessage, replayed entries and

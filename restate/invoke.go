@@ -82,6 +82,8 @@ type invocation struct {
 
 	// watch bounds the wait for the StartMessage; kept across requests.
 	watch *startWatch
+	// freeSlot gives the stream's MaxConcurrentInvocations slot back.
+	freeSlot func()
 }
 
 func newInvocation() *invocation { return &invocation{wake: make(chan struct{}, 1)} }
@@ -100,7 +102,16 @@ func (e *Endpoint) serveInvoke(w http.ResponseWriter, r *http.Request, h *boundH
 		httpError(w, http.StatusServiceUnavailable, "too many concurrent invocation streams: this endpoint serves at most %d at once; retry later", e.cfg.MaxConcurrentInvocations)
 		return
 	}
-	defer e.streamDone()
+	// The slot is given back once the terminal message is written (or the
+	// stream ends without one): the runtime may open its next stream as
+	// soon as it has read End, before it ends this one's request body.
+	var freed atomic.Bool
+	freeSlot := func() {
+		if freed.CompareAndSwap(false, true) {
+			e.streamDone()
+		}
+	}
+	defer freeSlot()
 	version, ok := negotiateVersion(r.Header.Get("Content-Type"))
 	if !ok {
 		httpError(w, http.StatusUnsupportedMediaType, "unsupported content-type %q: this endpoint speaks %s%d to %s%d", r.Header.Get("Content-Type"), invocationContentTypePrefix, journal.MinVersion, invocationContentTypePrefix, journal.MaxVersion)
@@ -123,6 +134,7 @@ func (e *Endpoint) serveInvoke(w http.ResponseWriter, r *http.Request, h *boundH
 	m.LimitJournal(e.cfg.MaxJournalBytes)
 	inv := newInvocation()
 	inv.ep, inv.h, inv.w, inv.r, inv.m = e, h, w, r, m
+	inv.freeSlot = freeSlot
 	inv.fl, _ = w.(http.Flusher)
 	inv.frames = wire.NewReader(r.Body, e.cfg.MaxMessageSize)
 	inv.serve(version, bidi)
@@ -377,6 +389,9 @@ func (inv *invocation) flush() {
 	out := inv.m.TakeOutput(inv.spare)
 	last := inv.m.Done() // the terminal message is in out
 	inv.mu.Unlock()
+	if last {
+		inv.freeSlot() // before the runtime can read it
+	}
 	if inv.writeErr == nil {
 		if _, err := inv.w.Write(out); err != nil {
 			inv.writeErr = err
