@@ -2,8 +2,6 @@ package h2_test
 
 import (
 	"bytes"
-	"context"
-	"crypto/tls"
 	"errors"
 	"fmt"
 	"io"
@@ -67,17 +65,13 @@ func serve(t *testing.T, s *h2.Server, h http.Handler) string {
 	return l.Addr().String()
 }
 
-// client is x/net's HTTP/2 client over cleartext TCP, as restate-server's
-// is: prior knowledge, no upgrade.
+// client is net/http's HTTP/2 client over cleartext TCP, as
+// restate-server's is: prior knowledge, no upgrade.
 func client(t *testing.T) *http.Client {
 	t.Helper()
-	tr := &http2.Transport{
-		AllowHTTP: true,
-		DialTLSContext: func(ctx context.Context, network, addr string, _ *tls.Config) (net.Conn, error) {
-			var d net.Dialer
-			return d.DialContext(ctx, network, addr)
-		},
-	}
+	var p http.Protocols
+	p.SetUnencryptedHTTP2(true)
+	tr := &http.Transport{Protocols: &p}
 	t.Cleanup(tr.CloseIdleConnections)
 	return &http.Client{Transport: tr}
 }
