@@ -38,6 +38,7 @@ func TestKeyed(t *testing.T) {
 			{"an awakeable resolved or rejected through the ingress resumes a suspended Python and Bash function", testKeyedAwakeables},
 			{"with lazy_state the reads go through GetLazyState and still return the right values", testKeyedLazyState},
 			{"fnbridge cancel of a suspended invocation fails its wait with TerminalError 409 (Python) and exit 100 (Bash)", testKeyedCancel},
+			{"cancelling an invocation cancels the calls it made: a Python caller's Bash callee and a Bash caller's Python callee end cancelled", testKeyedCancelCalls},
 		}
 	}
 	runBridgeGroups(t, []bridgeGroup{
@@ -826,6 +827,65 @@ func testKeyedCancel(t *testing.T, env *bridgeEnv) {
 	}
 	assertJSON(t, "the cancelled Bash waiter", body, `{"rejected":true,"status":100}`)
 	t.Logf("the cancelled Bash wait said: %q", ws.lines(t, "keyed/cancel-sh.err"))
+}
+
+// As the Restate SDKs do (implicit cancellation of calls): a cancelled
+// invocation that takes its cancellation cancels the invocations it
+// called. A Python caller waits on a Bash park and a Bash caller on a
+// Python park, each park suspended on an awakeable nobody resolves; the
+// callers are cancelled through the admin API. Each caller answers with
+// its cancellation, and each callee, cancelled in turn, answers with its
+// own (without the propagation the callees would wait forever).
+func testKeyedCancelCalls(t *testing.T, env *bridgeEnv) {
+	ws := newWorkspace(t, "keyed/wake.py", "keyed/wake.sh")
+	keyedServe(t, env, ws, keyedService("Stop", nil,
+		keyedHandler("py", "python", "wake.park", keyedSteps),
+		keyedHandler("sh", "bash", "wake.park", keyedSteps),
+		keyedHandler("call_py", "python", "wake.call_park", keyedSteps),
+		keyedHandler("call_sh", "bash", "wake.call_park", keyedSteps)))
+	ctx := caseContext(t)
+	for _, c := range []struct{ caller, tag, callerWant, calleeWant string }{
+		{"call_py", "cc-py", `{"parent":"cancelled","code":409}`, `{"rejected":true,"status":100}`},
+		{"call_sh", "cc-sh", `{"parent":"cancelled","status":100}`, `{"rejected":"cancelled","type":"TerminalError","code":409}`},
+	} {
+		caller, err := env.srv.Send(ctx, "Stop", c.caller, []byte(fmt.Sprintf(`{"tag":%q}`, c.tag)), nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		callee := calleeOf(ctx, t, env.srv, caller)
+		waitStatus(ctx, t, env.srv, callee, "suspended")
+		if err := env.srv.CancelInvocation(ctx, caller); err != nil {
+			t.Fatal(err)
+		}
+		status, body := invocationOutput(t, env.srv, caller, 30*time.Second)
+		if status != http.StatusOK {
+			t.Fatalf("the cancelled caller %s: %d %s", c.caller, status, body)
+		}
+		assertJSON(t, "the cancelled caller "+c.caller, body, c.callerWant)
+		status, body = invocationOutput(t, env.srv, callee, 30*time.Second)
+		if status != http.StatusOK {
+			t.Fatalf("the callee of %s: %d %s, want it cancelled and answered", c.caller, status, body)
+		}
+		assertJSON(t, "the callee of "+c.caller, body, c.calleeWant)
+	}
+}
+
+// calleeOf waits for the invocation that caller called and returns its id.
+func calleeOf(ctx context.Context, t *testing.T, srv *restateserver.Server, caller string) string {
+	t.Helper()
+	for {
+		rows, err := srv.Query(ctx, fmt.Sprintf(`SELECT id FROM sys_invocation WHERE invoked_by_id = '%s'`, caller))
+		if err == nil && len(rows) == 1 {
+			if id, _ := rows[0]["id"].(string); id != "" {
+				return id
+			}
+		}
+		select {
+		case <-ctx.Done():
+			t.Fatalf("no invocation called by %s: %v %v", caller, rows, err)
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
 }
 
 // "Lazy state: with enableLazyState in the manifest, reads go through

@@ -105,6 +105,11 @@ func (inv *invocation) statusErr(st journal.Status) error {
 		if !deliver && cancel != nil {
 			cancel(ErrCancelled)
 		}
+		if deliver {
+			if err := inv.cancelCalls(); err != nil {
+				return err
+			}
+		}
 		return ErrCancelled
 	case journal.Suspended:
 		// The handler's context ends with a cause saying so before the
@@ -119,6 +124,40 @@ func (inv *invocation) statusErr(st journal.Status) error {
 	default:
 		return ErrAttemptEnded
 	}
+}
+
+// cancelCalls sends Restate's CANCEL signal to every invocation this
+// attempt called (request/response calls, not one-way calls), as the
+// Restate SDKs do when a handler observes its own cancellation. It first
+// waits for every callee's invocation id, then journals one
+// SendSignalCommand per call in call order: a replay thus emits the same
+// commands whatever had arrived when the original attempt got here. A
+// wait that suspends or ends the attempt returns its error and journals
+// nothing. It runs once: the cancellation is taken before it.
+func (inv *invocation) cancelCalls() error {
+	inv.mu.Lock()
+	ids := inv.calls
+	inv.calls = nil
+	inv.mu.Unlock()
+	if len(ids) == 0 {
+		return nil
+	}
+	targets := make([]string, 0, len(ids))
+	for _, id := range ids {
+		res, st := inv.await(id)
+		if st != journal.Ready {
+			return inv.statusErr(st)
+		}
+		targets = append(targets, res.InvocationID)
+	}
+	return inv.journaled(func(m *journal.Machine) error {
+		for _, target := range targets {
+			if err := m.CancelInvocation(target); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
 }
 
 func outcome(res journal.Result) *Outcome {
@@ -230,7 +269,10 @@ func targetOf(r CallRequest) journal.CallTarget {
 func (c invocationContext) Call(req CallRequest) (Future, error) {
 	inv := c.inv
 	inv.mu.Lock()
-	_, id, err := inv.m.Call(targetOf(req))
+	calleeID, id, err := inv.m.Call(targetOf(req))
+	if err == nil {
+		inv.calls = append(inv.calls, calleeID)
+	}
 	inv.mu.Unlock()
 	inv.flush()
 	if err != nil {

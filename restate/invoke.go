@@ -84,6 +84,10 @@ type invocation struct {
 	watch *startWatch
 	// freeSlot gives the stream's MaxConcurrentInvocations slot back.
 	freeSlot func()
+	// calls are the completion ids of the callee invocation ids of this
+	// attempt's calls, in call order (under mu): a handler that takes its
+	// cancellation cancels them (cancelCalls).
+	calls []uint32
 }
 
 func newInvocation() *invocation { return &invocation{wake: make(chan struct{}, 1)} }

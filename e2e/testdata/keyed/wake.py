@@ -4,7 +4,8 @@
 # awakeable's id to TAG.id once, for the test to resolve or reject it
 # through Restate's ingress. A rejection (or a cancellation) raises
 # TerminalError, which the function answers with. stop cancels the
-# invocation its input names.
+# invocation its input names. call_park calls the Bash park and waits for
+# it: cancelling call_park cancels that call too.
 import os
 
 import fnbridge
@@ -33,3 +34,10 @@ def stop(request):
     # Cancels another invocation (a Restate CANCEL signal, journaled).
     fnbridge.cancel(request["id"])
     return {"cancelled": request["id"]}
+
+
+def call_park(request):
+    try:
+        return {"child": fnbridge.call("Stop", "sh", {"tag": request["tag"]})}
+    except fnbridge.TerminalError as e:
+        return {"parent": str(e), "code": getattr(e, "code", None)}

@@ -3,7 +3,9 @@
 # TAG.attempts; the step "announce" appends the awakeable's id to TAG.id
 # once; `fnbridge await` prints the value, or exits 100 when the awakeable
 # was rejected or the invocation cancelled (its message, on stderr, goes to
-# TAG.err). stop cancels the invocation its input names.
+# TAG.err). stop cancels the invocation its input names. call_park calls
+# the Python park and waits for it: cancelling call_park cancels that call
+# too.
 
 park() {
   local tag id value rc
@@ -27,5 +29,18 @@ stop() {
   id=${BASH_REMATCH[1]}
   fnbridge cancel "$id" || exit
   printf '{"cancelled":"%s"}\n' "$id"
+}
+
+call_park() {
+  local tag out rc
+  [[ $1 =~ \"tag\":\"([A-Za-z0-9_-]+)\" ]] || { echo "no tag in $1" >&2; exit 100; }
+  tag=${BASH_REMATCH[1]}
+  out=$(fnbridge call Stop/py "{\"tag\":\"$tag\"}" 2>"$tag.parent.err")
+  rc=$?
+  case $rc in
+    0) printf '{"child":%s}\n' "$out" ;;
+    100) printf '{"parent":"cancelled","status":%d}\n' "$rc" ;;
+    *) exit "$rc" ;;
+  esac
 }
 true
