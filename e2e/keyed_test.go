@@ -790,12 +790,7 @@ func testKeyedAwakeables(t *testing.T, env *bridgeEnv) {
 // failed: Python's future.result() raises TerminalError with code 409,
 // Bash's fnbridge await exits 100; both answer, and end, normally.
 func testKeyedCancel(t *testing.T, env *bridgeEnv) {
-	ws := newWorkspace(t, "keyed/wake.py", "keyed/wake.sh")
-	keyedServe(t, env, ws, keyedService("Stop", nil,
-		keyedHandler("py", "python", "wake.park", keyedSteps),
-		keyedHandler("sh", "bash", "wake.park", keyedSteps),
-		keyedHandler("stop_py", "python", "wake.stop", keyedSteps),
-		keyedHandler("stop_sh", "bash", "wake.stop", keyedSteps)))
+	ws := serveParks(t, env, "Stop", "stop", "wake.stop")
 	ctx := caseContext(t)
 
 	waiters := map[string]string{}
@@ -837,18 +832,15 @@ func testKeyedCancel(t *testing.T, env *bridgeEnv) {
 // its cancellation, and each callee, cancelled in turn, answers with its
 // own (without the propagation the callees would wait forever).
 func testKeyedCancelCalls(t *testing.T, env *bridgeEnv) {
-	ws := newWorkspace(t, "keyed/wake.py", "keyed/wake.sh")
-	keyedServe(t, env, ws, keyedService("Stop", nil,
-		keyedHandler("py", "python", "wake.park", keyedSteps),
-		keyedHandler("sh", "bash", "wake.park", keyedSteps),
-		keyedHandler("call_py", "python", "wake.call_park", keyedSteps),
-		keyedHandler("call_sh", "bash", "wake.call_park", keyedSteps)))
+	// Its own service name: the cases of a group share a restate-server,
+	// where the latest deployment of a service decides its handlers.
+	serveParks(t, env, "Hang", "call", "wake.call_park")
 	ctx := caseContext(t)
 	for _, c := range []struct{ caller, tag, callerWant, calleeWant string }{
 		{"call_py", "cc-py", `{"parent":"cancelled","code":409}`, `{"rejected":true,"status":100}`},
 		{"call_sh", "cc-sh", `{"parent":"cancelled","status":100}`, `{"rejected":"cancelled","type":"TerminalError","code":409}`},
 	} {
-		caller, err := env.srv.Send(ctx, "Stop", c.caller, []byte(fmt.Sprintf(`{"tag":%q}`, c.tag)), nil)
+		caller, err := env.srv.Send(ctx, "Hang", c.caller, []byte(fmt.Sprintf(`{"tag":%q,"service":"Hang"}`, c.tag)), nil)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -868,6 +860,20 @@ func testKeyedCancelCalls(t *testing.T, env *bridgeEnv) {
 		}
 		assertJSON(t, "the callee of "+c.caller, body, c.calleeWant)
 	}
+}
+
+// serveParks serves service of keyed/wake.py and keyed/wake.sh: py and
+// sh park on an awakeable, and PREFIX_py and PREFIX_sh run the function
+// fn of the Python and the Bash file.
+func serveParks(t *testing.T, env *bridgeEnv, service, prefix, fn string) *fnWorkspace {
+	t.Helper()
+	ws := newWorkspace(t, "keyed/wake.py", "keyed/wake.sh")
+	keyedServe(t, env, ws, keyedService(service, nil,
+		keyedHandler("py", "python", "wake.park", keyedSteps),
+		keyedHandler("sh", "bash", "wake.park", keyedSteps),
+		keyedHandler(prefix+"_py", "python", fn, keyedSteps),
+		keyedHandler(prefix+"_sh", "bash", fn, keyedSteps)))
+	return ws
 }
 
 // calleeOf waits for the invocation that caller called and returns its id.

@@ -4,8 +4,9 @@
 # awakeable's id to TAG.id once, for the test to resolve or reject it
 # through Restate's ingress. A rejection (or a cancellation) raises
 # TerminalError, which the function answers with. stop cancels the
-# invocation its input names. call_park calls the Bash park and waits for
-# it: cancelling call_park cancels that call too.
+# invocation its input names. call_park calls the Bash park of the
+# service its input names and waits for it: cancelling call_park cancels
+# that call too.
 import os
 
 import fnbridge
@@ -38,6 +39,6 @@ def stop(request):
 
 def call_park(request):
     try:
-        return {"child": fnbridge.call("Stop", "sh", {"tag": request["tag"]})}
+        return {"child": fnbridge.call(request["service"], "sh", {"tag": request["tag"]})}
     except fnbridge.TerminalError as e:
         return {"parent": str(e), "code": getattr(e, "code", None)}

@@ -4,8 +4,8 @@
 # once; `fnbridge await` prints the value, or exits 100 when the awakeable
 # was rejected or the invocation cancelled (its message, on stderr, goes to
 # TAG.err). stop cancels the invocation its input names. call_park calls
-# the Python park and waits for it: cancelling call_park cancels that call
-# too.
+# the Python park of the service its input names and waits for it:
+# cancelling call_park cancels that call too.
 
 park() {
   local tag id value rc
@@ -32,10 +32,12 @@ stop() {
 }
 
 call_park() {
-  local tag out rc
+  local tag service out rc
   [[ $1 =~ \"tag\":\"([A-Za-z0-9_-]+)\" ]] || { echo "no tag in $1" >&2; exit 100; }
   tag=${BASH_REMATCH[1]}
-  out=$(fnbridge call Stop/py "{\"tag\":\"$tag\"}" 2>"$tag.parent.err")
+  [[ $1 =~ \"service\":\"([A-Za-z0-9_]+)\" ]] || { echo "no service in $1" >&2; exit 100; }
+  service=${BASH_REMATCH[1]}
+  out=$(fnbridge call "$service/py" "{\"tag\":\"$tag\"}" 2>"$tag.parent.err")
   rc=$?
   case $rc in
     0) printf '{"child":%s}\n' "$out" ;;

@@ -342,16 +342,12 @@ func (sc *serverConn) handleFrame(f http2.Frame) error {
 		return sc.write(func() error { return sc.fr.WritePing(true, f.Data) })
 	case *http2.RSTStreamFrame:
 		sc.mu.Lock()
-		st := sc.streams[f.StreamID]
-		if st == nil && f.StreamID > sc.maxClientID {
-			sc.mu.Unlock()
-			return protocolError("RST_STREAM on idle stream %d", f.StreamID)
-		}
+		st, err := sc.openStreamLocked(f.StreamID, "RST_STREAM")
 		sc.mu.Unlock()
 		if st != nil {
 			st.abort(fmt.Errorf("the client reset the stream (%v)", f.ErrCode), false)
 		}
-		return nil
+		return err
 	case *http2.GoAwayFrame:
 		sc.mu.Lock()
 		sc.goingAway = true
@@ -420,14 +416,10 @@ func (sc *serverConn) handleWindowUpdate(f *http2.WindowUpdateFrame) error {
 		}
 		return nil
 	}
-	st := sc.streams[f.StreamID]
+	st, err := sc.openStreamLocked(f.StreamID, "WINDOW_UPDATE")
 	if st == nil {
-		idle := f.StreamID > sc.maxClientID
 		sc.mu.Unlock()
-		if idle {
-			return protocolError("WINDOW_UPDATE on idle stream %d", f.StreamID)
-		}
-		return nil
+		return err
 	}
 	st.sendWindow += int64(f.Increment)
 	overflow := st.sendWindow > maxWindow
@@ -440,6 +432,19 @@ func (sc *serverConn) handleWindowUpdate(f *http2.WindowUpdateFrame) error {
 	return nil
 }
 
+// openStreamLocked returns the open stream id (sc.mu held); for none, a
+// protocol error when the client never opened it (a frame of kind on an
+// idle stream, RFC 9113 §5.1), nil when it is closed.
+func (sc *serverConn) openStreamLocked(id uint32, kind string) (*stream, error) {
+	if st := sc.streams[id]; st != nil {
+		return st, nil
+	}
+	if id > sc.maxClientID {
+		return nil, protocolError("%s on idle stream %d", kind, id)
+	}
+	return nil, nil
+}
+
 func (sc *serverConn) handleData(f *http2.DataFrame) error {
 	n := int64(f.Header().Length) // padding counts too (§6.1)
 	sc.mu.Lock()
@@ -448,12 +453,11 @@ func (sc *serverConn) handleData(f *http2.DataFrame) error {
 		return &connError{http2.ErrCodeFlowControl, "DATA beyond the connection's window"}
 	}
 	sc.recvWindow -= n
-	st := sc.streams[f.StreamID]
+	st, err := sc.openStreamLocked(f.StreamID, "DATA")
 	if st == nil {
-		idle := f.StreamID > sc.maxClientID
 		sc.mu.Unlock()
-		if idle {
-			return protocolError("DATA on idle stream %d", f.StreamID)
+		if err != nil {
+			return err
 		}
 		// A stream we reset or finished: the data is dropped, its room
 		// given back.
