@@ -21,18 +21,19 @@ import (
 	"time"
 
 	"github.com/fnbridge/fnbridge/internal/restateserver"
+	"github.com/fnbridge/fnbridge/internal/testtool"
 )
 
 // requireHAProxy returns the haproxy program: $HAPROXY_BIN when set, else
 // haproxy from PATH (`make tools` installs Debian's package). Missing, the
-// test skips, and fails under CI=true, as requireTool does.
+// test skips, and fails under CI=true, as testtool.Require does.
 func requireHAProxy(t testing.TB) string {
 	t.Helper()
 	const why = "to balance restate-server's connections over the bridge replicas (make tools installs it)"
 	if os.Getenv("HAPROXY_BIN") != "" {
-		return requireTool(t, "HAPROXY_BIN", "haproxy", why)
+		return testtool.Require(t, "HAPROXY_BIN", "haproxy", why)
 	}
-	return requireTool(t, "", "haproxy", why)
+	return testtool.Require(t, "", "haproxy", why)
 }
 
 // haproxy is HAProxy in TCP mode in front of the bridge replicas, as a

@@ -26,6 +26,7 @@ import (
 
 	"github.com/fnbridge/fnbridge/internal/procstat"
 	"github.com/fnbridge/fnbridge/internal/restateserver"
+	"github.com/fnbridge/fnbridge/internal/testtool"
 	"github.com/fnbridge/fnbridge/restate"
 )
 
@@ -45,40 +46,11 @@ func TestMain(m *testing.M) {
 	os.Exit(code)
 }
 
-// requireTool returns the path of a tool a test needs: the file named by
-// the environment variable env when env is given (the Makefile exports
-// them), else name looked up in PATH. When it is missing the test is
-// skipped with a message saying what it is needed for, and fails under
-// CI=true, where every tool must be installed.
-func requireTool(t testing.TB, env, name, why string) string {
-	t.Helper()
-	var msg string
-	if env != "" {
-		path := os.Getenv(env)
-		st, err := os.Stat(path)
-		if path != "" && err == nil && !st.IsDir() && st.Mode().Perm()&0o111 != 0 {
-			return path
-		}
-		msg = fmt.Sprintf("%s not available (set %s to its path): needed %s", name, env, why)
-	} else {
-		path, err := exec.LookPath(name)
-		if err == nil {
-			return path
-		}
-		msg = fmt.Sprintf("%s not found in PATH: needed %s", name, why)
-	}
-	if os.Getenv("CI") == "true" {
-		t.Fatal(msg)
-	}
-	t.Skip(msg)
-	return ""
-}
-
-// requireInterpreters is requireTool for the two worker runtimes.
+// requireInterpreters is testtool.Require for the two worker runtimes.
 func requireInterpreters(t testing.TB) {
 	t.Helper()
-	requireTool(t, "", "python3", "to run the Python functions")
-	requireTool(t, "", "bash", "to run the Bash functions")
+	testtool.Require(t, "", "python3", "to run the Python functions")
+	testtool.Require(t, "", "bash", "to run the Bash functions")
 }
 
 // build is the one `go build ./cmd/bridge` of this test binary, made the

@@ -22,6 +22,7 @@ import (
 	"time"
 
 	"github.com/fnbridge/fnbridge/internal/restateserver"
+	"github.com/fnbridge/fnbridge/internal/testtool"
 )
 
 // TestKeyed runs the keyed-service rules against the real `bridge serve`,
@@ -157,7 +158,7 @@ func checkAddChain(t *testing.T, key string, adds []keyedAdd, amounts []int) int
 // durability: steps.
 func testKeyedCounter(version int) func(*testing.T, *bridgeEnv) {
 	return func(t *testing.T, env *bridgeEnv) {
-		cli := requireTool(t, "RESTATE_CLI_BIN", "restate", "to read the counter's state with restate state get")
+		cli := testtool.Require(t, "RESTATE_CLI_BIN", "restate", "to read the counter's state with restate state get")
 		ws := newWorkspace(t, "keyed/counter.sh", "keyed/counter.py")
 		b := keyedServe(t, env, ws, keyedService("Counter", virtualObject,
 			keyedHandler("add", "bash", "counter.add", keyedSteps+", concurrency: 5"),

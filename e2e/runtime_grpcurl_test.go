@@ -11,6 +11,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/fnbridge/fnbridge/internal/testtool"
 )
 
 // grpcurl runs grpcurl against addr. It returns stdout and, for a failed
@@ -35,8 +37,8 @@ func grpcurl(t testing.TB, bin, addr string, args ...string) (string, error) {
 // unregister request carrying reg_01J... must return FailedPrecondition
 // after the newer registration supersedes it"), then a graceful SIGTERM.
 func TestRuntimeServeContractExamples(t *testing.T) {
-	grpcurlBin := requireTool(t, "GRPCURL_BIN", "grpcurl", "to run the FunctionRuntime contract examples")
-	requireTool(t, "", "python3", "to run the Python handler")
+	grpcurlBin := testtool.Require(t, "GRPCURL_BIN", "grpcurl", "to run the FunctionRuntime contract examples")
+	testtool.Require(t, "", "python3", "to run the Python handler")
 
 	workDir, err := filepath.EvalSymlinks(t.TempDir())
 	if err != nil {

@@ -7,6 +7,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/fnbridge/fnbridge/internal/testtool"
 )
 
 // `bridge runtime serve --allowed-root DIR` on a Unix socket: the socket is
@@ -15,8 +17,8 @@ import (
 // naming working_dir, one inside DIR is READY, and neither start-up
 // warning is logged.
 func TestTrustRuntimeAllowedRoot(t *testing.T) {
-	grpcurlBin := requireTool(t, "GRPCURL_BIN", "grpcurl", "to call the FunctionRuntime server")
-	requireTool(t, "", "python3", "to run the Python handler")
+	grpcurlBin := testtool.Require(t, "GRPCURL_BIN", "grpcurl", "to call the FunctionRuntime server")
+	testtool.Require(t, "", "python3", "to run the Python handler")
 
 	inside := newWorkspace(t, "handler.py")
 	outside := newWorkspace(t, "handler.py")
@@ -80,7 +82,7 @@ func TestTrustRuntimeAllowedRoot(t *testing.T) {
 // On a TCP address beyond loopback, and without --allowed-root, the server
 // says at start what is exposed and what to do about it.
 func TestTrustRuntimeWarnsWhenExposed(t *testing.T) {
-	grpcurlBin := requireTool(t, "GRPCURL_BIN", "grpcurl", "to call the FunctionRuntime server")
+	grpcurlBin := testtool.Require(t, "GRPCURL_BIN", "grpcurl", "to call the FunctionRuntime server")
 	_, port, err := net.SplitHostPort(freeAddr(t))
 	if err != nil {
 		t.Fatal(err)

@@ -6,7 +6,6 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -18,6 +17,7 @@ import (
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	"google.golang.org/grpc/status"
 
+	"github.com/fnbridge/fnbridge/internal/testtool"
 	executorv1 "github.com/fnbridge/fnbridge/proto/executor/v1"
 )
 
@@ -52,12 +52,7 @@ func TestRuntimeServeRejectsBadFlags(t *testing.T) {
 // executor.v1.FunctionRuntime with health, and stops cleanly when its
 // context ends (what SIGTERM does through signal.NotifyContext).
 func TestRuntimeServeBashOverUnixSocket(t *testing.T) {
-	if _, err := exec.LookPath("bash"); err != nil {
-		if os.Getenv("CI") == "true" {
-			t.Fatal("bash not found in PATH")
-		}
-		t.Skip("bash not found in PATH")
-	}
+	testtool.Require(t, "", "bash", "to run the Bash runtime")
 	dir := t.TempDir()
 	if err := os.WriteFile(filepath.Join(dir, "fn.sh"), []byte("shout() { printf '{\"said\":%s}' \"$1\"; }\n"), 0o644); err != nil {
 		t.Fatal(err)

@@ -5,6 +5,8 @@ import (
 	"os/exec"
 	"strings"
 	"testing"
+
+	"github.com/fnbridge/fnbridge/internal/testtool"
 )
 
 // The README's compatibility section promises Python 3.9 or newer. CI has
@@ -13,13 +15,7 @@ import (
 // newer than the version named (match statements and parenthesised context
 // managers of 3.10, except* of 3.11, ...).
 func TestBootstrapParsesAsPython39(t *testing.T) {
-	py, err := exec.LookPath("python3")
-	if err != nil {
-		if os.Getenv("CI") == "true" {
-			t.Fatal("python3 not found in PATH")
-		}
-		t.Skip("python3 not found in PATH")
-	}
+	py := testtool.Require(t, "", "python3", "to parse the worker bootstrap")
 	src, err := os.ReadFile("bootstrap.py")
 	if err != nil {
 		t.Fatal(err)

@@ -16,7 +16,6 @@ package adaptertest
 import (
 	"context"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strconv"
 	"sync"
@@ -25,6 +24,7 @@ import (
 
 	"github.com/fnbridge/fnbridge/functionruntime"
 	"github.com/fnbridge/fnbridge/functionruntime/internal/proctest"
+	"github.com/fnbridge/fnbridge/internal/testtool"
 )
 
 // Grace is the SIGTERM-to-SIGKILL grace of the suite's adapters: short,
@@ -191,16 +191,11 @@ func (a *Adapter) adapter() functionruntime.Adapter {
 	return a.shared
 }
 
-// Require skips the test when program is not installed, or fails it in CI,
-// where the interpreters are required.
+// Require skips the test when program (an interpreter) is not in PATH,
+// or fails it in CI, where the interpreters are required.
 func Require(t testing.TB, program string) {
 	t.Helper()
-	if _, err := exec.LookPath(program); err != nil {
-		if os.Getenv("CI") == "true" {
-			t.Fatalf("%s is required in CI: %v", program, err)
-		}
-		t.Skipf("%s not found in PATH: %v", program, err)
-	}
+	testtool.Require(t, "", program, "to run the adapter's workers")
 }
 
 // WriteFiles creates files (relative path → content) under dir.
