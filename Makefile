@@ -29,6 +29,7 @@ BUF := $(NPM_DIR)/node_modules/@bufbuild/buf-linux-x64/bin/buf
 export RESTATE_SERVER_BIN := $(NODE_BIN)/restate-server-linux-x64/bin/restate-server
 export RESTATE_CLI_BIN    := $(NODE_BIN)/restate-linux-x64/bin/restate
 export GRPCURL_BIN        := $(TOOLS_BIN)/grpcurl
+export H2SPEC_BIN         := $(TOOLS_BIN)/h2spec
 export BRIDGE_BIN         := $(CURDIR)/bin/bridge
 
 .PHONY: help
@@ -65,12 +66,15 @@ $(TOOLS)/.npm-$(RESTATE_VERSION)-$(BUF_VERSION):
 	test -x $(RESTATE_SERVER_BIN) && test -x $(RESTATE_CLI_BIN) && test -x $(BUF)
 	touch $@
 
-$(TOOLS)/.go-tools: Makefile
+# h2spec (the HTTP/2 conformance suite) has no go.mod of its own: tools/go.mod
+# pins it and its dependencies.
+$(TOOLS)/.go-tools: Makefile tools/go.mod tools/go.sum
 	mkdir -p $(TOOLS_BIN)
 	GOBIN=$(TOOLS_BIN) go install google.golang.org/protobuf/cmd/protoc-gen-go@$(PROTOC_GEN_GO_VERSION)
 	GOBIN=$(TOOLS_BIN) go install google.golang.org/grpc/cmd/protoc-gen-go-grpc@$(PROTOC_GEN_GO_GRPC_VERSION)
 	GOBIN=$(TOOLS_BIN) go install github.com/fullstorydev/grpcurl/cmd/grpcurl@$(GRPCURL_VERSION)
 	GOBIN=$(TOOLS_BIN) go install honnef.co/go/tools/cmd/staticcheck@$(STATICCHECK_VERSION)
+	cd tools && GOBIN=$(TOOLS_BIN) go install github.com/summerwind/h2spec/cmd/h2spec
 	touch $@
 
 .PHONY: build
@@ -98,6 +102,7 @@ fmt-check: ## Fail when gofmt would change a file or go.mod/go.sum are not tidy
 	if [ -n "$$unformatted" ]; then echo "gofmt would change these files (run gofmt -w):"; echo "$$unformatted"; exit 1; fi
 	@go mod tidy -diff || { echo "go.mod/go.sum are not tidy: run 'go mod tidy' and commit"; exit 1; }
 	@cd bench/sdkgo && go mod tidy -diff || { echo "bench/sdkgo: go.mod/go.sum are not tidy: run 'go mod tidy' there and commit"; exit 1; }
+	@cd tools && go mod tidy -diff || { echo "tools: go.mod/go.sum are not tidy: run 'go mod tidy' there and commit"; exit 1; }
 
 .PHONY: lint
 lint: tools vet fmt-check ## go vet + gofmt + go mod tidy + staticcheck (pinned)

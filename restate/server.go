@@ -60,13 +60,7 @@ func NewHTTPServer(addr string, h http.Handler) *http.Server {
 		// TLS after ALPN (when the server is given a TLS config that
 		// offers h2): the client's preface is still to be read.
 		"h2": func(_ *http.Server, c *tls.Conn, h http.Handler) {
-			_ = c.SetReadDeadline(time.Now().Add(srv.ReadHeaderTimeout))
-			if err := h2.ReadPreface(c); err != nil {
-				_ = c.Close()
-				return
-			}
-			_ = c.SetReadDeadline(time.Time{})
-			h2s.ServeConn(c, h)
+			h2s.ServeConnPreface(c, h, srv.ReadHeaderTimeout)
 		},
 	}
 	srv.RegisterOnShutdown(h2s.Shutdown)

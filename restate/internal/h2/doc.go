@@ -17,7 +17,10 @@
 // may write while the request body is still arriving), flow control both
 // ways, PING, RST_STREAM and GOAWAY, graceful shutdown, read deadlines
 // through http.ResponseController, and http.Flusher. What it leaves out,
-// because the invocation protocol has no use for them: trailers, server
-// push, priorities (ignored), the Expect header, and the h2c upgrade from
-// HTTP/1.1 (restate-server speaks prior knowledge).
+// because the invocation protocol has no use for them: trailers (read and
+// dropped), server push, priorities (ignored, beyond refusing a stream
+// that depends on itself), the Expect header, and the h2c upgrade from
+// HTTP/1.1 (restate-server speaks prior knowledge). Whatever a client
+// sends, the answer is the one RFC 9113 prescribes: h2spec, the HTTP/2
+// conformance suite, passes in full (TestH2specConformance).
 package h2

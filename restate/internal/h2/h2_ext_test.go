@@ -45,11 +45,7 @@ func serve(t *testing.T, s *h2.Server, h http.Handler) string {
 			wg.Add(1)
 			go func() {
 				defer wg.Done()
-				if err := h2.ReadPreface(c); err != nil {
-					c.Close()
-					return
-				}
-				s.ServeConn(c, h)
+				s.ServeConnPreface(c, h, 10*time.Second)
 			}()
 		}
 	}()

@@ -75,8 +75,10 @@ const (
 	maxWindow = 1<<31 - 1
 	// initialWindow is every window's size before SETTINGS say otherwise.
 	initialWindow = 65535
-	// maxReadFrame is the largest frame a client may send us.
-	maxReadFrame = 1 << 20
+	// maxReadFrame is the largest frame a client may send us: the
+	// protocol's default, so no SETTINGS entry is needed and a
+	// connection's read buffer stays at 16 KiB.
+	maxReadFrame = 16 << 10
 	// healthTick is how often idle and ping deadlines are checked.
 	healthTick = time.Second
 )
@@ -154,6 +156,7 @@ type serverConn struct {
 	streams       map[uint32]*stream
 	maxClientID   uint32 // the highest stream id the client opened
 	goingAway     bool   // GOAWAY sent or received: no new streams
+	sentGoAway    bool   // our GOAWAY is written
 	broken        error  // set once the connection cannot be written
 	sendWindow    int64  // what the client lets us send on the connection
 	initialSend   int64  // the client's SETTINGS_INITIAL_WINDOW_SIZE
@@ -161,6 +164,7 @@ type serverConn struct {
 	recvWindow    int64  // what the client may still send on the connection
 	recvUnacked   int64  // read or discarded, not yet returned in a WINDOW_UPDATE
 	open          uint32 // streams open on the wire (MAX_CONCURRENT_STREAMS)
+	ended         closedStreams
 	idleFor       time.Duration
 	pingOut       bool
 	silentFor     time.Duration
@@ -197,11 +201,7 @@ func (s *Server) newConn(nc net.Conn, h http.Handler) *serverConn {
 	return sc
 }
 
-func (sc *serverConn) logf(format string, args ...any) {
-	if sc.srv.Logf != nil {
-		sc.srv.Logf("h2: %s: "+format, append([]any{sc.remote}, args...)...)
-	}
-}
+func (sc *serverConn) logf(format string, args ...any) { sc.srv.logf(sc.nc, format, args...) }
 
 // serve writes the server's SETTINGS and window, then reads frames until
 // the connection ends.
@@ -210,7 +210,6 @@ func (sc *serverConn) serve() {
 	err := sc.fr.WriteSettings(
 		http2.Setting{ID: http2.SettingMaxConcurrentStreams, Val: sc.srv.maxStreams()},
 		http2.Setting{ID: http2.SettingInitialWindowSize, Val: uint32(sc.srv.streamWindow())},
-		http2.Setting{ID: http2.SettingMaxFrameSize, Val: maxReadFrame},
 		http2.Setting{ID: http2.SettingMaxHeaderListSize, Val: sc.srv.maxHeaderList()},
 	)
 	if extra := sc.srv.connWindow() - initialWindow; err == nil && extra > 0 {
@@ -231,17 +230,20 @@ func (sc *serverConn) serve() {
 	sc.health = time.AfterFunc(healthTick, sc.checkHealth)
 	err = sc.readLoop()
 	sc.health.Stop()
-	if err == nil {
-		// GOAWAY went out and no stream is left: stop writing, and read
-		// what the client still sends for a moment before closing, so
-		// that the kernel does not answer it with a reset that could
-		// destroy our last frames before the client read them.
-		sc.markBroken(errors.New("closed after GOAWAY"))
-		if cw, ok := sc.nc.(interface{ CloseWrite() error }); ok {
-			_ = cw.CloseWrite()
+	sc.mu.Lock()
+	sentGoAway := sc.sentGoAway
+	sc.mu.Unlock()
+	if err == nil || sentGoAway {
+		// GOAWAY went out, and no stream is left or the client broke the
+		// protocol: stop writing, and read what the client still sends
+		// for a moment before closing, so that the kernel does not answer
+		// it with a reset that could destroy our last frames (the GOAWAY
+		// that says why) before the client read them.
+		if err == nil {
+			err = errors.New("closed after GOAWAY")
 		}
-		_ = sc.nc.SetReadDeadline(time.Now().Add(goAwayLinger))
-		_, _ = io.Copy(io.Discard, sc.nc)
+		sc.markBroken(err)
+		lingerClose(sc.nc)
 	}
 	sc.fail(err)
 	sc.handlers.Wait()
@@ -281,8 +283,12 @@ func (sc *serverConn) readLoop() error {
 				return nil // woken by wakeReader: GOAWAY sent, no stream left
 			}
 			var ce http2.ConnectionError
-			if errors.As(err, &ce) {
+			switch {
+			case errors.As(err, &ce):
 				sc.goAway(http2.ErrCode(ce), err)
+			case errors.Is(err, http2.ErrFrameTooLarge):
+				// Beyond our SETTINGS_MAX_FRAME_SIZE (§4.2).
+				sc.goAway(http2.ErrCodeFrameSize, err)
 			}
 			if errors.Is(err, io.EOF) {
 				return nil
@@ -343,6 +349,9 @@ func (sc *serverConn) handleFrame(f http2.Frame) error {
 	case *http2.RSTStreamFrame:
 		sc.mu.Lock()
 		st, err := sc.openStreamLocked(f.StreamID, "RST_STREAM")
+		if st != nil && st.how == 0 {
+			st.how = closedByPeer
+		}
 		sc.mu.Unlock()
 		if st != nil {
 			st.abort(fmt.Errorf("the client reset the stream (%v)", f.ErrCode), false)
@@ -355,8 +364,15 @@ func (sc *serverConn) handleFrame(f http2.Frame) error {
 		return nil
 	case *http2.PushPromiseFrame:
 		return protocolError("PUSH_PROMISE from a client")
+	case *http2.PriorityFrame:
+		// Priorities are ignored, but a stream cannot depend on itself
+		// (RFC 7540 §5.3.1): a stream error.
+		if f.StreamDep == f.StreamID {
+			sc.streamError(f.StreamID, http2.ErrCodeProtocol, errors.New("the stream was made to depend on itself"))
+		}
+		return nil
 	default:
-		// PRIORITY and unknown extension frames are ignored (§5.5).
+		// Unknown extension frames are ignored (§5.5).
 		return nil
 	}
 }
@@ -365,6 +381,11 @@ func (sc *serverConn) handleSettings(f *http2.SettingsFrame) error {
 	if f.IsAck() {
 		return nil
 	}
+	// Under the write lock until the ACK is out: a writer that finds a
+	// window the new settings opened writes after the ACK, which the
+	// client then reads first, as it sent them.
+	sc.wmu.Lock()
+	defer sc.wmu.Unlock()
 	err := f.ForeachSetting(func(s http2.Setting) error {
 		if err := s.Valid(); err != nil {
 			return err
@@ -381,16 +402,13 @@ func (sc *serverConn) handleSettings(f *http2.SettingsFrame) error {
 					return &connError{http2.ErrCodeFlowControl, "SETTINGS_INITIAL_WINDOW_SIZE overflows a stream's window"}
 				}
 			}
-			sc.sendCond.Broadcast()
 			sc.mu.Unlock()
 		case http2.SettingMaxFrameSize:
 			sc.mu.Lock()
 			sc.maxFrameSize = s.Val
 			sc.mu.Unlock()
 		case http2.SettingHeaderTableSize:
-			sc.wmu.Lock()
-			sc.henc.SetMaxDynamicTableSizeLimit(s.Val)
-			sc.wmu.Unlock()
+			sc.henc.SetMaxDynamicTableSizeLimit(s.Val) // wmu held
 		}
 		return nil
 	})
@@ -401,7 +419,11 @@ func (sc *serverConn) handleSettings(f *http2.SettingsFrame) error {
 		}
 		return err
 	}
-	return sc.write(func() error { return sc.fr.WriteSettingsAck() })
+	err = sc.writeLocked(func() error { return sc.fr.WriteSettingsAck() })
+	sc.mu.Lock()
+	sc.sendCond.Broadcast() // windows may have grown
+	sc.mu.Unlock()
+	return err
 }
 
 func (sc *serverConn) handleWindowUpdate(f *http2.WindowUpdateFrame) error {
@@ -432,6 +454,105 @@ func (sc *serverConn) handleWindowUpdate(f *http2.WindowUpdateFrame) error {
 	return nil
 }
 
+// closedHow says how a stream no longer open on the wire closed, which
+// decides what frames still arriving on it mean (RFC 9113 §5.1).
+type closedHow uint8
+
+const (
+	// closedSkipped: an id below the highest opened that was never used
+	// (the client's first use of a higher id closed it, §5.1.1).
+	closedSkipped closedHow = iota + 1
+	// closedForgotten: closed too long ago to be remembered; its frames
+	// are ignored.
+	closedForgotten
+	// closedByUs: we sent RST_STREAM; frames the client sent before it
+	// arrived are ignored.
+	closedByUs
+	// closedByPeer: the client sent RST_STREAM.
+	closedByPeer
+	// closedEnded: both sides sent END_STREAM.
+	closedEnded
+)
+
+// closedStreams remembers how the most recent streams closed, a bounded
+// number of them, oldest forgotten first.
+type closedStreams struct {
+	byID      map[uint32]closedHow
+	order     []uint32 // ring of the ids in byID, oldest at next
+	next      int
+	forgotten uint32 // the highest id forgotten so far
+}
+
+// closedMemory is how many closed streams a connection remembers: far
+// more than can have frames in flight at once.
+const closedMemory = 1024
+
+// how is how stream id closed (an id no higher than the highest opened).
+func (c *closedStreams) how(id uint32) closedHow {
+	if h, ok := c.byID[id]; ok {
+		return h
+	}
+	if id <= c.forgotten {
+		return closedForgotten
+	}
+	return closedSkipped
+}
+
+// ignored says frames on a stream closed this way are dropped without a
+// word: the client may have sent them before it learnt of the close.
+func (h closedHow) ignored() bool { return h == closedByUs || h == closedForgotten }
+
+func (c *closedStreams) remember(id uint32, how closedHow) {
+	if c.byID == nil {
+		c.byID = make(map[uint32]closedHow)
+	}
+	if _, ok := c.byID[id]; ok {
+		c.byID[id] = how
+		return
+	}
+	if len(c.order) < closedMemory {
+		c.order = append(c.order, id)
+	} else {
+		old := c.order[c.next]
+		delete(c.byID, old)
+		c.forgotten = max(c.forgotten, old)
+		c.order[c.next] = id
+		c.next = (c.next + 1) % closedMemory
+	}
+	c.byID[id] = how
+}
+
+// closedHowLocked is how stream id (st, when it is still served) has
+// closed on the wire, 0 while it is open (sc.mu held; id not idle).
+func (sc *serverConn) closedHowLocked(id uint32, st *stream) closedHow {
+	if st != nil {
+		switch {
+		case st.how == closedByPeer || st.how == closedByUs:
+			return st.how
+		case st.peerDone && st.localDone:
+			return closedEnded // its handler is still returning
+		}
+		return 0
+	}
+	return sc.ended.how(id)
+}
+
+// forgetLocked drops st from the streams served, remembering how it
+// closed (sc.mu held).
+func (sc *serverConn) forgetLocked(st *stream) {
+	if sc.streams[st.id] != st {
+		return
+	}
+	delete(sc.streams, st.id)
+	how := st.how
+	if how == 0 {
+		// Not reset by either side: ended both ways, or the connection
+		// broke (then nothing arrives any more).
+		how = closedEnded
+	}
+	sc.ended.remember(st.id, how)
+}
+
 // openStreamLocked returns the open stream id (sc.mu held); for none, a
 // protocol error when the client never opened it (a frame of kind on an
 // idle stream, RFC 9113 §5.1), nil when it is closed.
@@ -454,16 +575,21 @@ func (sc *serverConn) handleData(f *http2.DataFrame) error {
 	}
 	sc.recvWindow -= n
 	st, err := sc.openStreamLocked(f.StreamID, "DATA")
-	if st == nil {
-		sc.mu.Unlock()
-		if err != nil {
-			return err
+	how := sc.closedHowLocked(f.StreamID, st)
+	sc.mu.Unlock()
+	if err != nil {
+		return err
+	}
+	if how != 0 {
+		// The data is dropped, its room given back. A client that ended
+		// or reset the stream itself knows it may not send on it: a
+		// stream error (RFC 9113 §5.1); after our RST_STREAM, data may
+		// have been on its way and is ignored.
+		if !how.ignored() {
+			sc.resetStream(f.StreamID, http2.ErrCodeStreamClosed)
 		}
-		// A stream we reset or finished: the data is dropped, its room
-		// given back.
 		return sc.consumed(n)
 	}
-	sc.mu.Unlock()
 	if code, err := st.receive(f.Data(), n, f.StreamEnded()); err != nil {
 		sc.resetStream(f.StreamID, code)
 		st.abort(err, false)
@@ -500,29 +626,57 @@ func (sc *serverConn) handleHeaders(f *http2.MetaHeadersFrame) error {
 		return protocolError("HEADERS on even stream %d", id)
 	}
 	sc.mu.Lock()
+	if id <= sc.maxClientID {
+		st := sc.streams[id]
+		switch how := sc.closedHowLocked(id, st); {
+		case how.ignored():
+			sc.mu.Unlock()
+			return nil // on its way before our RST_STREAM arrived
+		case how == closedSkipped:
+			last := sc.maxClientID
+			sc.mu.Unlock()
+			return protocolError("HEADERS opening stream %d after stream %d (§5.1.1)", id, last)
+		case how != 0:
+			sc.mu.Unlock()
+			return &connError{http2.ErrCodeStreamClosed, fmt.Sprintf("HEADERS on closed stream %d", id)}
+		}
+	}
 	if st := sc.streams[id]; st != nil {
 		// Trailers: the request body ends here; their fields are not kept.
 		sc.mu.Unlock()
-		if !f.StreamEnded() {
+		st.mu.Lock()
+		ended := st.eof
+		st.mu.Unlock()
+		switch {
+		case ended:
+			// Half closed (remote): nothing but WINDOW_UPDATE, PRIORITY
+			// and RST_STREAM may follow (§5.1).
+			sc.streamError(id, http2.ErrCodeStreamClosed, errors.New("the client sent HEADERS after ending the stream"))
+		case !f.StreamEnded():
 			return protocolError("trailers without END_STREAM on stream %d", id)
+		case len(f.PseudoFields()) > 0:
+			// Malformed (§8.1): pseudo-headers only open a request.
+			sc.streamError(id, http2.ErrCodeProtocol, errors.New("a pseudo-header field in the trailers"))
+		default:
+			if _, err := st.receive(nil, 0, true); err != nil {
+				sc.streamError(id, http2.ErrCodeStreamClosed, err)
+				return nil
+			}
+			sc.peerEnded(st)
 		}
-		if _, err := st.receive(nil, 0, true); err != nil {
-			sc.resetStream(id, http2.ErrCodeStreamClosed)
-			st.abort(err, false)
-			return nil
-		}
-		sc.peerEnded(st)
 		return nil
-	}
-	if id <= sc.maxClientID {
-		sc.mu.Unlock()
-		return nil // a stream already closed: nothing left to do with it
 	}
 	sc.mu.Unlock()
 	var handler http.Handler
 	req, err := sc.newRequest(f)
-	if f.Truncated {
+	switch {
+	case f.Truncated:
 		req, err, handler = sc.tooLarge(), nil, http.HandlerFunc(headersTooLarge)
+	case err == nil && f.HasPriority() && f.Priority.StreamDep == id:
+		err = errors.New("the stream depends on itself (RFC 7540 §5.3.1)")
+	case err == nil && f.StreamEnded() && req.ContentLength > 0:
+		// Malformed: its DATA frames do not add up to it (§8.1.1).
+		err = fmt.Errorf("content-length %d on a request without a body", req.ContentLength)
 	}
 	sc.mu.Lock()
 	sc.maxClientID = id
@@ -578,9 +732,30 @@ func (sc *serverConn) wireClosedLocked(st *stream) {
 	}
 }
 
-// resetStream writes RST_STREAM for id.
+// resetStream writes RST_STREAM for id. A stream reset for the first
+// time is closed by us from then on, for the frames still arriving on it.
 func (sc *serverConn) resetStream(id uint32, code http2.ErrCode) {
+	sc.mu.Lock()
+	if st := sc.streams[id]; st != nil {
+		if st.how == 0 {
+			st.how = closedByUs
+		}
+	} else if id <= sc.maxClientID && sc.ended.how(id) == closedSkipped {
+		sc.ended.remember(id, closedByUs) // refused, or malformed
+	}
+	sc.mu.Unlock()
 	_ = sc.write(func() error { return sc.fr.WriteRSTStream(id, code) })
+}
+
+// streamError resets stream id with code and fails it if it is served.
+func (sc *serverConn) streamError(id uint32, code http2.ErrCode, why error) {
+	sc.mu.Lock()
+	st := sc.streams[id]
+	sc.mu.Unlock()
+	sc.resetStream(id, code)
+	if st != nil {
+		st.abort(fmt.Errorf("h2: stream error: %w", why), false)
+	}
 }
 
 // write runs fn (frame writes) under the write lock and flushes.
@@ -647,7 +822,11 @@ func (sc *serverConn) goAway(code http2.ErrCode, why error) {
 		sc.logf("closing the connection: %v", why)
 		debug = []byte(why.Error())
 	}
-	_ = sc.write(func() error { return sc.fr.WriteGoAway(last, code, debug) })
+	if sc.write(func() error { return sc.fr.WriteGoAway(last, code, debug) }) == nil {
+		sc.mu.Lock()
+		sc.sentGoAway = true
+		sc.mu.Unlock()
+	}
 	if code != http2.ErrCodeNo {
 		return
 	}
@@ -716,9 +895,45 @@ func (sc *serverConn) checkHealth() {
 	sc.health.Reset(healthTick)
 }
 
-// ReadPreface reads the client preface from c (a TLS connection after
-// ALPN; net/http reads it itself for cleartext connections).
-func ReadPreface(c net.Conn) error {
+// ServeConnPreface is ServeConn for a connection whose client preface is
+// still to be read (TLS after ALPN), which it reads within timeout (zero:
+// no bound). A connection that opens with anything else is closed (RFC
+// 9113 §3.4) once what the client sent with it has been read, so that
+// the client sees the connection end rather than a reset.
+func (s *Server) ServeConnPreface(nc net.Conn, h http.Handler, timeout time.Duration) {
+	if timeout > 0 {
+		_ = nc.SetReadDeadline(time.Now().Add(timeout))
+	}
+	if err := readPreface(nc); err != nil {
+		s.logf(nc, "no HTTP/2 client preface: %v", err)
+		lingerClose(nc)
+		return
+	}
+	_ = nc.SetReadDeadline(time.Time{})
+	s.ServeConn(nc, h)
+}
+
+func (s *Server) logf(nc net.Conn, format string, args ...any) {
+	if s.Logf != nil {
+		s.Logf("h2: %s: "+format, append([]any{nc.RemoteAddr().String()}, args...)...)
+	}
+}
+
+// lingerClose stops writing to nc, reads what the client still sends for
+// goAwayLinger, then closes it: closing a connection with unread data
+// makes the kernel send a reset, which can destroy our last frames before
+// the client read them.
+func lingerClose(nc net.Conn) {
+	if cw, ok := nc.(interface{ CloseWrite() error }); ok {
+		_ = cw.CloseWrite()
+	}
+	_ = nc.SetReadDeadline(time.Now().Add(goAwayLinger))
+	_, _ = io.Copy(io.Discard, nc)
+	_ = nc.Close()
+}
+
+// readPreface reads the client preface from c.
+func readPreface(c net.Conn) error {
 	var buf [len(ClientPreface)]byte
 	if _, err := io.ReadFull(c, buf[:]); err != nil {
 		return err

@@ -32,8 +32,9 @@ type stream struct {
 	peerDone    bool  // the client's side ended (END_STREAM or reset)
 	localDone   bool  // our END_STREAM is written
 	handlerDone bool
-	reset       bool // reset by either side: nothing more is written
-	counted     bool // in sc.open
+	reset       bool      // reset by either side: nothing more is written
+	counted     bool      // in sc.open
+	how         closedHow // who reset it first (0: nobody yet)
 
 	// The request body, under mu.
 	mu          sync.Mutex
@@ -44,6 +45,8 @@ type stream struct {
 	closed      bool  // Body.Close: later data is dropped
 	recvWindow  int64 // what the client may still send on this stream
 	recvUnacked int64 // read, not yet returned in a WINDOW_UPDATE
+	declared    int64 // the request's content-length, -1 for none
+	received    int64 // DATA payload bytes so far
 	late        bool  // the read deadline passed
 	deadlineGen int
 	timer       *time.Timer
@@ -56,7 +59,7 @@ type stream struct {
 func (sc *serverConn) newStreamLocked(id uint32, req *http.Request, ended bool, h http.Handler) *stream {
 	ctx, cancel := context.WithCancel(sc.baseCtx)
 	st := &stream{sc: sc, id: id, cancel: cancel, eof: ended, peerDone: ended, h: h,
-		recvWindow: sc.srv.streamWindow(), wake: make(chan struct{}, 1)}
+		recvWindow: sc.srv.streamWindow(), declared: req.ContentLength, wake: make(chan struct{}, 1)}
 	if st.h == nil {
 		st.h = sc.h
 	}
@@ -173,7 +176,7 @@ func (st *stream) done(reset bool) {
 		st.counted = false
 		sc.open--
 	}
-	delete(sc.streams, st.id)
+	sc.forgetLocked(st)
 	last := sc.goingAway && len(sc.streams) == 0
 	sc.mu.Unlock()
 	_ = sc.consumed(dropped)
@@ -191,7 +194,7 @@ func (st *stream) abort(err error, gone bool) {
 	st.reset, st.peerDone = true, true
 	sc.wireClosedLocked(st)
 	if st.handlerDone {
-		delete(sc.streams, st.id)
+		sc.forgetLocked(st)
 	}
 	sc.sendCond.Broadcast()
 	sc.mu.Unlock()
@@ -229,6 +232,12 @@ func (st *stream) receive(data []byte, n int64, end bool) (http2.ErrCode, error)
 		return http2.ErrCodeFlowControl, errors.New("the client sent DATA beyond the stream's window")
 	}
 	st.recvWindow -= n
+	st.received += int64(len(data))
+	if st.declared >= 0 && (st.received > st.declared || (end && st.received != st.declared)) {
+		// Malformed (RFC 9113 §8.1.1): the body is not what it said.
+		st.mu.Unlock()
+		return http2.ErrCodeProtocol, fmt.Errorf("the request body is not its content-length %d", st.declared)
+	}
 	drop := n - int64(len(data)) // padding
 	if st.closed || st.err != nil {
 		drop = n
@@ -480,6 +489,12 @@ func (w *responseWriter) flush(end, finish bool) error {
 		sc.mu.Unlock()
 		err := sc.write(func() error {
 			endStream := end && last
+			if endStream {
+				// Before the frame goes out: the client may answer it
+				// before this goroutine runs again, and its next frame
+				// on the stream must find the stream closed.
+				w.st.ending(stop)
+			}
 			if !w.sentHeader {
 				w.sentHeader = true
 				if err := w.writeHeaders(endStream && n == 0, end, len(data), maxFrame); err != nil {
@@ -507,15 +522,6 @@ func (w *responseWriter) flush(end, finish bool) error {
 		if err != nil {
 			return err
 		}
-		if end && last {
-			sc.mu.Lock()
-			st.localDone = true
-			if stop {
-				st.reset = true // RST_STREAM NO_ERROR went with it
-			}
-			sc.wireClosedLocked(st)
-			sc.mu.Unlock()
-		}
 		if w.closeConn {
 			// Connection: close asks for the connection's end: GOAWAY,
 			// so the client opens a new one (which a load balancer may
@@ -528,6 +534,22 @@ func (w *responseWriter) flush(end, finish bool) error {
 			return nil
 		}
 	}
+}
+
+// ending notes the stream's END_STREAM, and with stop the RST_STREAM
+// NO_ERROR that follows it, as sent.
+func (st *stream) ending(stop bool) {
+	sc := st.sc
+	sc.mu.Lock()
+	st.localDone = true
+	if stop {
+		st.reset = true
+		if st.how == 0 {
+			st.how = closedByUs
+		}
+	}
+	sc.wireClosedLocked(st)
+	sc.mu.Unlock()
 }
 
 func (w *responseWriter) stopRequest(stop bool) error {
