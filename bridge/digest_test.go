@@ -10,16 +10,20 @@ import (
 
 // The registration digest must not change across releases for the same
 // inputs: a remote runtime still holding a registration compares digests,
-// and the same attempt with a new digest is DIGEST_MISMATCH. The golden
-// values pin the canonical form for each kind's source layout, with a
-// remote runtime (an embedded one's digest holds this host's interpreter:
+// and the same attempt with a new digest is DIGEST_MISMATCH (which the
+// bridge resolves with a new attempt: new workers). The golden values pin
+// the canonical form for each kind's source layout, with a remote runtime
+// (an embedded one's digest holds this host's interpreter:
 // TestRegistrationDigestFollowsTheInterpreter); they were computed
-// independently (Python hashlib over the same canonical JSON).
+// independently (Python hashlib over the same canonical JSON). A handler
+// alone in its directory has had the same digest since the first release;
+// one beside other modules of its language covers them too (since they
+// may be its helpers).
 func TestRegistrationDigestIsStable(t *testing.T) {
-	dir := t.TempDir()
+	root := t.TempDir()
 	write := func(rel, content string) {
 		t.Helper()
-		p := filepath.Join(dir, filepath.FromSlash(rel))
+		p := filepath.Join(root, filepath.FromSlash(rel))
 		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
 			t.Fatal(err)
 		}
@@ -27,29 +31,32 @@ func TestRegistrationDigestIsStable(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	write("greeter.py", "def greet(r):\n    return r\n")
-	write("pkg/sub/__init__.py", "def main(r):\n    return 1\n")
-	write("fn.sh", "shout() { echo '{}'; }\n")
+	write("alone/greeter.py", "def greet(r):\n    return r\n")
+	write("alone/fn.sh", "shout() { echo '{}'; }\n")
+	write("both/greeter.py", "def greet(r):\n    return r\n")
+	write("both/pkg/sub/__init__.py", "def main(r):\n    return 1\n")
 	env := map[string]string{"B": "2", "A": "1"}
 	tests := []struct {
-		runtime, handler, interpreter, want string
+		dir, runtime, handler, interpreter, want string
 	}{
-		{"python", "greeter.greet", "", "sha256:b621a4ee907ea77f84bcaef8491e0658b28b01e6bd6a1d2299b8eb900f8440d5"},
-		{"python", "pkg.sub.main", "", "sha256:b41ad2c10d4f86ecc1ec3dbb04d853919d56f9086a0057d0dc361d0c38175b2f"},
-		{"python", "greeter.greet", ".venv/bin/python3.11", "sha256:74e27a3b6f0cf9b7b0167bbfddb1017b152079ba5c9b4efc45658598ba3ee235"},
-		{"bash", "fn.shout", "", "sha256:70b7db86a7279804fb1f9c3cda964cbd436b452468c376136351094a20dc46ec"},
+		{"alone", "python", "greeter.greet", "", "sha256:b621a4ee907ea77f84bcaef8491e0658b28b01e6bd6a1d2299b8eb900f8440d5"},
+		{"alone", "python", "greeter.greet", ".venv/bin/python3.11", "sha256:74e27a3b6f0cf9b7b0167bbfddb1017b152079ba5c9b4efc45658598ba3ee235"},
+		{"alone", "bash", "fn.shout", "", "sha256:70b7db86a7279804fb1f9c3cda964cbd436b452468c376136351094a20dc46ec"},
+		{"both", "python", "greeter.greet", "", "sha256:7d4969a04dd66b6d87aef1c91883e223cb3e79d89389376b38e1e5d7fb3408ac"},
+		{"both", "python", "pkg.sub.main", "", "sha256:56865ed73be143cdd7d37745844c6276fcbb00094deaf118fa97a670a4b3bb2a"},
+		{"both", "python", "greeter.greet", ".venv/bin/python3.11", "sha256:aa6c9a695fee86d62b8707b82f864bafc377dfcf5469c2823b93294ec6efa1d6"},
 	}
 	for _, tt := range tests {
-		h := &HandlerConfig{Runtime: tt.runtime, Dir: dir, Handler: tt.handler, Env: env, IdleTimeout: Duration(5 * time.Minute), remoteRuntime: true}
+		h := &HandlerConfig{Runtime: tt.runtime, Dir: filepath.Join(root, tt.dir), Handler: tt.handler, Env: env, IdleTimeout: Duration(5 * time.Minute), remoteRuntime: true}
 		if tt.interpreter != "" {
 			h.Python = &PythonConfig{Interpreter: tt.interpreter}
 		}
 		got, err := registrationDigest(h)
 		if err != nil {
-			t.Fatalf("%s %s: %v", tt.runtime, tt.handler, err)
+			t.Fatalf("%s %s %s: %v", tt.dir, tt.runtime, tt.handler, err)
 		}
 		if got != tt.want {
-			t.Errorf("%s %s: digest = %s, want %s", tt.runtime, tt.handler, got, tt.want)
+			t.Errorf("%s %s %s: digest = %s, want %s", tt.dir, tt.runtime, tt.handler, got, tt.want)
 		}
 	}
 }
@@ -75,6 +82,25 @@ func TestRegistrationDigestFollowsContentNotPath(t *testing.T) {
 	}
 	if digest(a, "f() { :; }\n") == digest(a, "f() { true; }\n") {
 		t.Error("an edited source kept its digest")
+	}
+	// A library script the handler sources, or a module it imports, is
+	// its code too: editing it alone is a new generation.
+	before := digest(a, "f() { :; }\n")
+	if err := os.MkdirAll(filepath.Join(a, "lib"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(a, "lib", "common.sh"), []byte("greet() { :; }\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if digest(a, "f() { :; }\n") == before {
+		t.Error("a new library script beside the handler kept its digest")
+	}
+	before = digest(a, "f() { :; }\n")
+	if err := os.WriteFile(filepath.Join(a, "lib", "common.sh"), []byte("greet() { echo hi; }\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if digest(a, "f() { :; }\n") == before {
+		t.Error("an edited library script kept the handler's digest")
 	}
 }
 

@@ -360,12 +360,14 @@ func TestLiveReloadAppliesConfigurationChanges(t *testing.T) {
 	lh := newLiveHarness(t, liveConfig)
 	py1, sh1 := lh.callOK("Py", "f"), lh.callOK("Sh", "f")
 
-	// Add a handler in a new service, change Sh/f's settings only.
-	lh.write("fn/more.sh", "g() {\n  printf '{\"v\":7,\"pid\":%d}' \"$$\"\n}\n")
-	lh.write("bridge.yaml", liveConfig+`      - {name: g, runtime: bash, dir: fn, handler: more.g}
+	// Add a handler in a new service, and one to an existing service. Its
+	// script has a dir of its own: a new script under fn would be a new
+	// version of Sh/f (a file it may source).
+	lh.write("more/more.sh", "g() {\n  printf '{\"v\":7,\"pid\":%d}' \"$$\"\n}\n")
+	lh.write("bridge.yaml", liveConfig+`      - {name: g, runtime: bash, dir: more, handler: more.g}
   - name: More
     handlers:
-      - {name: g, runtime: bash, dir: fn, handler: more.g}
+      - {name: g, runtime: bash, dir: more, handler: more.g}
 `)
 	rep := lh.reload()
 	if !slices.Equal(rep.Added, []string{"More/g", "Sh/g"}) || len(rep.Reloaded)+len(rep.Removed)+len(rep.Failed) != 0 || !rep.ManifestChanged {
@@ -462,10 +464,10 @@ func TestLiveReloadServesDurableStepsHandlers(t *testing.T) {
 	steps := func(v int) string {
 		return fmt.Sprintf("import fnbridge\n\ndef s(x):\n    return fnbridge.run('step', lambda: {'v': %d, 'pid': 0})\n", v)
 	}
-	lh.write("fn/steps.py", steps(1))
+	lh.write("steps/steps.py", steps(1))
 	lh.write("bridge.yaml", liveConfig+`  - name: Steps
     handlers:
-      - {name: s, runtime: python, dir: fn, handler: steps.s, durability: steps}
+      - {name: s, runtime: python, dir: steps, handler: steps.s, durability: steps}
 `)
 	if rep := lh.reload(); !slices.Equal(rep.Added, []string{"Steps/s"}) {
 		t.Fatalf("report %+v, want Steps/s added", rep)
@@ -473,11 +475,31 @@ func TestLiveReloadServesDurableStepsHandlers(t *testing.T) {
 	if r := lh.callOK("Steps", "s"); r.V != 1 {
 		t.Fatalf("Steps/s = %+v, want the step's value 1", r)
 	}
-	lh.write("fn/steps.py", steps(2))
+	lh.write("steps/steps.py", steps(2))
 	if rep := lh.reload(); !slices.Equal(rep.Reloaded, []string{"Steps/s"}) {
 		t.Fatalf("report %+v, want Steps/s reloaded", rep)
 	}
 	if r := lh.callOK("Steps", "s"); r.V != 2 {
 		t.Fatalf("Steps/s = %+v after the edit, want 2", r)
+	}
+}
+
+// A new or edited module beside a Python handler may be one it imports: it
+// is a new version of every Python handler under that dir, and of no Bash
+// one (whose code it cannot be).
+func TestLiveReloadFollowsHelperModules(t *testing.T) {
+	lh := newLiveHarness(t, liveConfig)
+	lh.callOK("Py", "f")
+	lh.write("fn/helper.py", "X = 1\n")
+	if rep := lh.reload(); !slices.Equal(rep.Reloaded, []string{"Py/f"}) || len(rep.Added)+len(rep.Removed)+len(rep.Failed) != 0 {
+		t.Fatalf("report %+v after a new helper module, want Py/f reloaded only", rep)
+	}
+	lh.write("fn/lib/helper.py", "X = 2\n")
+	if rep := lh.reload(); !slices.Equal(rep.Reloaded, []string{"Py/f"}) {
+		t.Fatalf("report %+v after a module in a package below, want Py/f reloaded", rep)
+	}
+	lh.write("fn/notes.txt", "not code\n")
+	if rep := lh.reload(); rep.Changed() {
+		t.Fatalf("report %+v after a text file, want nothing changed", rep)
 	}
 }

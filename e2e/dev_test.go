@@ -132,7 +132,8 @@ func mentions(rec map[string]any, key, s string) bool {
 // invocations run the new code; a syntax error is reported and the old
 // version keeps serving until the fix; a handler added to the
 // configuration becomes invocable through the ingress, and an invalid
-// configuration is reported and changes nothing.
+// configuration is reported and changes nothing; an edited helper module
+// or sourced script is a new version of the functions beside it.
 func TestDevReloadsEditedFunctionsAndConfiguration(t *testing.T) {
 	requireInterpreters(t)
 	srv := restateserver.Start(t, restateserver.Options{})
@@ -200,6 +201,20 @@ func TestDevReloadsEditedFunctionsAndConfiguration(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	callOK(ctx, t, srv, "DevAdded", "a", `1`, nil)
+
+	// A module the function imports and a script it sources are its code
+	// too: editing one of them alone reloads the function.
+	pyLib, shLib := filepath.Join(ws.fn, "devlib.py"), filepath.Join(ws.fn, "devlib.sh")
+	writeFile(t, pyLib, "VERSION = 'lib1'\n")
+	writeFile(t, shLib, "DEVLIB=lib1\n")
+	writeFile(t, py, "from devlib import VERSION\n\ndef v(x):\n    return {'py': VERSION}\n")
+	writeFile(t, sh, ". ./devlib.sh\nv() {\n  printf '{\"sh\":\"%s\"}' \"$DEVLIB\"\n}\n")
+	d.answers("DevPy", `{"py":"lib1"}`)
+	d.answers("DevSh", `{"sh":"lib1"}`)
+	saveByRename(t, pyLib, "VERSION = 'lib2'\n")
+	writeFile(t, shLib, "DEVLIB=lib2\n")
+	d.answers("DevPy", `{"py":"lib2"}`)
+	d.answers("DevSh", `{"sh":"lib2"}`)
 	if got := d.b.pid(); got != pid {
 		t.Fatalf("the bridge is PID %d now, was %d: every change must apply without a restart", got, pid)
 	}

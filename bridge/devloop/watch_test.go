@@ -130,11 +130,16 @@ func TestWatcherSeesAFileCreatedInAWatchedDirectory(t *testing.T) {
 }
 
 // The dev loop watches what the registration digest covers: the handler's
-// source files as its runtime kind names them, and the configuration.
+// source files as its runtime kind names them (its module and the other
+// modules beside it), and the configuration.
 func TestWatchSetIsTheConfigurationAndTheDigestedSources(t *testing.T) {
 	dir := t.TempDir()
 	write(t, filepath.Join(dir, "h.py"), "def f(x):\n    return x\n")
 	write(t, filepath.Join(dir, "s.sh"), "g() { :; }\n")
+	if err := os.Mkdir(filepath.Join(dir, "lib"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	write(t, filepath.Join(dir, "lib", "util.py"), "X = 1\n")
 	cfg, err := bridge.ParseConfig([]byte(`
 services:
   - name: S
@@ -148,7 +153,7 @@ services:
 	}
 	cfg.Path = filepath.Join(dir, "bridge.yaml")
 	files, anyIn := watchSet(cfg)
-	if want := []string{cfg.Path, filepath.Join(dir, "h.py"), filepath.Join(dir, "s.sh")}; !slices.Equal(files, want) {
+	if want := []string{cfg.Path, filepath.Join(dir, "h.py"), filepath.Join(dir, "lib", "util.py"), filepath.Join(dir, "s.sh")}; !slices.Equal(files, want) {
 		t.Errorf("files %v, want %v", files, want)
 	}
 	if !slices.Equal(anyIn, []string{dir}) {

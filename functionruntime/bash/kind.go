@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"path/filepath"
 	"regexp"
+
+	"github.com/fnbridge/fnbridge/functionruntime"
 )
 
 // What package kinds registers for the bash runtime kind: the handler
@@ -25,13 +27,15 @@ func CheckHandler(handler string) error {
 	return ValidateHandler(handler)
 }
 
-// SourceFiles returns file.sh inside dir, the file the worker sources. Its
-// content goes into the registration digest, so an edited file registers
-// as a new generation.
+// SourceFiles returns the files of the handler's code inside dir: first
+// file.sh, the file the worker sources, then every other .sh file under dir
+// that functionruntime.SourceTree counts (the scripts it may source).
+// Their content goes into the registration digest, so an edited file
+// registers as a new generation.
 func SourceFiles(dir, handler string) ([]string, error) {
 	stem, _, err := splitHandler(handler)
 	if err != nil {
 		return nil, err
 	}
-	return []string{filepath.Join(dir, stem+".sh")}, nil
+	return functionruntime.SourceTree(dir, filepath.Join(dir, stem+".sh"), ".sh")
 }

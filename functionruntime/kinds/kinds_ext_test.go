@@ -2,12 +2,14 @@ package kinds_test
 
 import (
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
 
+	"github.com/fnbridge/fnbridge/functionruntime"
 	"github.com/fnbridge/fnbridge/functionruntime/kinds"
 )
 
@@ -74,34 +76,65 @@ func TestCheckHandler(t *testing.T) {
 	}
 }
 
-// SourceFiles names the file the worker imports or sources: a module file,
-// a package's __init__.py, or file.sh.
+// SourceFiles names the file the worker imports or sources (a module
+// file, a package's __init__.py, or file.sh) first, then every other file
+// of the same language under dir (the helpers it may import or source),
+// leaving out virtualenvs, caches and hidden directories: an edited helper
+// must change the registration digest as an edited handler does.
 func TestSourceFiles(t *testing.T) {
 	dir := t.TempDir()
-	err := errors.Join(
-		os.MkdirAll(filepath.Join(dir, "pkg", "sub"), 0o755),
-		os.WriteFile(filepath.Join(dir, "mod.py"), nil, 0o644),
-		os.WriteFile(filepath.Join(dir, "pkg", "sub", "__init__.py"), nil, 0o644),
-	)
-	if err != nil {
+	files := map[string]string{
+		"mod.py": "", "pkg/sub/__init__.py": "", "helpers.py": "", "lib/util.py": "",
+		"fn.sh": "", "lib/common.sh": "", "notes.txt": "",
+		".venv/lib/site.py": "", "venv/pyvenv.cfg": "", "venv/lib/x.py": "",
+		"__pycache__/mod.py": "", "node_modules/a/b.py": "", ".git/hook.sh": "",
+	}
+	var errs []error
+	for name, content := range files {
+		p := filepath.Join(dir, filepath.FromSlash(name))
+		errs = append(errs, os.MkdirAll(filepath.Dir(p), 0o755), os.WriteFile(p, []byte(content), 0o644))
+	}
+	if err := errors.Join(errs...); err != nil {
 		t.Fatal(err)
 	}
 	tests := []struct {
-		kind, handler, want string
+		kind, handler string
+		want          []string
 	}{
-		{"python", "mod.main", "mod.py"},
-		{"python", "pkg.sub.main", "pkg/sub/__init__.py"},
-		{"bash", "fn.shout", "fn.sh"},
+		{"python", "mod.main", []string{"mod.py", "helpers.py", "lib/util.py", "pkg/sub/__init__.py"}},
+		{"python", "pkg.sub.main", []string{"pkg/sub/__init__.py", "helpers.py", "lib/util.py", "mod.py"}},
+		{"bash", "fn.shout", []string{"fn.sh", "lib/common.sh"}},
 	}
 	for _, tt := range tests {
 		k, _ := kinds.Lookup(tt.kind)
 		got, err := k.SourceFiles(dir, tt.handler)
-		if want := []string{filepath.Join(dir, filepath.FromSlash(tt.want))}; err != nil || !slices.Equal(got, want) {
+		var want []string
+		for _, w := range tt.want {
+			want = append(want, filepath.Join(dir, filepath.FromSlash(w)))
+		}
+		if err != nil || !slices.Equal(got, want) {
 			t.Errorf("%s %q: SourceFiles = %q, %v, want %q", tt.kind, tt.handler, got, err, want)
 		}
 	}
 	k, _ := kinds.Lookup("python")
 	if _, err := k.SourceFiles(dir, "missing.main"); err == nil || !strings.Contains(err.Error(), `python module "missing" not found`) {
 		t.Errorf("missing python module: error %v, want it named", err)
+	}
+}
+
+// A dir holding more source than a directory of functions (a whole
+// checkout, a virtualenv not recognised as one) is refused with an error
+// that names it, rather than read at every registration.
+func TestSourceFilesBounded(t *testing.T) {
+	dir := t.TempDir()
+	for i := 0; i <= functionruntime.MaxSourceFiles; i++ {
+		if err := os.WriteFile(filepath.Join(dir, fmt.Sprintf("m%04d.sh", i)), nil, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	k, _ := kinds.Lookup("bash")
+	_, err := k.SourceFiles(dir, "m0000.f")
+	if err == nil || !strings.Contains(err.Error(), dir) || !strings.Contains(err.Error(), "more than 1000 .sh files") {
+		t.Fatalf("SourceFiles of %d scripts: error %v, want one naming the dir and the bound", functionruntime.MaxSourceFiles+1, err)
 	}
 }

@@ -6,6 +6,8 @@ import (
 	"path/filepath"
 	"regexp"
 	"strings"
+
+	"github.com/fnbridge/fnbridge/functionruntime"
 )
 
 // What package kinds registers for the python runtime kind: the handler
@@ -27,10 +29,12 @@ func CheckHandler(handler string) error {
 	return ValidateHandler(handler)
 }
 
-// SourceFiles returns the file holding the handler's module inside dir:
-// module.py, or module/__init__.py for a package (a dotted module is a path
-// of directories). Its content goes into the registration digest, so an
-// edited module registers as a new generation.
+// SourceFiles returns the files of the handler's code inside dir: first
+// its module, module.py or module/__init__.py for a package (a dotted
+// module is a path of directories), then every other .py file under dir
+// that functionruntime.SourceTree counts (the modules it may import).
+// Their content goes into the registration digest, so an edited module or
+// helper registers as a new generation.
 func SourceFiles(dir, handler string) ([]string, error) {
 	dot := strings.LastIndexByte(handler, '.')
 	if dot <= 0 {
@@ -40,7 +44,7 @@ func SourceFiles(dir, handler string) ([]string, error) {
 	base := filepath.Join(dir, filepath.FromSlash(strings.ReplaceAll(mod, ".", "/")))
 	for _, cand := range []string{base + ".py", filepath.Join(base, "__init__.py")} {
 		if _, err := os.Stat(cand); err == nil {
-			return []string{cand}, nil
+			return functionruntime.SourceTree(dir, cand, ".py")
 		}
 	}
 	return nil, fmt.Errorf("python module %q not found in %s (want %s.py or %s/__init__.py)", mod, dir, base, base)
