@@ -5,7 +5,6 @@ import "time"
 // SetFramedIdle sets how long a framed connection outlives its attempt,
 // for a test; the returned func restores it.
 func SetFramedIdle(d time.Duration) func() {
-	old := framedIdle
-	framedIdle = d
-	return func() { framedIdle = old }
+	old := framedIdle.Swap(int64(d))
+	return func() { framedIdle.Store(old) }
 }

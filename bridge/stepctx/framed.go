@@ -15,6 +15,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -181,8 +182,11 @@ func (s *Server) Shutdown(ctx context.Context) error {
 
 // framedIdle is how long a framed connection stays open once the attempt
 // of its token has ended, for the client's next preface; then it is
-// closed, so a worker that goes idle does not hold it.
-var framedIdle = 5 * time.Second
+// closed, so a worker that goes idle does not hold it. A time.Duration,
+// atomic: a test sets it while connections of earlier tests wind down.
+var framedIdle atomic.Int64
+
+func init() { framedIdle.Store(int64(5 * time.Second)) }
 
 // framedConn is one framed connection being served.
 type framedConn struct {
@@ -224,7 +228,7 @@ func (fc *framedConn) goIdle(gen int) {
 	}
 	fc.idle = true
 	if !fc.busy {
-		_ = fc.c.SetReadDeadline(time.Now().Add(framedIdle))
+		_ = fc.c.SetReadDeadline(time.Now().Add(time.Duration(framedIdle.Load())))
 	}
 }
 
@@ -247,7 +251,7 @@ func (fc *framedConn) setBusy(b bool) bool {
 	defer fc.mu.Unlock()
 	fc.busy = b
 	if !b && fc.idle {
-		_ = fc.c.SetReadDeadline(time.Now().Add(framedIdle))
+		_ = fc.c.SetReadDeadline(time.Now().Add(time.Duration(framedIdle.Load())))
 	}
 	return !fc.shut
 }
