@@ -648,12 +648,70 @@ func TestHeadersTooLarge(t *testing.T) {
 	addr := serve(t, &h2.Server{MaxHeaderListSize: 1024}, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		t.Errorf("the handler got a request whose headers were cut: %v", r.Header)
 	}))
+	want431 := func(rc *rawConn, what string) {
+		t.Helper()
+		if f := rc.next(); f.Header().Type != http2.FrameHeaders || f.(*http2.MetaHeadersFrame).PseudoValue("status") != "431" {
+			if g, ok := f.(*http2.GoAwayFrame); ok {
+				t.Fatalf("%s: want 431, got GOAWAY %v %q", what, g.ErrCode, g.DebugData())
+			}
+			t.Fatalf("%s: want 431, got %v", what, f)
+		}
+	}
 	rc := dialRaw(t, addr)
 	rc.headers(1, true, "GET", "/x", "x-a", strings.Repeat("v", 400), "x-b", strings.Repeat("v", 400), "x-c", strings.Repeat("v", 400))
-	if f := rc.next(); f.Header().Type != http2.FrameHeaders || f.(*http2.MetaHeadersFrame).PseudoValue("status") != "431" {
-		if g, ok := f.(*http2.GoAwayFrame); ok {
-			t.Fatalf("want 431, got GOAWAY %v %q", g.ErrCode, g.DebugData())
+	want431(rc, "without a body")
+
+	// With a body, arriving in the same write as the headers, so before
+	// the answer: the request's length is unknown, not zero.
+	rc = dialRaw(t, addr)
+	var frames, block bytes.Buffer
+	enc := hpack.NewEncoder(&block) // the connection's first header block
+	for _, f := range []hpack.HeaderField{{Name: ":method", Value: "POST"}, {Name: ":scheme", Value: "http"}, {Name: ":path", Value: "/x"},
+		{Name: ":authority", Value: "x"}, {Name: "x-a", Value: strings.Repeat("v", 600)}, {Name: "x-b", Value: strings.Repeat("v", 600)}} {
+		_ = enc.WriteField(f)
+	}
+	fr := http2.NewFramer(&frames, nil)
+	_ = fr.WriteHeaders(http2.HeadersFrameParam{StreamID: 1, BlockFragment: block.Bytes(), EndHeaders: true})
+	_ = fr.WriteData(1, true, []byte("hello"))
+	if _, err := rc.c.Write(frames.Bytes()); err != nil {
+		t.Fatal(err)
+	}
+	want431(rc, "with a body")
+}
+
+// A request body that ends short of its content-length is malformed
+// (RFC 9113 §8.1.1), whether DATA or trailers end it: the stream is reset
+// with PROTOCOL_ERROR and the handler's read fails rather than seeing a
+// clean end of a truncated body.
+func TestBodyShortOfItsContentLength(t *testing.T) {
+	for _, byTrailers := range []bool{false, true} {
+		readErr := make(chan error, 1)
+		addr := serve(t, &h2.Server{}, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			_, err := io.ReadAll(r.Body)
+			readErr <- err
+		}))
+		rc := dialRaw(t, addr)
+		rc.headers(1, false, "POST", "/x", "content-length", "10")
+		if err := rc.fr.WriteData(1, !byTrailers, []byte("abc")); err != nil {
+			t.Fatal(err)
 		}
-		t.Fatalf("want 431, got %v", f)
+		if byTrailers {
+			rc.hb.Reset()
+			_ = rc.he.WriteField(hpack.HeaderField{Name: "x-trailer", Value: "v"})
+			if err := rc.fr.WriteHeaders(http2.HeadersFrameParam{StreamID: 1, BlockFragment: rc.hb.Bytes(), EndStream: true, EndHeaders: true}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if f, ok := rc.next().(*http2.RSTStreamFrame); !ok || f.StreamID != 1 || f.ErrCode != http2.ErrCodeProtocol {
+			t.Fatalf("ended by trailers %v: want stream 1 reset (PROTOCOL_ERROR), got %v", byTrailers, f)
+		}
+		select {
+		case err := <-readErr:
+			if err == nil {
+				t.Errorf("ended by trailers %v: the handler read a clean end of a body 7 bytes short", byTrailers)
+			}
+		case <-time.After(10 * time.Second):
+			t.Fatalf("ended by trailers %v: the handler's read never returned", byTrailers)
+		}
 	}
 }

@@ -590,13 +590,15 @@ func (sc *serverConn) handleData(f *http2.DataFrame) error {
 		}
 		return sc.consumed(n)
 	}
+	if f.StreamEnded() {
+		// Before the handler can read the body's end: a handler that
+		// returns then must find the client done, and send no RST_STREAM.
+		sc.peerEnded(st)
+	}
 	if code, err := st.receive(f.Data(), n, f.StreamEnded()); err != nil {
 		sc.resetStream(f.StreamID, code)
 		st.abort(err, false)
 		return sc.consumed(n)
-	}
-	if f.StreamEnded() {
-		sc.peerEnded(st)
 	}
 	return nil
 }
@@ -658,11 +660,10 @@ func (sc *serverConn) handleHeaders(f *http2.MetaHeadersFrame) error {
 			// Malformed (§8.1): pseudo-headers only open a request.
 			sc.streamError(id, http2.ErrCodeProtocol, errors.New("a pseudo-header field in the trailers"))
 		default:
-			if _, err := st.receive(nil, 0, true); err != nil {
-				sc.streamError(id, http2.ErrCodeStreamClosed, err)
-				return nil
-			}
 			sc.peerEnded(st)
+			if code, err := st.receive(nil, 0, true); err != nil {
+				sc.streamError(id, code, err)
+			}
 		}
 		return nil
 	}
@@ -706,7 +707,7 @@ func (sc *serverConn) handleHeaders(f *http2.MetaHeadersFrame) error {
 // MaxHeaderListSize; headersTooLarge answers it.
 func (sc *serverConn) tooLarge() *http.Request {
 	return &http.Request{Method: http.MethodGet, URL: &url.URL{Path: "/"}, Proto: "HTTP/2.0", ProtoMajor: 2,
-		Header: http.Header{}, RemoteAddr: sc.remote, RequestURI: "/", TLS: sc.tls}
+		Header: http.Header{}, ContentLength: -1, RemoteAddr: sc.remote, RequestURI: "/", TLS: sc.tls}
 }
 
 func headersTooLarge(w http.ResponseWriter, _ *http.Request) {
@@ -905,7 +906,9 @@ func (s *Server) ServeConnPreface(nc net.Conn, h http.Handler, timeout time.Dura
 		_ = nc.SetReadDeadline(time.Now().Add(timeout))
 	}
 	if err := readPreface(nc); err != nil {
-		s.logf(nc, "no HTTP/2 client preface: %v", err)
+		if errors.Is(err, errBadPreface) {
+			s.logf(nc, "%v", err) // a connection that closed first is no news
+		}
 		lingerClose(nc)
 		return
 	}
@@ -939,7 +942,9 @@ func readPreface(c net.Conn) error {
 		return err
 	}
 	if string(buf[:]) != ClientPreface {
-		return errors.New("h2: bad client preface")
+		return errBadPreface
 	}
 	return nil
 }
+
+var errBadPreface = errors.New("the connection does not open with the HTTP/2 client preface")

@@ -474,9 +474,21 @@ func (w *responseWriter) flush(end, finish bool) error {
 		for len(data) > 0 && sc.broken == nil && !st.reset && (sc.sendWindow <= 0 || st.sendWindow <= 0) {
 			sc.sendCond.Wait()
 		}
+		sc.mu.Unlock()
+		// The windows are taken under the write lock: SETTINGS, which may
+		// shrink them, are applied and acknowledged under it too, so what
+		// goes out here fits the windows the client has when it reads it.
+		sc.wmu.Lock()
+		sc.mu.Lock()
 		if sc.broken != nil || st.reset {
 			sc.mu.Unlock()
+			sc.wmu.Unlock()
 			return st.writeErr()
+		}
+		if len(data) > 0 && (sc.sendWindow <= 0 || st.sendWindow <= 0) {
+			sc.mu.Unlock()
+			sc.wmu.Unlock()
+			continue // shrunk meanwhile
 		}
 		if len(data) > 0 {
 			n = int(min(int64(len(data)), sc.sendWindow, st.sendWindow))
@@ -487,7 +499,7 @@ func (w *responseWriter) flush(end, finish bool) error {
 		last := n == len(data)
 		stop := finish && last && !st.peerDone
 		sc.mu.Unlock()
-		err := sc.write(func() error {
+		err := sc.writeLocked(func() error {
 			endStream := end && last
 			if endStream {
 				// Before the frame goes out: the client may answer it
@@ -519,6 +531,7 @@ func (w *responseWriter) flush(end, finish bool) error {
 			}
 			return w.stopRequest(stop)
 		})
+		sc.wmu.Unlock()
 		if err != nil {
 			return err
 		}
