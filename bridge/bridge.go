@@ -13,6 +13,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/fnbridge/fnbridge/bridge/telemetry"
+	"github.com/fnbridge/fnbridge/functionruntime"
 	executorv1 "github.com/fnbridge/fnbridge/proto/executor/v1"
 	"github.com/fnbridge/fnbridge/restate"
 	"github.com/fnbridge/fnbridge/restate/discovery"
@@ -116,6 +117,9 @@ func New(cfg *Config, opts Options) (*Bridge, error) {
 			if p == nil {
 				p = newPool(instance, svc.Name, h, rc.client, opts.Logger, unimplemented[h.Runtime])
 				p.tel = newPoolTelemetry(opts, svc.Name, h)
+				if _, err := h.SourceFiles(); errors.Is(err, functionruntime.ErrTooManySources) {
+					opts.Logger.Warn().Str("service", svc.Name).Str("handler", h.Name).Msg(err.Error())
+				}
 			}
 			b.pools[svc.Name+"/"+h.Name] = p
 			b.keyed[p] = keyedHandlerOf(svc, h)

@@ -4,9 +4,11 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"os"
 
+	"github.com/fnbridge/fnbridge/functionruntime"
 	"github.com/fnbridge/fnbridge/functionruntime/kinds"
 )
 
@@ -45,16 +47,21 @@ func registrationDigest(h *HandlerConfig) (string, error) {
 // change it.
 func sourceSum(h *HandlerConfig) (string, error) {
 	files, err := h.SourceFiles()
-	if err != nil {
+	if err != nil && !errors.Is(err, functionruntime.ErrTooManySources) {
 		return "", err
 	}
-	sums := make([][sha256.Size]byte, len(files))
+	sums := make([][sha256.Size]byte, 0, len(files))
 	for i, f := range files {
 		content, err := os.ReadFile(f)
 		if err != nil {
+			if i > 0 {
+				// A helper that went away (a deploy, an editor's temporary
+				// file) or that no one may read: not code the worker loads.
+				continue
+			}
 			return "", fmt.Errorf("reading handler source: %w", err)
 		}
-		sums[i] = sha256.Sum256(content)
+		sums = append(sums, sha256.Sum256(content))
 	}
 	if len(sums) == 1 {
 		return hex.EncodeToString(sums[0][:]), nil

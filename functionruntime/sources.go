@@ -25,21 +25,29 @@ const (
 // registration's identity too. It skips what is not the functions' own
 // code: hidden directories (.git, .venv), __pycache__, node_modules,
 // site-packages and every virtualenv (a directory holding pyvenv.cfg), and
-// it does not follow symbolic links to directories. More than
-// MaxSourceFiles files or MaxSourceBytes bytes is an error naming dir.
+// it follows dir itself when it is a symbolic link (a current -> release
+// layout) but no symbolic link to a directory below it. The paths are
+// under dir as given. Past MaxSourceFiles files or MaxSourceBytes bytes,
+// it returns main alone with an error wrapping ErrTooManySources, which
+// names dir: the caller may go on with main alone and say so.
 func SourceTree(dir, main, ext string) ([]string, error) {
 	files := []string{main}
+	root, err := filepath.EvalSymlinks(dir)
+	if err != nil {
+		return nil, err
+	}
+	main = filepath.Clean(main)
 	var total int64
-	err := filepath.WalkDir(dir, func(path string, d fs.DirEntry, err error) error {
+	err = filepath.WalkDir(root, func(path string, d fs.DirEntry, err error) error {
 		if err != nil {
-			if path == dir {
+			if path == root {
 				return err
 			}
 			return nil // unreadable below dir: not code the worker can load either
 		}
 		name := d.Name()
 		if d.IsDir() {
-			if path == dir {
+			if path == root {
 				return nil
 			}
 			if strings.HasPrefix(name, ".") || name == "__pycache__" || name == "node_modules" || name == "site-packages" {
@@ -50,7 +58,14 @@ func SourceTree(dir, main, ext string) ([]string, error) {
 			}
 			return nil
 		}
-		if !strings.HasSuffix(name, ext) || path == main {
+		if !strings.HasSuffix(name, ext) {
+			return nil
+		}
+		rel, err := filepath.Rel(root, path)
+		if err != nil {
+			return nil
+		}
+		if path = filepath.Join(dir, rel); path == main {
 			return nil
 		}
 		info, err := os.Stat(path) // a symbolic link counts as what it names
@@ -60,13 +75,13 @@ func SourceTree(dir, main, ext string) ([]string, error) {
 		files = append(files, path)
 		total += info.Size()
 		if len(files) > MaxSourceFiles || total > MaxSourceBytes {
-			return errTooManySources
+			return ErrTooManySources
 		}
 		return nil
 	})
-	if errors.Is(err, errTooManySources) {
-		return nil, fmt.Errorf("the handler's dir %s holds more than %d %s files or %d MiB of them, all part of its code's identity: point dir at the functions' own directory (a virtualenv inside it is skipped)",
-			dir, MaxSourceFiles, ext, MaxSourceBytes>>20)
+	if errors.Is(err, ErrTooManySources) {
+		return files[:1], fmt.Errorf("%w: the handler's dir %s holds more than %d %s files or %d MiB of them, so only %s counts as its code (edits to the others are not seen until a restart); point dir at the functions' own directory (a virtualenv inside it is skipped)",
+			ErrTooManySources, dir, MaxSourceFiles, ext, MaxSourceBytes>>20, filepath.Base(main))
 	}
 	if err != nil {
 		return nil, err
@@ -75,4 +90,6 @@ func SourceTree(dir, main, ext string) ([]string, error) {
 	return files, nil
 }
 
-var errTooManySources = errors.New("too many source files")
+// ErrTooManySources is what SourceTree's error wraps when dir holds more
+// source than its bounds.
+var ErrTooManySources = errors.New("too many source files")

@@ -13,6 +13,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/fnbridge/fnbridge/bridge"
+	"github.com/fnbridge/fnbridge/functionruntime"
 )
 
 // Debounce bounds: a batch of changes is due once no relevant event came
@@ -38,9 +39,10 @@ type watcher struct {
 	quiet, maxDelay time.Duration
 
 	mu      sync.Mutex
-	files   map[string]bool // paths whose events count
-	anyIn   map[string]bool // directories where any entry's event counts
-	watched map[string]bool // directories watched
+	files   map[string]bool            // paths whose events count
+	anyIn   map[string]bool            // directories where any entry's event counts
+	extIn   map[string]map[string]bool // directories where an event on a file with one of these extensions counts
+	watched map[string]bool            // directories watched
 }
 
 func newWatcher(log zerolog.Logger) (*watcher, error) {
@@ -49,45 +51,66 @@ func newWatcher(log zerolog.Logger) (*watcher, error) {
 		return nil, err
 	}
 	return &watcher{fs: fs, log: log, quiet: defaultQuiet, maxDelay: defaultMaxDelay,
-		files: map[string]bool{}, anyIn: map[string]bool{}, watched: map[string]bool{}}, nil
+		files: map[string]bool{}, anyIn: map[string]bool{}, extIn: map[string]map[string]bool{}, watched: map[string]bool{}}, nil
 }
 
 func (w *watcher) close() error { return w.fs.Close() }
+
+// watchSpec is what the dev loop watches.
+type watchSpec struct {
+	files []string // files whose events count
+	anyIn []string // directories where any entry's event counts
+	// sources are the handlers' source files: their events count, and so
+	// do those of any new file of the same language beside them (a helper
+	// module just created, which the next reload makes part of the
+	// handler's code).
+	sources []string
+}
 
 // watchSet is what a configuration makes the dev loop watch: the file
 // itself and every handler's source files (the files its registration
 // digest covers). A handler whose files cannot be named yet (its module
 // does not exist) has its whole directory watched, so creating the file
 // is seen.
-func watchSet(cfg *bridge.Config) (files, anyIn []string) {
-	files = append(files, cfg.Path)
+func watchSet(cfg *bridge.Config) watchSpec {
+	ws := watchSpec{files: []string{cfg.Path}}
 	for _, svc := range cfg.Services {
 		for i := range svc.Handlers {
 			h := &svc.Handlers[i]
 			src, err := h.SourceFiles()
-			if err != nil {
-				anyIn = append(anyIn, h.Dir)
+			if err != nil && !errors.Is(err, functionruntime.ErrTooManySources) {
+				ws.anyIn = append(ws.anyIn, h.Dir)
 				continue
 			}
-			files = append(files, src...)
+			ws.sources = append(ws.sources, src...)
 		}
 	}
-	return files, anyIn
+	return ws
 }
 
 // set replaces the watched files and directories. A directory that cannot
 // be watched (it does not exist) is logged and skipped.
-func (w *watcher) set(files, anyIn []string) {
+func (w *watcher) set(spec watchSpec) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	w.files, w.anyIn = map[string]bool{}, map[string]bool{}
+	w.files, w.anyIn, w.extIn = map[string]bool{}, map[string]bool{}, map[string]map[string]bool{}
 	dirs := map[string]bool{}
-	for _, f := range files {
+	for _, f := range append(slices.Clip(spec.files), spec.sources...) {
 		f = filepath.Clean(f)
 		w.files[f] = true
 		dirs[filepath.Dir(f)] = true
 	}
-	for _, d := range anyIn {
+	for _, f := range spec.sources {
+		d, ext := filepath.Dir(filepath.Clean(f)), filepath.Ext(f)
+		if ext == "" {
+			continue
+		}
+		if w.extIn[d] == nil {
+			w.extIn[d] = map[string]bool{}
+		}
+		w.extIn[d][ext] = true
+	}
+	for _, d := range spec.anyIn {
 		d = filepath.Clean(d)
 		w.anyIn[d] = true
 		dirs[d] = true
@@ -111,7 +134,8 @@ func (w *watcher) set(files, anyIn []string) {
 }
 
 // relevant reports whether an event may change what is served: a write,
-// creation, removal or rename of a watched file (a chmod alone does not).
+// creation, removal or rename of a watched file, or of a new file of a
+// handler's language beside its sources (a chmod alone does not).
 func (w *watcher) relevant(ev fsnotify.Event) bool {
 	if ev.Op&^fsnotify.Chmod == 0 {
 		return false
@@ -119,7 +143,8 @@ func (w *watcher) relevant(ev fsnotify.Event) bool {
 	name := filepath.Clean(ev.Name)
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	return w.files[name] || w.anyIn[filepath.Dir(name)]
+	dir := filepath.Dir(name)
+	return w.files[name] || w.anyIn[dir] || w.extIn[dir][filepath.Ext(name)]
 }
 
 // errClosed is next's error once the watcher is closed.

@@ -84,7 +84,7 @@ func TestWatcherReportsEverySaveOfAWatchedFileOnce(t *testing.T) {
 	py, sh := filepath.Join(dir, "h.py"), filepath.Join(dir, "h.sh")
 	write(t, py, "v1")
 	write(t, sh, "v1")
-	w.set([]string{py, sh}, nil)
+	w.set(watchSpec{sources: []string{py, sh}})
 
 	// Replacing the inode does not lose the watch: the second rename-over
 	// save is seen too.
@@ -121,7 +121,7 @@ func TestWatcherSeesAFileCreatedInAWatchedDirectory(t *testing.T) {
 	if err := os.Mkdir(sub, 0o755); err != nil {
 		t.Fatal(err)
 	}
-	w.set([]string{filepath.Join(dir, "bridge.yaml")}, []string{sub})
+	w.set(watchSpec{files: []string{filepath.Join(dir, "bridge.yaml")}, anyIn: []string{sub}})
 	created := filepath.Join(sub, "new.py")
 	write(t, created, "def f(x):\n    return x\n")
 	if got := nextBatch(t, w); !slices.Equal(got, []string{created}) {
@@ -152,11 +152,30 @@ services:
 		t.Fatal(err)
 	}
 	cfg.Path = filepath.Join(dir, "bridge.yaml")
-	files, anyIn := watchSet(cfg)
-	if want := []string{cfg.Path, filepath.Join(dir, "h.py"), filepath.Join(dir, "lib", "util.py"), filepath.Join(dir, "s.sh")}; !slices.Equal(files, want) {
-		t.Errorf("files %v, want %v", files, want)
+	spec := watchSet(cfg)
+	if want := []string{cfg.Path}; !slices.Equal(spec.files, want) {
+		t.Errorf("files %v, want %v", spec.files, want)
 	}
-	if !slices.Equal(anyIn, []string{dir}) {
-		t.Errorf("directories %v, want [%s] for the handler whose module is missing", anyIn, dir)
+	if want := []string{filepath.Join(dir, "h.py"), filepath.Join(dir, "lib", "util.py"), filepath.Join(dir, "s.sh")}; !slices.Equal(spec.sources, want) {
+		t.Errorf("sources %v, want %v", spec.sources, want)
+	}
+	if !slices.Equal(spec.anyIn, []string{dir}) {
+		t.Errorf("directories %v, want [%s] for the handler whose module is missing", spec.anyIn, dir)
+	}
+}
+
+// A new file of a handler's language beside its sources is a change (a
+// helper module just written, which the reload makes part of its code);
+// another file there is not.
+func TestWatcherSeesANewHelperBesideTheSources(t *testing.T) {
+	w, dir := watchFixture(t)
+	py := filepath.Join(dir, "h.py")
+	write(t, py, "v1")
+	w.set(watchSpec{sources: []string{py}})
+	write(t, filepath.Join(dir, "notes.txt"), "not code")
+	helper := filepath.Join(dir, "helper.py")
+	write(t, helper, "X = 1\n")
+	if got := nextBatch(t, w); !slices.Equal(got, []string{helper}) {
+		t.Fatalf("reported %v, want [%s]", got, helper)
 	}
 }

@@ -123,8 +123,9 @@ func TestSourceFiles(t *testing.T) {
 }
 
 // A dir holding more source than a directory of functions (a whole
-// checkout, a virtualenv not recognised as one) is refused with an error
-// that names it, rather than read at every registration.
+// checkout, an environment not recognised as one) is not read at every
+// registration: the handler's own file alone counts, with an error that
+// names the dir and says so, which the bridge logs as a warning.
 func TestSourceFilesBounded(t *testing.T) {
 	dir := t.TempDir()
 	for i := 0; i <= functionruntime.MaxSourceFiles; i++ {
@@ -133,8 +134,34 @@ func TestSourceFilesBounded(t *testing.T) {
 		}
 	}
 	k, _ := kinds.Lookup("bash")
-	_, err := k.SourceFiles(dir, "m0000.f")
-	if err == nil || !strings.Contains(err.Error(), dir) || !strings.Contains(err.Error(), "more than 1000 .sh files") {
-		t.Fatalf("SourceFiles of %d scripts: error %v, want one naming the dir and the bound", functionruntime.MaxSourceFiles+1, err)
+	got, err := k.SourceFiles(dir, "m0000.f")
+	if !errors.Is(err, functionruntime.ErrTooManySources) || !strings.Contains(err.Error(), dir) || !strings.Contains(err.Error(), "more than 1000 .sh files") {
+		t.Fatalf("SourceFiles of %d scripts: error %v, want ErrTooManySources naming the dir and the bound", functionruntime.MaxSourceFiles+1, err)
+	}
+	if want := []string{filepath.Join(dir, "m0000.sh")}; !slices.Equal(got, want) {
+		t.Errorf("SourceFiles past the bound = %q, want the handler's own file %q", got, want)
+	}
+}
+
+// A dir that is a symbolic link (a current -> releases/v42 deploy) is
+// walked as the directory it names, and the paths stay under dir as
+// configured.
+func TestSourceFilesThroughALinkedDir(t *testing.T) {
+	root := t.TempDir()
+	release := filepath.Join(root, "releases", "v42")
+	err := errors.Join(
+		os.MkdirAll(release, 0o755),
+		os.WriteFile(filepath.Join(release, "h.py"), nil, 0o644),
+		os.WriteFile(filepath.Join(release, "helper.py"), nil, 0o644),
+		os.Symlink(release, filepath.Join(root, "current")),
+	)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := filepath.Join(root, "current")
+	k, _ := kinds.Lookup("python")
+	got, err := k.SourceFiles(dir, "h.f")
+	if want := []string{filepath.Join(dir, "h.py"), filepath.Join(dir, "helper.py")}; err != nil || !slices.Equal(got, want) {
+		t.Errorf("SourceFiles through a linked dir = %q, %v, want %q", got, err, want)
 	}
 }
