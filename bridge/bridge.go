@@ -155,6 +155,11 @@ func restateHandler(b *Bridge, p *pool) restate.Handler {
 		OutputContentType: h.OutputContentType,
 		InactivityTimeout: h.InactivityTimeout.Std(),
 		AbortTimeout:      h.AbortTimeout.Std(),
+
+		JournalRetention:            h.JournalRetention.Std(),
+		IdempotencyRetention:        h.IdempotencyRetention.Std(),
+		WorkflowCompletionRetention: h.WorkflowCompletionRetention.Std(),
+		IngressPrivate:              h.IngressPrivate,
 	}
 	if h.StepsMode() {
 		rh.Fn = b.stepsHandlerFunc(p)

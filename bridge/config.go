@@ -13,6 +13,7 @@ import (
 	"reflect"
 	"regexp"
 	"sort"
+	"strconv"
 	"strings"
 	"time"
 
@@ -121,6 +122,17 @@ type HandlerConfig struct {
 	// timeouts, advertised in the manifest where its version allows.
 	InactivityTimeout Duration `yaml:"inactivity_timeout"`
 	AbortTimeout      Duration `yaml:"abort_timeout"`
+	// JournalRetention keeps a completed invocation's journal this long
+	// (restate invocations describe, the UI); IdempotencyRetention keeps
+	// the result of a call made with an idempotency key; for a workflow's
+	// run handler, WorkflowCompletionRetention keeps its result and state.
+	// Zero leaves each to Restate. Manifest v3+.
+	JournalRetention            Duration `yaml:"journal_retention"`
+	IdempotencyRetention        Duration `yaml:"idempotency_retention"`
+	WorkflowCompletionRetention Duration `yaml:"workflow_completion_retention"`
+	// IngressPrivate hides the handler from Restate's ingress: only other
+	// services (fnbridge.call, a Restate SDK) can call it. Manifest v3+.
+	IngressPrivate bool `yaml:"ingress_private"`
 	// RetryPolicy is Restate's per-handler retry policy (manifest v3+).
 	RetryPolicy *RetryPolicyConfig `yaml:"retry_policy"`
 	// Limits bound each of the handler's workers (see limits.go).
@@ -154,18 +166,39 @@ type RetryPolicyConfig struct {
 // Duration is a time.Duration written as a Go duration string ("30s").
 type Duration time.Duration
 
-// UnmarshalYAML parses "1m30s"-style durations.
+// UnmarshalYAML parses "1m30s"-style durations, with whole days in front
+// ("7d", "1d12h": retentions are counted in days).
 func (d *Duration) UnmarshalYAML(n *yaml.Node) error {
 	var s string
 	if err := n.Decode(&s); err != nil {
 		return fmt.Errorf("want a duration like 30s or 5m, got %s", describeNode(n))
 	}
-	v, err := time.ParseDuration(s)
+	v, err := parseDuration(s)
 	if err != nil {
-		return fmt.Errorf("%q is not a duration (want e.g. 30s, 5m)", s)
+		return fmt.Errorf("%q is not a duration (want e.g. 30s, 5m, 7d)", s)
 	}
 	*d = Duration(v)
 	return nil
+}
+
+// daysRE is a leading count of days and the rest of a duration.
+var daysRE = regexp.MustCompile(`^([0-9]{1,5})d(.*)$`)
+
+func parseDuration(s string) (time.Duration, error) {
+	m := daysRE.FindStringSubmatch(s)
+	if m == nil {
+		return time.ParseDuration(s)
+	}
+	days, _ := strconv.Atoi(m[1])
+	v := time.Duration(days) * 24 * time.Hour
+	if m[2] == "" {
+		return v, nil
+	}
+	rest, err := time.ParseDuration(m[2])
+	if err != nil || rest < 0 {
+		return 0, fmt.Errorf("bad duration %q", s)
+	}
+	return v + rest, nil
 }
 
 // Std returns the value as a time.Duration.
@@ -440,6 +473,14 @@ func (h *HandlerConfig) resolve(hp, baseDir string, bad func(path, format string
 		h.OutputContentType = "application/json"
 	}
 	h.resolveRestateTimeouts(hp, bad)
+	for _, r := range []struct {
+		field string
+		d     Duration
+	}{{"journal_retention", h.JournalRetention}, {"idempotency_retention", h.IdempotencyRetention}, {"workflow_completion_retention", h.WorkflowCompletionRetention}} {
+		if r.d < 0 {
+			bad(hp+"."+r.field, "must be positive (leave it out for Restate's default)")
+		}
+	}
 	h.Limits.resolve(hp+".limits", bad)
 	h.resolveDurability(hp, bad)
 	if rp := h.RetryPolicy; rp != nil {

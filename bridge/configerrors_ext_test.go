@@ -15,7 +15,7 @@ import (
 const (
 	knownTop      = "listen, protocol_mode, identity_keys, allow_unauthenticated, runtimes, python, shutdown_timeout, start_timeout, max_concurrent_invocations, max_journal_bytes, context_listen, metrics_listen, tracing, instance, services"
 	knownService  = "name, type, documentation, metadata, lazy_state, handlers"
-	knownHandler  = "name, documentation, metadata, runtime, dir, handler, env, python, timeout, idle_timeout, concurrency, min_warm, lease_timeout, input_content_type, output_content_type, inactivity_timeout, abort_timeout, retry_policy, limits, durability, suspend_after, shared"
+	knownHandler  = "name, documentation, metadata, runtime, dir, handler, env, python, timeout, idle_timeout, concurrency, min_warm, lease_timeout, input_content_type, output_content_type, inactivity_timeout, abort_timeout, journal_retention, idempotency_retention, workflow_completion_retention, ingress_private, retry_policy, limits, durability, suspend_after, shared"
 	knownLimits   = "memory, processes, open_files, file_size, cpu"
 	knownRetry    = "initial_interval, max_interval, exponentiation_factor, max_attempts, on_max_attempts"
 	knownPython   = "interpreter"
@@ -94,7 +94,7 @@ func TestConfigErrorsNameLineFieldAndWhatIsAllowed(t *testing.T) {
 			`line 4: services[0].handlers[0].timeout: want a duration like 30s or 5m, got a list`},
 		{"a word for a duration",
 			"shutdown_timeout: soon\n" + servicesStart + goodHandler,
-			`line 1: shutdown_timeout: "soon" is not a duration (want e.g. 30s, 5m)`},
+			`line 1: shutdown_timeout: "soon" is not a duration (want e.g. 30s, 5m, 7d)`},
 		{"a word for a size",
 			"max_journal_bytes: lots\n" + servicesStart + goodHandler,
 			`line 1: max_journal_bytes: "lots" is not a size (want e.g. 65536, 64Ki, 128Mi)`},

@@ -75,10 +75,16 @@ func (s *ServiceConfig) resolveKeyed(sp string, bad func(path, format string, ar
 	for hi := range s.Handlers {
 		h := &s.Handlers[hi]
 		hasRun = hasRun || h.Name == WorkflowHandler
+		hp := fmt.Sprintf("%s.handlers[%d]", sp, hi)
+		if h.WorkflowCompletionRetention != 0 && (s.Type != TypeWorkflow || h.Name != WorkflowHandler) {
+			bad(hp+".workflow_completion_retention", "only the run handler of a workflow completes a workflow; set idempotency_retention for a result kept by idempotency key")
+		}
+		if h.IdempotencyRetention != 0 && s.Type == TypeWorkflow && h.Name == WorkflowHandler {
+			bad(hp+".idempotency_retention", "a workflow's run handler keeps its result for workflow_completion_retention instead")
+		}
 		if !h.Shared {
 			continue
 		}
-		hp := fmt.Sprintf("%s.handlers[%d]", sp, hi)
 		switch {
 		case s.Type == TypeService:
 			bad(hp+".shared", "only handlers of a virtual_object can be shared; service %q is a plain service (type: service), whose handlers all run concurrently and have no state", s.Name)

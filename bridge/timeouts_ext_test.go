@@ -81,3 +81,117 @@ func TestExplicitRestateTimeouts(t *testing.T) {
 }
 
 func ptr[T any](v T) *T { return &v }
+
+// journal_retention, idempotency_retention, ingress_private and a
+// workflow's workflow_completion_retention reach the manifest from v3 (in
+// whole milliseconds); left out, the manifest says nothing and Restate's
+// defaults apply. Misplaced or negative values are refused naming the field.
+func TestRetentionsAndIngressPrivateReachTheManifest(t *testing.T) {
+	cfg, err := bridge.LoadConfig(writeConfig(t, `
+services:
+  - name: Greeter
+    handlers:
+      - {name: greet, runtime: python, dir: functions, handler: greeter.greet,
+         journal_retention: 2h, idempotency_retention: 30m, ingress_private: true}
+      - {name: plain, runtime: python, dir: functions, handler: greeter.greet}
+  - name: Signup
+    type: workflow
+    handlers:
+      - {name: run, runtime: python, dir: functions, handler: greeter.greet, workflow_completion_retention: 1d24h}
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := bridge.New(cfg, bridge.Options{Clients: map[string]executorv1.FunctionRuntimeClient{"python": newFakeRuntime()}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	handlers := func(version int) map[string]map[string]any {
+		out, err := discovery.Encode(b.Manifest(), version)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var m struct {
+			Services []struct {
+				Name     string           `json:"name"`
+				Handlers []map[string]any `json:"handlers"`
+			} `json:"services"`
+		}
+		if err := json.Unmarshal(out, &m); err != nil {
+			t.Fatal(err)
+		}
+		byName := map[string]map[string]any{}
+		for _, s := range m.Services {
+			for _, h := range s.Handlers {
+				byName[s.Name+"/"+h["name"].(string)] = h
+			}
+		}
+		return byName
+	}
+	v3 := handlers(3)
+	for _, c := range []struct {
+		handler, field string
+		want           any
+	}{
+		{"Greeter/greet", "journalRetention", float64(2 * time.Hour / time.Millisecond)},
+		{"Greeter/greet", "idempotencyRetention", float64(30 * time.Minute / time.Millisecond)},
+		{"Greeter/greet", "ingressPrivate", true},
+		{"Signup/run", "workflowCompletionRetention", float64(48 * time.Hour / time.Millisecond)},
+	} {
+		if got := v3[c.handler][c.field]; got != c.want {
+			t.Errorf("manifest v3 %s %s = %v, want %v", c.handler, c.field, got, c.want)
+		}
+	}
+	for _, field := range []string{"journalRetention", "idempotencyRetention", "ingressPrivate", "workflowCompletionRetention"} {
+		if v, ok := v3["Greeter/plain"][field]; ok {
+			t.Errorf("manifest v3 Greeter/plain carries %s = %v, left out in the configuration", field, v)
+		}
+		if v, ok := handlers(2)["Greeter/greet"][field]; ok {
+			t.Errorf("manifest v2 carries %s = %v, which it does not define", field, v)
+		}
+	}
+
+	for _, bad := range []struct{ services, want string }{
+		{`
+  - name: S
+    handlers:
+      - {name: h, runtime: python, dir: functions, handler: greeter.greet, journal_retention: -1s}`,
+			"services[0].handlers[0].journal_retention: must be positive"},
+		{`
+  - name: S
+    handlers:
+      - {name: h, runtime: python, dir: functions, handler: greeter.greet, workflow_completion_retention: 1h}`,
+			"services[0].handlers[0].workflow_completion_retention: only the run handler of a workflow"},
+		{`
+  - name: W
+    type: workflow
+    handlers:
+      - {name: run, runtime: python, dir: functions, handler: greeter.greet, idempotency_retention: 1h}`,
+			"services[0].handlers[0].idempotency_retention: a workflow's run handler keeps its result for workflow_completion_retention"},
+	} {
+		_, err := bridge.LoadConfig(writeConfig(t, "services:"+bad.services+"\n"))
+		if err == nil || !strings.Contains(err.Error(), bad.want) {
+			t.Errorf("config %s: error %v, want it to say %q", bad.services, err, bad.want)
+		}
+	}
+}
+
+// Durations take whole days in front, as retentions are counted: 7d,
+// 1d12h; anything else after the days is refused.
+func TestDurationsInDays(t *testing.T) {
+	for in, want := range map[string]time.Duration{"7d": 7 * 24 * time.Hour, "1d12h": 36 * time.Hour, "90m": 90 * time.Minute} {
+		cfg, err := bridge.LoadConfig(writeConfig(t, strings.Replace(validConfig, "idle_timeout: 5m", "idle_timeout: 5m\n        journal_retention: "+in, 1)))
+		if err != nil {
+			t.Fatalf("journal_retention %s: %v", in, err)
+		}
+		if got := cfg.Services[0].Handlers[0].JournalRetention.Std(); got != want {
+			t.Errorf("journal_retention %s = %s, want %s", in, got, want)
+		}
+	}
+	for _, in := range []string{"7dx", "d", "1d-1h"} {
+		_, err := bridge.LoadConfig(writeConfig(t, strings.Replace(validConfig, "idle_timeout: 5m", "idle_timeout: 5m\n        journal_retention: "+in, 1)))
+		if err == nil || !strings.Contains(err.Error(), "is not a duration") {
+			t.Errorf("journal_retention %s: error %v, want it refused as not a duration", in, err)
+		}
+	}
+}

@@ -69,6 +69,7 @@ func TestBridge(t *testing.T) {
 				{"a Python and a Bash function return their results", testFunctionsReturnResults(6)},
 				{"an idempotency-key repeat returns the same result without executing again", testIdempotencyKey},
 				{"a retryable failure is retried by Restate until it succeeds", testRetryableFailureRetried},
+				{"retentions and ingress_private reach restate-server; a private handler is called by services only", testRetentionsAndPrivate},
 				{"a terminal failure reaches the caller and is not retried", testTerminalFailure},
 				{"a timeout fails retryably and kills the worker each time", testTimeoutRetried},
 				{"cancelling an invocation kills the worker and ends it with 409 cancelled", testCancelKillsWorker},
@@ -262,6 +263,85 @@ func testRetryableFailureRetried(t *testing.T, env *bridgeEnv) {
 	if n := len(ws.lines(t, "calls.log")); n != 3 {
 		t.Errorf("%d executions, want exactly 3 (two failures, one success)", n)
 	}
+}
+
+// journal_retention, idempotency_retention, workflow_completion_retention
+// and ingress_private flow from bridge.yaml through the manifest into
+// restate-server (its registration answer shows them), and an
+// ingress-private handler is refused at the ingress while another service
+// still calls it (fnbridge.call from a steps function).
+func testRetentionsAndPrivate(t *testing.T, env *bridgeEnv) {
+	ws := newWorkspace(t)
+	writeFile(t, filepath.Join(ws.fn, "private.py"), `import fnbridge
+
+def hidden(x):
+    return {"hidden": x}
+
+def front(x):
+    return fnbridge.call("Private", "hidden", x)
+
+def run(x):
+    return {"done": x}
+`)
+	cfg := ws.config(t, `services:
+  - name: Private
+    handlers:
+      - {name: hidden, runtime: python, dir: fn, handler: private.hidden, ingress_private: true,
+         journal_retention: 2h, idempotency_retention: 30m}
+  - name: Front
+    handlers:
+      - {name: front, runtime: python, dir: fn, handler: private.front, durability: steps}
+  - name: Done
+    type: workflow
+    handlers:
+      - {name: run, runtime: python, dir: fn, handler: private.run, workflow_completion_retention: 48h}
+`)
+	b := startBridge(t, cfg, freeAddr(t))
+	answer := env.srv.Register(t, b.URI(), false)
+	var reg struct {
+		Services []struct {
+			Name                        string           `json:"name"`
+			WorkflowCompletionRetention any              `json:"workflow_completion_retention"`
+			Handlers                    []map[string]any `json:"handlers"`
+		} `json:"services"`
+	}
+	if err := json.Unmarshal(answer, &reg); err != nil {
+		t.Fatalf("registration answer %s: %v", answer, err)
+	}
+	for _, s := range reg.Services {
+		// restate-server shows a workflow's completion retention on the
+		// service: its run handler's is the workflow's.
+		if s.Name == "Done" && s.WorkflowCompletionRetention != "2d" {
+			t.Errorf("restate-server's Done workflow_completion_retention = %v, want 2d (the run handler's, from bridge.yaml)", s.WorkflowCompletionRetention)
+		}
+	}
+	got := map[string]map[string]any{}
+	for _, s := range reg.Services {
+		for _, h := range s.Handlers {
+			got[s.Name+"/"+fmt.Sprint(h["name"])] = h
+		}
+	}
+	for _, c := range []struct {
+		handler, field string
+		want           any
+	}{
+		{"Private/hidden", "journal_retention", "2h"},
+		{"Private/hidden", "idempotency_retention", "30m"},
+		{"Private/hidden", "public", false},
+		{"Front/front", "public", true},
+	} {
+		if v := got[c.handler][c.field]; v != c.want {
+			t.Errorf("restate-server's %s %s = %v, want %v (from bridge.yaml via the manifest); the handler: %v", c.handler, c.field, v, c.want, got[c.handler])
+		}
+	}
+
+	ctx := caseContext(t)
+	status, out, err := env.srv.Call(ctx, "Private", "hidden", []byte(`{"n":1}`), nil)
+	if err != nil || status < 400 || status >= 500 {
+		t.Errorf("the ingress called the private handler: %d %s %v, want it refused (4xx)", status, out, err)
+	}
+	out = callOK(ctx, t, env.srv, "Front", "front", `{"n":2}`, nil)
+	assertJSON(t, "a service calling the private handler", out, `{"hidden":{"n":2}}`)
 }
 
 // "handler signalled a terminal failure | run completed with a failure;

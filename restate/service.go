@@ -153,8 +153,14 @@ type Handler struct {
 	// Content types announced to the ingress (defaults */* and
 	// application/json).
 	InputContentType, OutputContentType string
-	// Runtime settings announced in the manifest (manifest v3+).
+	// Runtime settings announced in the manifest (manifest v3+); zero
+	// leaves each to the runtime. WorkflowCompletionRetention is for the
+	// WORKFLOW handler of a workflow only.
 	InactivityTimeout, AbortTimeout, JournalRetention, IdempotencyRetention time.Duration
+	WorkflowCompletionRetention                                             time.Duration
+	// IngressPrivate (manifest v3+) hides the handler from the ingress:
+	// only other services can call it.
+	IngressPrivate bool
 	// RetryPolicy is announced in the manifest (v4+).
 	RetryPolicy *RetryPolicy
 	// DeliverCancel makes Restate's CANCEL signal a failure the handler
@@ -166,6 +172,14 @@ type Handler struct {
 	// invocation's output. Without it the CANCEL ends the attempt and the
 	// invocation with 409 whatever the handler does.
 	DeliverCancel bool
+}
+
+// truePtr is a pointer to true for true, nil (unset) for false.
+func truePtr(b bool) *bool {
+	if !b {
+		return nil
+	}
+	return &b
 }
 
 func durationPtr(d time.Duration) *time.Duration {
@@ -204,6 +218,9 @@ func manifestService(s Service) discovery.Service {
 			JournalRetention:     durationPtr(h.JournalRetention),
 			IdempotencyRetention: durationPtr(h.IdempotencyRetention),
 			RetryPolicy:          h.RetryPolicy,
+
+			WorkflowCompletionRetention: durationPtr(h.WorkflowCompletionRetention),
+			IngressPrivate:              truePtr(h.IngressPrivate),
 		})
 	}
 	return out

@@ -95,16 +95,17 @@ func DroppedFields(m Manifest, version int) []string {
 // options are the settings services and handlers share.
 type options struct {
 	inactivity, abort, journal, idempotency *time.Duration
+	workflow                                *time.Duration // handlers only
 	ingressPrivate, lazyState               *bool
 	retry                                   *RetryPolicy
 }
 
 func optionsOfService(s Service) options {
-	return options{s.InactivityTimeout, s.AbortTimeout, s.JournalRetention, s.IdempotencyRetention, s.IngressPrivate, s.EnableLazyState, s.RetryPolicy}
+	return options{s.InactivityTimeout, s.AbortTimeout, s.JournalRetention, s.IdempotencyRetention, nil, s.IngressPrivate, s.EnableLazyState, s.RetryPolicy}
 }
 
 func optionsOfHandler(h Handler) options {
-	return options{h.InactivityTimeout, h.AbortTimeout, h.JournalRetention, h.IdempotencyRetention, h.IngressPrivate, h.EnableLazyState, h.RetryPolicy}
+	return options{h.InactivityTimeout, h.AbortTimeout, h.JournalRetention, h.IdempotencyRetention, h.WorkflowCompletionRetention, h.IngressPrivate, h.EnableLazyState, h.RetryPolicy}
 }
 
 // v3Fields names the manifest fields of o that need version 3.
@@ -118,6 +119,7 @@ func (o options) v3Fields() []string {
 		{"abortTimeout", o.abort != nil},
 		{"journalRetention", o.journal != nil},
 		{"idempotencyRetention", o.idempotency != nil},
+		{"workflowCompletionRetention", o.workflow != nil},
 		{"ingressPrivate", o.ingressPrivate != nil},
 		{"enableLazyState", o.lazyState != nil},
 	} {
@@ -135,6 +137,7 @@ func renderOptions(version int, o options) wireOptions {
 		w.AbortTimeout = millis(o.abort)
 		w.JournalRetention = millis(o.journal)
 		w.IdempotencyRetention = millis(o.idempotency)
+		w.WorkflowCompletionRetention = millis(o.workflow)
 		w.IngressPrivate = o.ingressPrivate
 		w.EnableLazyState = o.lazyState
 	}

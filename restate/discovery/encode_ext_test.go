@@ -67,7 +67,7 @@ func fullManifest() discovery.Manifest {
 				Name: "Signup",
 				Type: discovery.ServiceTypeWorkflow,
 				Handlers: []discovery.Handler{
-					{Name: "run", Type: discovery.HandlerTypeWorkflow},
+					{Name: "run", Type: discovery.HandlerTypeWorkflow, WorkflowCompletionRetention: ptr(48 * time.Hour)},
 					{Name: "approve", Type: discovery.HandlerTypeShared},
 				},
 			},
@@ -112,7 +112,7 @@ var (
 	serviceKeysV1 = []string{"name", "ty", "handlers"}
 	handlerKeysV1 = []string{"name", "ty", "input", "output"}
 	v2Keys        = []string{"documentation", "metadata"}
-	v3Keys        = []string{"inactivityTimeout", "abortTimeout", "journalRetention", "idempotencyRetention", "ingressPrivate", "enableLazyState"}
+	v3Keys        = []string{"inactivityTimeout", "abortTimeout", "journalRetention", "idempotencyRetention", "workflowCompletionRetention", "ingressPrivate", "enableLazyState"}
 	v4Keys        = []string{"retryPolicyInitialInterval", "retryPolicyMaxInterval", "retryPolicyMaxAttempts", "retryPolicyExponentiationFactor", "retryPolicyOnMaxAttempts"}
 )
 
@@ -177,7 +177,7 @@ func TestDroppedFieldsNamesWhatOldVersionsLose(t *testing.T) {
 	d1 := strings.Join(discovery.DroppedFields(m, 1), "\n")
 	for _, want := range []string{"Greeter: documentation", "Greeter: metadata", "Greeter/greet: documentation",
 		"Greeter: inactivityTimeout", "Greeter: ingressPrivate", "acme.Counter-v2/add: journalRetention", "Greeter: retryPolicy",
-		"acme.Counter-v2: enableLazyState", "acme.Counter-v2/get: enableLazyState"} {
+		"acme.Counter-v2: enableLazyState", "acme.Counter-v2/get: enableLazyState", "Signup/run: workflowCompletionRetention"} {
 		if !strings.Contains(d1, want) {
 			t.Errorf("v1 dropped fields lack %q:\n%s", want, d1)
 		}
@@ -233,6 +233,14 @@ func TestEncodeRejectsInvalidManifests(t *testing.T) {
 			m.Services[0].Handlers[0].Type = discovery.HandlerTypeWorkflow
 			m.Services[0].Handlers[0].IdempotencyRetention = ptr(time.Hour)
 		}, "idempotencyRetention is not valid"},
+		{"workflow retention outside a workflow", func(m *discovery.Manifest) {
+			m.Services[0].Handlers[0].WorkflowCompletionRetention = ptr(time.Hour)
+		}, "workflowCompletionRetention is only valid on the WORKFLOW handler"},
+		{"workflow retention on a shared handler", func(m *discovery.Manifest) {
+			m.Services[0].Type = discovery.ServiceTypeWorkflow
+			m.Services[0].Handlers[0].Type = discovery.HandlerTypeShared
+			m.Services[0].Handlers[0].WorkflowCompletionRetention = ptr(time.Hour)
+		}, "workflowCompletionRetention is only valid on the WORKFLOW handler"},
 		{"negative timeout", func(m *discovery.Manifest) { m.Services[0].InactivityTimeout = ptr(-time.Second) }, "inactivityTimeout -1s is negative"},
 		{"sub-millisecond", func(m *discovery.Manifest) { m.Services[0].Handlers[0].AbortTimeout = ptr(1500 * time.Microsecond) }, "abortTimeout 1.5ms is not a whole number of milliseconds"},
 		{"retry max < initial", func(m *discovery.Manifest) {

@@ -106,6 +106,9 @@ type Handler struct {
 	// Per-handler settings (v3+), overriding the service's. Durations are
 	// sent in whole milliseconds.
 	InactivityTimeout, AbortTimeout, JournalRetention, IdempotencyRetention *time.Duration
+	// WorkflowCompletionRetention (v3+) keeps a workflow's result and
+	// state after its WORKFLOW handler completed; only on that handler.
+	WorkflowCompletionRetention *time.Duration
 	// IngressPrivate (v3+) hides the handler from the HTTP and Kafka ingress.
 	IngressPrivate *bool
 	// EnableLazyState (v3+) overrides the service's for this handler.

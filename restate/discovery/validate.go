@@ -86,6 +86,9 @@ func validateService(where string, s Service) error {
 		if h.Type == HandlerTypeWorkflow && h.IdempotencyRetention != nil {
 			return fmt.Errorf("discovery: %s: idempotencyRetention is not valid on a WORKFLOW handler", hwhere)
 		}
+		if h.WorkflowCompletionRetention != nil && (typ != ServiceTypeWorkflow || h.Type != HandlerTypeWorkflow) {
+			return fmt.Errorf("discovery: %s: workflowCompletionRetention is only valid on the WORKFLOW handler of a WORKFLOW service", hwhere)
+		}
 		if err := validateOptions(hwhere, optionsOfHandler(h)); err != nil {
 			return err
 		}
@@ -119,6 +122,7 @@ func validateOptions(where string, o options) error {
 		{"abortTimeout", o.abort},
 		{"journalRetention", o.journal},
 		{"idempotencyRetention", o.idempotency},
+		{"workflowCompletionRetention", o.workflow},
 	} {
 		if err := validateDuration(where, d.name, d.v); err != nil {
 			return err

@@ -36,8 +36,10 @@ type wireOptions struct {
 	AbortTimeout         *int64 `json:"abortTimeout,omitempty"`
 	JournalRetention     *int64 `json:"journalRetention,omitempty"`
 	IdempotencyRetention *int64 `json:"idempotencyRetention,omitempty"`
-	IngressPrivate       *bool  `json:"ingressPrivate,omitempty"`
-	EnableLazyState      *bool  `json:"enableLazyState,omitempty"`
+	// Handlers only, of a workflow's WORKFLOW handler.
+	WorkflowCompletionRetention *int64 `json:"workflowCompletionRetention,omitempty"`
+	IngressPrivate              *bool  `json:"ingressPrivate,omitempty"`
+	EnableLazyState             *bool  `json:"enableLazyState,omitempty"`
 
 	RetryPolicyInitialInterval      *int64   `json:"retryPolicyInitialInterval,omitempty"`
 	RetryPolicyMaxInterval          *int64   `json:"retryPolicyMaxInterval,omitempty"`
