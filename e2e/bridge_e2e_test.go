@@ -348,7 +348,7 @@ def run(x):
 // invocation ends with that failure, no retry": Python's
 // fnbridge.TerminalError and Bash's exit 100 reach the caller, and the
 // invocation is completed (not backing off) after one execution. A
-// TerminalError's own code is the caller's status.
+// TerminalError's own code, and Bash's fnbridge fail --code, is the caller's status.
 func testTerminalFailure(t *testing.T, env *bridgeEnv) {
 	ws := newWorkspace(t, "refuse.py", "refuse.sh")
 	cfg := ws.config(t, `services:
@@ -361,6 +361,9 @@ func testTerminalFailure(t *testing.T, env *bridgeEnv) {
   - name: TerminalSh
     handlers:
       - {name: refuse, runtime: bash, dir: fn, handler: refuse.refuse, retry_policy: {initial_interval: 100ms}}
+  - name: TerminalShCode
+    handlers:
+      - {name: refuse, runtime: bash, dir: fn, handler: refuse.refuse_code, retry_policy: {initial_interval: 100ms}}
 `)
 	serveAndRegister(t, env, cfg)
 	ctx := caseContext(t)
@@ -371,6 +374,7 @@ func testTerminalFailure(t *testing.T, env *bridgeEnv) {
 		{"TerminalPy", "refuse", "calls_py.log", "order C-3 not found", http.StatusInternalServerError},
 		{"TerminalPyCode", "refuse", "calls_code.log", "order C-3 is gone", http.StatusGone},
 		{"TerminalSh", "refuse", "calls_sh.log", "order refused by bash", http.StatusInternalServerError},
+		{"TerminalShCode", "refuse", "calls_sh_code.log", "order C-3 is gone (bash)", http.StatusGone},
 	} {
 		status, body, err := env.srv.Call(ctx, c.svc, c.handler, []byte(`{"order":"C-3"}`), nil)
 		if err != nil {

@@ -111,7 +111,7 @@ fnbridge run passes through the status of a CMD that failed retryably.`,
 		SilenceUsage:  true,
 		SilenceErrors: true,
 	}
-	root.AddCommand(newCtxKeyCmd(), newCtxStateCmd(), newCtxPromiseCmd(), newCtxCancelCmd(), newCtxAgentCmd())
+	root.AddCommand(newCtxKeyCmd(), newCtxStateCmd(), newCtxPromiseCmd(), newCtxCancelCmd(), newCtxAgentCmd(), newCtxFailCmd())
 	root.AddCommand(newCtxAwakeableCmds()...)
 	root.AddCommand(newCtxRunCmd(), newCtxSleepCmd(), newCtxCallCmd(), newCtxSendCmd(), newCtxAwaitCmd(),
 		newCtxValueCmd("invocation-id", "Print the invocation id", func(ctx context.Context, c *stepctx.Client) (string, error) {
@@ -524,4 +524,27 @@ func newCtxValueCmd(use, short string, get func(context.Context, *stepctx.Client
 			return writeOut(cmd, []byte(v+"\n"))
 		},
 	}
+}
+
+// newCtxFailCmd is `fnbridge fail` outside the function's own shell (a
+// child process, a step's CMD), where the shell function of the same name
+// cannot be: it cannot end the function from here, so it prints the
+// message and exits 100, which a step's CMD turns into a terminal step
+// failure and a function that exits with it into a terminal failure
+// (code 500: only the function's own shell records a code).
+func newCtxFailCmd() *cobra.Command {
+	var code int
+	cmd := &cobra.Command{
+		Use:   "fail [--code N] MESSAGE...",
+		Short: "End the invocation with a terminal failure (in the function's own shell; elsewhere: print MESSAGE, exit 100)",
+		RunE: func(cmd *cobra.Command, args []string) error {
+			msg := strings.Join(args, " ")
+			if code != 0 && code != 500 {
+				msg += fmt.Sprintf(" (fnbridge fail --code %d works in the function's own shell only; from a child process the failure's code is 500)", code)
+			}
+			return exitf(ctxExitTerminal, "%s", msg)
+		},
+	}
+	cmd.Flags().IntVar(&code, "code", 500, "the failure's code (the caller's HTTP status at the ingress); only in the function's own shell")
+	return cmd
 }

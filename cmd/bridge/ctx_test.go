@@ -311,3 +311,12 @@ func TestAgentWaitGoneSeesTheProcessEnd(t *testing.T) {
 		t.Fatal("waitGone did not return after the process ended")
 	}
 }
+
+// `fnbridge fail` as a command (a child process, a step's CMD) cannot end
+// the function: it prints the message and exits 100, saying that a code
+// other than 500 is only kept in the function's own shell.
+func TestCtxFailOutsideTheFunctionsShell(t *testing.T) {
+	fnbridge(t, "", "fail", "order", "gone").want(t, 100, "", "order gone\n")
+	r := fnbridge(t, "", "fail", "--code", "410", "order gone")
+	r.want(t, 100, "", "order gone (fnbridge fail --code 410 works in the function's own shell only")
+}

@@ -21,9 +21,13 @@
 # command, and every other shell ($(...), pipelines, background jobs and
 # children, whose $BASHPID differs), uses the fnbridge command on PATH, so
 # two shells never share the agent. Like the command, CMD's arguments are
-# data: never evaluated. Defined as fnbridge only in invocations that have
-# a step context.
+# data: never evaluated. Defined as fnbridge in every invocation's shell;
+# without a step context only `fnbridge fail` (below) is its own.
 __fnb_fnbridge() {
+	if [[ ${1-} == fail && $BASHPID == "${__fnb_ishell-}" ]]; then
+		builtin shift
+		__fnb_fail "$@"
+	fi
 	if [[ ${1-} != run || $BASHPID != "${__fnb_ishell-}" || -z ${FNBRIDGE_CONTEXT-} ]]; then
 		command fnbridge "$@"
 		builtin return
@@ -89,6 +93,32 @@ __fnb_fnbridge() {
 		builtin printf '%s' "$__fnb_v"
 	fi
 	builtin return 0
+}
+
+# __fnb_fail [--code N] MESSAGE...: `fnbridge fail` in the invocation's own
+# shell. It ends the invocation with a terminal failure whose code is N
+# (default 500; the caller's HTTP status at Restate's ingress) and whose
+# message is MESSAGE, also printed on stderr for the log: the record goes
+# to the invocation's own file, which Go reads on exit status 100.
+__fnb_fail() {
+	builtin local __fnb_code=500 IFS=' '
+	case ${1-} in
+	--code)
+		__fnb_code=${2-}
+		builtin shift 2 || builtin shift
+		;;
+	--code=*)
+		__fnb_code=${1#--code=}
+		builtin shift
+		;;
+	esac
+	if ! [[ $__fnb_code =~ ^[0-9]{1,5}$ ]] || ((10#$__fnb_code < 1 || 10#$__fnb_code > 65535)); then
+		builtin printf 'fnbridge: fail --code %s: want a code from 1 to 65535; failing with 500\n' "$__fnb_code" >&2
+		__fnb_code=500
+	fi
+	builtin printf '%s\n' "$*" >&2
+	builtin printf '%d %s' "$((10#$__fnb_code))" "$*" >|"$__fnb_dir/f.$__fnb_f"
+	builtin exit 100
 }
 
 # __fnb_is_agent PID: PID is alive and is this worker's step agent, not a
@@ -259,6 +289,10 @@ __fnb_main() {
 	# redirection per message; each subshell points its own stdout at the
 	# output file.
 	command exec >&"$__fnb_out"
+	# Every invocation's shell has fnbridge as a function (steps, fail),
+	# defined once here, after the handler file, for the subshells to
+	# inherit.
+	fnbridge() { __fnb_fnbridge "$@"; }
 	builtin printf 'K %s\n' "$BASH_VERSION"
 
 	# One subshell per invocation, so `exit N` and variables stay inside it.
@@ -397,9 +431,6 @@ __fnb_main() {
 			fi
 			# The shell whose fnbridge function may use the step agent.
 			__fnb_ishell=$BASHPID __fnb_areq= __fnb_aans= __fnb_apid=
-			if [[ -n ${FNBRIDGE_CONTEXT-} ]]; then
-				fnbridge() { __fnb_fnbridge "$@"; }
-			fi
 			for __fnb_o in "${__fnb_reapply[@]}"; do
 				builtin set -o "$__fnb_o"
 			done

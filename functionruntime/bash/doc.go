@@ -82,6 +82,11 @@
 //
 //	echo "order $1 not found" >&2; exit 100
 //
+// `fnbridge fail [--code N] MESSAGE` (a shell function of the invocation's
+// own shell) writes "N MESSAGE" to the invocation's file f.<key> and exits
+// 100; on status 100 Go takes that record, if any, as the failure: Type
+// "fnbridge.fail", Code N, Message MESSAGE.
+//
 // # Outputs
 //
 // The environment variable FNBRIDGE_OUTPUTS names a file of the invocation's

@@ -163,3 +163,53 @@ run() {
 		}
 	}
 }
+
+// `fnbridge fail [--code N] MESSAGE` in the function's own shell ends the
+// invocation with a terminal failure carrying N (default 500) and MESSAGE,
+// as a Python TerminalError(message, code) does; the message is logged
+// too. A code out of range fails with 500 and says so. The worker serves
+// the next invocation as before, and a plain exit 100 keeps its message
+// from stderr.
+func TestFailWithACode(t *testing.T) {
+	f := conformance.NewFixture(t, "fail.run", map[string]string{"fail.sh": `
+run() {
+	case $1 in
+	gone) fnbridge fail --code 410 "order" "C-3 is gone"; echo "not reached" >&2 ;;
+	plain) fnbridge fail "no reason given" ;;
+	bad) fnbridge fail --code=70000 "too big a code" ;;
+	exit) echo "refused by exit" >&2; exit 100 ;;
+	ok) printf 'fine' ;;
+	esac
+}
+`})
+	w := f.Start(t)
+	for _, c := range []struct {
+		input, message string
+		code           int
+	}{
+		{"gone", "order C-3 is gone", 410},
+		{"plain", "no reason given", 500},
+		{"bad", "too big a code", 500},
+		{"exit", "exit status 100: refused by exit", 0},
+	} {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		_, err := w.Invoke(ctx, f.Invocation("inv-"+c.input, []byte(c.input)))
+		cancel()
+		var he *functionruntime.HandlerError
+		if !errors.As(err, &he) || !he.Terminal || he.Code != c.code || he.Message != c.message {
+			t.Fatalf("%s: error = %#v, want a terminal failure %d %q", c.input, err, c.code, c.message)
+		}
+	}
+	if len(f.Logs.Records("not reached")) != 0 {
+		t.Error("code after fnbridge fail ran")
+	}
+	if len(f.Logs.Records("order C-3 is gone")) == 0 {
+		t.Error("the failure's message was not logged")
+	}
+	if len(f.Logs.Records("fnbridge: fail --code 70000: want a code from 1 to 65535; failing with 500")) == 0 {
+		t.Error("the out-of-range code was not reported")
+	}
+	if res := f.MustInvoke(t, w, "ok"); string(res.Output) != "fine" {
+		t.Errorf("after the failures: %q, want fine", res.Output)
+	}
+}

@@ -309,6 +309,16 @@ func (s *session) invoke(input []byte, sc *functionruntime.StepContext, env map[
 	// exists only once the function writes it.)
 	out, outErr := takeFile(stdout, s.maxOutput)
 	outs, outsErr := takeFile(outsFile, proc.MaxOutputsFile)
+	if status == TerminalExitStatus {
+		// `fnbridge fail` leaves its code and message here; only it
+		// writes the file, and it always exits 100.
+		if rec, err := takeFile(cur.file(s.Tmp, 'f'), maxFailRecord); err == nil && len(rec) > 0 {
+			if he := failRecord(rec); he != nil {
+				s.P.SyncLogs()
+				return functionruntime.Result{}, he
+			}
+		}
+	}
 	if status != 0 {
 		return functionruntime.Result{}, s.statusError(status, sc != nil)
 	}
@@ -415,6 +425,21 @@ func (s *session) statusError(status int, steps bool) error {
 		Message:  msg,
 		ExitCode: status,
 	}
+}
+
+// maxFailRecord bounds what `fnbridge fail` records: its code and message.
+const maxFailRecord = 64 << 10
+
+// failRecord is the terminal failure `fnbridge fail` recorded ("CODE
+// MESSAGE"), nil when the record is not one (the status line's message is
+// used then).
+func failRecord(rec []byte) *functionruntime.HandlerError {
+	codeText, msg, _ := strings.Cut(string(rec), " ")
+	code, err := strconv.Atoi(codeText)
+	if err != nil || code < 1 || code > 65535 {
+		return nil
+	}
+	return &functionruntime.HandlerError{Terminal: true, Type: "fnbridge.fail", Message: msg, ExitCode: TerminalExitStatus, Code: code}
 }
 
 // recentForMessage is how many recent lines are searched for a non-empty
