@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"path/filepath"
 
 	"github.com/fnbridge/fnbridge/functionruntime"
 	"github.com/fnbridge/fnbridge/functionruntime/kinds"
@@ -42,15 +43,19 @@ func registrationDigest(h *HandlerConfig) (string, error) {
 }
 
 // sourceSum is the hex SHA-256 of the handler's code: of its one source
-// file's content, or, for a kind whose code spans several files, of each
-// file's own sum in turn, so bytes moved from one file to the next still
-// change it.
+// file's content, or, for code that spans several files (a module and its
+// helpers), of each file's path inside dir and own sum in turn, so bytes
+// moved from one file to the next, or a helper renamed, still change it.
 func sourceSum(h *HandlerConfig) (string, error) {
 	files, err := h.SourceFiles()
 	if err != nil && !errors.Is(err, functionruntime.ErrTooManySources) {
 		return "", err
 	}
-	sums := make([][sha256.Size]byte, 0, len(files))
+	type fileSum struct {
+		rel string
+		sum [sha256.Size]byte
+	}
+	sums := make([]fileSum, 0, len(files))
 	for i, f := range files {
 		content, err := os.ReadFile(f)
 		if err != nil {
@@ -61,14 +66,20 @@ func sourceSum(h *HandlerConfig) (string, error) {
 			}
 			return "", fmt.Errorf("reading handler source: %w", err)
 		}
-		sums = append(sums, sha256.Sum256(content))
+		rel, err := filepath.Rel(h.Dir, f)
+		if err != nil {
+			rel = filepath.Base(f)
+		}
+		sums = append(sums, fileSum{filepath.ToSlash(rel), sha256.Sum256(content)})
 	}
 	if len(sums) == 1 {
-		return hex.EncodeToString(sums[0][:]), nil
+		return hex.EncodeToString(sums[0].sum[:]), nil
 	}
 	all := sha256.New()
-	for _, sum := range sums {
-		all.Write(sum[:])
+	for _, fs := range sums {
+		all.Write([]byte(fs.rel))
+		all.Write([]byte{0})
+		all.Write(fs.sum[:])
 	}
 	return hex.EncodeToString(all.Sum(nil)), nil
 }

@@ -42,9 +42,9 @@ func TestRegistrationDigestIsStable(t *testing.T) {
 		{"alone", "python", "greeter.greet", "", "sha256:b621a4ee907ea77f84bcaef8491e0658b28b01e6bd6a1d2299b8eb900f8440d5"},
 		{"alone", "python", "greeter.greet", ".venv/bin/python3.11", "sha256:74e27a3b6f0cf9b7b0167bbfddb1017b152079ba5c9b4efc45658598ba3ee235"},
 		{"alone", "bash", "fn.shout", "", "sha256:70b7db86a7279804fb1f9c3cda964cbd436b452468c376136351094a20dc46ec"},
-		{"both", "python", "greeter.greet", "", "sha256:7d4969a04dd66b6d87aef1c91883e223cb3e79d89389376b38e1e5d7fb3408ac"},
-		{"both", "python", "pkg.sub.main", "", "sha256:56865ed73be143cdd7d37745844c6276fcbb00094deaf118fa97a670a4b3bb2a"},
-		{"both", "python", "greeter.greet", ".venv/bin/python3.11", "sha256:aa6c9a695fee86d62b8707b82f864bafc377dfcf5469c2823b93294ec6efa1d6"},
+		{"both", "python", "greeter.greet", "", "sha256:77d5d37217da81459745a99ed41b2e5ef9fd9c28069d6b0e771c64f038678f3b"},
+		{"both", "python", "pkg.sub.main", "", "sha256:7786fdec7878ea2c82a27e7932bec7814bdc124d972c47cac3a001e4e444d544"},
+		{"both", "python", "greeter.greet", ".venv/bin/python3.11", "sha256:552ad3de3d222abc038921ca4cb18d8c35610f1f23e616f1e45cf495a922889c"},
 	}
 	for _, tt := range tests {
 		h := &HandlerConfig{Runtime: tt.runtime, Dir: filepath.Join(root, tt.dir), Handler: tt.handler, Env: env, IdleTimeout: Duration(5 * time.Minute), remoteRuntime: true}
@@ -101,6 +101,13 @@ func TestRegistrationDigestFollowsContentNotPath(t *testing.T) {
 	}
 	if digest(a, "f() { :; }\n") == before {
 		t.Error("an edited library script kept the handler's digest")
+	}
+	before = digest(a, "f() { :; }\n")
+	if err := os.Rename(filepath.Join(a, "lib", "common.sh"), filepath.Join(a, "lib", "shared.sh")); err != nil {
+		t.Fatal(err)
+	}
+	if digest(a, "f() { :; }\n") == before {
+		t.Error("a renamed library script (what `source lib/common.sh` finds) kept the handler's digest")
 	}
 }
 
