@@ -24,6 +24,7 @@ import (
 // unavailable; why is in the reasons.
 type cgroupParents struct {
 	v2      string // cgroup2 directory with memory and pids enabled for children
+	v2Self  string // the leaf the server moved itself into under v2, "" if it did not
 	pids    string // cgroup v1 pids hierarchy
 	memory  string // cgroup v1 memory hierarchy
 	reasons []string
@@ -48,10 +49,10 @@ func findCgroups(mountinfo, selfCgroup string) cgroupParents {
 	paths := readCgroupPaths(selfCgroup)
 	if m, ok := mounts["cgroup2"]; ok {
 		dir := cgroupDir(m, paths[""])
-		if err := enableV2(dir); err != nil {
+		if moved, err := enableV2(dir); err != nil {
 			c.reasons = append(c.reasons, "cgroup v2 at "+dir+": "+err.Error())
 		} else {
-			c.v2 = dir
+			c.v2, c.v2Self = dir, moved
 			return c
 		}
 	}
@@ -143,26 +144,82 @@ func cgroupDir(m mount, p string) string {
 }
 
 // enableV2 makes sure children of dir get the memory and pids
-// controllers. Enabling them fails while dir itself holds processes
-// (cgroup v2's no-internal-process rule) unless dir is the root; moving
-// the server aside is left to whoever delegates the cgroup.
-func enableV2(dir string) error {
+// controllers. cgroup v2 gives controllers to children only from a cgroup
+// without processes of its own (the no-internal-process rule; the root
+// is exempt), and the server's cgroup holds the server: in a cgroup
+// delegated to it (systemd's Delegate=yes, a container's own cgroup) it
+// moves itself into a leaf of its own, fnbridge-<pid>-server, as such a
+// cgroup's owner is expected to. It never moves another process: a cgroup
+// shared with others (a terminal's scope) is left as it is, and why is
+// the error.
+// It returns the leaf the server moved into, "" when it did not move.
+func enableV2(dir string) (moved string, err error) {
 	ctrls, err := os.ReadFile(filepath.Join(dir, "cgroup.controllers"))
 	if err != nil {
-		return err
+		return "", err
 	}
 	for _, want := range []string{"memory", "pids"} {
 		if !hasWord(string(ctrls), want) {
-			return fmt.Errorf("controller %s not delegated", want)
+			return "", fmt.Errorf("controller %s not delegated", want)
 		}
 	}
 	sub, _ := os.ReadFile(filepath.Join(dir, "cgroup.subtree_control"))
 	if !hasWord(string(sub), "memory") || !hasWord(string(sub), "pids") {
-		if err := os.WriteFile(filepath.Join(dir, "cgroup.subtree_control"), []byte("+memory +pids"), 0); err != nil {
-			return fmt.Errorf("enable memory and pids for children: %w", err)
+		err := enableChildren(dir)
+		if errors.Is(err, syscall.EBUSY) {
+			moved, err = moveSelfAside(dir)
+		}
+		if err != nil {
+			return "", fmt.Errorf("enable memory and pids for children: %w", err)
 		}
 	}
-	return probeLeaf(dir)
+	return moved, probeLeaf(dir)
+}
+
+// cgroupWrite writes one cgroup interface file (a variable, so a test can
+// stand in for the kernel's answers on a host without cgroup v2
+// controllers).
+var cgroupWrite = func(path string, data []byte) error { return os.WriteFile(path, data, 0) }
+
+func enableChildren(dir string) error {
+	return cgroupWrite(filepath.Join(dir, "cgroup.subtree_control"), []byte("+memory +pids"))
+}
+
+// moveSelfAside moves the server out of dir into dir/fnbridge-<pid>-server
+// and enables the controllers for dir's children; on failure it moves the
+// server back and removes the leaf. (A server that dies leaves the leaf
+// empty, and the next one removes it with the other stale leaves.)
+func moveSelfAside(dir string) (string, error) {
+	self := os.Getpid()
+	if others := otherPids(readPids(filepath.Join(dir, "cgroup.procs")), self); len(others) > 0 {
+		return "", fmt.Errorf("the cgroup also holds %d process(es) other than the bridge (pid %d first), and cgroup v2 gives controllers to child cgroups only from a cgroup without processes: run the bridge in a cgroup of its own (systemd: Delegate=yes)", len(others), others[0])
+	}
+	leaf := filepath.Join(dir, fmt.Sprintf("fnbridge-%d-server", self))
+	if err := os.Mkdir(leaf, 0o755); err != nil && !errors.Is(err, os.ErrExist) {
+		return "", fmt.Errorf("a cgroup of its own for the bridge: %w", err)
+	}
+	pid := []byte(strconv.Itoa(self))
+	if err := cgroupWrite(filepath.Join(leaf, "cgroup.procs"), pid); err != nil {
+		_ = os.Remove(leaf)
+		return "", fmt.Errorf("move the bridge into %s: %w", leaf, err)
+	}
+	if err := enableChildren(dir); err != nil {
+		_ = cgroupWrite(filepath.Join(dir, "cgroup.procs"), pid)
+		_ = os.Remove(leaf)
+		return "", fmt.Errorf("after moving the bridge into a cgroup of its own: %w", err)
+	}
+	return leaf, nil
+}
+
+// otherPids is pids without self.
+func otherPids(pids []int, self int) []int {
+	var out []int
+	for _, p := range pids {
+		if p != self {
+			out = append(out, p)
+		}
+	}
+	return out
 }
 
 func hasWord(s, w string) bool {
@@ -423,10 +480,17 @@ func readPids(file string) []int {
 
 // cgroupMechanism describes where worker cgroups go, for [Mechanisms].
 func cgroupMechanism() (processes, memory string, reasons []string) {
-	c := detectCgroups()
+	return cgroupMechanismOf(detectCgroups())
+}
+
+func cgroupMechanismOf(c cgroupParents) (processes, memory string, reasons []string) {
 	switch {
 	case c.v2 != "":
-		return "cgroup v2 pids.max under " + c.v2, "cgroup v2 memory.max under " + c.v2, c.reasons
+		where := c.v2
+		if c.v2Self != "" {
+			where += " (the bridge moved itself into " + c.v2Self + ", as cgroup v2 asks of a cgroup whose children get controllers)"
+		}
+		return "cgroup v2 pids.max under " + where, "cgroup v2 memory.max under " + where, c.reasons
 	}
 	if c.pids != "" {
 		processes = "cgroup v1 pids.max under " + c.pids

@@ -98,7 +98,10 @@
 // The leaf (fnbridge-<server pid>-<n> under the server's own cgroup, in
 // cgroup v2 when memory and pids can be enabled for children, otherwise in
 // the writable v1 pids and memory hierarchies) carries memory and pids
-// limits for the worker as a whole. Terminate kills whatever is still in
+// limits for the worker as a whole. cgroup v2 enables controllers for
+// children only of a cgroup without processes, so a server alone in its
+// delegated cgroup moves itself into fnbridge-<pid>-server first; it never
+// moves another process. Terminate kills whatever is still in
 // it, descendants that left the process group included, and removes it;
 // leaves of a server that died are removed by the next one. [Mechanisms]
 // describes what is in force on the host.
