@@ -98,8 +98,11 @@ func TestLoadConfigRejectsInvalidNamingFieldPath(t *testing.T) {
 		{"path in handler", "handler: greeter.greet", "handler: ../x.greet", []string{"services[0].handlers[0].handler"}},
 		// Well-formed but over the adapter's bound: the configuration must
 		// not accept what the runtime would refuse at registration.
-		{"python handler over the adapter's length bound", "handler: greeter.greet", "handler: greeter." + strings.Repeat("g", 600),
-			[]string{"services[0].handlers[0].handler", "longer than 512"}},
+		{"python handler over the adapter's length bound", "handler: greeter.greet", "handler: greeter." + strings.Repeat("g", 300),
+			[]string{"services[0].handlers[0].handler", "longer than 256"}},
+		// Each part within its bound, the whole over the server's.
+		{"bash handler over the server's length bound", "runtime: python\n        dir: functions\n        handler: greeter.greet", "runtime: bash\n        dir: functions\n        handler: " + strings.Repeat("h", 128) + "." + strings.Repeat("f", 128),
+			[]string{"services[0].handlers[0].handler", "longer than 256"}},
 		{"bad env name", "env: {GREETING: Hello}", "env: {1BAD: x}", []string{"services[0].handlers[0].env.1BAD", "not a valid environment variable name"}},
 		{"reserved env name", "env: {GREETING: Hello}", "env: {FNBRIDGE_OUTPUTS: x}", []string{"services[0].handlers[0].env.FNBRIDGE_OUTPUTS", "reserved"}},
 		{"concurrency range", "concurrency: 4", "concurrency: 100000", []string{"services[0].handlers[0].concurrency", "out of range"}},

@@ -117,6 +117,9 @@ func splitHandler(handler string) (stem, fn string, err error) {
 	switch {
 	case handler == "":
 		return "", "", fmt.Errorf("bash handler is empty: %s", want)
+	case len(handler) > functionruntime.MaxHandlerBytes:
+		// The FunctionRuntime server's bound, below two parts of maxName.
+		return "", "", fmt.Errorf("bash handler is %d bytes, longer than %d", len(handler), functionruntime.MaxHandlerBytes)
 	case !ok:
 		return "", "", fmt.Errorf("bash handler %q has no function part: %s", handler, want)
 	case !isStem(stem):

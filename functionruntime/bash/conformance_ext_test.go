@@ -40,6 +40,7 @@ var conformance = &adaptertest.Adapter{
 		"-x.f", "x.1f", "x.f-g", "x.$(id)", "x.f;id", "x.f g", "x y.f", "x.`id`", "x.f\n", "x*.f", "é.f",
 		"x.eval", "x.exec", "x.if",
 		strings.Repeat("a", 129) + ".f",
+		strings.Repeat("a", 128) + "." + strings.Repeat("f", 128), // 257 bytes: over the server's bound
 	},
 	// "sources file.sh and validates that function exists" at registration.
 	StartFailures: startFailures,

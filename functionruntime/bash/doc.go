@@ -5,7 +5,7 @@
 //
 // # Handler
 //
-// The handler string is file.function, each part 1-128 bytes. file is a
+// The handler string is file.function, each part 1-128 bytes and at most 256 in all. file is a
 // stem of ASCII letters, digits, '_' and '-' (not starting with '-');
 // file.sh is resolved relative to the registered working directory and
 // must stay inside it after symlinks are resolved. function is a bash name ([A-Za-z_][A-Za-z0-9_]*)

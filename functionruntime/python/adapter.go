@@ -24,8 +24,9 @@ const Kind = "python"
 // is zero.
 const DefaultMaxOutput = 16 << 20
 
-// maxHandler bounds the handler string.
-const maxHandler = 512
+// maxHandler bounds the handler string: the FunctionRuntime server's own
+// bound, so what the adapter accepts is what a registration may carry.
+const maxHandler = functionruntime.MaxHandlerBytes
 
 // Options configures the adapter. The zero value is ready to use.
 type Options struct {

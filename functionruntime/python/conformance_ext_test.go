@@ -5,6 +5,7 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"testing"
 
 	"github.com/fnbridge/fnbridge/functionruntime"
@@ -49,7 +50,7 @@ var conformance = &adaptertest.Adapter{
 	// part an identifier.
 	ValidHandlers: []string{"h.handle", "pkg.sub.handler.main", "_m._f", "M1.f2"},
 	InvalidHandlers: []string{"", "handle", ".f", "m.", "a..b", "1m.f", "m.1f", "m.f-x", "m/f.g", "../m.f", "m.f ", "m.f()", "m.é",
-		longDotted},
+		longDotted, "m." + strings.Repeat("f", 255)}, // 257 bytes: over the server's bound
 	StartFailures: brokenModules,
 	SymlinkInside: adaptertest.Case{
 		Handler: adaptertest.Handler{Handler: "alias.f", Files: map[string]string{"real.py": "def f(x):\n    return 'inside'\n"}},

@@ -4,7 +4,7 @@
 //
 // # Handler
 //
-// The handler string is module.function, at most 512 bytes. The module may
+// The handler string is module.function, at most 256 bytes. The module may
 // be dotted (pkg.sub.handler); each part is an ASCII Python identifier. The module is
 // imported once, when the registration starts, from the registered working
 // directory (which is put first on sys.path); the function must be
