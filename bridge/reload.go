@@ -180,8 +180,9 @@ func (e *RestartRequiredError) Error() string {
 
 // restartOnly lists the settings of the process rather than of its
 // handlers: the listener, the runtime connections, the context endpoint,
-// the shutdown deadline and the instance identity (every run UID) are set
-// up once, at start.
+// the shutdown deadline, the instance identity (every run UID) and the
+// telemetry (the metrics listener, the span exporter) are set up once, at
+// start.
 func restartOnly(old, cfg *Config) []string {
 	var fields []string
 	if old.Listen != cfg.Listen {
@@ -198,6 +199,12 @@ func restartOnly(old, cfg *Config) []string {
 	}
 	if old.Instance != cfg.Instance {
 		fields = append(fields, "instance")
+	}
+	if old.MetricsListen != cfg.MetricsListen {
+		fields = append(fields, "metrics_listen")
+	}
+	if o, n := old.Tracing, cfg.Tracing; o.OTLPEndpoint != n.OTLPEndpoint || o.ServiceName != n.ServiceName || !maps.Equal(o.Headers, n.Headers) {
+		fields = append(fields, "tracing")
 	}
 	return fields
 }

@@ -457,6 +457,24 @@ func TestLiveReloadRefusesProcessSettings(t *testing.T) {
 	}
 }
 
+// The metrics listener and the span exporter start once with the process:
+// a reload that changes them is refused rather than reported as applied.
+func TestLiveReloadRefusesTelemetrySettings(t *testing.T) {
+	lh := newLiveHarness(t, liveConfig)
+	for _, tc := range []struct{ yaml, field string }{
+		{"metrics_listen: 127.0.0.1:1\n", "metrics_listen"},
+		{"tracing:\n  otlp_endpoint: http://127.0.0.1:1\n", "tracing"},
+		{"tracing:\n  service_name: other\n", "tracing"},
+	} {
+		lh.write("bridge.yaml", tc.yaml+liveConfig)
+		_, err := lh.live.Reload(context.Background(), lh.config())
+		var re *bridge.RestartRequiredError
+		if !errors.As(err, &re) || !slices.Equal(re.Fields, []string{tc.field}) {
+			t.Errorf("reload with %q: err = %v, want a restart-required error naming %s", tc.yaml, err, tc.field)
+		}
+	}
+}
+
 // A steps-mode handler added by a reload gets the context endpoint (started
 // by the successor when none ran) and keeps it across later reloads.
 func TestLiveReloadServesDurableStepsHandlers(t *testing.T) {
