@@ -169,8 +169,9 @@
 // the bridge): each worker gets a directory of its own, in its scratch
 // directory, holding a symlink named fnbridge, placed first on PATH, so a
 // fnbridge of the registration's PATH is shadowed and nothing can stand in
-// for the runtime's. Without a context, fnbridge fails with status 1 and
-// says so.
+// for the runtime's. Without a context, fnbridge fails with status 3 (its
+// status for a failed call; 1 is an absent key or an unresolved promise)
+// and says so.
 //
 // # Environment and process
 //
@@ -188,8 +189,8 @@
 // exactly PATH=/usr/local/bin:/usr/bin:/bin, LANG=C.UTF-8, HOME=<working
 // directory>, then the registration's env (which may override those three), then
 // FNBRIDGE_OUTPUTS and FNBRIDGE_INPUT_FILE, and the fnbridge command's
-// directory put first on PATH (see Durable steps); nothing is inherited from the server. Bash 4.1 or newer
-// is required. Options.Interpreter (default bash) is looked up in the
+// directory put first on PATH (see Durable steps); nothing is inherited from the server. Bash 4.4 or
+// newer is supported (the bootstrap itself uses nothing newer than 4.1). Options.Interpreter (default bash) is looked up in the
 // server's PATH when the adapter is created.
 //
 // When an invocation's context ends the worker's whole process group gets
