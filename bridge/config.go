@@ -133,7 +133,7 @@ type HandlerConfig struct {
 	// IngressPrivate hides the handler from Restate's ingress: only other
 	// services (fnbridge.call, a Restate SDK) can call it. Manifest v3+.
 	IngressPrivate bool `yaml:"ingress_private"`
-	// RetryPolicy is Restate's per-handler retry policy (manifest v3+).
+	// RetryPolicy is Restate's per-handler retry policy (manifest v4+).
 	RetryPolicy *RetryPolicyConfig `yaml:"retry_policy"`
 	// Limits bound each of the handler's workers (see limits.go).
 	Limits LimitsConfig `yaml:"limits"`

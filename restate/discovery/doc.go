@@ -13,7 +13,9 @@
 //	    handlers{name, ty, input, output}}
 //	v2: + documentation and metadata on services and handlers
 //	v3: + inactivityTimeout, abortTimeout, journalRetention,
-//	    idempotencyRetention, ingressPrivate on services and handlers
+//	    idempotencyRetention, ingressPrivate on services and handlers,
+//	    workflowCompletionRetention on a workflow's run handler,
+//	    enableLazyState
 //	v4: + the retry policy (retryPolicy* fields) on services and handlers
 //
 // A field the negotiated version cannot carry is left out rather than
