@@ -57,7 +57,7 @@ func TestCheckHandler(t *testing.T) {
 		{"python", "pkg.sub.handler.main", ""},
 		{"python", "main", `"main" is not module.function (python identifiers, module may be dotted)`},
 		{"python", "../evil.f", `"../evil.f" is not module.function`},
-		{"python", "h." + strings.Repeat("g", 600), "longer than 512"},
+		{"python", "h." + strings.Repeat("g", 300), "longer than 256"},
 		{"bash", "handler.main", ""},
 		{"bash", "my-file.main", ""},
 		{"bash", "../h.f", `"../h.f" is not file.function (file.sh in dir; no paths, no shell characters)`},
