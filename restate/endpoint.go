@@ -227,19 +227,43 @@ func (e *Endpoint) serveDiscovery(w http.ResponseWriter, r *http.Request) {
 	}
 	e.mu.Lock()
 	body, ok := e.manifests[v]
+	var private, dropped []string
 	if !ok {
-		body, err = discovery.Encode(e.manifestLocked(), v)
-		if err == nil {
-			e.manifests[v] = body
+		m := e.manifestLocked()
+		if private = discovery.PrivateDropped(m, v); len(private) == 0 {
+			body, err = discovery.Encode(m, v)
+			if err == nil {
+				e.manifests[v] = body
+				dropped = discovery.DroppedFields(m, v)
+			}
 		}
 	}
 	e.mu.Unlock()
+	if len(private) > 0 {
+		// Served anyway, the manifest would make them public.
+		e.cfg.Logger.Error().Int("manifest_version", v).Strs("private", private).
+			Msg("refused discovery: the runtime accepts no manifest version that can keep these handlers private to the ingress")
+		httpError(w, http.StatusNotAcceptable, "%s %s private to the ingress (ingressPrivate), which manifest v%d cannot say, and a runtime given it would let anyone call them at its ingress: offer manifest v3 or newer in Accept (a newer restate-server) or make them public", strings.Join(private, ", "), isAre(len(private)), v)
+		return
+	}
+	if len(dropped) > 0 {
+		// Once per version: the manifest is encoded once.
+		e.cfg.Logger.Warn().Int("manifest_version", v).Strs("dropped", dropped).
+			Msg("the runtime negotiated a manifest version that cannot carry these settings: it will not apply them")
+	}
 	if err != nil {
 		httpError(w, http.StatusInternalServerError, "encoding the manifest: %v", err)
 		return
 	}
 	w.Header().Set("Content-Type", discovery.ContentType(v))
 	_, _ = w.Write(body)
+}
+
+func isAre(n int) string {
+	if n == 1 {
+		return "is"
+	}
+	return "are"
 }
 
 func httpError(w http.ResponseWriter, code int, format string, args ...any) {

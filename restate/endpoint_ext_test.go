@@ -505,3 +505,42 @@ func TestMaxMessageSizeEnforced(t *testing.T) {
 		t.Fatalf("got %v, want an ErrorMessage about the size limit", frames[0])
 	}
 }
+
+// A handler private to the ingress stays private: a runtime that accepts
+// only manifest versions without ingressPrivate (v1, v2) gets a refusal
+// naming it, never a manifest that would make it public.
+func TestDiscoveryRefusesToMakeAPrivateHandlerPublic(t *testing.T) {
+	ep := restate.NewEndpoint(restate.Config{})
+	if err := ep.Err(); err != nil {
+		t.Fatal(err)
+	}
+	echo := func(_ restate.Context, in []byte) ([]byte, error) { return in, nil }
+	if err := ep.Bind(restate.Service{Name: "Svc", Handlers: []restate.Handler{
+		{Name: "inner", Fn: echo, IngressPrivate: true}, {Name: "open", Fn: echo},
+	}}); err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(ep)
+	defer srv.Close()
+	get := func(accept string) (int, string) {
+		req, _ := http.NewRequest("GET", srv.URL+"/discover", nil)
+		req.Header.Set("Accept", accept)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, string(b)
+	}
+	for _, v := range []string{"v1", "v2"} {
+		code, body := get("application/vnd.restate.endpointmanifest." + v + "+json")
+		if code != http.StatusNotAcceptable || !strings.Contains(body, "Svc/inner is private to the ingress (ingressPrivate), which manifest "+v+" cannot say") {
+			t.Errorf("discovery as %s: HTTP %d %q, want 406 naming Svc/inner", v, code, body)
+		}
+	}
+	code, body := get("application/vnd.restate.endpointmanifest.v2+json, application/vnd.restate.endpointmanifest.v3+json")
+	if code != http.StatusOK || !strings.Contains(body, `"ingressPrivate":true`) {
+		t.Fatalf("discovery offering v3: HTTP %d %q, want the manifest with ingressPrivate", code, body)
+	}
+}

@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"strings"
 
 	"github.com/spf13/cobra"
 
@@ -32,9 +33,18 @@ func newManifestCmd(g *globalFlags) *cobra.Command {
 				return err
 			}
 			defer func() { _ = b.Close(context.Background()) }()
-			out, err := discovery.Encode(b.Manifest(), version)
+			m := b.Manifest()
+			if private := discovery.PrivateDropped(m, version); len(private) > 0 {
+				// The endpoint refuses to serve this manifest; printing it
+				// would show a configuration restate-server never gets.
+				return fmt.Errorf("--manifest-version %d cannot keep %s private to the ingress (ingress_private needs manifest version 3 or newer), and the bridge refuses to serve such a manifest", version, strings.Join(private, ", "))
+			}
+			out, err := discovery.Encode(m, version)
 			if err != nil {
 				return fmt.Errorf("--manifest-version %d: %w", version, err)
+			}
+			if dropped := discovery.DroppedFields(m, version); len(dropped) > 0 {
+				log.Warn().Strs("dropped", dropped).Msgf("manifest version %d cannot carry these settings; a runtime given it will not apply them", version)
 			}
 			_, err = fmt.Fprintln(cmd.OutOrStdout(), string(out))
 			return err

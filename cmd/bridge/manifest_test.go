@@ -1,6 +1,11 @@
 package main
 
-import "testing"
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
 
 // An unknown --manifest-version is named once, with the versions there
 // are, before the configuration is read.
@@ -9,5 +14,37 @@ func TestManifestNamesAnUnknownVersionOnce(t *testing.T) {
 	root.SetArgs([]string{"manifest", "--config", "/nonexistent.yaml", "--manifest-version", "9"})
 	if err := root.Execute(); err == nil || err.Error() != "--manifest-version 9: want 1 to 4" {
 		t.Fatalf("error = %v, want the flag named once with the versions allowed", err)
+	}
+}
+
+// A manifest version that cannot say ingress_private is refused, naming the
+// handler, rather than printed as if the handler were public.
+func TestManifestRefusesAVersionThatWouldMakeAHandlerPublic(t *testing.T) {
+	dir := t.TempDir()
+	if err := os.Mkdir(filepath.Join(dir, "fn"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "fn", "h.py"), []byte("def f(x):\n    return x\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	cfg := filepath.Join(dir, "bridge.yaml")
+	if err := os.WriteFile(cfg, []byte("services:\n  - name: Svc\n    handlers:\n      - {name: inner, runtime: python, dir: fn, handler: h.f, ingress_private: true}\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for _, v := range []string{"1", "2"} {
+		root := newRootCmd()
+		root.SetArgs([]string{"manifest", "--config", cfg, "--manifest-version", v})
+		root.SetOut(new(strings.Builder))
+		err := root.Execute()
+		if err == nil || !strings.Contains(err.Error(), "--manifest-version "+v+" cannot keep Svc/inner private to the ingress") {
+			t.Errorf("manifest v%s: error %v, want a refusal naming Svc/inner", v, err)
+		}
+	}
+	root := newRootCmd()
+	var out strings.Builder
+	root.SetArgs([]string{"manifest", "--config", cfg, "--manifest-version", "3"})
+	root.SetOut(&out)
+	if err := root.Execute(); err != nil || !strings.Contains(out.String(), `"ingressPrivate":true`) {
+		t.Fatalf("manifest v3: %v, %q; want the handler marked private", err, out.String())
 	}
 }

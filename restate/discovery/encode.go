@@ -92,6 +92,29 @@ func DroppedFields(m Manifest, version int) []string {
 	return dropped
 }
 
+// PrivateDropped lists the services and handlers ("service" or
+// "service/handler") marked ingressPrivate that manifest version cannot
+// mark so (v3 can): a runtime given that manifest would let anyone call
+// them at its ingress, so an endpoint must not serve it.
+func PrivateDropped(m Manifest, version int) []string {
+	if version >= 3 {
+		return nil
+	}
+	var out []string
+	private := func(b *bool) bool { return b != nil && *b }
+	for _, s := range m.Services {
+		if private(s.IngressPrivate) {
+			out = append(out, s.Name)
+		}
+		for _, h := range s.Handlers {
+			if private(h.IngressPrivate) {
+				out = append(out, s.Name+"/"+h.Name)
+			}
+		}
+	}
+	return out
+}
+
 // options are the settings services and handlers share.
 type options struct {
 	inactivity, abort, journal, idempotency *time.Duration
