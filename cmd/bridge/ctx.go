@@ -533,18 +533,32 @@ func newCtxValueCmd(use, short string, get func(context.Context, *stepctx.Client
 // failure and a function that exits with it into a terminal failure
 // (code 500: only the function's own shell records a code).
 func newCtxFailCmd() *cobra.Command {
-	var code int
-	cmd := &cobra.Command{
+	return &cobra.Command{
 		Use:   "fail [--code N] MESSAGE...",
 		Short: "End the invocation with a terminal failure (in the function's own shell; elsewhere: print MESSAGE, exit 100)",
+		// Whatever follows is the message ("-1 items left" too), and the
+		// command always exits 100, as the shell function does: a usage
+		// error's status would turn the terminal failure into a retry.
+		DisableFlagParsing: true,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			msg := strings.Join(args, " ")
-			if code != 0 && code != 500 {
-				msg += fmt.Sprintf(" (fnbridge fail --code %d works in the function's own shell only; from a child process the failure's code is 500)", code)
+			code, note := "500", ""
+			switch {
+			case len(args) > 0 && args[0] == "--code":
+				if len(args) > 1 {
+					code = args[1]
+					args = args[2:]
+				} else {
+					code, args = "", nil
+				}
+			case len(args) > 0 && strings.HasPrefix(args[0], "--code="):
+				code, args = strings.TrimPrefix(args[0], "--code="), args[1:]
 			}
-			return exitf(ctxExitTerminal, "%s", msg)
+			if n, err := strconv.Atoi(code); err != nil || n < 1 || n > 65535 || len(code) > 5 {
+				note = fmt.Sprintf(" (fnbridge fail --code %q: want a code from 1 to 65535; failing with 500)", code)
+			} else if n != 500 {
+				note = fmt.Sprintf(" (fnbridge fail --code %d works in the function's own shell only; from a child process the failure's code is 500)", n)
+			}
+			return exitf(ctxExitTerminal, "%s%s", strings.Join(args, " "), note)
 		},
 	}
-	cmd.Flags().IntVar(&code, "code", 500, "the failure's code (the caller's HTTP status at the ingress); only in the function's own shell")
-	return cmd
 }

@@ -319,4 +319,12 @@ func TestCtxFailOutsideTheFunctionsShell(t *testing.T) {
 	fnbridge(t, "", "fail", "order", "gone").want(t, 100, "", "order gone\n")
 	r := fnbridge(t, "", "fail", "--code", "410", "order gone")
 	r.want(t, 100, "", "order gone (fnbridge fail --code 410 works in the function's own shell only")
+	// Whatever the message looks like, the status is 100: a usage error's
+	// would make the terminal failure a retry.
+	fnbridge(t, "", "fail", "-1 items left").want(t, 100, "", "-1 items left\n")
+	fnbridge(t, "", "fail", "--verbose", "x").want(t, 100, "", "--verbose x\n")
+	fnbridge(t, "", "fail", "--help").want(t, 100, "", "--help\n")
+	fnbridge(t, "", "fail", "--code=abc", "bad").want(t, 100, "", `bad (fnbridge fail --code "abc": want a code from 1 to 65535; failing with 500)`)
+	fnbridge(t, "", "fail", "--code").want(t, 100, "", `(fnbridge fail --code "": want a code from 1 to 65535; failing with 500)`)
+	fnbridge(t, "", "fail", "--code", "500", "plain").want(t, 100, "", "plain\n")
 }
