@@ -150,8 +150,10 @@ func cgroupDir(m mount, p string) string {
 // delegated to it (systemd's Delegate=yes, a container's own cgroup) it
 // moves itself into a leaf of its own, fnbridge-<pid>-server, as such a
 // cgroup's owner is expected to. It never moves another process: a cgroup
-// shared with others (a terminal's scope) is left as it is, and why is
-// the error.
+// shared with others (a terminal's scope) is left as it is, and so is a
+// container's own cgroup when the bridge is its PID 1: container runtimes
+// put the processes of `exec` (and exec probes) into that cgroup, which
+// cgroup v2 refuses once its children have controllers. Why is the error.
 // It returns the leaf the server moved into, "" when it did not move.
 func enableV2(dir string) (moved string, err error) {
 	ctrls, err := os.ReadFile(filepath.Join(dir, "cgroup.controllers"))
@@ -166,7 +168,11 @@ func enableV2(dir string) (moved string, err error) {
 	sub, _ := os.ReadFile(filepath.Join(dir, "cgroup.subtree_control"))
 	if !hasWord(string(sub), "memory") || !hasWord(string(sub), "pids") {
 		err := enableChildren(dir)
-		if errors.Is(err, syscall.EBUSY) {
+		// EBUSY: the cgroup holds processes. EOPNOTSUPP: it does, and a
+		// threaded controller (pids) is on already, which makes it a
+		// thread root that memory cannot be enabled in. Both go once it
+		// is empty.
+		if errors.Is(err, syscall.EBUSY) || errors.Is(err, syscall.EOPNOTSUPP) {
 			moved, err = moveSelfAside(dir)
 		}
 		if err != nil {
@@ -175,6 +181,10 @@ func enableV2(dir string) (moved string, err error) {
 	}
 	return moved, probeLeaf(dir)
 }
+
+// getpid is os.Getpid, a variable for the test of a bridge that is a
+// container's PID 1.
+var getpid = os.Getpid
 
 // cgroupWrite writes one cgroup interface file (a variable, so a test can
 // stand in for the kernel's answers on a host without cgroup v2
@@ -190,7 +200,10 @@ func enableChildren(dir string) error {
 // server back and removes the leaf. (A server that dies leaves the leaf
 // empty, and the next one removes it with the other stale leaves.)
 func moveSelfAside(dir string) (string, error) {
-	self := os.Getpid()
+	self := getpid()
+	if self == 1 {
+		return "", errors.New("the bridge is PID 1, the init of a container, and leaves the container's cgroup alone: with controllers given to child cgroups, cgroup v2 refuses the processes a container runtime execs into it (docker exec, exec probes); give the bridge a delegated cgroup of its own (systemd: Delegate=yes)")
+	}
 	if others := otherPids(readPids(filepath.Join(dir, "cgroup.procs")), self); len(others) > 0 {
 		return "", fmt.Errorf("the cgroup also holds %d process(es) other than the bridge (pid %d first), and cgroup v2 gives controllers to child cgroups only from a cgroup without processes: run the bridge in a cgroup of its own (systemd: Delegate=yes)", len(others), others[0])
 	}

@@ -41,8 +41,9 @@ func TestEventCounter(t *testing.T) {
 // files are plain files here: a leaf that empties loses its cgroup.procs,
 // so that it can be removed as an empty cgroup can).
 type fakeCgroup2 struct {
-	root        string
-	refuseAfter error // what enabling answers once the cgroup is empty
+	root         string
+	refuseAfter  error // what enabling answers once the cgroup is empty
+	populatedErr error // what it answers while it holds processes (EBUSY if nil)
 }
 
 func (f *fakeCgroup2) write(path string, data []byte) error {
@@ -50,6 +51,9 @@ func (f *fakeCgroup2) write(path string, data []byte) error {
 	switch file {
 	case "cgroup.subtree_control":
 		if dir != f.root && len(readPids(filepath.Join(dir, "cgroup.procs"))) > 0 {
+			if f.populatedErr != nil {
+				return f.populatedErr
+			}
 			return syscall.EBUSY
 		}
 		if f.refuseAfter != nil {
@@ -177,5 +181,36 @@ func TestCgroupV2MovesBackWhenStillRefused(t *testing.T) {
 	}
 	if _, err := os.Stat(filepath.Join(svc, fmt.Sprintf("fnbridge-%d-server", os.Getpid()))); !os.IsNotExist(err) {
 		t.Errorf("the bridge's leaf was not removed: %v", err)
+	}
+}
+
+// A bridge that is PID 1 (a container's init) leaves the container's cgroup
+// as it is: container runtimes exec into it, which cgroup v2 would refuse.
+func TestCgroupV2LeavesAContainersCgroupAlone(t *testing.T) {
+	_, svc, mountinfo, self := newFakeCgroup2(t, 1)
+	prev := getpid
+	getpid = func() int { return 1 }
+	defer func() { getpid = prev }()
+	c := findCgroups(mountinfo, self)
+	if c.v2 != "" {
+		t.Fatalf("v2 = %q for a PID 1 bridge", c.v2)
+	}
+	if r := strings.Join(c.reasons, "; "); !strings.Contains(r, "the bridge is PID 1") || !strings.Contains(r, "docker exec") {
+		t.Errorf("reasons %q do not say why", r)
+	}
+	if got := readPids(filepath.Join(svc, "cgroup.procs")); len(got) != 1 || got[0] != 1 {
+		t.Errorf("the cgroup holds %v, want PID 1 still there", got)
+	}
+}
+
+// With pids already on in a cgroup that holds the bridge, enabling memory
+// fails with EOPNOTSUPP (a thread root), not EBUSY: the bridge moves aside
+// all the same.
+func TestCgroupV2MovesAsideFromAThreadRoot(t *testing.T) {
+	f, svc, mountinfo, self := newFakeCgroup2(t, os.Getpid())
+	f.populatedErr = syscall.EOPNOTSUPP
+	c := findCgroups(mountinfo, self)
+	if c.v2 != svc || c.v2Self == "" {
+		t.Fatalf("v2 = %q, moved into %q (reasons %q)", c.v2, c.v2Self, c.reasons)
 	}
 }

@@ -101,7 +101,7 @@
 // limits for the worker as a whole. cgroup v2 enables controllers for
 // children only of a cgroup without processes, so a server alone in its
 // delegated cgroup moves itself into fnbridge-<pid>-server first; it never
-// moves another process. Terminate kills whatever is still in
+// moves another process, nor itself as a container's PID 1. Terminate kills whatever is still in
 // it, descendants that left the process group included, and removes it;
 // leaves of a server that died are removed by the next one. [Mechanisms]
 // describes what is in force on the host.
