@@ -195,7 +195,8 @@ func parseDuration(s string) (time.Duration, error) {
 		return v, nil
 	}
 	rest, err := time.ParseDuration(m[2])
-	if err != nil || rest < 0 {
+	if err != nil || rest < 0 || rest > math.MaxInt64-v {
+		// (The days alone fit: five digits are at most 273 years.)
 		return 0, fmt.Errorf("bad duration %q", s)
 	}
 	return v + rest, nil
@@ -477,8 +478,12 @@ func (h *HandlerConfig) resolve(hp, baseDir string, bad func(path, format string
 		field string
 		d     Duration
 	}{{"journal_retention", h.JournalRetention}, {"idempotency_retention", h.IdempotencyRetention}, {"workflow_completion_retention", h.WorkflowCompletionRetention}} {
-		if r.d < 0 {
+		switch {
+		case r.d < 0:
 			bad(hp+"."+r.field, "must be positive (leave it out for Restate's default)")
+		case r.d > 0 && r.d < Duration(time.Millisecond):
+			// The manifest counts milliseconds: this would reach Restate as 0.
+			bad(hp+"."+r.field, "%s is under a millisecond, the manifest's unit (0 or left out: Restate's default)", r.d.Std())
 		}
 	}
 	h.Limits.resolve(hp+".limits", bad)

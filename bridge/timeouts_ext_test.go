@@ -188,10 +188,15 @@ func TestDurationsInDays(t *testing.T) {
 			t.Errorf("journal_retention %s = %s, want %s", in, got, want)
 		}
 	}
-	for _, in := range []string{"7dx", "d", "1d-1h"} {
+	// 99999d2562047h overflows a duration (it wrapped to a negative one).
+	for _, in := range []string{"7dx", "d", "1d-1h", "99999d2562047h"} {
 		_, err := bridge.LoadConfig(writeConfig(t, strings.Replace(validConfig, "idle_timeout: 5m", "idle_timeout: 5m\n        journal_retention: "+in, 1)))
 		if err == nil || !strings.Contains(err.Error(), "is not a duration") {
 			t.Errorf("journal_retention %s: error %v, want it refused as not a duration", in, err)
 		}
+	}
+	_, err := bridge.LoadConfig(writeConfig(t, strings.Replace(validConfig, "idle_timeout: 5m", "idle_timeout: 5m\n        journal_retention: 500us", 1)))
+	if err == nil || !strings.Contains(err.Error(), "journal_retention: 500µs is under a millisecond") {
+		t.Errorf("journal_retention 500us: error %v, want it refused as under the manifest's unit", err)
 	}
 }
