@@ -120,8 +120,10 @@ __fnb_fail() {
 		builtin printf 'fnbridge: fail --code %s: want a code from 1 to 65535; failing with 500\n' "$__fnb_code" >&2
 		__fnb_code=500
 	fi
-	builtin printf '%s\n' "$*" >&2
+	# The record first: with errexit on, a failed print to a closed stderr
+	# would end the shell before it (and || : keeps it from doing so).
 	builtin printf '%d %s' "$((10#$__fnb_code))" "$*" >|"$__fnb_dir/f.$__fnb_f"
+	builtin printf '%s\n' "$*" >&2 || :
 	builtin exit 100
 }
 

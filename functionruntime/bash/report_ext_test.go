@@ -178,6 +178,8 @@ run() {
 	plain) fnbridge fail "no reason given" ;;
 	bad) fnbridge fail --code=70000 "too big a code" ;;
 	exit) echo "refused by exit" >&2; exit 100 ;;
+	long) fnbridge fail --code 409 "$(printf '%070000d' 0)" ;;
+	nostderr) set -e; exec 2>&-; fnbridge fail --code 422 "no stderr to say it" ;;
 	ok) printf 'fine' ;;
 	esac
 }
@@ -191,6 +193,7 @@ run() {
 		{"plain", "no reason given", 500},
 		{"bad", "too big a code", 500},
 		{"exit", "exit status 100: refused by exit", 0},
+		{"nostderr", "no stderr to say it", 422},
 	} {
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 		_, err := w.Invoke(ctx, f.Invocation("inv-"+c.input, []byte(c.input)))
@@ -199,6 +202,14 @@ run() {
 		if !errors.As(err, &he) || !he.Terminal || he.Code != c.code || he.Message != c.message {
 			t.Fatalf("%s: error = %#v, want a terminal failure %d %q", c.input, err, c.code, c.message)
 		}
+	}
+	// A message over the record's bound keeps its code and its start.
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	_, err := w.Invoke(ctx, f.Invocation("inv-long", []byte("long")))
+	cancel()
+	var he *functionruntime.HandlerError
+	if !errors.As(err, &he) || !he.Terminal || he.Code != 409 || !strings.HasPrefix(he.Message, "0000") {
+		t.Fatalf("long: error = %.200v, want a terminal failure 409 with the message's start", err)
 	}
 	if len(f.Logs.Records("not reached")) != 0 {
 		t.Error("code after fnbridge fail ran")

@@ -312,7 +312,7 @@ func (s *session) invoke(input []byte, sc *functionruntime.StepContext, env map[
 	if status == TerminalExitStatus {
 		// `fnbridge fail` leaves its code and message here; only it
 		// writes the file, and it always exits 100.
-		if rec, err := takeFile(cur.file(s.Tmp, 'f'), maxFailRecord); err == nil && len(rec) > 0 {
+		if rec := takeHead(cur.file(s.Tmp, 'f'), maxFailRecord); len(rec) > 0 {
 			if he := failRecord(rec); he != nil {
 				s.P.SyncLogs()
 				return functionruntime.Result{}, he
@@ -440,6 +440,33 @@ func failRecord(rec []byte) *functionruntime.HandlerError {
 		return nil
 	}
 	return &functionruntime.HandlerError{Terminal: true, Type: "fnbridge.fail", Message: msg, ExitCode: TerminalExitStatus, Code: code}
+}
+
+// takeHead reads at most limit bytes of path and removes it; nil when it
+// cannot: a failure's record longer than its bound keeps its code and the
+// start of its message.
+func takeHead(path string, limit int) []byte {
+	fd, err := syscall.Open(path, syscall.O_RDONLY|syscall.O_CLOEXEC, 0)
+	if err != nil {
+		return nil
+	}
+	defer func() {
+		_ = syscall.Close(fd)
+		_ = syscall.Unlink(path)
+	}()
+	b := make([]byte, limit)
+	n := 0
+	for n < limit {
+		m, err := syscall.Read(fd, b[n:])
+		if err == syscall.EINTR {
+			continue
+		}
+		if m <= 0 || err != nil {
+			break
+		}
+		n += m
+	}
+	return b[:n]
 }
 
 // recentForMessage is how many recent lines are searched for a non-empty
