@@ -85,6 +85,7 @@ func TestSourceFiles(t *testing.T) {
 	dir := t.TempDir()
 	files := map[string]string{
 		"mod.py": "", "pkg/sub/__init__.py": "", "helpers.py": "", "lib/util.py": "",
+		"both.py": "", "both/__init__.py": "", // a package and a module of one name
 		"fn.sh": "", "lib/common.sh": "", "notes.txt": "",
 		".venv/lib/site.py": "", "venv/pyvenv.cfg": "", "venv/lib/x.py": "",
 		"__pycache__/mod.py": "", "node_modules/a/b.py": "", ".git/hook.sh": "",
@@ -101,8 +102,10 @@ func TestSourceFiles(t *testing.T) {
 		kind, handler string
 		want          []string
 	}{
-		{"python", "mod.main", []string{"mod.py", "helpers.py", "lib/util.py", "pkg/sub/__init__.py"}},
-		{"python", "pkg.sub.main", []string{"pkg/sub/__init__.py", "helpers.py", "lib/util.py", "mod.py"}},
+		{"python", "mod.main", []string{"mod.py", "both.py", "both/__init__.py", "helpers.py", "lib/util.py", "pkg/sub/__init__.py"}},
+		{"python", "pkg.sub.main", []string{"pkg/sub/__init__.py", "both.py", "both/__init__.py", "helpers.py", "lib/util.py", "mod.py"}},
+		// Python imports the package where both exist.
+		{"python", "both.main", []string{"both/__init__.py", "both.py", "helpers.py", "lib/util.py", "mod.py", "pkg/sub/__init__.py"}},
 		{"bash", "fn.shout", []string{"fn.sh", "lib/common.sh"}},
 	}
 	for _, tt := range tests {

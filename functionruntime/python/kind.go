@@ -30,8 +30,10 @@ func CheckHandler(handler string) error {
 }
 
 // SourceFiles returns the files of the handler's code inside dir: first
-// its module, module.py or module/__init__.py for a package (a dotted
-// module is a path of directories), then every other .py file under dir
+// its module, module/__init__.py for a package or else module.py (the
+// order of Python's import, where a package wins over a module of the same
+// name; a dotted module is a path of directories), then every other .py
+// file under dir
 // that functionruntime.SourceTree counts (the modules it may import).
 // Their content goes into the registration digest, so an edited module or
 // helper registers as a new generation.
@@ -42,7 +44,7 @@ func SourceFiles(dir, handler string) ([]string, error) {
 	}
 	mod := handler[:dot]
 	base := filepath.Join(dir, filepath.FromSlash(strings.ReplaceAll(mod, ".", "/")))
-	for _, cand := range []string{base + ".py", filepath.Join(base, "__init__.py")} {
+	for _, cand := range []string{filepath.Join(base, "__init__.py"), base + ".py"} {
 		if _, err := os.Stat(cand); err == nil {
 			return functionruntime.SourceTree(dir, cand, ".py")
 		}
