@@ -47,13 +47,7 @@ func SourceTree(dir, main, ext string) ([]string, error) {
 		}
 		name := d.Name()
 		if d.IsDir() {
-			if path == root {
-				return nil
-			}
-			if strings.HasPrefix(name, ".") || name == "__pycache__" || name == "node_modules" || name == "site-packages" {
-				return fs.SkipDir
-			}
-			if _, err := os.Stat(filepath.Join(path, "pyvenv.cfg")); err == nil {
+			if path != root && notSourceDir(path, name) {
 				return fs.SkipDir
 			}
 			return nil
@@ -88,6 +82,45 @@ func SourceTree(dir, main, ext string) ([]string, error) {
 	}
 	slices.Sort(files[1:])
 	return files, nil
+}
+
+// notSourceDir is SourceTree's rule for the directories below dir that
+// hold no code of the functions' own.
+func notSourceDir(path, name string) bool {
+	if strings.HasPrefix(name, ".") || name == "__pycache__" || name == "node_modules" || name == "site-packages" {
+		return true
+	}
+	_, err := os.Stat(filepath.Join(path, "pyvenv.cfg"))
+	return err == nil
+}
+
+// SourceDirs lists dir and every directory below it that SourceTree walks
+// (the same skips, no symbolic link below dir followed), under dir as
+// given, at most MaxSourceFiles of them: where a new source file becomes
+// part of a handler's code, for a watcher (the dev loop).
+func SourceDirs(dir string) []string {
+	root, err := filepath.EvalSymlinks(dir)
+	if err != nil {
+		return nil
+	}
+	var dirs []string
+	_ = filepath.WalkDir(root, func(path string, d fs.DirEntry, err error) error {
+		if err != nil || !d.IsDir() {
+			return nil
+		}
+		if path != root && notSourceDir(path, d.Name()) {
+			return fs.SkipDir
+		}
+		rel, err := filepath.Rel(root, path)
+		if err != nil {
+			return nil
+		}
+		if dirs = append(dirs, filepath.Join(dir, rel)); len(dirs) >= MaxSourceFiles {
+			return fs.SkipAll
+		}
+		return nil
+	})
+	return dirs
 }
 
 // ErrTooManySources is what SourceTree's error wraps when dir holds more

@@ -3,6 +3,7 @@ package devloop
 import (
 	"context"
 	"errors"
+	"os"
 	"path/filepath"
 	"slices"
 	"sort"
@@ -38,11 +39,12 @@ type watcher struct {
 
 	quiet, maxDelay time.Duration
 
-	mu      sync.Mutex
-	files   map[string]bool            // paths whose events count
-	anyIn   map[string]bool            // directories where any entry's event counts
-	extIn   map[string]map[string]bool // directories where an event on a file with one of these extensions counts
-	watched map[string]bool            // directories watched
+	mu       sync.Mutex
+	files    map[string]bool            // paths whose events count
+	anyIn    map[string]bool            // directories where any entry's event counts
+	extIn    map[string]map[string]bool // directories where an event on a file with one of these extensions counts
+	treeDirs map[string]bool            // directories of handlers' trees, where a new directory counts
+	watched  map[string]bool            // directories watched
 }
 
 func newWatcher(log zerolog.Logger) (*watcher, error) {
@@ -51,7 +53,7 @@ func newWatcher(log zerolog.Logger) (*watcher, error) {
 		return nil, err
 	}
 	return &watcher{fs: fs, log: log, quiet: defaultQuiet, maxDelay: defaultMaxDelay,
-		files: map[string]bool{}, anyIn: map[string]bool{}, extIn: map[string]map[string]bool{}, watched: map[string]bool{}}, nil
+		files: map[string]bool{}, anyIn: map[string]bool{}, extIn: map[string]map[string]bool{}, treeDirs: map[string]bool{}, watched: map[string]bool{}}, nil
 }
 
 func (w *watcher) close() error { return w.fs.Close() }
@@ -65,7 +67,15 @@ type watchSpec struct {
 	// module just created, which the next reload makes part of the
 	// handler's code).
 	sources []string
+	// trees are the handlers' dirs with their language's extension: a
+	// new file of that language in any directory SourceTree walks is a
+	// change, and so is a new directory there (watched from the reload
+	// it makes on), as the digest covers them.
+	trees []tree
 }
+
+// tree is one handler's dir and its sources' extension (".py", ".sh").
+type tree struct{ dir, ext string }
 
 // watchSet is what a configuration makes the dev loop watch: the file
 // itself and every handler's source files (the files its registration
@@ -83,6 +93,10 @@ func watchSet(cfg *bridge.Config) watchSpec {
 				continue
 			}
 			ws.sources = append(ws.sources, src...)
+			if err == nil && len(src) > 0 {
+				// Beyond the bound only main counts: nothing else to see.
+				ws.trees = append(ws.trees, tree{h.Dir, filepath.Ext(src[0])})
+			}
 		}
 	}
 	return ws
@@ -93,8 +107,22 @@ func watchSet(cfg *bridge.Config) watchSpec {
 func (w *watcher) set(spec watchSpec) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	w.files, w.anyIn, w.extIn = map[string]bool{}, map[string]bool{}, map[string]map[string]bool{}
+	w.files, w.anyIn, w.extIn, w.treeDirs = map[string]bool{}, map[string]bool{}, map[string]map[string]bool{}, map[string]bool{}
 	dirs := map[string]bool{}
+	addExt := func(d, ext string) {
+		if w.extIn[d] == nil {
+			w.extIn[d] = map[string]bool{}
+		}
+		w.extIn[d][ext] = true
+	}
+	for _, t := range spec.trees {
+		for _, d := range functionruntime.SourceDirs(t.dir) {
+			d = filepath.Clean(d)
+			addExt(d, t.ext)
+			w.treeDirs[d] = true
+			dirs[d] = true
+		}
+	}
 	for _, f := range append(slices.Clip(spec.files), spec.sources...) {
 		f = filepath.Clean(f)
 		w.files[f] = true
@@ -105,10 +133,7 @@ func (w *watcher) set(spec watchSpec) {
 		if ext == "" {
 			continue
 		}
-		if w.extIn[d] == nil {
-			w.extIn[d] = map[string]bool{}
-		}
-		w.extIn[d][ext] = true
+		addExt(d, ext)
 	}
 	for _, d := range spec.anyIn {
 		d = filepath.Clean(d)
@@ -144,7 +169,17 @@ func (w *watcher) relevant(ev fsnotify.Event) bool {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	dir := filepath.Dir(name)
-	return w.files[name] || w.anyIn[dir] || w.extIn[dir][filepath.Ext(name)]
+	if w.files[name] || w.anyIn[dir] || w.extIn[dir][filepath.Ext(name)] {
+		return true
+	}
+	// A directory made (or moved) into a handler's tree may hold or get
+	// sources; the reload it starts watches it.
+	if ev.Op&(fsnotify.Create|fsnotify.Rename) != 0 && w.treeDirs[dir] {
+		if st, err := os.Stat(name); err == nil && st.IsDir() {
+			return true
+		}
+	}
+	return false
 }
 
 // errClosed is next's error once the watcher is closed.

@@ -162,6 +162,9 @@ services:
 	if !slices.Equal(spec.anyIn, []string{dir}) {
 		t.Errorf("directories %v, want [%s] for the handler whose module is missing", spec.anyIn, dir)
 	}
+	if want := []tree{{dir, ".py"}, {dir, ".sh"}}; !slices.Equal(spec.trees, want) {
+		t.Errorf("trees %v, want %v", spec.trees, want)
+	}
 }
 
 // A new file of a handler's language beside its sources is a change (a
@@ -177,5 +180,39 @@ func TestWatcherSeesANewHelperBesideTheSources(t *testing.T) {
 	write(t, helper, "X = 1\n")
 	if got := nextBatch(t, w); !slices.Equal(got, []string{helper}) {
 		t.Fatalf("reported %v, want [%s]", got, helper)
+	}
+}
+
+// A helper in a directory of the handler's tree that holds no source yet,
+// or in a directory made after the watch began, is a change too: the
+// digest covers every directory SourceTree walks. (The dev loop sets the
+// watch again on every reload, as here after the new directory.)
+func TestWatcherSeesAHelperInANewDirectory(t *testing.T) {
+	w, dir := watchFixture(t)
+	py := filepath.Join(dir, "h.py")
+	write(t, py, "v1")
+	lib := filepath.Join(dir, "lib")
+	if err := os.Mkdir(lib, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	spec := watchSpec{sources: []string{py}, trees: []tree{{dir, ".py"}}}
+	w.set(spec)
+	util := filepath.Join(lib, "util.py")
+	write(t, util, "X = 1\n")
+	if got := nextBatch(t, w); !slices.Equal(got, []string{util}) {
+		t.Fatalf("reported %v, want [%s]", got, util)
+	}
+	pkg := filepath.Join(dir, "pkg")
+	if err := os.Mkdir(pkg, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if got := nextBatch(t, w); !slices.Equal(got, []string{pkg}) {
+		t.Fatalf("reported %v, want the new directory [%s]", got, pkg)
+	}
+	w.set(spec)
+	mod := filepath.Join(pkg, "mod.py")
+	write(t, mod, "Y = 2\n")
+	if got := nextBatch(t, w); !slices.Equal(got, []string{mod}) {
+		t.Fatalf("reported %v, want [%s]", got, mod)
 	}
 }

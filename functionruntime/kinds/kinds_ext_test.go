@@ -125,6 +125,27 @@ func TestSourceFiles(t *testing.T) {
 	}
 }
 
+// SourceDirs are the directories SourceTree walks, with its skips: where
+// the dev loop sees a new helper.
+func TestSourceDirs(t *testing.T) {
+	dir := t.TempDir()
+	for _, d := range []string{"lib/deep", "pkg", ".git/objects", ".venv/lib", "venv/lib", "__pycache__", "node_modules/a", "x/site-packages"} {
+		if err := os.MkdirAll(filepath.Join(dir, filepath.FromSlash(d)), 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := os.WriteFile(filepath.Join(dir, "venv", "pyvenv.cfg"), nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	var want []string
+	for _, d := range []string{"", "lib", "lib/deep", "pkg", "x"} {
+		want = append(want, filepath.Join(dir, filepath.FromSlash(d)))
+	}
+	if got := functionruntime.SourceDirs(dir); !slices.Equal(got, want) {
+		t.Errorf("SourceDirs = %q, want %q", got, want)
+	}
+}
+
 // A dir holding more source than a directory of functions (a whole
 // checkout, an environment not recognised as one) is not read at every
 // registration: the handler's own file alone counts, with an error that
