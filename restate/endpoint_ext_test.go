@@ -520,18 +520,12 @@ func TestDiscoveryRefusesToMakeAPrivateHandlerPublic(t *testing.T) {
 	}}); err != nil {
 		t.Fatal(err)
 	}
-	srv := httptest.NewServer(ep)
-	defer srv.Close()
 	get := func(accept string) (int, string) {
-		req, _ := http.NewRequest("GET", srv.URL+"/discover", nil)
+		req := httptest.NewRequest(http.MethodGet, "/discover", nil)
 		req.Header.Set("Accept", accept)
-		resp, err := http.DefaultClient.Do(req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer resp.Body.Close()
-		b, _ := io.ReadAll(resp.Body)
-		return resp.StatusCode, string(b)
+		rec := httptest.NewRecorder()
+		ep.ServeHTTP(rec, req)
+		return rec.Code, rec.Body.String()
 	}
 	for _, v := range []string{"v1", "v2"} {
 		code, body := get("application/vnd.restate.endpointmanifest." + v + "+json")
