@@ -146,10 +146,9 @@ func cgroupDir(m mount, p string) string {
 // enableV2 makes sure children of dir get the memory and pids
 // controllers. cgroup v2 gives controllers to children only from a cgroup
 // without processes of its own (the no-internal-process rule; the root
-// is exempt), and the server's cgroup holds the server: in a cgroup
-// delegated to it (systemd's Delegate=yes, a container's own cgroup) it
-// moves itself into a leaf of its own, fnbridge-<pid>-server, as such a
-// cgroup's owner is expected to. It never moves another process: a cgroup
+// is exempt), and the server's cgroup holds the server: alone in a cgroup
+// delegated to it (systemd's Delegate=yes) it moves itself into a leaf of
+// its own, fnbridge-<pid>-server, as such a cgroup's owner is expected to. It never moves another process: a cgroup
 // shared with others (a terminal's scope) is left as it is, and so is a
 // container's own cgroup when the bridge is its PID 1: container runtimes
 // put the processes of `exec` (and exec probes) into that cgroup, which
