@@ -315,12 +315,26 @@ func (s *Server) serveFramed(c net.Conn, br *bufio.Reader) {
 		}
 		var status int
 		var v any
-		if n > s.maxBody+64 {
+		switch {
+		case n > s.maxBody+64:
 			if _, err := io.CopyN(io.Discard, br, n); err != nil {
 				return
 			}
 			status, v = errorAnswer(&apiError{status: http.StatusRequestEntityTooLarge, msg: fmt.Sprintf("request body exceeds %d bytes", s.maxBody)})
-		} else {
+		case n > maxUnheldFrame && !s.live(key):
+			// No open attempt has the token, so the answer depends on the
+			// operation's name and the token alone: the body is read
+			// past, never buffered, and a connection without a live
+			// token cannot make the server hold maxBody bytes.
+			head := make([]byte, maxUnheldFrame)
+			if _, err := io.ReadFull(br, head); err != nil {
+				return
+			}
+			if _, err := io.CopyN(io.Discard, br, n-maxUnheldFrame); err != nil {
+				return
+			}
+			status, v = s.serveFrame(c, br, token, key, head)
+		default:
 			// One buffer per connection serves every frame: operations copy
 			// what they keep (see serveFrame). A large one is not kept.
 			if int64(cap(frame)) < n {
@@ -343,6 +357,16 @@ func (s *Server) serveFramed(c net.Conn, br *bufio.Reader) {
 			return
 		}
 	}
+}
+
+// maxUnheldFrame is how much of a frame is read for a token no open
+// attempt has: enough for the operation's name.
+const maxUnheldFrame = 512
+
+// live reports whether an open attempt, not ended, has the token of key.
+func (s *Server) live(key [32]byte) bool {
+	a, _, _ := s.lookupKey(key)
+	return a != nil && a.Err() == nil
 }
 
 // serveFrame serves one request frame. The frame's buffer is reused for

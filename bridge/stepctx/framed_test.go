@@ -7,6 +7,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"runtime"
 	"strconv"
 	"strings"
 	"testing"
@@ -238,4 +239,40 @@ func TestFramedIdleAfterItsAttempt(t *testing.T) {
 	}
 	// The same end armed nothing on the connection that moved on.
 	kept.want("invocation-id", `{}`, 200, `"inv_two"`)
+}
+
+// A frame on a connection whose token no open attempt has is answered
+// without buffering its body: a client without a live token cannot make
+// the server hold up to the body limit per connection (it used to read
+// the whole frame into memory before looking at the token).
+func TestFramedBodyOfAnUnknownTokenIsNotHeld(t *testing.T) {
+	_, addr := serve(t, "unix", stepctx.Config{})
+	for _, token := range []string{stepctx.NewToken(), ""} {
+		f := dialFramed(t, addr, token)
+		const n = 40 << 20
+		frame := binary.BigEndian.AppendUint32(nil, uint32(n))
+		frame = append(frame, "run/start\n"...)
+		frame = append(frame, make([]byte, n-len("run/start\n"))...)
+		var before, after runtime.MemStats
+		runtime.GC()
+		runtime.ReadMemStats(&before)
+		go func() { _, _ = f.c.Write(frame) }()
+		var hdr [4]byte
+		if _, err := io.ReadFull(f.r, hdr[:]); err != nil {
+			t.Fatal(err)
+		}
+		answer := make([]byte, binary.BigEndian.Uint32(hdr[:]))
+		if _, err := io.ReadFull(f.r, answer); err != nil {
+			t.Fatal(err)
+		}
+		runtime.ReadMemStats(&after)
+		if !strings.HasPrefix(string(answer), "403\n") && !strings.HasPrefix(string(answer), "401\n") {
+			t.Errorf("token %q: answer %.80q, want 401 or 403", token, answer)
+		}
+		if got := after.TotalAlloc - before.TotalAlloc; got > n/4 {
+			t.Errorf("token %q: a %d-byte frame made the server allocate %d bytes", token, n, got)
+		}
+		// The connection stays usable, as after any answer.
+		f.want("uuid", `{}`, map[bool]int{true: 401, false: 403}[token == ""], "")
+	}
 }
