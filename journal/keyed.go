@@ -1,6 +1,7 @@
 package journal
 
 import (
+	"bytes"
 	"encoding/base64"
 	"encoding/binary"
 	"fmt"
@@ -65,6 +66,9 @@ func (m *Machine) CompleteAwakeable(id string, res Result) error {
 		if !ok || msg.GetAwakeableId() != id {
 			return m.mismatchIssued(i, c, issued)
 		}
+		if d := resultDiff(msg.GetValue(), msg.GetFailure(), res); d != "" {
+			return m.mismatchIssued(i, c, issued+" with another result ("+d+")")
+		}
 		return nil
 	}
 	msg := &servicev1.CompleteAwakeableCommandMessage{AwakeableId: id}
@@ -112,8 +116,9 @@ var (
 )
 
 // promise issues (or replays) promise command pc on the promise named
-// name; build makes the new command for completion id.
-func (m *Machine) promise(pc promiseCommand, name string, build func(id uint32) proto.Message) (uint32, error) {
+// name; build makes the new command for completion id, and same (when
+// set) tells why a replayed command differs from it ("" when it does not).
+func (m *Machine) promise(pc promiseCommand, name string, build func(id uint32) proto.Message, same func(any) string) (uint32, error) {
 	i, c, err := m.nextCommand()
 	if err != nil {
 		return 0, err
@@ -130,6 +135,11 @@ func (m *Machine) promise(pc promiseCommand, name string, build func(id uint32) 
 		}
 		if !ok || key != name {
 			return 0, m.mismatchIssued(i, c, fmt.Sprintf("%s of promise %q (the handler %s it)", pc.typ, name, pc.verb))
+		}
+		if same != nil {
+			if d := same(c.msg); d != "" {
+				return 0, m.mismatchIssued(i, c, fmt.Sprintf("%s of promise %q with another result (%s)", pc.typ, name, d))
+			}
 		}
 		m.bump(id)
 		return id, nil
@@ -148,7 +158,7 @@ func (m *Machine) promise(pc promiseCommand, name string, build func(id uint32) 
 func (m *Machine) GetPromise(name string) (uint32, error) {
 	return m.promise(getPromise, name, func(id uint32) proto.Message {
 		return &servicev1.GetPromiseCommandMessage{Key: name, ResultCompletionId: id}
-	})
+	}, nil)
 }
 
 // PeekPromise reads the workflow promise name without waiting for it:
@@ -157,7 +167,7 @@ func (m *Machine) GetPromise(name string) (uint32, error) {
 func (m *Machine) PeekPromise(name string) (uint32, error) {
 	return m.promise(peekPromise, name, func(id uint32) proto.Message {
 		return &servicev1.PeekPromiseCommandMessage{Key: name, ResultCompletionId: id}
-	})
+	}, nil)
 }
 
 // CompletePromise resolves (res.Value) or rejects (res.Failure) the
@@ -172,5 +182,41 @@ func (m *Machine) CompletePromise(name string, res Result) (uint32, error) {
 			msg.Completion = &servicev1.CompletePromiseCommandMessage_CompletionValue{CompletionValue: &servicev1.Value{Content: res.Value}}
 		}
 		return msg
+	}, func(recorded any) string {
+		cm := recorded.(*servicev1.CompletePromiseCommandMessage)
+		return resultDiff(cm.GetCompletionValue(), cm.GetCompletionFailure(), res)
 	})
+}
+
+// resultDiff says how a journaled value or failure differs from res, ""
+// when it does not: a replayed completion must complete the same way, as
+// the SDKs check.
+func resultDiff(v *servicev1.Value, f *servicev1.Failure, res Result) string {
+	switch {
+	case f != nil && res.Failure == nil:
+		return "the journal rejected it, the handler resolved it"
+	case f == nil && res.Failure != nil:
+		return "the journal resolved it, the handler rejected it"
+	case f != nil:
+		if f.GetCode() != uint32(res.Failure.Code) || f.GetMessage() != res.Failure.Message {
+			return fmt.Sprintf("the journal's failure is %d %q, the handler's %d %q", f.GetCode(), f.GetMessage(), res.Failure.Code, res.Failure.Message)
+		}
+		return ""
+	case !bytes.Equal(v.GetContent(), res.Value):
+		return valueDiff(v.GetContent(), res.Value)
+	}
+	return ""
+}
+
+// valueDiff describes two different values briefly.
+func valueDiff(journaled, issued []byte) string {
+	return fmt.Sprintf("the journal's value is %s, the handler's %s", brief(journaled), brief(issued))
+}
+
+// brief quotes a value, cut at 64 bytes.
+func brief(b []byte) string {
+	if len(b) > 64 {
+		return fmt.Sprintf("%q... (%d bytes)", b[:64], len(b))
+	}
+	return fmt.Sprintf("%q", b)
 }

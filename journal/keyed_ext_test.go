@@ -334,6 +334,34 @@ func TestKeyedCommandsMismatch(t *testing.T) {
 		{"set of another key", &servicev1.SetStateCommandMessage{Key: []byte("a")},
 			func(m *journal.Machine) error { return m.SetState("b", nil) },
 			[]string{`SetStateCommand of state key "a"`, `SetStateCommand of state key "b"`}},
+		// The SDKs compare a replayed command's payload too.
+		{"set of another value", &servicev1.SetStateCommandMessage{Key: []byte("a"), Value: &servicev1.Value{Content: []byte("1")}},
+			func(m *journal.Machine) error { return m.SetState("a", []byte("2")) },
+			[]string{`SetStateCommand of state key "a" with another value (the journal's value is "1", the handler's "2")`}},
+		{"awakeable resolved with another value", completeAwakeableCmd("sign_1abc", "1"),
+			func(m *journal.Machine) error {
+				return m.CompleteAwakeable("sign_1abc", journal.Result{Value: []byte("2")})
+			},
+			[]string{`with another result (the journal's value is "1", the handler's "2")`}},
+		{"awakeable rejected, resolved before", completeAwakeableCmd("sign_1abc", "1"),
+			func(m *journal.Machine) error {
+				return m.CompleteAwakeable("sign_1abc", journal.Result{Failure: &journal.Failure{Code: 500, Message: "no"}})
+			},
+			[]string{"the journal resolved it, the handler rejected it"}},
+		{"promise resolved with another value", &servicev1.CompletePromiseCommandMessage{Key: "p", ResultCompletionId: 1,
+			Completion: &servicev1.CompletePromiseCommandMessage_CompletionValue{CompletionValue: &servicev1.Value{Content: []byte("1")}}},
+			func(m *journal.Machine) error {
+				_, err := m.CompletePromise("p", journal.Result{Value: []byte("2")})
+				return err
+			},
+			[]string{`CompletePromiseCommand of promise "p" with another result (the journal's value is "1", the handler's "2")`}},
+		{"promise rejected, resolved before", &servicev1.CompletePromiseCommandMessage{Key: "p", ResultCompletionId: 1,
+			Completion: &servicev1.CompletePromiseCommandMessage_CompletionValue{CompletionValue: &servicev1.Value{Content: []byte("1")}}},
+			func(m *journal.Machine) error {
+				_, err := m.CompletePromise("p", journal.Result{Failure: &journal.Failure{Code: 409, Message: "no"}})
+				return err
+			},
+			[]string{"the journal resolved it, the handler rejected it"}},
 		{"read instead of clear", &servicev1.ClearStateCommandMessage{Key: []byte("a")},
 			func(m *journal.Machine) error { _, _, _, err := m.GetState("a"); return err },
 			[]string{`ClearStateCommand of state key "a"`, `a read of state key "a"`}},

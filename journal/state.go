@@ -98,7 +98,8 @@ func (m *Machine) GetStateKeys() (keys [][]byte, lazyID uint32, err error) {
 }
 
 // SetState sets key to value and updates the local view so later reads in
-// this invocation see it.
+// this invocation see it. A replayed one must write the same value, as the
+// SDKs check: later reads see what Restate stored.
 func (m *Machine) SetState(key string, value []byte) error {
 	i, c, err := m.nextCommand()
 	if err != nil {
@@ -108,6 +109,9 @@ func (m *Machine) SetState(key string, value []byte) error {
 		msg, ok := c.msg.(*servicev1.SetStateCommandMessage)
 		if !ok || string(msg.GetKey()) != key || c.name != "" {
 			return m.mismatchIssued(i, c, fmt.Sprintf("%s of state key %q", wire.SetStateCommandType, key))
+		}
+		if !bytes.Equal(msg.GetValue().GetContent(), value) {
+			return m.mismatchIssued(i, c, fmt.Sprintf("%s of state key %q with another value (%s)", wire.SetStateCommandType, key, valueDiff(msg.GetValue().GetContent(), value)))
 		}
 	} else {
 		m.emit(wire.SetStateCommandType, 0, &servicev1.SetStateCommandMessage{Key: []byte(key), Value: &servicev1.Value{Content: value}})
