@@ -132,3 +132,33 @@ func TestCancellationOfCallsReplays(t *testing.T) {
 		}
 	}
 }
+
+// callThenFails calls Child/a and fails retryably without a wait: a step
+// that failed, a worker that crashed.
+func callThenFails(ctx restate.Context, _ []byte) ([]byte, error) {
+	if _, err := ctx.Call(restate.CallRequest{Service: "Child", Handler: "a"}); err != nil {
+		return nil, err
+	}
+	return nil, &restate.RetryableError{Message: "the step failed"}
+}
+
+// A handler that fails after Restate's CANCEL arrived, without a wait that
+// took it, ends cancelled (409), and the invocations it called are
+// cancelled first, as when a wait takes the CANCEL: it used to end with
+// 409 and leave them running.
+func TestCancellationCancelsTheCallsOfAFailedHandler(t *testing.T) {
+	_, url := serveService(t, restate.BidiStream, restate.Service{Name: "D", Handlers: []restate.Handler{
+		{Name: "calls", Fn: callThenFails, DeliverCancel: true}}})
+	journal := []any{restatetest.Input(nil),
+		&servicev1.CallCommandMessage{ServiceName: "Child", HandlerName: "a", InvocationIdNotificationIdx: 1, ResultCompletionId: 2},
+		restatetest.InvocationID(1, "inv_child_a"), restatetest.Cancel(),
+	}
+	for _, v := range versions {
+		t.Run(fmt.Sprintf("v%d", v), func(t *testing.T) {
+			start := append([]any{restatetest.Start("inv_parent", uint32(len(journal)))}, journal...)
+			got := playSteps(t, url, v, "calls", start, nil)
+			wantFrameTypes(t, got, wire.SendSignalCommandType, wire.OutputCommandType, wire.EndMessageType)
+			wantCancels(t, got, "inv_child_a")
+		})
+	}
+}

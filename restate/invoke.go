@@ -417,12 +417,24 @@ func (inv *invocation) flush() {
 func (inv *invocation) runHandler() {
 	c := invocationContext{inv}
 	out, err := inv.call(c)
+	var te *TerminalError
+	if err != nil && inv.h.deliverCancel && !errors.Is(err, ErrCancelled) && !errors.As(err, &te) {
+		inv.mu.Lock()
+		endsCancelled := !inv.m.Done() && inv.m.Cancelled() && !inv.m.CancelTaken()
+		inv.mu.Unlock()
+		if endsCancelled {
+			// It ends cancelled below without a wait having taken the
+			// CANCEL, and the invocations it called are cancelled then
+			// too, as a wait would (and the SDKs) do. A wait in there
+			// that suspends or ends the attempt leaves the machine done.
+			_ = inv.cancelCalls()
+		}
+	}
 	inv.mu.Lock()
 	defer inv.mu.Unlock()
 	if inv.m.Done() {
 		return
 	}
-	var te *TerminalError
 	var re *RetryableError
 	switch {
 	case inv.m.Cancelled() && !inv.h.deliverCancel:
