@@ -7,7 +7,7 @@
 add() {
   local by=${1:-1} count
   [[ $by =~ ^-?[0-9]+$ ]] || { echo "add wants a whole number, got: $by" >&2; exit 100; }
-  count=$(fnbridge state get count) || { [ $? -eq 1 ] || exit; count=0; }  # 1: absent; 3: the call failed
+  count=$(fnbridge state get count) || { rc=$?; [ "$rc" -eq 1 ] || exit "$rc"; count=0; }  # 1: absent; else stop as it did
   count=$((count + by))
   fnbridge state set count "$count" || exit
   echo "$count"
@@ -16,5 +16,5 @@ add() {
 # get is shared (shared: true): it runs while an add of the same key is in
 # flight, and may read the state but not write it.
 get() {
-  fnbridge state get count || echo 0
+  fnbridge state get count || { rc=$?; [ "$rc" -eq 1 ] || exit "$rc"; echo 0; }  # 1: absent
 }
