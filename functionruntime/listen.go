@@ -5,22 +5,17 @@ import (
 	"fmt"
 	"net"
 	"os"
-	"path/filepath"
 	"strings"
-	"sync"
-	"time"
 
 	"github.com/rs/zerolog"
+
+	"github.com/fnbridge/fnbridge/internal/unixsock"
 )
 
 // UnixSocketMode is the permission of a Unix socket created by Listen: only
 // the owner may connect, because the Runtime Server does not authenticate
 // callers and relies on being reachable only by runtimed.
 const UnixSocketMode os.FileMode = 0o600
-
-// maxUnixPathBytes is what fits in sockaddr_un.sun_path with its NUL on
-// Linux.
-const maxUnixPathBytes = 107
 
 // Listen opens the listener for a server address: "host:port" for TCP, or
 // "unix:///absolute/path" (also "unix:relative/path") for a Unix socket. A
@@ -45,76 +40,7 @@ func Listen(address string) (net.Listener, error) {
 	if strings.HasPrefix(path, "@") {
 		return nil, fmt.Errorf("listen address %q is an abstract socket, which has no permissions: use a socket path", address)
 	}
-	if err := removeStaleSocket(path); err != nil {
-		return nil, err
-	}
-	return listenUnix(path)
-}
-
-// listenUnix binds the socket inside a fresh owner-only directory next to
-// path, restricts it to UnixSocketMode there, and only then links it to
-// path. A bind directly at path followed by a chmod would leave a window
-// in which the socket exists with the umask's mode; a process-wide umask
-// change would race every other goroutine creating files. link, unlike
-// rename, fails instead of replacing a file created at path meanwhile.
-func listenUnix(path string) (net.Listener, error) {
-	// Clients connect by path, so it must fit in a socket address itself.
-	if len(path) > maxUnixPathBytes {
-		return nil, fmt.Errorf("socket path %s is too long: a socket address holds at most %d bytes", path, maxUnixPathBytes)
-	}
-	private, err := os.MkdirTemp(filepath.Dir(path), ".s")
-	if err != nil {
-		return nil, fmt.Errorf("create a private directory for socket %s: %w", path, err)
-	}
-	defer os.RemoveAll(private)
-	tmp := filepath.Join(private, "s")
-	if len(tmp) > maxUnixPathBytes {
-		return nil, fmt.Errorf("socket path %s is too long: it is first bound at %s, longer than the %d bytes a socket address holds",
-			path, tmp, maxUnixPathBytes)
-	}
-	ul, err := net.ListenUnix("unix", &net.UnixAddr{Name: tmp, Net: "unix"})
-	if err != nil {
-		return nil, fmt.Errorf("listen on unix://%s: %w", path, err)
-	}
-	// The temporary name is gone once linked; Close removes path instead.
-	ul.SetUnlinkOnClose(false)
-	fail := func(err error) (net.Listener, error) {
-		ul.Close()
-		return nil, err
-	}
-	if err := os.Chmod(tmp, UnixSocketMode); err != nil {
-		return fail(fmt.Errorf("restrict permissions of socket %s: %w", path, err))
-	}
-	if err := os.Link(tmp, path); err != nil {
-		return fail(fmt.Errorf("put socket in place at %s: %w", path, err))
-	}
-	fi, err := os.Lstat(path)
-	if err != nil {
-		return fail(fmt.Errorf("inspect socket %s: %w", path, err))
-	}
-	return &unixListener{UnixListener: ul, addr: &net.UnixAddr{Name: path, Net: "unix"}, file: fi}, nil
-}
-
-// unixListener reports the socket's final path and removes it on Close.
-type unixListener struct {
-	*net.UnixListener
-	addr *net.UnixAddr
-	file os.FileInfo
-	once sync.Once
-}
-
-func (l *unixListener) Addr() net.Addr { return l.addr }
-
-// Close stops accepting and removes the socket file, unless something else
-// has been put at the path since.
-func (l *unixListener) Close() error {
-	err := l.UnixListener.Close()
-	l.once.Do(func() {
-		if fi, statErr := os.Lstat(l.addr.Name); statErr == nil && os.SameFile(fi, l.file) {
-			_ = os.Remove(l.addr.Name)
-		}
-	})
-	return err
+	return unixsock.Listen(path, UnixSocketMode)
 }
 
 // WarnIfExposed logs one warning when addr is a TCP address that is not
@@ -139,27 +65,4 @@ func unixPath(address string) (string, bool) {
 		return strings.TrimPrefix(address, "unix:"), true
 	}
 	return "", false
-}
-
-// removeStaleSocket deletes path when it is a socket nobody accepts on.
-func removeStaleSocket(path string) error {
-	fi, err := os.Lstat(path)
-	if errors.Is(err, os.ErrNotExist) {
-		return nil
-	}
-	if err != nil {
-		return fmt.Errorf("inspect %s: %w", path, err)
-	}
-	if fi.Mode()&os.ModeSocket == 0 {
-		return fmt.Errorf("%s exists and is not a socket; refusing to replace it", path)
-	}
-	conn, err := net.DialTimeout("unix", path, time.Second)
-	if err == nil {
-		conn.Close()
-		return fmt.Errorf("%s: another server is listening on this socket", path)
-	}
-	if err := os.Remove(path); err != nil && !errors.Is(err, os.ErrNotExist) {
-		return fmt.Errorf("remove stale socket %s: %w", path, err)
-	}
-	return nil
 }

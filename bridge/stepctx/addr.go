@@ -1,13 +1,12 @@
 package stepctx
 
 import (
-	"errors"
 	"fmt"
-	"io/fs"
 	"net"
-	"os"
 	"path/filepath"
 	"strings"
+
+	"github.com/fnbridge/fnbridge/internal/unixsock"
 )
 
 // Environment variables through which a function process (and its
@@ -43,8 +42,10 @@ func ParseAddr(addr string) (network, address string, err error) {
 }
 
 // Listen listens on an endpoint address (ParseAddr). A unix socket is
-// made accessible to its owner only (0600); a socket file left by an
-// earlier process is replaced, any other file is an error.
+// accessible to its owner only (0600) from the moment it exists; a socket
+// file left by an earlier process is replaced, one a live server still
+// accepts on (another bridge given the same path) or any other file is an
+// error.
 func Listen(addr string) (net.Listener, error) {
 	network, address, err := ParseAddr(addr)
 	if err != nil {
@@ -53,23 +54,9 @@ func Listen(addr string) (net.Listener, error) {
 	if network == "tcp" {
 		return net.Listen(network, address)
 	}
-	if st, err := os.Lstat(address); err == nil {
-		if st.Mode()&fs.ModeSocket == 0 {
-			return nil, fmt.Errorf("context socket %s: a file that is not a socket is in the way", address)
-		}
-		if err := os.Remove(address); err != nil {
-			return nil, err
-		}
-	} else if !errors.Is(err, fs.ErrNotExist) {
-		return nil, err
-	}
-	l, err := net.Listen(network, address)
+	l, err := unixsock.Listen(address, 0o600)
 	if err != nil {
-		return nil, err
-	}
-	if err := os.Chmod(address, 0o600); err != nil {
-		l.Close()
-		return nil, err
+		return nil, fmt.Errorf("context socket: %w", err)
 	}
 	return l, nil
 }

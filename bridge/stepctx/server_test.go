@@ -450,3 +450,32 @@ func TestShutdownBeforeServeStopsServe(t *testing.T) {
 		t.Fatal("Serve after Shutdown still running after 10s")
 	}
 }
+
+// The context socket is the owner's alone from the start, a socket left by
+// a process that is gone is replaced, and one another bridge still
+// accepts on is never taken over (its functions' steps would fail).
+func TestListenOwnsItsSocket(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "c.sock")
+	stale, err := net.ListenUnix("unix", &net.UnixAddr{Name: path, Net: "unix"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	stale.SetUnlinkOnClose(false)
+	stale.Close() // the file stays, nobody accepts on it
+	l, err := stepctx.Listen("unix://" + path)
+	if err != nil {
+		t.Fatalf("a stale socket was not replaced: %v", err)
+	}
+	defer l.Close()
+	if fi, err := os.Lstat(path); err != nil || fi.Mode().Perm() != 0o600 {
+		t.Fatalf("socket %v, %v: want mode 0600", fi, err)
+	}
+	if _, err := stepctx.Listen("unix://" + path); err == nil || !strings.Contains(err.Error(), "another server is listening") {
+		t.Fatalf("a second listener on a live socket: %v, want it refused", err)
+	}
+	if c, err := net.Dial("unix", path); err != nil {
+		t.Fatalf("the first listener lost its socket: %v", err)
+	} else {
+		c.Close()
+	}
+}
