@@ -2,11 +2,14 @@ package bash_test
 
 import (
 	"bytes"
+	"context"
 	"errors"
 	"math/rand/v2"
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/fnbridge/fnbridge/functionruntime"
 )
@@ -146,5 +149,28 @@ run() { echo "run $1"; }
 	w := f.Start(t)
 	if got := string(f.MustInvoke(t, w, "a").Output); got != "run a" {
 		t.Fatalf("output = %q", got)
+	}
+}
+
+// The per-invocation environment is data even when the handler file gave
+// one of its names an attribute: with declare -i, assigning a caller's
+// tracestate would evaluate it as arithmetic, and a[$(cmd)] runs cmd.
+func TestInvocationEnvIsNeverEvaluated(t *testing.T) {
+	f := conformance.NewFixture(t, "tr.f", map[string]string{"tr.sh": "declare -i TRACESTATE TRACEPARENT\nf() {\n  printf '%s|%s' \"$TRACEPARENT\" \"$TRACESTATE\"\n}\n"})
+	w := f.Start(t)
+	evil := "a[$(touch pwned)]"
+	inv := f.Invocation("inv-tr", []byte("x"))
+	inv.Env = map[string]string{functionruntime.EnvTracestate: evil, functionruntime.EnvTraceparent: "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	res, err := w.Invoke(ctx, inv)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01|" + evil; string(res.Output) != want {
+		t.Errorf("output %q, want %q", res.Output, want)
+	}
+	if _, err := os.Stat(filepath.Join(f.Dir, "pwned")); err == nil {
+		t.Fatal("the caller's tracestate ran as code")
 	}
 }

@@ -387,7 +387,13 @@ __fnb_main() {
 							break
 						fi
 						case $__fnb_o in
-						FNBRIDGE_KEY=* | TRACEPARENT=* | TRACESTATE=*) builtin export "$__fnb_o" ;;
+						FNBRIDGE_KEY=* | TRACEPARENT=* | TRACESTATE=*)
+							# Unset first: an attribute the handler file gave
+							# the name (declare -i: arithmetic) must not
+							# apply to the caller's value.
+							builtin unset -v "${__fnb_o%%=*}"
+							builtin export "$__fnb_o"
+							;;
 						*)
 							__fnb_n=bad
 							break
