@@ -27,16 +27,20 @@ import (
 // two FIFOs in DIR, the worker's scratch directory:
 //
 //	a.req  requests, one line each, fields separated by tabs:
-//	       S <addr> <token> <name>            run/start
-//	       C <addr> <token> <status> <cmd>    run/complete: CMD exited with
-//	                                          status, its stdout is in a.out
-//	a.ans  one answer line per request: <status> <kind> <message>
+//	       S <nonce> <addr> <token> <name>          run/start
+//	       C <nonce> <addr> <token> <status> <cmd>  run/complete: CMD exited
+//	                                                with status, its stdout
+//	                                                is in a.out
+//	a.ans  one answer line per request: <nonce> <status> <kind> <message>
 //	       kind x: execute CMD now
 //	       kind r: the recorded value is in a.val (R: it holds a NUL byte)
 //	       kind o: the value journaled is a.out's (O: it holds a NUL byte)
 //	       kind e: stop with <status>, <message> on stderr
 //
-// Statuses and messages are those of the command. The agent holds one
+// Statuses and messages are those of the command. The nonce, unique to
+// the request within the worker, comes back with its answer: a shell
+// skips an answer that is not its own, one the agent wrote after the
+// shell that asked was killed. The agent holds one
 // framed connection for the current token; a request with another token
 // (the next attempt) replaces it. It exits when the worker (PID) is gone.
 const (
@@ -108,7 +112,13 @@ func runAgent(ctx context.Context, dir string, worker int, ready io.Writer) erro
 		if err != nil {
 			return exitf(ctxExitError, "agent: reading requests: %v", err)
 		}
-		status, kind, msg := a.serve(ctx, strings.Split(strings.TrimSuffix(string(line), "\n"), "\t"))
+		fields := strings.Split(strings.TrimSuffix(string(line), "\n"), "\t")
+		nonce := ""
+		if len(fields) > 1 {
+			nonce = fields[1]
+			fields = append(fields[:1:1], fields[2:]...)
+		}
+		status, kind, msg := a.serve(ctx, fields)
 		msg = strings.Map(func(r rune) rune {
 			if r == '\n' || r == '\t' {
 				return ' '
@@ -118,7 +128,7 @@ func runAgent(ctx context.Context, dir string, worker int, ready io.Writer) erro
 		if len(msg) > agentMaxMsg {
 			msg = msg[:agentMaxMsg] + "..."
 		}
-		if _, err := fmt.Fprintf(files[1], "%d\t%s\t%s\n", status, kind, msg); err != nil {
+		if _, err := fmt.Fprintf(files[1], "%s\t%d\t%s\t%s\n", nonce, status, kind, msg); err != nil {
 			return exitf(ctxExitError, "agent: answering: %v", err)
 		}
 	}

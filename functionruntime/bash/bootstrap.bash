@@ -63,7 +63,8 @@ __fnb_fnbridge() {
 	fi
 	builtin shift 2
 	__fnb_agent || builtin return
-	builtin printf 'S\t%s\t%s\t%s\n' "$FNBRIDGE_CONTEXT" "$FNBRIDGE_CONTEXT_TOKEN" "$__fnb_name" >&"$__fnb_areq"
+	((++__fnb_rq))
+	builtin printf 'S\t%s.%d\t%s\t%s\t%s\n' "$__fnb_f" "$__fnb_rq" "$FNBRIDGE_CONTEXT" "$FNBRIDGE_CONTEXT_TOKEN" "$__fnb_name" >&"$__fnb_areq"
 	__fnb_answer || builtin return
 	__fnb_file=$__fnb_dir/a.val
 	if [[ $__fnb_k == x ]]; then
@@ -77,7 +78,8 @@ __fnb_fnbridge() {
 			if (command exec "$@") >|"$__fnb_dir/a.out" {__fnb_areq}>&- {__fnb_aans}>&-; then __fnb_rc=0; else __fnb_rc=$?; fi
 			;;
 		esac
-		builtin printf 'C\t%s\t%s\t%d\t%s\n' "$FNBRIDGE_CONTEXT" "$FNBRIDGE_CONTEXT_TOKEN" "$__fnb_rc" "${1//[$'\t\n']/ }" >&"$__fnb_areq"
+		((++__fnb_rq))
+		builtin printf 'C\t%s.%d\t%s\t%s\t%d\t%s\n' "$__fnb_f" "$__fnb_rq" "$FNBRIDGE_CONTEXT" "$FNBRIDGE_CONTEXT_TOKEN" "$__fnb_rc" "${1//[$'\t\n']/ }" >&"$__fnb_areq"
 		__fnb_answer || builtin return
 		__fnb_file=$__fnb_dir/a.out
 	fi
@@ -165,13 +167,20 @@ __fnb_agent() {
 	command exec {__fnb_areq}<>"$__fnb_dir/a.req" {__fnb_aans}<>"$__fnb_dir/a.ans"
 }
 
-# __fnb_answer reads the agent's answer: __fnb_st, __fnb_k, __fnb_m; an
-# error answer prints its message and returns its status.
+# __fnb_answer reads the agent's answer to this shell's last request
+# (nonce $__fnb_f.$__fnb_rq): __fnb_st, __fnb_k, __fnb_m; an error answer
+# prints its message and returns its status. An answer with another nonce
+# is skipped: the agent wrote it for a shell killed while it waited (an
+# earlier invocation of this worker), and it is nobody's now.
 __fnb_answer() {
-	builtin local __fnb_rc
+	builtin local __fnb_rc __fnb_n
 	while :; do
-		IFS=$'\t' builtin read -r -t 2 -u "$__fnb_aans" __fnb_st __fnb_k __fnb_m && break
-		__fnb_rc=$?
+		# In a list, so that errexit cannot end the shell on a timeout.
+		IFS=$'\t' builtin read -r -t 2 -u "$__fnb_aans" __fnb_n __fnb_st __fnb_k __fnb_m && __fnb_rc=0 || __fnb_rc=$?
+		if ((__fnb_rc == 0)); then
+			[[ $__fnb_n == "$__fnb_f.$__fnb_rq" ]] && break
+			continue
+		fi
 		# A timeout only means a slow answer while the agent lives.
 		if ((__fnb_rc > 128)) && __fnb_is_agent "$__fnb_apid"; then
 			continue
@@ -442,7 +451,7 @@ __fnb_main() {
 				builtin unset -v LC_CTYPE
 			fi
 			# The shell whose fnbridge function may use the step agent.
-			__fnb_ishell=$BASHPID __fnb_areq= __fnb_aans= __fnb_apid=
+			__fnb_ishell=$BASHPID __fnb_areq= __fnb_aans= __fnb_apid= __fnb_rq=0
 			for __fnb_o in "${__fnb_reapply[@]}"; do
 				builtin set -o "$__fnb_o"
 			done

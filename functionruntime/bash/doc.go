@@ -143,7 +143,10 @@
 // run goes through the worker's step agent (`fnbridge agent`, one per
 // worker, started by its first step) without a process per step, runs a
 // builtin CMD in the shell, and with --var VAR assigns the value to VAR
-// instead of printing it. Other shells and children use the command.
+// instead of printing it; its requests carry a nonce that the agent's
+// answers echo, so an answer left for a shell that was killed while it
+// waited is never taken by the next invocation's. Other shells and
+// children use the command.
 //
 // Keyed services and awakeables (see the command's help): fnbridge key
 // (also $FNBRIDGE_KEY, in either durability mode), fnbridge state

@@ -119,6 +119,18 @@ agent_dies() {
 	fnbridge run a3 -- kill -KILL "$__fnb_apid" 2>&1 || echo "status $?"
 }
 
+# An answer in the agent's FIFO that is not this shell's (the agent wrote
+# it for a shell killed while it waited) is skipped, never taken for the
+# next step's.
+stale_answer() {
+	local v w
+	fnbridge run --var v n1 -- printf one || return
+	printf 'x.1\t0\tr\t\n' >"$__fnb_dir/a.ans"
+	printf 'stale' >|"$__fnb_dir/a.val"
+	fnbridge run --var w n2 -- printf two || return
+	printf '%s %s' "$v" "$w"
+}
+
 # A process that holds the pid the dead agent had (the kernel reuses
 # pids; here the shell is simply told so) is not taken for the agent.
 agent_pid_reused() {
@@ -288,6 +300,16 @@ func TestSteps(t *testing.T) {
 	// next step; one that dies while a step waits for its answer ends
 	// that step with status 3
 	// and a message naming it, and the journal keeps no completion for it.
+	t.Run("shell function skips an answer not its own", func(t *testing.T) {
+		s := e.start(t, "stale_answer", nil)
+		j := &stepctxtest.Journal{}
+		res, err := s.invoke(t, e.Open(t, j), "")
+		steptest.MustOutput(t, res, err, "one two")
+		if en := j.Entries(); len(en) != 2 || string(en[1].Result.Value) != "two" {
+			t.Fatalf("journal = %+v, want n2 executed with its own value", en)
+		}
+	})
+
 	t.Run("shell function agent dies", func(t *testing.T) {
 		s := e.start(t, "agent_dies", nil)
 		j := &stepctxtest.Journal{}
