@@ -57,11 +57,8 @@ func (m *Machine) completion(id uint32) (Result, uint64) {
 	if n := m.findNotif(id); n != nil {
 		res, seq = n.res, n.seq
 	}
-	for i := range m.proposals {
-		p := &m.proposals[i]
-		if p.id == id && p.ackSeq != 0 && (seq == 0 || p.ackSeq < seq) {
-			res, seq = p.res, p.ackSeq
-		}
+	if p := m.findProposal(id); p != nil && p.ackSeq != 0 && (seq == 0 || p.ackSeq < seq) {
+		res, seq = p.res, p.ackSeq
 	}
 	return res, seq
 }

@@ -145,7 +145,7 @@ func (m *Machine) ProposeRun(id uint32, res Result) error {
 	var flags uint16
 	if m.rules.runAck {
 		flags = wire.FlagRequestedAck
-		m.proposals = append(m.proposals, proposal{id: id, res: res})
+		m.proposals = appendIndexed(m.proposals, &m.proposalAt, proposal{id: id, res: res})
 	}
 	if res.Failure != nil {
 		msg := &servicev1.ProposeRunCompletionMessage{ResultCompletionId: id,

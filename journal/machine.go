@@ -90,6 +90,9 @@ type Machine struct {
 	notifs         []notification
 	expect         []expectation
 	proposals      []proposal
+	// notifAt, expectAt, proposalAt and signalAt index the slices by id
+	// once they are long (see indexFrom).
+	notifAt, expectAt, proposalAt, signalAt index
 
 	seq       uint64
 	cancelSeq uint64
@@ -347,34 +350,36 @@ func (m *Machine) replayCommand(h wire.Header, payload []byte) error {
 
 // addExpectation records the notification type a command's completion id
 // must carry and checks it against a notification that arrived earlier.
-func (m *Machine) addExpectation(e expectation, index int, c command) error {
-	for _, x := range m.expect {
-		if x.id == e.id {
-			return m.violation("completion id %d of command %d (%s) is already used by another command", e.id, index, c.typ)
-		}
+func (m *Machine) addExpectation(e expectation, at int, c command) error {
+	if find(m.expect, m.expectAt, e.id) >= 0 {
+		return m.violation("completion id %d of command %d (%s) is already used by another command", e.id, at, c.typ)
 	}
-	m.expect = append(m.expect, e)
+	m.expect = appendIndexed(m.expect, &m.expectAt, e)
 	if n := m.findNotif(e.id); n != nil && n.typ != e.typ {
-		return m.violation("completion id %d of command %d (%s) was completed by %s, expected %s", e.id, index, c.typ, n.typ, e.typ)
+		return m.violation("completion id %d of command %d (%s) was completed by %s, expected %s", e.id, at, c.typ, n.typ, e.typ)
 	}
 	return nil
 }
 
 func (m *Machine) findNotif(id uint32) *notification {
-	for i := range m.notifs {
-		if m.notifs[i].id == id {
-			return &m.notifs[i]
-		}
+	if i := find(m.notifs, m.notifAt, id); i >= 0 {
+		return &m.notifs[i]
 	}
 	return nil
 }
 
 // findSignal is the received signal of index idx, nil if none arrived.
 func (m *Machine) findSignal(idx uint32) *notification {
-	for i := range m.signals {
-		if m.signals[i].id == idx {
-			return &m.signals[i]
-		}
+	if i := find(m.signals, m.signalAt, idx); i >= 0 {
+		return &m.signals[i]
+	}
+	return nil
+}
+
+// findProposal is the run proposal of completion id, nil if none.
+func (m *Machine) findProposal(id uint32) *proposal {
+	if i := find(m.proposals, m.proposalAt, id); i >= 0 {
+		return &m.proposals[i]
 	}
 	return nil
 }
@@ -398,7 +403,7 @@ func (m *Machine) notification(h wire.Header, payload []byte) error {
 				n.res, n.variant = Result{Void: true}, rVoid // a signal without a result is still delivered
 			}
 			if m.findSignal(n.id) == nil {
-				m.signals = append(m.signals, notification{id: n.id, typ: h.Type, res: n.res, seq: m.seq})
+				m.signals = appendIndexed(m.signals, &m.signalAt, notification{id: n.id, typ: h.Type, res: n.res, seq: m.seq})
 			}
 			return nil
 		case signalName:
@@ -417,15 +422,13 @@ func (m *Machine) notification(h wire.Header, payload []byte) error {
 	if n.variant&allowed == 0 {
 		return m.violation("%s for completion id %d carries a result variant that type does not allow", h.Type, n.id)
 	}
-	for _, x := range m.expect {
-		if x.id == n.id && x.typ != h.Type {
-			return m.violation("completion id %d expects %s, got %s", n.id, x.typ, h.Type)
-		}
+	if i := find(m.expect, m.expectAt, n.id); i >= 0 && m.expect[i].typ != h.Type {
+		return m.violation("completion id %d expects %s, got %s", n.id, m.expect[i].typ, h.Type)
 	}
 	if m.findNotif(n.id) != nil {
 		return nil // a duplicate delivery carries nothing new; first one wins
 	}
-	m.notifs = append(m.notifs, notification{id: n.id, typ: h.Type, res: n.res, seq: m.seq})
+	m.notifs = appendIndexed(m.notifs, &m.notifAt, notification{id: n.id, typ: h.Type, res: n.res, seq: m.seq})
 	return nil
 }
 
@@ -438,15 +441,12 @@ func (m *Machine) ack(payload []byte) error {
 		return m.violation("malformed ProposeRunCompletionAck: %v", err)
 	}
 	m.seq++
-	for i := range m.proposals {
-		p := &m.proposals[i]
-		if p.id == ackID {
-			if p.ackSeq != 0 {
-				return m.violation("duplicate ProposeRunCompletionAck for completion id %d", p.id)
-			}
-			p.ackSeq = m.seq
-			return nil
+	if p := m.findProposal(ackID); p != nil {
+		if p.ackSeq != 0 {
+			return m.violation("duplicate ProposeRunCompletionAck for completion id %d", p.id)
 		}
+		p.ackSeq = m.seq
+		return nil
 	}
 	return m.violation("ProposeRunCompletionAck for completion id %d, which has no pending proposal", ackID)
 }
