@@ -86,6 +86,23 @@ func (m *Machine) CompletedHandle(h Handle) (Result, bool) {
 	return res, seq != 0
 }
 
+// FirstArrived is the position in hs of the one whose completion arrived
+// first, -1 when none is complete. A FirstCompleted await returns that
+// one and only that one: a replay holds every completion the journal
+// recorded, later ones included, and arrival order is the only choice the
+// attempt that recorded the journal made the same way (the protocol: "on
+// replay the SDK MUST observe the same relative order it observed when
+// processing").
+func (m *Machine) FirstArrived(hs []Handle) int {
+	at, first := -1, uint64(0)
+	for i, h := range hs {
+		if _, seq := m.resultOf(h); seq != 0 && (first == 0 || seq < first) {
+			at, first = i, seq
+		}
+	}
+	return at
+}
+
 // AwaitMany reports the state of an await over completion ids; see
 // AwaitHandles.
 func (m *Machine) AwaitMany(ids []uint32, mode Mode) Status {

@@ -304,7 +304,9 @@ func (c invocationContext) Send(req SendRequest) (string, error) {
 }
 
 // Await waits until all (AwaitAll) or at least one (AwaitAny) of futures
-// completed and returns one Outcome per future, nil where not complete.
+// completed and returns one Outcome per future, nil where not complete;
+// for AwaitAny only the future whose completion arrived first has one, so
+// a replay answers as the attempt that recorded the journal did.
 // A wait not complete within suspendAfter (at once when suspendAfter <= 0
 // or the runtime closed its side, as in REQUEST_RESPONSE mode) suspends the
 // attempt and returns ErrSuspended. The CANCEL signal arriving first makes
@@ -346,7 +348,16 @@ func (c invocationContext) Await(futures []Future, mode AwaitMode, suspendAfter 
 			}
 		}
 		var outs []*Outcome
-		if st == journal.Ready {
+		switch {
+		case st != journal.Ready:
+		case mode == AwaitAny:
+			// Only the first to arrive: see journal.FirstArrived.
+			outs = make([]*Outcome, len(ids))
+			if i := inv.m.FirstArrived(ids); i >= 0 {
+				res, _ := inv.m.CompletedHandle(ids[i])
+				outs[i] = outcome(res)
+			}
+		default:
 			outs = make([]*Outcome, len(ids))
 			for i, id := range ids {
 				if res, ok := inv.m.CompletedHandle(id); ok {

@@ -309,6 +309,38 @@ func TestStepsAwaitAnyReturnsFirst(t *testing.T) {
 	}
 }
 
+// The protocol: "The relative ordering of notifications … is significant:
+// on replay the SDK MUST observe the same relative order it observed when
+// processing." The attempt that recorded this journal saw the second
+// timer fire first and went on; the first fired later, while it ran. A
+// replay holds both completions, and AwaitAny still answers the second
+// alone, so the handler takes the same branch.
+func TestStepsAwaitAnyReplaysArrivalOrder(t *testing.T) {
+	journal := []any{restatetest.Input(nil),
+		restatetest.Sleep(1, 1), restatetest.Sleep(2, 1),
+		restatetest.SleepDone(2), restatetest.SleepDone(1)}
+	for _, v := range versions {
+		t.Run(fmt.Sprintf("v%d", v), func(t *testing.T) {
+			outs := make(chan []*restate.Outcome, 1)
+			h := func(ctx restate.Context, _ []byte) ([]byte, error) {
+				t1, _ := ctx.Sleep(time.Minute)
+				t2, _ := ctx.Sleep(time.Hour)
+				o, err := ctx.Await([]restate.Future{t1, t2}, restate.AwaitAny, time.Hour)
+				outs <- o
+				return nil, err
+			}
+			_, url := stepsServer(t, restate.BidiStream, map[string]restate.HandlerFunc{"h": h})
+			start := append([]any{restatetest.Start("inv_any_replay", uint32(len(journal)))}, journal...)
+			got := playSteps(t, url, v, "h", start, nil)
+			wantFrameTypes(t, got, wire.OutputCommandType, wire.EndMessageType)
+			o := <-outs
+			if len(o) != 2 || o[0] != nil || o[1] == nil {
+				t.Fatalf("outcomes %v, want the second timer's alone (it completed first)", o)
+			}
+		})
+	}
+}
+
 // REQUEST_RESPONSE: the runtime closed its side, so a wait that is not
 // complete suspends at once, whatever the budget; so does waiting for a
 // run's result to become durable.

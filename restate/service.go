@@ -71,7 +71,8 @@ type Context interface {
 	Send(req SendRequest) (invocationID string, err error)
 	// Await waits until all (AwaitAll) or at least one (AwaitAny) of
 	// futures completed and returns one *Outcome per future (nil where not
-	// complete). A wait not complete within suspendAfter, or at once when
+	// complete; for AwaitAny, set for the one whose completion arrived
+	// first only, so a replay answers as the recorded attempt did). A wait not complete within suspendAfter, or at once when
 	// the runtime closed its input (REQUEST_RESPONSE), suspends the attempt
 	// and returns ErrSuspended. The CANCEL signal while waiting makes it
 	// return ErrCancelled.
