@@ -66,6 +66,40 @@ func ctxExitStatus(stderr io.Writer, err error) (code int, ok bool) {
 	return e.code, true
 }
 
+// subcommandsOnly makes cmd, which only groups subcommands, refuse a
+// missing or unknown subcommand with a usage error. Left to cobra, a
+// mistyped `fnbridge state gte count` printed the help on stdout, where a
+// script captures it as the value, and exited 0.
+func subcommandsOnly(cmd *cobra.Command) *cobra.Command {
+	cmd.Args = cobra.ArbitraryArgs
+	cmd.RunE = func(c *cobra.Command, args []string) error {
+		var names []string
+		for _, sub := range c.Commands() {
+			if sub.IsAvailableCommand() {
+				names = append(names, sub.Name())
+			}
+		}
+		if len(args) == 0 {
+			return usageError{fmt.Errorf("%s needs a subcommand: %s", c.CommandPath(), strings.Join(names, ", "))}
+		}
+		return usageError{fmt.Errorf("unknown command %q for %q; its subcommands: %s", args[0], c.CommandPath(), strings.Join(names, ", "))}
+	}
+	return cmd
+}
+
+// usageError is a command line the command cannot take.
+type usageError struct{ error }
+
+// inCtx reports whether cmd is the ctx command or one of its subcommands.
+func inCtx(cmd *cobra.Command) bool {
+	for c := cmd; c != nil; c = c.Parent() {
+		if c.Name() == "ctx" && c.HasParent() && !c.Parent().HasParent() {
+			return true
+		}
+	}
+	return false
+}
+
 // ctxMain runs the binary invoked as `fnbridge`: newCtxCmd is the root.
 func ctxMain(args []string) int {
 	return runCtx(args, os.Stdin, os.Stdout, os.Stderr)
@@ -95,7 +129,7 @@ func runCtx(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 // endpoint through FNBRIDGE_CONTEXT and FNBRIDGE_CONTEXT_TOKEN. Arguments
 // and payloads are data: CMD is executed directly, never through a shell.
 func newCtxCmd() *cobra.Command {
-	root := &cobra.Command{
+	root := subcommandsOnly(&cobra.Command{
 		Use:   "ctx",
 		Short: "Durable steps from a Bash function: run, sleep, call, send, await, state, awakeables, promises",
 		Long: `Durable steps from a Bash function (or any process it starts), through the
@@ -110,7 +144,7 @@ attempt suspended or ended, stop now; 3 the context call could not be made
 fnbridge run passes through the status of a CMD that failed retryably.`,
 		SilenceUsage:  true,
 		SilenceErrors: true,
-	}
+	})
 	root.AddCommand(newCtxKeyCmd(), newCtxStateCmd(), newCtxPromiseCmd(), newCtxCancelCmd(), newCtxAgentCmd(), newCtxFailCmd())
 	root.AddCommand(newCtxAwakeableCmds()...)
 	root.AddCommand(newCtxRunCmd(), newCtxSleepCmd(), newCtxCallCmd(), newCtxSendCmd(), newCtxAwaitCmd(),

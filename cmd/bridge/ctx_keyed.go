@@ -106,13 +106,13 @@ func newCtxKeyCmd() *cobra.Command {
 }
 
 func newCtxStateCmd() *cobra.Command {
-	root := &cobra.Command{
+	root := subcommandsOnly(&cobra.Command{
 		Use:   "state",
 		Short: "Durable state of a virtual object or workflow: get, set, clear, clear-all, keys",
 		Long: `Durable state of a virtual object or workflow; values are JSON.
 A shared handler reads state but cannot change it: set, clear and clear-all
 then fail with the reason on stderr and exit status 100.`,
-	}
+	})
 	root.AddCommand(
 		clientCmd("get NAME", "Print the JSON value of NAME; print nothing and exit 1 when it has none", 1,
 			func(ctx context.Context, cmd *cobra.Command, c *stepctx.Client, args []string) error {
@@ -171,12 +171,12 @@ reported on stderr with exit status 100.`
 }
 
 func newCtxPromiseCmd() *cobra.Command {
-	root := &cobra.Command{
+	root := subcommandsOnly(&cobra.Command{
 		Use:   "promise",
 		Short: "Durable promises of a workflow: get, peek, resolve, reject",
 		Long: `Durable promises of a workflow, shared by its handlers. A rejected promise
 makes get and peek report the rejection on stderr and exit 100.`,
-	}
+	})
 	root.AddCommand(
 		clientCmd("get NAME", "Wait for the promise NAME and print its value", 1,
 			func(ctx context.Context, cmd *cobra.Command, c *stepctx.Client, args []string) error {

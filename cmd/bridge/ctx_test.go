@@ -328,3 +328,33 @@ func TestCtxFailOutsideTheFunctionsShell(t *testing.T) {
 	fnbridge(t, "", "fail", "--code").want(t, 100, "", `(fnbridge fail --code "": want a code from 1 to 65535; failing with 500)`)
 	fnbridge(t, "", "fail", "--code", "500", "plain").want(t, 100, "", "plain\n")
 }
+
+// A mistyped or missing subcommand of a command that only groups others
+// is a usage error (ctx: "2 bad arguments"), never the help on stdout
+// with status 0, which `v=$(fnbridge state gte count)` took for a value.
+// `bridge ctx` exits as fnbridge does; other bridge commands exit 1.
+func TestGroupCommandsRefuseUnknownSubcommands(t *testing.T) {
+	e := newCtxEnv(t, &stepctxtest.Journal{})
+	fnbridge(t, "", "state", "gte", "count").want(t, 2, "", `unknown command "gte" for "fnbridge state"; its subcommands: clear, clear-all, get, keys, set`)
+	fnbridge(t, "", "promise", "reslove", "p", "1").want(t, 2, "", `unknown command "reslove" for "fnbridge promise"`)
+	fnbridge(t, "", "state").want(t, 2, "", "fnbridge state needs a subcommand")
+	if n := len(e.j.Entries()); n != 0 {
+		t.Errorf("usage errors journaled %d commands", n)
+	}
+	for _, c := range []struct {
+		args []string
+		code int
+		want string
+	}{
+		{[]string{"ctx", "nosuch"}, 2, `unknown command "nosuch" for "bridge ctx"`},
+		{[]string{"ctx", "--bogus"}, 2, "unknown flag: --bogus"},
+		{[]string{"ctx", "state", "gte"}, 2, `unknown command "gte" for "bridge ctx state"`},
+		{[]string{"runtime", "nosuch"}, 1, `unknown command "nosuch" for "bridge runtime"`},
+		{[]string{"runtime"}, 1, "bridge runtime needs a subcommand: serve"},
+	} {
+		var out, errb bytes.Buffer
+		if code := runBridge(c.args, &out, &errb); code != c.code || out.Len() != 0 || !strings.Contains(errb.String(), c.want) {
+			t.Errorf("bridge %v: exit %d stdout %q stderr %q, want exit %d and %q", c.args, code, out.String(), errb.String(), c.code, c.want)
+		}
+	}
+}

@@ -8,6 +8,7 @@ package main
 
 import (
 	"fmt"
+	"io"
 	"net"
 	"os"
 	"path/filepath"
@@ -32,13 +33,27 @@ func main() {
 	if filepath.Base(os.Args[0]) == "fnbridge" {
 		os.Exit(ctxMain(os.Args[1:]))
 	}
-	if err := newRootCmd().Execute(); err != nil {
-		if code, ok := ctxExitStatus(os.Stderr, err); ok { // bridge ctx ...: its exit statuses
-			os.Exit(code)
-		}
-		fmt.Fprintln(os.Stderr, "bridge:", err)
-		os.Exit(1)
+	os.Exit(runBridge(os.Args[1:], os.Stdout, os.Stderr))
+}
+
+// runBridge runs the bridge command line args and returns its exit status.
+func runBridge(args []string, stdout, stderr io.Writer) int {
+	root := newRootCmd()
+	root.SetArgs(args)
+	root.SetOut(stdout)
+	root.SetErr(stderr)
+	cmd, err := root.ExecuteC()
+	if err == nil {
+		return 0
 	}
+	if code, ok := ctxExitStatus(stderr, err); ok { // bridge ctx ...: its exit statuses
+		return code
+	}
+	fmt.Fprintln(stderr, "bridge:", err)
+	if inCtx(cmd) {
+		return ctxExitUsage // cobra's own errors, as fnbridge exits on them
+	}
+	return 1
 }
 
 func newRootCmd() *cobra.Command {

@@ -25,11 +25,10 @@ func runtimeKinds() string {
 }
 
 func newRuntimeCmd(g *globalFlags) *cobra.Command {
-	cmd := &cobra.Command{
+	cmd := subcommandsOnly(&cobra.Command{
 		Use:   "runtime",
 		Short: "Run a standalone FunctionRuntime server",
-		Args:  cobra.NoArgs,
-	}
+	})
 	cmd.AddCommand(newRuntimeServeCmd(g))
 	return cmd
 }
