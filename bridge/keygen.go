@@ -37,6 +37,9 @@ func Keygen(o KeygenOptions) (string, error) {
 	if o.PublicOut == "" {
 		o.PublicOut = o.Out + ".pub"
 	}
+	if samePath(o.Out, o.PublicOut) {
+		return "", fmt.Errorf("--public-out %s is the private key file --out names: choose another file for the public key", o.PublicOut)
+	}
 	if o.Reuse {
 		if data, err := os.ReadFile(o.Out); err == nil {
 			pub, err := PublicKeyOfPEM(data)
@@ -92,6 +95,22 @@ func PublicKeyOfPEM(data []byte) (string, error) {
 	return identity.EncodeKey(priv.Public().(ed25519.PublicKey)), nil
 }
 
+// samePath reports whether a and b name one file: the same path once
+// cleaned and made absolute, or, when both exist, the same file (a link).
+func samePath(a, b string) bool {
+	if aa, err := filepath.Abs(a); err == nil {
+		if bb, err := filepath.Abs(b); err == nil && aa == bb {
+			return true
+		}
+	}
+	fa, err := os.Stat(a)
+	if err != nil {
+		return false
+	}
+	fb, err := os.Stat(b)
+	return err == nil && os.SameFile(fa, fb)
+}
+
 // replaceFile writes data to a temporary file in path's directory with mode
 // perm and moves it into place: a reader never sees a partial key, and
 // the private key is never readable by others, even for a moment. Without
@@ -99,7 +118,12 @@ func PublicKeyOfPEM(data []byte) (string, error) {
 func replaceFile(path string, data []byte, perm os.FileMode, overwrite bool) error {
 	tmp, err := os.CreateTemp(filepath.Dir(path), ".keygen-*")
 	if err != nil {
-		return err
+		// The temporary file's random name would only confuse.
+		var pe *os.PathError
+		if errors.As(err, &pe) {
+			err = pe.Err
+		}
+		return fmt.Errorf("writing %s: %w", path, err)
 	}
 	defer os.Remove(tmp.Name())
 	if err := tmp.Chmod(perm); err != nil {

@@ -118,3 +118,44 @@ func TestKeygenReuseReplacesAStalePublicKey(t *testing.T) {
 		t.Fatalf("%s.pub = %q, want %q", out, pub, key)
 	}
 }
+
+// "Never overwrites without --force; --reuse keeps an existing private
+// key": a --public-out naming the private key file, by the same path or
+// another one, is refused before anything is written, whatever the flags.
+func TestKeygenRefusesPublicOutOverThePrivateKey(t *testing.T) {
+	dir := t.TempDir()
+	out := filepath.Join(dir, "id.pem")
+	if _, err := bridge.Keygen(bridge.KeygenOptions{Out: out}); err != nil {
+		t.Fatal(err)
+	}
+	before, _ := os.ReadFile(out)
+	for _, o := range []bridge.KeygenOptions{
+		{Out: out, PublicOut: out, Reuse: true},
+		{Out: out, PublicOut: filepath.Join(dir, ".", "id.pem"), Force: true},
+		{Out: out, PublicOut: out},
+	} {
+		_, err := bridge.Keygen(o)
+		if err == nil || !strings.Contains(err.Error(), "is the private key file --out names") {
+			t.Fatalf("Keygen(%+v) = %v, want a refusal naming --public-out", o, err)
+		}
+		if after, _ := os.ReadFile(out); string(after) != string(before) {
+			t.Fatalf("Keygen(%+v) changed the private key", o)
+		}
+	}
+	if err := os.Link(out, filepath.Join(dir, "alias.pem")); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := bridge.Keygen(bridge.KeygenOptions{Out: out, PublicOut: filepath.Join(dir, "alias.pem"), Reuse: true}); err == nil {
+		t.Fatal("a --public-out linked to the private key was accepted")
+	}
+}
+
+// A directory that cannot be written is named; the temporary file's
+// random name is not.
+func TestKeygenUnwritableDirectoryNamesTheFile(t *testing.T) {
+	out := filepath.Join(t.TempDir(), "missing", "id.pem")
+	_, err := bridge.Keygen(bridge.KeygenOptions{Out: out})
+	if err == nil || !strings.Contains(err.Error(), "writing "+out) || strings.Contains(err.Error(), ".keygen-") {
+		t.Fatalf("err = %v, want one naming %s and not the temporary file", err, out)
+	}
+}
