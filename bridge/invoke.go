@@ -219,7 +219,7 @@ func (p *pool) classifyInvoke(ctx context.Context, err error) *Error {
 	}
 	switch functionruntime.Classify(err) {
 	case functionruntime.ClassHandlerTerminal:
-		return &Error{Class: ClassTerminal, Message: msg, Cause: err, Code: restate.Code(functionruntime.TerminalCode(err))}
+		return &Error{Class: ClassTerminal, Message: functionruntime.TerminalMessage(err), Cause: err, Code: restate.Code(functionruntime.TerminalCode(err))}
 	case functionruntime.ClassHandlerRetryable:
 		return &Error{Class: ClassHandler, Message: msg, Cause: err}
 	case functionruntime.ClassTimeout:

@@ -161,6 +161,30 @@ func TerminalCode(err error) uint16 {
 	return uint16(c)
 }
 
+// TerminalMessage is the message a handler's terminal failure gave (a
+// Python TerminalError's message, the MESSAGE of Bash `fnbridge fail`),
+// without the words this package's server puts around it in the status
+// ("invocation ID: handler failed terminally: TYPE: "), which a caller
+// should not see in the invocation's failure. For any other error, or a
+// server that words its status otherwise, it is the status message.
+func TerminalMessage(err error) string {
+	st := status.Convert(err)
+	msg := st.Message()
+	info := errorInfoOf(st)
+	if info == nil || info.GetReason() != ReasonHandlerTerminalError {
+		return msg
+	}
+	md := info.GetMetadata()
+	prefix := "invocation " + md["invocation_id"] + ": handler failed terminally: " // see HandlerError.Error
+	if t := md["error_type"]; t != "" {
+		prefix += t + ": "
+	}
+	if rest, ok := strings.CutPrefix(msg, prefix); ok {
+		return rest
+	}
+	return msg
+}
+
 // handlerStatus maps a *HandlerError to codes.Unknown with its reason.
 func handlerStatus(he *HandlerError, runUID, invocationID string) error {
 	reason := ReasonHandlerError

@@ -324,6 +324,9 @@ func TestInvokeErrorMapping(t *testing.T) {
 		wantState executorv1.FunctionRegistrationState
 		// terminalCode is what TerminalCode reads back (0: none).
 		terminalCode uint16
+		// terminalMessage is what TerminalMessage reads back ("": the
+		// status message, whole).
+		terminalMessage string
 	}{
 		{
 			name: "handler error is retryable", err: &functionruntime.HandlerError{Type: "ValueError", Message: "bad input"},
@@ -335,19 +338,19 @@ func TestInvokeErrorMapping(t *testing.T) {
 			name: "terminal handler error", err: &functionruntime.HandlerError{Terminal: true, Type: "exit", Message: "no such order", ExitCode: 3},
 			code: codes.Unknown, reason: functionruntime.ReasonHandlerTerminalError, class: functionruntime.ClassHandlerTerminal,
 			metadata:  map[string]string{"error_type": "exit", "exit_code": "3", "terminal": "true"},
-			msgSubstr: "no such order", wantState: stateReady,
+			msgSubstr: "no such order", wantState: stateReady, terminalMessage: "no such order",
 		},
 		{
 			name: "terminal handler error with a code", err: &functionruntime.HandlerError{Terminal: true, Type: "fnbridge.TerminalError", Message: "no such order", Code: 404},
 			code: codes.Unknown, reason: functionruntime.ReasonHandlerTerminalError, class: functionruntime.ClassHandlerTerminal,
 			metadata:  map[string]string{"terminal": "true", functionruntime.MetadataTerminalCode: "404"},
-			msgSubstr: "no such order", wantState: stateReady, terminalCode: 404,
+			msgSubstr: "no such order", wantState: stateReady, terminalCode: 404, terminalMessage: "no such order",
 		},
 		{
 			name: "terminal code out of range is dropped", err: &functionruntime.HandlerError{Terminal: true, Type: "fnbridge.TerminalError", Message: "odd", Code: 70000},
 			code: codes.Unknown, reason: functionruntime.ReasonHandlerTerminalError, class: functionruntime.ClassHandlerTerminal,
 			metadata:  map[string]string{functionruntime.MetadataTerminalCode: ""},
-			msgSubstr: "odd", wantState: stateReady,
+			msgSubstr: "odd", wantState: stateReady, terminalMessage: "odd",
 		},
 		{
 			name: "a retryable error carries no terminal code", err: &functionruntime.HandlerError{Type: "ValueError", Message: "bad", Code: 404},
@@ -399,6 +402,13 @@ func TestInvokeErrorMapping(t *testing.T) {
 			}
 			if c := functionruntime.TerminalCode(err); c != tt.terminalCode {
 				t.Errorf("TerminalCode = %d, want %d", c, tt.terminalCode)
+			}
+			wantMsg := tt.terminalMessage
+			if wantMsg == "" {
+				wantMsg = st.Message()
+			}
+			if m := functionruntime.TerminalMessage(err); m != wantMsg {
+				t.Errorf("TerminalMessage = %q, want %q", m, wantMsg)
 			}
 			s, serr := h.status(ref)
 			if serr != nil || s.GetState() != tt.wantState {

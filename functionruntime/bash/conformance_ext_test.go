@@ -75,7 +75,7 @@ var conformance = &adaptertest.Adapter{
 	// last stderr line(s) as message".
 	Failures: []adaptertest.Failure{
 		exitFailure("exit 3", "h.fail", 3, false, "exit status %d: something went wrong: %s"),
-		exitFailure("exit 100 is terminal", "h.terminal", bash.TerminalExitStatus, true, "exit status %d: order %s not found"),
+		exitFailure("exit 100 is terminal", "h.terminal", bash.TerminalExitStatus, true, "order %s not found"),
 		exitFailure("return 7", "h.ret", 7, false, "exit status %d"),
 	},
 	Outputs:       adaptertest.Handler{Handler: "h.outputs", Files: hSh},

@@ -402,8 +402,11 @@ func parseStatus(line []byte) (kind byte, seq uint64, token string, status int, 
 }
 
 // statusError turns a non-zero status into a HandlerError whose message is
-// the last non-empty stderr line of the invocation. With a step context,
-// status 75 ([AttemptEndedStatus]) means the attempt ended.
+// "exit status N: " and the last non-empty stderr line of the invocation.
+// A terminal failure's message is that line alone ("exit status 100" when
+// there is none): it is the message the invocation fails with, as a Python
+// TerminalError's. With a step context, status 75 ([AttemptEndedStatus])
+// means the attempt ended.
 func (s *session) statusError(status int, steps bool) error {
 	// Everything the invocation printed is on the log pipe by now; log it
 	// so the last line is known.
@@ -412,7 +415,11 @@ func (s *session) statusError(status int, steps bool) error {
 	lines := s.P.RecentLines(recentForMessage)
 	for i := len(lines) - 1; i >= 0; i-- {
 		if strings.TrimSpace(lines[i]) != "" {
-			msg += ": " + lines[i]
+			if status == TerminalExitStatus {
+				msg = lines[i]
+			} else {
+				msg += ": " + lines[i]
+			}
 			break
 		}
 	}
