@@ -15,8 +15,6 @@ import (
 	"sync/atomic"
 	"syscall"
 	"time"
-
-	"golang.org/x/sys/unix"
 )
 
 // cgroupParents are the directories worker leaves are created in: the
@@ -440,7 +438,10 @@ func eventCounter(b []byte, key string) int64 {
 
 // release kills whatever is left in the leaf (descendants that left the
 // worker's process group stay in its cgroup), reaps those re-parented to
-// the server, and removes the leaf, giving up after wait.
+// the server, and removes the leaf, giving up after wait. A killed process
+// is not reaped at once (it has not died yet) and, dead, is no longer
+// listed in the leaf, so each is noted first and reaped by reapOrphans,
+// now or when it reaches the server.
 func (c *cgroupLeaf) release(wait time.Duration) {
 	if c == nil {
 		return
@@ -451,9 +452,8 @@ func (c *cgroupLeaf) release(wait time.Duration) {
 		for _, dir := range c.dirs {
 			for _, pid := range readPids(filepath.Join(dir, "cgroup.procs")) {
 				left = true
+				noteStray(pid)
 				_ = syscall.Kill(pid, syscall.SIGKILL)
-				var ws unix.WaitStatus
-				_, _ = unix.Wait4(pid, &ws, unix.WNOHANG, nil)
 			}
 		}
 		if !left || !time.Now().Before(deadline) {
@@ -461,6 +461,7 @@ func (c *cgroupLeaf) release(wait time.Duration) {
 		}
 		time.Sleep(2 * time.Millisecond)
 	}
+	reapOrphans()
 	c.remove()
 }
 

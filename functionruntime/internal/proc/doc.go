@@ -115,8 +115,13 @@
 // A setsid'ed descendant also leaves the group that the waits of
 // [Process.ReapStrays] and Terminate reach. The server, as subreaper,
 // reaps on every SIGCHLD the exited children that lead a session of their
-// own: workers and probes share the server's session, so such a child can
-// only be an adopted orphan.
+// own (workers and probes share the server's session, so such a child can
+// only be an adopted orphan) and the descendants that left the group
+// another way (setpgid: `timeout`) noted when their worker ended: those
+// Terminate found in the cgroup leaf, or, without one, below the worker in
+// the process tree. Such a descendant that exits while its worker lives
+// stays a zombie until the worker ends; nothing tells it apart from a
+// child exec.Cmd waits for before then.
 //
 // [Probe] runs a one-off command (the python adapter's interpreter probe)
 // under the same rules: own group, Pdeathsig, and its group killed and

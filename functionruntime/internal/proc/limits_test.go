@@ -5,9 +5,11 @@ package proc
 import (
 	"context"
 	"errors"
+	"fmt"
 	"golang.org/x/sys/unix"
 	"io"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -199,6 +201,61 @@ func TestSetsidOrphansAreReaped(t *testing.T) {
 			t.Fatalf("%d setsid'ed zombies still parented to the server", z)
 		}
 		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// A descendant that left the worker's group without a session of its own
+// (`timeout` calls setpgid, and so leads a group its child shares) is
+// reaped once it exits: killed with the worker's cgroup, or, without one,
+// when it ends on its own after the worker.
+func TestSetpgidDescendantsAreReaped(t *testing.T) {
+	if _, err := exec.LookPath("timeout"); err != nil {
+		t.Skip("no timeout(1) here")
+	}
+	for _, c := range []struct {
+		name   string
+		limits Limits
+	}{
+		{"in a cgroup", Limits{Processes: 16, Memory: 64 << 20}},
+		{"without a cgroup", Limits{}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			p := startLimited(t, `timeout 1 sleep 300 & echo $! >&4; read x <&3`, c.limits)
+			if c.limits.Processes != 0 && p.cg == nil {
+				t.Skip("no worker cgroup here")
+			}
+			buf := make([]byte, 32)
+			n, _ := p.Responses().Read(buf)
+			pid, err := strconv.Atoi(strings.TrimSpace(string(buf[:n])))
+			if err != nil {
+				t.Fatal(err)
+			}
+			var child int // timeout's sleep, in timeout's group
+			for deadline := time.Now().Add(5 * time.Second); child == 0 && time.Now().Before(deadline); time.Sleep(5 * time.Millisecond) {
+				for _, st := range procstat.All() {
+					if st.PPID == pid {
+						child = st.PID
+					}
+				}
+			}
+			p.Terminate(100 * time.Millisecond)
+			deadline := time.Now().Add(10 * time.Second)
+			for {
+				var left []string
+				for _, q := range []int{pid, child} {
+					if st, err := procstat.Read(q); err == nil && q != 0 {
+						left = append(left, fmt.Sprintf("%d (%c, parent %d)", q, st.State, st.PPID))
+					}
+				}
+				if len(left) == 0 {
+					return
+				}
+				if time.Now().After(deadline) {
+					t.Fatalf("timeout and its child still there: %v", left)
+				}
+				time.Sleep(10 * time.Millisecond)
+			}
+		})
 	}
 }
 

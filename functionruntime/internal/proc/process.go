@@ -269,6 +269,11 @@ func (p *Process) Terminate(grace time.Duration) {
 			grace = DefaultGrace
 		}
 		pgid := p.pid
+		if p.cg == nil {
+			// Without a cgroup, what left the group outlives the worker;
+			// noted now, it is reaped when it exits (see reapOrphans).
+			noteDescendants(p.pid, pgid)
+		}
 		signalGroup(pgid, syscall.SIGTERM)
 		deadline := time.Now().Add(grace)
 		timer := time.NewTimer(grace)

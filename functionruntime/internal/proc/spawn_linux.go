@@ -74,12 +74,73 @@ func becomeSubreaper() {
 	})
 }
 
-// reapOrphans reaps exited children of the server that lead a session of
-// their own. The server never starts such a child (workers and probes
-// share its session), so each is a handler's descendant that called setsid
-// and was re-parented here; exec.Cmd owns every other child's status.
+// strays are a worker's descendants seen outside its process group when
+// the worker ended (`timeout` calls setpgid, so it and its child leave the
+// group), by pid with their start time, which tells a reused pid apart.
+// Re-parented to the server, they are children no exec.Cmd waits for, so
+// reapOrphans reaps them once they exit.
+var strays struct {
+	mu   sync.Mutex
+	pids map[int]uint64
+}
+
+// noteStray records pid, a descendant of a worker, for reapOrphans.
+func noteStray(pid int) {
+	st, err := procstat.Read(pid)
+	if err != nil {
+		return
+	}
+	strays.mu.Lock()
+	if strays.pids == nil {
+		strays.pids = map[int]uint64{}
+	}
+	strays.pids[pid] = st.StartTime
+	strays.mu.Unlock()
+}
+
+// noteDescendants records the living descendants of the worker leader that
+// left its process group pgid: without a cgroup nothing else finds them.
+func noteDescendants(leader, pgid int) {
+	all := procstat.All()
+	parent := make(map[int]int, len(all))
+	for _, st := range all {
+		parent[st.PID] = st.PPID
+	}
+	for _, st := range all {
+		if st.PGID == pgid || st.Dead() {
+			continue
+		}
+		for p, hops := st.PPID, 0; p > 1 && hops < 64; p, hops = parent[p], hops+1 {
+			if p == leader {
+				noteStray(st.PID)
+				break
+			}
+		}
+	}
+}
+
+// reapOrphans reaps exited children of the server that exec.Cmd does not
+// wait for: those that lead a session of their own (the server never
+// starts such a child: workers and probes share its session, so each is a
+// handler's descendant that called setsid and was re-parented here) and
+// the strays noted when their worker ended. Noted strays that are gone,
+// or whose pid now names another process, are forgotten.
 func reapOrphans() {
 	self := os.Getpid()
+	strays.mu.Lock()
+	defer strays.mu.Unlock()
+	for pid, start := range strays.pids {
+		st, err := procstat.Read(pid)
+		switch {
+		case err != nil || st.StartTime != start:
+			delete(strays.pids, pid)
+		case st.PPID == self && st.Dead():
+			var ws unix.WaitStatus
+			if got, _ := unix.Wait4(pid, &ws, unix.WNOHANG, nil); got == pid {
+				delete(strays.pids, pid)
+			}
+		}
+	}
 	for _, st := range procstat.All() {
 		if st.PPID != self || !st.Dead() {
 			continue

@@ -14,9 +14,10 @@ func onSpawnThread(f func()) { f() }
 // signals are Linux-only; elsewhere a worker can outlive a crashed server.
 func sysProcAttr() *syscall.SysProcAttr { return &syscall.SysProcAttr{Setpgid: true} }
 
-func becomeSubreaper()            {}
-func reapStrays(pgid, leader int) {}
-func reapGroup(pgid int)          {}
+func becomeSubreaper()                 {}
+func reapStrays(pgid, leader int)      {}
+func reapGroup(pgid int)               {}
+func noteDescendants(leader, pgid int) {}
 
 func groupGone(pgid int) bool { return syscall.Kill(-pgid, 0) == syscall.ESRCH }
 
