@@ -3,6 +3,7 @@ package functionruntime
 import (
 	"context"
 	"errors"
+	"strings"
 
 	"google.golang.org/genproto/googleapis/rpc/errdetails"
 	"google.golang.org/grpc/codes"
@@ -131,6 +132,14 @@ func Classify(err error) ErrorClass {
 	case codes.DeadlineExceeded:
 		return ClassTimeout
 	case codes.ResourceExhausted:
+		// gRPC's own refusal of a message over a size limit, on either
+		// end, carries no ErrorInfo: the same request can never pass, so
+		// it is not the busy registration the contract's ResourceExhausted
+		// means. grpc-go words it "received message larger than max" and
+		// "trying to send message larger than max".
+		if reason == "" && strings.Contains(st.Message(), "message larger than max") {
+			return ClassInvalid
+		}
 		return ClassBusy
 	case codes.FailedPrecondition:
 		switch reason {

@@ -20,6 +20,16 @@ import (
 // maximal output fits in a response.
 const messageHeadroom = 1 << 20
 
+// MessageFloor is the least gRPC message limit on both ends of a call,
+// whatever the payload bounds: twice restate-server's default message size
+// (32 MiB), so an input Restate delivers and a server's bound refuses gets
+// the server's INPUT_TOO_LARGE (InvalidArgument, never retried) rather
+// than gRPC's ResourceExhausted, which the contract maps to 429: a busy
+// registration, retried for ever. A client does not know the server's
+// bounds, which may be raised (--max-input-bytes), so it sends up to this
+// floor too.
+const MessageFloor = 64 << 20
+
 // GRPCServer is a *grpc.Server serving one FunctionRuntime Server, gRPC
 // health (grpc.health.v1) and server reflection, so grpcurl works without
 // proto files.
@@ -36,7 +46,7 @@ type GRPCServer struct {
 func NewGRPCServer(s *Server, opts ...grpc.ServerOption) *GRPCServer {
 	lim := s.Limits()
 	base := []grpc.ServerOption{
-		grpc.MaxRecvMsgSize(lim.MaxInputBytes + messageHeadroom),
+		grpc.MaxRecvMsgSize(max(lim.MaxInputBytes+messageHeadroom, MessageFloor)),
 		grpc.MaxSendMsgSize(lim.MaxOutputBytes + messageHeadroom),
 	}
 	gs := grpc.NewServer(append(base, opts...)...)
@@ -78,11 +88,12 @@ func AllowedRoots(dirs []string) (grpc.ServerOption, error) {
 
 // ClientCallOptions are the call options a remote client of this server
 // should use: gRPC's default 4 MiB receive limit is below the default
-// output bound.
+// output bound, and its sends are bounded by [MessageFloor] (or a bigger
+// default bound), so the server's own checks answer.
 func ClientCallOptions() []grpc.CallOption {
 	return []grpc.CallOption{
-		grpc.MaxCallRecvMsgSize(DefaultMaxOutputBytes + messageHeadroom),
-		grpc.MaxCallSendMsgSize(DefaultMaxInputBytes + messageHeadroom),
+		grpc.MaxCallRecvMsgSize(max(DefaultMaxOutputBytes+messageHeadroom, MessageFloor)),
+		grpc.MaxCallSendMsgSize(max(DefaultMaxInputBytes+messageHeadroom, MessageFloor)),
 	}
 }
 

@@ -13,6 +13,7 @@ import (
 	"github.com/rs/zerolog"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 	"google.golang.org/grpc/credentials/insecure"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	reflectionpb "google.golang.org/grpc/reflection/grpc_reflection_v1"
@@ -127,6 +128,53 @@ func TestGRPCServerOverNetwork(t *testing.T) {
 	}
 	if err := stream.CloseSend(); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// An input over the server's bound, however far over it, is the server's
+// INPUT_TOO_LARGE (InvalidArgument: the bridge fails the invocation
+// terminally), never gRPC's ResourceExhausted, which the contract maps to
+// 429 (busy, retried for ever): past the bound plus 1 MiB it used to be.
+// The same holds for a server whose bound is below the default.
+func TestGRPCOversizedInputIsInvalidNotBusy(t *testing.T) {
+	for _, c := range []struct {
+		name  string
+		lim   functionruntime.Limits
+		input int
+	}{
+		{"default bound, 8 MiB", functionruntime.Limits{}, 8 << 20},
+		{"default bound, 40 MiB", functionruntime.Limits{}, 40 << 20},
+		{"1 KiB bound, 2 MiB", functionruntime.Limits{MaxInputBytes: 1 << 10}, 2 << 20},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			h := newHarness(t, &fakeAdapter{}, c.lim, nil)
+			conn, _, _ := served(t, h, time.Second)
+			cli := executorv1.NewFunctionRuntimeClient(conn)
+			reg, err := cli.RegisterFunction(context.Background(), h.registerReq("big", 1, digest("x")))
+			if err != nil {
+				t.Fatal(err)
+			}
+			_, err = cli.InvokeFunction(context.Background(), &executorv1.InvokeFunctionRequest{Registration: reg.GetRegistration(), Input: make([]byte, c.input)})
+			wantCode(t, err, codes.InvalidArgument, functionruntime.ReasonInputTooLarge)
+			if cl := functionruntime.Classify(err); cl != functionruntime.ClassInvalid {
+				t.Fatalf("Classify = %v, want ClassInvalid", cl)
+			}
+		})
+	}
+}
+
+// Past every limit, gRPC refuses the message itself: that is no busy
+// registration either. A ResourceExhausted without those words (another
+// server's busy answer) still is.
+func TestClassifyGRPCSizeRefusals(t *testing.T) {
+	for msg, want := range map[string]functionruntime.ErrorClass{
+		"grpc: received message larger than max (70000000 vs. 67108864)": functionruntime.ClassInvalid,
+		"trying to send message larger than max (70000000 vs. 67108864)": functionruntime.ClassInvalid,
+		"the function is busy": functionruntime.ClassBusy,
+	} {
+		if got := functionruntime.Classify(status.Error(codes.ResourceExhausted, msg)); got != want {
+			t.Errorf("Classify(ResourceExhausted %q) = %v, want %v", msg, got, want)
+		}
 	}
 }
 
