@@ -174,3 +174,30 @@ func TestInvocationEnvIsNeverEvaluated(t *testing.T) {
 		t.Fatal("the caller's tracestate ran as code")
 	}
 }
+
+// A worker whose scratch directory went away (a /dev/shm cleaner, a full
+// tmpfs) cannot take an invocation: that is the worker's failure, never
+// the function's, which did not run. The worker is replaced, and the next
+// invocation works in a fresh directory.
+func TestLostScratchDirectoryReplacesTheWorker(t *testing.T) {
+	tmp := t.TempDir()
+	t.Setenv("TMPDIR", tmp)
+	f := conformance.NewFixture(t, "h.dot", map[string]string{"h.sh": handlerSh})
+	w := f.Start(t)
+	f.MustInvoke(t, w, "first")
+	dirs, _ := filepath.Glob(filepath.Join(tmp, "fnbridge-bash-*"))
+	if len(dirs) != 1 {
+		t.Fatalf("scratch directories %v, want one", dirs)
+	}
+	if err := os.RemoveAll(dirs[0]); err != nil {
+		t.Fatal(err)
+	}
+	_, err := f.Invoke(t, w, "second")
+	var he *functionruntime.HandlerError
+	if !errors.Is(err, functionruntime.ErrWorkerCrashed) || errors.As(err, &he) {
+		t.Fatalf("err = %v, want a worker failure, not the handler's", err)
+	}
+	if got := string(f.MustInvoke(t, w, "third").Output); got != "third." {
+		t.Fatalf("after a fresh worker: %q", got)
+	}
+}

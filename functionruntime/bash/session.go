@@ -264,7 +264,10 @@ func (s *session) invoke(input []byte, sc *functionruntime.StepContext, env map[
 	// Go writes the payload file before the request, so it is complete
 	// when the function starts.
 	if err := writeFile(inFile, input); err != nil {
-		return functionruntime.Result{}, &functionruntime.HandlerError{Type: "InputUnwritable", Message: err.Error()}
+		// The worker's scratch directory is unusable (removed by a
+		// /dev/shm cleaner, a full tmpfs): the function never ran, and only
+		// a fresh worker, with a fresh directory, can run it.
+		return functionruntime.Result{}, &proc.ProtocolError{Err: fmt.Errorf("the worker's scratch directory is unusable: %w", err)}
 	}
 	s.buf = append(s.buf[:0], cur[:tokenLen]...)
 	switch {
