@@ -1,6 +1,9 @@
 package journal
 
 import (
+	"fmt"
+	"strings"
+
 	servicev1 "github.com/fnbridge/fnbridge/proto/restate/service/v1"
 	"github.com/fnbridge/fnbridge/restate/wire"
 )
@@ -152,11 +155,35 @@ func (m *Machine) AwaitHandles(hs []Handle, mode Mode) Status {
 	if satisfied != 0 {
 		return Ready
 	}
+	if m.Replaying() {
+		// The attempt that recorded the journal went on past this wait, so
+		// what let it go on is recorded before the commands that follow; it
+		// is not there, so the handler waits for something else.
+		i := m.cmdIndex
+		m.mismatch(i, "journal mismatch at command index %d: the handler waits (%s) for %s, which the journal does not complete, yet the journal continues with %s %q after the wait", i, mode, describeHandles(hs), m.commands[i].typ, m.commands[i].name)
+		return Closed
+	}
 	if m.inputClosed {
 		m.SuspendHandles(hs, mode)
 		return Suspended
 	}
 	return Pending
+}
+
+// describeHandles names hs for an error: "completion 2, signal 17".
+func describeHandles(hs []Handle) string {
+	var b strings.Builder
+	for i, h := range hs {
+		if i > 0 {
+			b.WriteString(", ")
+		}
+		if idx, ok := h.signal(); ok {
+			fmt.Fprintf(&b, "signal %d", idx)
+		} else {
+			fmt.Fprintf(&b, "completion %d", uint32(h))
+		}
+	}
+	return b.String()
 }
 
 // cancelPending reports a CANCEL signal the handler has not taken.

@@ -352,3 +352,33 @@ func TestAwaitManyCancelOrder(t *testing.T) {
 		}
 	}
 }
+
+// A wait during replay that the journal cannot satisfy, with commands
+// recorded after it, is a journal mismatch (570): the attempt that
+// recorded the journal went on past that wait, so what let it go on is
+// recorded before those commands. Suspending instead would hide a changed
+// handler, for ever when what it waits for never comes.
+func TestAwaitDuringReplayTheJournalCannotSatisfy(t *testing.T) {
+	recorded := []proto.Message{input("x"), sleepCmd(1, 5), sleepCmd(2, 5), sleepDone(2), runCmd(3, "after"), runDone(3, "v")}
+	for _, v := range versions {
+		t.Run(fmt.Sprintf("v%d", v), func(t *testing.T) {
+			m := started(t, v, recorded...)
+			mustInput(t, m)
+			_, _ = m.Sleep(5)
+			_, _ = m.Sleep(5)
+			if st := m.AwaitMany([]uint32{2}, journal.AllCompleted); st != journal.Ready {
+				t.Fatalf("await of the recorded timer = %v, want Ready", st)
+			}
+			if st := m.AwaitMany([]uint32{1}, journal.AllCompleted); st != journal.Closed {
+				t.Fatalf("await of the unrecorded timer = %v, want Closed by a mismatch", st)
+			}
+			fs := drain(t, m)
+			wantTypes(t, fs, wire.ErrorMessageType)
+			e := errorOf(t, fs[0])
+			if e.GetCode() != 570 || e.GetRelatedCommandIndex() != 3 || !strings.Contains(e.GetMessage(), "waits (all completed) for completion 1") ||
+				!strings.Contains(e.GetMessage(), `continues with RunCommand "after"`) {
+				t.Fatalf("ErrorMessage %v, want a 570 about the wait, related to command 3", e)
+			}
+		})
+	}
+}
