@@ -7,11 +7,13 @@ import (
 	"math/rand/v2"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/fnbridge/fnbridge/functionruntime"
+	"github.com/fnbridge/fnbridge/internal/procstat"
 )
 
 // Rule: "It never evaluates either the handler or request payload as shell
@@ -199,5 +201,49 @@ func TestLostScratchDirectoryReplacesTheWorker(t *testing.T) {
 	}
 	if got := string(f.MustInvoke(t, w, "third").Output); got != "third." {
 		t.Fatalf("after a fresh worker: %q", got)
+	}
+}
+
+// `kill 0` in a function's EXIT trap, the usual way for a script to end
+// its background jobs, signals the whole process group, the worker's loop
+// included. The invocation ends as the same script ends under plain bash:
+// with status 0 when the trap ignores TERM first (`trap "" TERM; kill 0`),
+// with 143 when the shell dies of its own signal; it used to be reported
+// as a crashed worker whatever the script did, and Restate ran it again.
+// The background job is gone, and the next invocation gets a fresh worker.
+func TestKillZeroInAnExitTrapEndsAsUnderBash(t *testing.T) {
+	f := conformance.NewFixture(t, "k.work", map[string]string{"k.sh": `work() {
+  trap 'trap "" TERM; kill 0' EXIT
+  sleep 30 &
+  echo $! >"pid.$1"
+  printf 'result %s' "$1"
+}
+plain() {
+  trap 'kill 0' EXIT
+  printf 'printed %s' "$1"
+}
+`})
+	w := f.Start(t)
+	for _, in := range []string{"a", "b", "c"} {
+		if got := string(f.MustInvoke(t, w, in).Output); got != "result "+in {
+			t.Fatalf("invocation %s: output %q", in, got)
+		}
+		b, err := os.ReadFile(filepath.Join(f.Dir, "pid."+in))
+		if err != nil {
+			t.Fatal(err)
+		}
+		pid, _ := strconv.Atoi(strings.TrimSpace(string(b)))
+		if pid == 0 || procstat.Alive(pid) {
+			t.Errorf("invocation %s: its background sleep %d outlived kill 0", in, pid)
+		}
+	}
+	fp := conformance.NewFixture(t, "k.plain", map[string]string{"k.sh": "plain() { trap 'kill 0' EXIT; printf 'printed %s' \"$1\"; }\n"})
+	wp := fp.Start(t)
+	for _, in := range []string{"x", "y"} {
+		_, err := fp.Invoke(t, wp, in)
+		var he *functionruntime.HandlerError
+		if !errors.As(err, &he) || he.Terminal || he.ExitCode != 143 {
+			t.Fatalf("invocation %s: %v, want a retryable failure with status 143, as bash gives", in, err)
+		}
 	}
 }

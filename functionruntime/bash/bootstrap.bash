@@ -300,6 +300,15 @@ __fnb_main() {
 	# terminating signals, to exit as they would have it exit; a subshell
 	# starts with the default dispositions all the same.)
 	builtin trap -p EXIT >/dev/null
+	# A terminating signal to the whole group (`kill 0` in a function's EXIT
+	# trap, the usual way to end its background jobs) must not lose the
+	# invocation's answer: trapped here, bash runs the trap only once the
+	# subshell it waits for is done, so the loop reports the invocation,
+	# says it retires and ends as the signal would have it end. A subshell
+	# starts with the default dispositions all the same.
+	builtin trap '__fnb_sig=TERM' TERM
+	builtin trap '__fnb_sig=HUP' HUP
+	builtin trap '__fnb_sig=INT' INT
 	# From here on this loop's stdout is the response pipe, which saves a
 	# redirection per message; each subshell points its own stdout at the
 	# output file.
@@ -452,6 +461,9 @@ __fnb_main() {
 			fi
 			# The shell whose fnbridge function may use the step agent.
 			__fnb_ishell=$BASHPID __fnb_areq= __fnb_aans= __fnb_apid= __fnb_rq=0
+			# The loop's traps are not in force here, but `trap -p` would
+			# list them (bash shows a subshell its parent's traps).
+			builtin trap - TERM HUP INT
 			for __fnb_o in "${__fnb_reapply[@]}"; do
 				builtin set -o "$__fnb_o"
 			done
@@ -479,7 +491,12 @@ __fnb_main() {
 		)
 		__fnb_rc=$?
 		# "D" always follows, so Go knows this invocation is over.
-		builtin printf 'D %d %s %d\n' "$__fnb_seq" "$__fnb_tok" "$__fnb_rc"
+		builtin printf 'D %d %s %d%s\n' "$__fnb_seq" "$__fnb_tok" "$__fnb_rc" "${__fnb_sig:+ retire}"
+		if [[ -n ${__fnb_sig-} ]]; then
+			builtin trap - "$__fnb_sig"
+			builtin kill -s "$__fnb_sig" "$BASHPID"
+			builtin exit 1
+		fi
 	done
 }
 
