@@ -280,3 +280,41 @@ func TestCPULimitKillsTheWorker(t *testing.T) {
 		t.Fatalf("err = %v, want a cpu LimitError", err)
 	}
 }
+
+// An invocation whose context ends once its answer is in keeps that
+// answer, but the worker's pipes carry the interruption's deadlines for
+// good: the next invocation gets a fresh worker instead of failing as a
+// crash that never happened.
+func TestContextEndingAfterTheAnswerCostsNoCrash(t *testing.T) {
+	s := supervise(t, `while read x <&3; do echo "$$" >&4; done`, Limits{})
+	l := zerolog.Nop()
+	ctx, cancel := context.WithCancel(context.Background())
+	var first int
+	err := s.Do(ctx, &l, func(sess Session) error {
+		p := sess.Proc()
+		first = p.Pid()
+		if _, err := p.Requests().Write([]byte("go\n")); err != nil {
+			return &ProtocolError{Err: err}
+		}
+		if _, err := p.Responses().Read(make([]byte, 64)); err != nil {
+			return &ProtocolError{Err: err}
+		}
+		cancel()
+		// Return only once the interruption has reached the pipes, as it
+		// may when the context ends just before the call returns.
+		for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline); time.Sleep(time.Millisecond) {
+			if _, err := p.Requests().Write(nil); errors.Is(err, os.ErrDeadlineExceeded) {
+				return nil
+			}
+		}
+		t.Error("the interruption never reached the pipes")
+		return nil
+	})
+	if err != nil {
+		t.Fatalf("the answered invocation: %v", err)
+	}
+	pid, err := invokeLine(s)
+	if err != nil || pid == first {
+		t.Fatalf("next invocation: pid %d (first %d), %v; want a fresh worker and no error", pid, first, err)
+	}
+}

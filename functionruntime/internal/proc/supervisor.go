@@ -99,7 +99,10 @@ func (s *Supervisor) Do(ctx context.Context, logger *zerolog.Logger, call func(S
 	before := p.cg.counters()
 	stopWatch := context.AfterFunc(ctx, p.Interrupt)
 	err = call(sess)
-	stopWatch()
+	// The context may have ended after the answer came in, too late to
+	// change it: Interrupt's deadlines stay on the pipes, so the worker can
+	// take no more invocations, though this one stands.
+	interrupted := !stopWatch()
 
 	var pe *ProtocolError
 	if errors.As(err, &pe) {
@@ -129,6 +132,9 @@ func (s *Supervisor) Do(ctx context.Context, logger *zerolog.Logger, call func(S
 	}
 	p.SyncLogs()
 	p.EndInvocation()
+	if interrupted {
+		s.discard(sess)
+	}
 	if err != nil {
 		if limit, detail := p.limitHit(before, p.cg.counters(), err, false); limit != "" {
 			// A worker that hit a limit may be left short of it (leaked
@@ -138,7 +144,9 @@ func (s *Supervisor) Do(ctx context.Context, logger *zerolog.Logger, call func(S
 			return &LimitError{Limit: limit, Detail: detail, Err: err}
 		}
 	}
-	p.ReapStrays()
+	if !interrupted {
+		p.ReapStrays()
+	}
 	return err
 }
 
