@@ -41,7 +41,7 @@ func (b *Bridge) startContext() error {
 	ce := &contextEndpoint{srv: stepctx.NewServer(stepctx.Config{}), served: make(chan error, 1)}
 	addr := b.cfg.ContextListen
 	if addr == "" {
-		dir, err := os.MkdirTemp("", "fnbridge-ctx-") // 0700
+		dir, err := functionruntime.PrivateTempDir("ctx") // 0700, swept once its bridge is dead
 		if err != nil {
 			return fmt.Errorf("context_listen: creating the private socket directory: %w", err)
 		}

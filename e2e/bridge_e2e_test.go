@@ -112,6 +112,7 @@ func TestBridge(t *testing.T) {
 				{"bridge invoke prints the output and fails clearly on a terminal failure", testCLIInvoke},
 				{"bridge manifest prints services, documentation and retry policy", testCLIManifest},
 				{"an invalid config makes bridge serve exit non-zero naming the field, listening on nothing", testInvalidConfig},
+				{"SIGHUP stops serve as SIGTERM does; a SIGKILLed bridge's directories go with the next start", testHangupAndLeftovers},
 			},
 		},
 	}
@@ -1014,5 +1015,52 @@ func testInvalidConfig(t *testing.T, env *bridgeEnv) {
 	}
 	if procs := procsInDir(ws.fn); len(procs) != 0 {
 		t.Errorf("processes started for a rejected config: %v", procs)
+	}
+}
+
+// Closing the terminal of `bridge serve` (SIGHUP) stops it gracefully, as
+// SIGTERM does: exit 0, its workers' scratch directories and its context
+// endpoint's socket directory removed. A SIGKILLed bridge cannot remove
+// them; the next bridge to start removes those of dead bridges.
+func testHangupAndLeftovers(t *testing.T, _ *bridgeEnv) {
+	ws := newWorkspace(t, "steps_sleep.py")
+	cfg := ws.config(t, `services:
+  - name: Hup
+    handlers:
+      - {name: nap, runtime: python, dir: fn, handler: steps_sleep.nap, durability: steps, min_warm: 1}
+`)
+	// Short: the context socket's path must fit a socket address.
+	tmp, err := os.MkdirTemp("/tmp", "hup")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = os.RemoveAll(tmp) })
+	b := newBridgeServe(t, cfg, freeAddr(t), "debug")
+	b.env = []string{"TMPDIR=" + tmp}
+	dirsOf := func(pid int) []string {
+		m, _ := filepath.Glob(filepath.Join(tmp, fmt.Sprintf("fnbridge-*-%d-*", pid)))
+		return m
+	}
+	b.start()
+	killed := b.pid()
+	if d := dirsOf(killed); len(d) != 2 {
+		t.Fatalf("directories of bridge %d: %v, want its context endpoint's and its worker's", killed, d)
+	}
+	b.kill()
+	if d := dirsOf(killed); len(d) != 2 {
+		t.Fatalf("after SIGKILL: %v, want both left behind", d)
+	}
+	b.start()
+	if d := dirsOf(killed); len(d) != 0 {
+		t.Errorf("the next bridge left the dead one's directories: %v", d)
+	}
+	hup := b.pid()
+	b.signal(syscall.SIGHUP)
+	e, ok := b.waitExit(30 * time.Second)
+	if !ok || e.err != nil {
+		t.Fatalf("bridge serve after SIGHUP: exited %v (%v), want exit 0", ok, e.err)
+	}
+	if d := dirsOf(hup); len(d) != 0 {
+		t.Errorf("after SIGHUP: %v left behind", d)
 	}
 }

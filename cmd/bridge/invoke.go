@@ -52,7 +52,7 @@ func newInvokeCmd(g *globalFlags) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			ctx, stop := signal.NotifyContext(cmd.Context(), syscall.SIGTERM, syscall.SIGINT)
+			ctx, stop := signal.NotifyContext(cmd.Context(), syscall.SIGTERM, syscall.SIGINT, syscall.SIGHUP)
 			defer stop()
 			res, err := b.InvokeKeyed(ctx, service, handler, key, []byte(args[1]))
 			_ = b.Close(context.Background())

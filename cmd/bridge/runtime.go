@@ -124,7 +124,7 @@ func runRuntimeServe(cmd *cobra.Command, g *globalFlags, f *runtimeServeFlags) e
 	if err != nil {
 		return fmt.Errorf("--listen: %w", err)
 	}
-	ctx, stop := signal.NotifyContext(cmd.Context(), syscall.SIGTERM, syscall.SIGINT)
+	ctx, stop := signal.NotifyContext(cmd.Context(), syscall.SIGTERM, syscall.SIGINT, syscall.SIGHUP)
 	defer stop()
 
 	addr := lis.Addr().String()

@@ -61,7 +61,7 @@ func newServeCmd(g *globalFlags, dev *devFlags) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			ctx, stop := signal.NotifyContext(cmd.Context(), syscall.SIGTERM, syscall.SIGINT)
+			ctx, stop := signal.NotifyContext(cmd.Context(), syscall.SIGTERM, syscall.SIGINT, syscall.SIGHUP)
 			defer stop()
 			shutdownBridge := func() error {
 				cctx, cancel := context.WithTimeout(context.Background(), cfg.ShutdownTimeout.Std())

@@ -16,7 +16,7 @@ import (
 // left behind by a server that died without cleaning up (SIGKILL).
 const scratchPrefix = "fnbridge-"
 
-var sweepOnce sync.Map // kind → *sync.Once
+var sweepOnce sync.Map // base NUL kind → *sync.Once
 
 // shmDir is where scratch directories go when TMPDIR is not set: a
 // memory file system, because each Bash invocation creates, writes and
@@ -42,9 +42,13 @@ func scratchBase() string {
 // a process also removes the directories of that kind whose server PID is
 // no longer alive, so a SIGKILLed server leaks them only until the next
 // server starts.
-func ScratchDir(kind string) (string, error) {
-	once, _ := sweepOnce.LoadOrStore(kind, &sync.Once{})
-	base := scratchBase()
+func ScratchDir(kind string) (string, error) { return PrivateDir(scratchBase(), kind) }
+
+// PrivateDir creates a 0700 directory fnbridge-<kind>-<server pid>-<random>
+// in base, sweeping base for those of dead servers on the first call per
+// kind, as ScratchDir does.
+func PrivateDir(base, kind string) (string, error) {
+	once, _ := sweepOnce.LoadOrStore(base+"\x00"+kind, &sync.Once{})
 	once.(*sync.Once).Do(func() { SweepScratch(base, kind) })
 	dir, err := os.MkdirTemp(base, fmt.Sprintf("%s%s-%d-", scratchPrefix, kind, os.Getpid()))
 	if err != nil {
