@@ -251,8 +251,15 @@ const (
 )
 
 var (
-	serviceNameRE = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
+	// serviceNameRE is what restate-server accepts of a service or
+	// handler name (its endpoint manifest schema), narrowed to what both
+	// accept: no "." or "-", and "_" only followed by a letter or digit
+	// at the start.
+	serviceNameRE = regexp.MustCompile(`^([A-Za-z]|_[A-Za-z0-9])[A-Za-z0-9_]*$`)
 )
+
+// nameRule says serviceNameRE in words, for its error messages.
+const nameRule = "letters, digits and _, starting with a letter, or with _ and a letter or digit"
 
 // kindChoices is what a runtime field may hold, for its error messages.
 var kindChoices = "(" + strings.Join(kinds.Names(), " | ") + ")"
@@ -377,7 +384,7 @@ func (c *Config) resolve(baseDir string) error {
 		s := &c.Services[si]
 		sp := fmt.Sprintf("services[%d]", si)
 		if !serviceNameRE.MatchString(s.Name) {
-			bad(sp+".name", "%q is not a valid service name (letters, digits, _; not starting with a digit)", s.Name)
+			bad(sp+".name", "%q is not a valid service name (%s)", s.Name, nameRule)
 		} else if seenSvc[s.Name] {
 			bad(sp+".name", "duplicate service %q", s.Name)
 		}
@@ -390,7 +397,7 @@ func (c *Config) resolve(baseDir string) error {
 			h := &s.Handlers[hi]
 			hp := fmt.Sprintf("%s.handlers[%d]", sp, hi)
 			if !serviceNameRE.MatchString(h.Name) {
-				bad(hp+".name", "%q is not a valid handler name (letters, digits, _; not starting with a digit)", h.Name)
+				bad(hp+".name", "%q is not a valid handler name (%s)", h.Name, nameRule)
 			} else if seenH[h.Name] {
 				bad(hp+".name", "duplicate handler %q in service %q", h.Name, s.Name)
 			}
@@ -466,6 +473,8 @@ func (h *HandlerConfig) resolve(hp, baseDir string, bad func(path, format string
 		h.LeaseTimeout = Duration(DefaultLeaseTimeout)
 	case h.LeaseTimeout < 0:
 		bad(hp+".lease_timeout", "must be positive")
+	case h.LeaseTimeout.Std() > MaxTimeout:
+		bad(hp+".lease_timeout", "%s is out of range (0 < lease_timeout <= %s)", h.LeaseTimeout.Std(), MaxTimeout)
 	}
 	if h.InputContentType == "" {
 		h.InputContentType = "application/json"
@@ -491,6 +500,11 @@ func (h *HandlerConfig) resolve(hp, baseDir string, bad func(path, format string
 	if rp := h.RetryPolicy; rp != nil {
 		if rp.InitialInterval < 0 || rp.MaxInterval < 0 {
 			bad(hp+".retry_policy", "intervals must be positive")
+		}
+		wholeMillis(hp+".retry_policy.initial_interval", rp.InitialInterval, bad)
+		wholeMillis(hp+".retry_policy.max_interval", rp.MaxInterval, bad)
+		if rp.InitialInterval > 0 && rp.MaxInterval > 0 && rp.MaxInterval < rp.InitialInterval {
+			bad(hp+".retry_policy.max_interval", "%s is less than initial_interval %s", rp.MaxInterval.Std(), rp.InitialInterval.Std())
 		}
 		if rp.ExponentiationFactor != 0 && rp.ExponentiationFactor < 1 {
 			bad(hp+".retry_policy.exponentiation_factor", "%v is below 1", rp.ExponentiationFactor)

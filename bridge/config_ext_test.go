@@ -112,6 +112,15 @@ func TestLoadConfigRejectsInvalidNamingFieldPath(t *testing.T) {
 		{"env that changes how bash starts", "env: {GREETING: Hello}", "env: {BASH_ENV: /tmp/evil.sh}", []string{"services[0].handlers[0].env.BASH_ENV", "changes how the interpreter or the dynamic loader starts"}},
 		{"env that changes how the loader starts", "env: {GREETING: Hello}", "env: {LD_LIBRARY_PATH: /tmp}", []string{"services[0].handlers[0].env.LD_LIBRARY_PATH", "changes how"}},
 		{"bad service name", "name: Greeter", "name: Greeter-Service", []string{"services[0].name", "not a valid service name"}},
+		// What restate-server's discovery refuses is refused here, naming
+		// the field in the file's words, with every other problem.
+		{"service name _", "name: Greeter", "name: _", []string{"services[0].name", `"_" is not a valid service name (letters, digits and _, starting with a letter, or with _ and a letter or digit)`}},
+		{"service name __x", "name: Greeter", "name: __x", []string{"services[0].name", "not a valid service name"}},
+		{"sub-millisecond abort_timeout", "concurrency: 4", "concurrency: 4\n        abort_timeout: 1500us", []string{"services[0].handlers[0].abort_timeout: 1.5ms is not a whole number of milliseconds"}},
+		{"sub-millisecond inactivity_timeout", "concurrency: 4", "concurrency: 4\n        inactivity_timeout: 60000500us", []string{"services[0].handlers[0].inactivity_timeout: 1m0.0005s is not a whole number of milliseconds"}},
+		{"sub-millisecond retry interval", "concurrency: 4", "concurrency: 4\n        retry_policy: {initial_interval: 1500us}", []string{"services[0].handlers[0].retry_policy.initial_interval: 1.5ms is not a whole number of milliseconds"}},
+		{"max_interval below initial_interval", "concurrency: 4", "concurrency: 4\n        retry_policy: {initial_interval: 10s, max_interval: 1ms}", []string{"services[0].handlers[0].retry_policy.max_interval: 1ms is less than initial_interval 10s"}},
+		{"lease_timeout past any sense", "concurrency: 4", "concurrency: 4\n        lease_timeout: 2562047h47m", []string{"services[0].handlers[0].lease_timeout", "out of range (0 < lease_timeout <= 15m0s)"}},
 		{"bad listen", "listen: 127.0.0.1:9080", "listen: nine", []string{"listen", "host:port"}},
 		{"negative start_timeout", "protocol_mode: bidi", "protocol_mode: bidi\nstart_timeout: -1s", []string{"start_timeout: -1s is negative (0: the default of 30s)"}},
 		{"negative max_concurrent_invocations", "protocol_mode: bidi", "protocol_mode: bidi\nmax_concurrent_invocations: -2", []string{"max_concurrent_invocations: -2 is negative (0: the default of 10000)"}},

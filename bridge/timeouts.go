@@ -35,4 +35,15 @@ func (h *HandlerConfig) resolveRestateTimeouts(hp string, bad func(path, format 
 	case h.AbortTimeout == 0:
 		h.AbortTimeout = h.InactivityTimeout
 	}
+	wholeMillis(hp+".inactivity_timeout", h.InactivityTimeout, bad)
+	wholeMillis(hp+".abort_timeout", h.AbortTimeout, bad)
+}
+
+// wholeMillis refuses a duration the endpoint manifest cannot carry: it
+// counts whole milliseconds, and restate-server's discovery refuses the
+// rest.
+func wholeMillis(path string, d Duration, bad func(path, format string, args ...any)) {
+	if d > 0 && d%Duration(time.Millisecond) != 0 {
+		bad(path, "%s is not a whole number of milliseconds, the endpoint manifest's unit", d.Std())
+	}
 }
