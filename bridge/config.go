@@ -7,6 +7,7 @@ import (
 	"io"
 	"io/fs"
 	"math"
+	"mime"
 	"net"
 	"os"
 	"path/filepath"
@@ -258,6 +259,39 @@ var (
 	serviceNameRE = regexp.MustCompile(`^([A-Za-z]|_[A-Za-z0-9])[A-Za-z0-9_]*$`)
 )
 
+// checkHostPort reports what is wrong with a host:port address: its shape,
+// or a port that is not a number from 0 to 65535 (net's own parsing would
+// only refuse it once something listens or dials, after the workers have
+// started).
+func checkHostPort(addr string) error {
+	_, port, err := net.SplitHostPort(addr)
+	if err != nil {
+		return errors.New(strings.TrimPrefix(err.Error(), "address "+addr+": "))
+	}
+	if n, err := strconv.Atoi(port); err != nil || n < 0 || n > 65535 || port == "" {
+		return fmt.Errorf("port %q is not a number from 0 to 65535", port)
+	}
+	return nil
+}
+
+// checkContentType refuses what is not a media type (type/subtype, with
+// parameters); an input's may be a pattern (*/*, text/*), as Restate
+// matches requests against it.
+func checkContentType(ct string, pattern bool) error {
+	mt, _, err := mime.ParseMediaType(ct)
+	if err != nil {
+		return fmt.Errorf("not a media type (%v)", strings.TrimPrefix(err.Error(), "mime: "))
+	}
+	typ, sub, ok := strings.Cut(mt, "/")
+	if !ok || typ == "" || sub == "" {
+		return errors.New("not a media type: want type/subtype, such as application/json")
+	}
+	if !pattern && (typ == "*" || sub == "*") {
+		return errors.New("an output's content type is one type, not a pattern")
+	}
+	return nil
+}
+
 // nameRule says serviceNameRE in words, for its error messages.
 const nameRule = "letters, digits and _, starting with a letter, or with _ and a letter or digit"
 
@@ -330,8 +364,8 @@ func (c *Config) resolve(baseDir string) error {
 	}
 	if c.Listen == "" {
 		c.Listen = DefaultListen
-	} else if _, _, err := net.SplitHostPort(c.Listen); err != nil {
-		bad("listen", "%q is not host:port", c.Listen)
+	} else if err := checkHostPort(c.Listen); err != nil {
+		bad("listen", "%q is not host:port: %v", c.Listen, err)
 	}
 	switch c.ProtocolMode {
 	case "":
@@ -350,9 +384,13 @@ func (c *Config) resolve(baseDir string) error {
 			bad("runtimes."+kind, "unknown runtime kind %s", kindChoices)
 			continue
 		}
-		if addr != "" && !strings.HasPrefix(addr, "unix://") {
-			if _, _, err := net.SplitHostPort(addr); err != nil {
-				bad("runtimes."+kind, "%q is neither host:port nor unix:///path", addr)
+		if path, ok := strings.CutPrefix(addr, "unix://"); ok {
+			if !filepath.IsAbs(path) {
+				bad("runtimes."+kind, "%q: a unix socket's path must be absolute (unix:///run/fnbridge/%s.sock)", addr, kind)
+			}
+		} else if addr != "" {
+			if err := checkHostPort(addr); err != nil {
+				bad("runtimes."+kind, "%q is neither host:port nor unix:///path: %v", addr, err)
 			}
 		}
 	}
@@ -478,9 +516,13 @@ func (h *HandlerConfig) resolve(hp, baseDir string, bad func(path, format string
 	}
 	if h.InputContentType == "" {
 		h.InputContentType = "application/json"
+	} else if err := checkContentType(h.InputContentType, true); err != nil {
+		bad(hp+".input_content_type", "%q: %v", h.InputContentType, err)
 	}
 	if h.OutputContentType == "" {
 		h.OutputContentType = "application/json"
+	} else if err := checkContentType(h.OutputContentType, false); err != nil {
+		bad(hp+".output_content_type", "%q: %v", h.OutputContentType, err)
 	}
 	h.resolveRestateTimeouts(hp, bad)
 	for _, r := range []struct {

@@ -120,6 +120,12 @@ func TestLoadConfigRejectsInvalidNamingFieldPath(t *testing.T) {
 		{"sub-millisecond inactivity_timeout", "concurrency: 4", "concurrency: 4\n        inactivity_timeout: 60000500us", []string{"services[0].handlers[0].inactivity_timeout: 1m0.0005s is not a whole number of milliseconds"}},
 		{"sub-millisecond retry interval", "concurrency: 4", "concurrency: 4\n        retry_policy: {initial_interval: 1500us}", []string{"services[0].handlers[0].retry_policy.initial_interval: 1.5ms is not a whole number of milliseconds"}},
 		{"max_interval below initial_interval", "concurrency: 4", "concurrency: 4\n        retry_policy: {initial_interval: 10s, max_interval: 1ms}", []string{"services[0].handlers[0].retry_policy.max_interval: 1ms is less than initial_interval 10s"}},
+		{"input content type that is no media type", "concurrency: 4", "concurrency: 4\n        input_content_type: not a type", []string{"services[0].handlers[0].input_content_type", `"not a type": not a media type`}},
+		{"output content type that is a pattern", "concurrency: 4", "concurrency: 4\n        output_content_type: text/*", []string{"services[0].handlers[0].output_content_type", "one type, not a pattern"}},
+		{"relative unix socket of a runtime", "protocol_mode: bidi", "protocol_mode: bidi\nruntimes: {python: unix://../rel.sock}", []string{"runtimes.python", "a unix socket's path must be absolute"}},
+		{"listen port out of range", "listen: 127.0.0.1:9080", "listen: 127.0.0.1:99999", []string{"listen", `port "99999" is not a number from 0 to 65535`}},
+		{"metrics_listen port out of range", "protocol_mode: bidi", "protocol_mode: bidi\nmetrics_listen: 127.0.0.1:99999", []string{"metrics_listen", `port "99999"`}},
+		{"otlp endpoint port out of range", "protocol_mode: bidi", "protocol_mode: bidi\ntracing: {otlp_endpoint: 'http://127.0.0.1:99999'}", []string{"tracing.otlp_endpoint", `port "99999"`}},
 		{"lease_timeout past any sense", "concurrency: 4", "concurrency: 4\n        lease_timeout: 2562047h47m", []string{"services[0].handlers[0].lease_timeout", "out of range (0 < lease_timeout <= 15m0s)"}},
 		{"bad listen", "listen: 127.0.0.1:9080", "listen: nine", []string{"listen", "host:port"}},
 		{"negative start_timeout", "protocol_mode: bidi", "protocol_mode: bidi\nstart_timeout: -1s", []string{"start_timeout: -1s is negative (0: the default of 30s)"}},
@@ -253,5 +259,14 @@ func TestEndpointBoundsReachTheEndpoint(t *testing.T) {
 	}
 	if d := time.Since(start); d > 5*time.Second {
 		t.Errorf("the start timeout took %s", d)
+	}
+}
+
+// An OTLP endpoint with credentials in it is refused without printing
+// them: the error goes to the terminal and, under bridge dev, the log.
+func TestLoadConfigHidesEndpointCredentials(t *testing.T) {
+	_, err := bridge.LoadConfig(writeConfig(t, "tracing: {otlp_endpoint: 'http://user:s3cret@127.0.0.1:4318'}\n"+validConfig))
+	if err == nil || !strings.Contains(err.Error(), "tracing.otlp_endpoint") || strings.Contains(err.Error(), "s3cret") {
+		t.Fatalf("err = %v, want a refusal of tracing.otlp_endpoint without the password", err)
 	}
 }

@@ -72,6 +72,10 @@ func (c *Config) resolveContextListen(bad func(path, format string, args ...any)
 	if network == "unix" {
 		return
 	}
+	if err := checkHostPort(address); err != nil {
+		bad("context_listen", "%q is not host:port: %v", c.ContextListen, err)
+		return
+	}
 	host, _, _ := net.SplitHostPort(address)
 	if ip := net.ParseIP(host); host == "" || ip != nil && ip.IsUnspecified() {
 		bad("context_listen", "%q: name the address functions dial (e.g. 10.0.0.5:9091), not a wildcard host", c.ContextListen)

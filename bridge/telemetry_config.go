@@ -1,7 +1,6 @@
 package bridge
 
 import (
-	"net"
 	"net/url"
 	"sort"
 	"strings"
@@ -47,8 +46,8 @@ func (t TracingConfig) TracesURL() string {
 // resolveTelemetry checks metrics_listen and tracing and fills defaults.
 func (c *Config) resolveTelemetry(bad func(path, format string, args ...any)) {
 	if c.MetricsListen != "" {
-		if _, _, err := net.SplitHostPort(c.MetricsListen); err != nil {
-			bad("metrics_listen", "%q is not host:port (e.g. 127.0.0.1:9464)", c.MetricsListen)
+		if err := checkHostPort(c.MetricsListen); err != nil {
+			bad("metrics_listen", "%q is not host:port (e.g. 127.0.0.1:9464): %v", c.MetricsListen, err)
 		}
 	}
 	t := &c.Tracing
@@ -61,7 +60,10 @@ func (c *Config) resolveTelemetry(bad func(path, format string, args ...any)) {
 		case err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "":
 			bad("tracing.otlp_endpoint", "%q is not an http:// or https:// URL of an OTLP/HTTP collector (e.g. http://127.0.0.1:4318)", t.OTLPEndpoint)
 		case u.User != nil || u.RawQuery != "" || u.Fragment != "":
-			bad("tracing.otlp_endpoint", "%q: want scheme, host, port and path only (credentials go in tracing.headers)", t.OTLPEndpoint)
+			// Redacted: the error is printed, and logged by bridge dev.
+			bad("tracing.otlp_endpoint", "%q: want scheme, host, port and path only (credentials go in tracing.headers)", u.Redacted())
+		case u.Port() != "" && checkHostPort(u.Host) != nil:
+			bad("tracing.otlp_endpoint", "%q: %v", t.OTLPEndpoint, checkHostPort(u.Host))
 		}
 	}
 	names := make([]string, 0, len(t.Headers))
