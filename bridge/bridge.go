@@ -196,11 +196,19 @@ func restateHandler(b *Bridge, p *pool) restate.Handler {
 }
 
 // Start registers the min_warm registrations and starts each pool's
-// status poll. An error leaves nothing running: the caller closes.
+// status poll. A handler whose registrations fail is logged and served
+// all the same (its invocations fail with the reason); only ctx ending
+// stops Start with an error, after which the caller closes.
 func (b *Bridge) Start(ctx context.Context) error {
 	for _, key := range b.poolKeys() {
 		if err := b.pools[key].start(ctx); err != nil {
-			return err
+			if ctx.Err() != nil {
+				return err
+			}
+			// One handler that cannot register (a missing file, a syntax
+			// error, its runtime not up yet) stops none of the others: its
+			// invocations fail with the reason, and it is warmed again.
+			b.log.Error().Err(err).Msg("a handler's min_warm registrations failed: its invocations fail until it is fixed; the other handlers serve")
 		}
 	}
 	b.started.Store(true)

@@ -74,6 +74,13 @@ func newHarnessConfig(t *testing.T, config func(dir string) string) *harness {
 // newHarnessConfigWith is newHarnessConfig with the bridge's options.
 func newHarnessConfigWith(t *testing.T, config func(dir string) string, opts bridge.Options) *harness {
 	t.Helper()
+	return newHarnessFake(t, config, opts, newFakeRuntime())
+}
+
+// newHarnessFake is newHarnessConfigWith on a fake runtime the test set up
+// before the bridge starts (its min_warm registrations included).
+func newHarnessFake(t *testing.T, config func(dir string) string, opts bridge.Options, fake *fakeRuntime) *harness {
+	t.Helper()
 	dir := t.TempDir()
 	if err := os.WriteFile(filepath.Join(dir, "mod.py"), []byte("def fn(x):\n    return x\n"), 0o644); err != nil {
 		t.Fatal(err)
@@ -82,7 +89,6 @@ func newHarnessConfigWith(t *testing.T, config func(dir string) string, opts bri
 	if err != nil {
 		t.Fatal(err)
 	}
-	fake := newFakeRuntime()
 	logs := &logRecords{}
 	opts.Logger = zerolog.New(logs).Level(zerolog.DebugLevel)
 	opts.Clients = map[string]executorv1.FunctionRuntimeClient{"python": fake}
@@ -516,5 +522,43 @@ func TestCancelSignalCancelsInvokeAndEnds409(t *testing.T) {
 	out, ok := restatetest.Message[*servicev1.OutputCommandMessage](frames[len(frames)-2])
 	if !ok || out.GetFailure().GetCode() != 409 {
 		t.Fatalf("output %v, want failure 409", frames[len(frames)-2])
+	}
+}
+
+// A handler whose min_warm registrations fail at start (a missing file, a
+// syntax error) stops no other: the bridge starts, logs why, serves the
+// healthy handler, and the broken one's invocations fail with the reason.
+func TestBrokenHandlerAtStartStopsNoOther(t *testing.T) {
+	fake := newFakeRuntime()
+	fake.setRegister(func(in *executorv1.RegisterFunctionRequest) (*executorv1.RegisterFunctionResponse, error) {
+		if strings.Contains(in.RunUid, "broken") {
+			return nil, runtimeError(codes.InvalidArgument, functionruntime.ReasonInvalidArgument, "reading handler source: open nosuch.sh: no such file or directory")
+		}
+		return &executorv1.RegisterFunctionResponse{
+			Registration: &executorv1.FunctionRegistration{RunUid: in.RunUid, RegistrationId: "reg_fake"},
+			State:        executorv1.FunctionRegistrationState_FUNCTION_REGISTRATION_STATE_READY,
+		}, nil
+	})
+	h := newHarnessFake(t, func(dir string) string {
+		return `
+services:
+  - name: Svc
+    handlers:
+      - {name: fn, runtime: python, dir: ` + dir + `, handler: mod.fn, min_warm: 1}
+      - {name: broken, runtime: python, dir: ` + dir + `, handler: mod.fn, min_warm: 1}
+`
+	}, bridge.Options{}, fake)
+	if recs := h.logs.withMessage("a handler's min_warm registrations failed: its invocations fail until it is fixed; the other handlers serve"); len(recs) != 1 ||
+		!strings.Contains(fmt.Sprint(recs[0]["error"]), "Svc/broken") {
+		t.Fatalf("the failure was logged %v, want once naming Svc/broken", recs)
+	}
+	frames := h.play(6, fresh(`{"ok":1}`), nil)
+	if got := outputValue(t, frames[len(frames)-2]); string(got) != `{"ok":1}` {
+		t.Fatalf("the healthy handler answered %q", got)
+	}
+	h.target = "Svc/broken"
+	frames = h.play(6, fresh(`{}`), nil)
+	if e := errorOf(t, frames); !strings.Contains(e.GetMessage(), "no such file or directory") {
+		t.Fatalf("the broken handler's invocation: %v, want its reason", e)
 	}
 }

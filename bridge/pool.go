@@ -109,19 +109,22 @@ func newPool(instance, service string, h *HandlerConfig, client executorv1.Funct
 	return p
 }
 
-// start registers the min_warm registrations and starts the janitor.
+// start registers the min_warm registrations and starts the janitor. A
+// registration that fails ends the warming with its error, but the pool
+// is started all the same: it registers on demand, and the janitor keeps
+// trying to warm it.
 func (p *pool) start(ctx context.Context) error {
-	for i := 0; i < p.h.MinWarm; i++ {
+	var err error
+	for i := 0; i < p.h.MinWarm && err == nil; i++ {
 		s := <-p.free
-		err := p.ensureRegistered(ctx, s)
-		p.release(s)
-		if err != nil {
-			return fmt.Errorf("%s/%s: warming registration %d: %w", p.service, p.h.Name, i, err)
+		if err = p.ensureRegistered(ctx, s); err != nil {
+			err = fmt.Errorf("%s/%s: warming registration %d: %w", p.service, p.h.Name, i, err)
 		}
+		p.release(s)
 	}
 	p.started = true
 	go p.janitor()
-	return nil
+	return err
 }
 
 // lease takes a free registration, waiting at most LeaseTimeout (or
