@@ -14,6 +14,7 @@ type durableContext interface {
 	InvocationID() string
 	RunStart(name string) (*rsOutcome, rsFuture, error)
 	RunComplete(run rsFuture, out rsOutcome) error
+	RunFail(run rsFuture, err *restate.RetryableError) error
 	Sleep(d time.Duration) (rsFuture, error)
 	Call(req rsCallRequest) (rsFuture, error)
 	Send(req rsSendRequest) (invocationID string, err error)

@@ -75,15 +75,19 @@ func (j restateJournal) RunStart(_ context.Context, name string) (*stepctx.Resul
 }
 
 // RunComplete journals a value or terminal failure. A retryable failure
-// journals nothing: the Server ends the attempt with a StepFailedError and
-// the handler returns a *restate.RetryableError.
+// journals nothing: it ends the attempt with an ErrorMessage that names
+// the step as its related command, and the Server ends the attempt with a
+// StepFailedError (the handler's *restate.RetryableError then changes
+// nothing).
 func (j restateJournal) RunComplete(_ context.Context, run stepctx.Future, out stepctx.RunOutcome) error {
-	if out.Retryable != nil {
-		return nil
-	}
 	f, err := futureOf(run)
 	if err != nil {
 		return err
+	}
+	if r := out.Retryable; r != nil {
+		sf := &stepctx.StepFailedError{Name: r.Step, Message: r.Message}
+		_ = j.dc.RunFail(f, &restate.RetryableError{Code: restate.CodeInternal, Message: sf.Error()})
+		return nil
 	}
 	o := rsOutcome{Value: out.Result.Value}
 	if fl := out.Result.Failure; fl != nil {

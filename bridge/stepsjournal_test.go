@@ -46,6 +46,11 @@ func (f *fakeDurable) RunComplete(run rsFuture, out rsOutcome) error {
 	return f.err
 }
 
+func (f *fakeDurable) RunFail(run rsFuture, err *restate.RetryableError) error {
+	f.calls = append(f.calls, "fail "+run.(string)+": "+err.Message)
+	return restate.ErrAttemptEnded
+}
+
 func (f *fakeDurable) Sleep(d time.Duration) (rsFuture, error) {
 	f.calls = append(f.calls, "sleep "+d.String())
 	return "timer", f.err
@@ -199,7 +204,7 @@ func TestRestateJournalMapsEveryOperation(t *testing.T) {
 	if err := j.RunComplete(ctx, run, stepctx.RunOutcome{Result: stepctx.Result{Failure: &stepctx.Failure{Code: 404, Message: "gone"}}}); err != nil {
 		t.Fatal(err)
 	}
-	if err := j.RunComplete(ctx, run, stepctx.RunOutcome{Retryable: &stepctx.RetryableFailure{Message: "flaky"}}); err != nil {
+	if err := j.RunComplete(ctx, run, stepctx.RunOutcome{Retryable: &stepctx.RetryableFailure{Step: "fetch", Message: "flaky"}}); err != nil {
 		t.Fatal(err)
 	}
 	want := []rsOutcome{{Value: []byte(`"v"`)}, {Failure: &restate.TerminalError{Code: 404, Message: "gone"}}}
@@ -244,7 +249,8 @@ func TestRestateJournalMapsEveryOperation(t *testing.T) {
 	if j.InvocationID() != "inv_fake" || j.RandomSeed() != 42 {
 		t.Fatal("InvocationID/RandomSeed not passed through")
 	}
-	wantCalls := []string{"run fetch", "complete run-future", "complete run-future", "sleep 3s", "call", "send", "await", "await"}
+	// The retryable failure ends the attempt naming its step.
+	wantCalls := []string{"run fetch", "complete run-future", "complete run-future", `fail run-future: step "fetch" failed and will be retried: flaky`, "sleep 3s", "call", "send", "await", "await"}
 	if !reflect.DeepEqual(f.calls, wantCalls) {
 		t.Fatalf("calls %v, want %v", f.calls, wantCalls)
 	}

@@ -236,6 +236,31 @@ func (c invocationContext) RunComplete(run Future, out Outcome) error {
 	return nil
 }
 
+// RunFail ends the attempt with a run closure's retryable failure; see
+// Context.RunFail.
+func (c invocationContext) RunFail(run Future, rerr *RetryableError) error {
+	f, err := c.futureOf(run)
+	if err != nil {
+		return err
+	}
+	if f.kind != runFuture {
+		return errors.New("restate: RunFail of a future that is not a run")
+	}
+	if f.proposed {
+		return fmt.Errorf("restate: RunFail after the result of run %q was proposed", f.name)
+	}
+	if rerr == nil {
+		rerr = &RetryableError{Code: CodeInternal, Message: fmt.Sprintf("run %q failed", f.name)}
+	}
+	f.proposed = true
+	inv := c.inv
+	inv.mu.Lock()
+	err = inv.settleRun(f.id, f.index, f.name, nil, rerr)
+	inv.mu.Unlock()
+	inv.flush()
+	return err
+}
+
 // epochMs is t in milliseconds since the Unix epoch, 0 before it.
 func epochMs(t time.Time) uint64 {
 	if ms := t.UnixMilli(); ms > 0 {

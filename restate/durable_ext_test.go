@@ -341,6 +341,39 @@ func TestStepsAwaitAnyReplaysArrivalOrder(t *testing.T) {
 	}
 }
 
+// A step's retryable failure ends the attempt with an ErrorMessage whose
+// related command is that step ("related_command_index / name / type",
+// what restate invocations describe shows), as a failing restate.Run's
+// does; nothing is journaled.
+func TestRunFailNamesTheStep(t *testing.T) {
+	for _, v := range versions {
+		t.Run(fmt.Sprintf("v%d", v), func(t *testing.T) {
+			h := func(ctx restate.Context, _ []byte) ([]byte, error) {
+				if _, _, err := ctx.RunStart("first"); err != nil {
+					return nil, err
+				}
+				_, run, err := ctx.RunStart("flaky")
+				if err != nil {
+					return nil, err
+				}
+				if err := ctx.RunFail(run, &restate.RetryableError{Code: 503, Message: "step \"flaky\" failed: ConnectionError"}); !errors.Is(err, restate.ErrAttemptEnded) {
+					t.Errorf("RunFail = %v, want ErrAttemptEnded", err)
+				}
+				return nil, &restate.RetryableError{Code: 500, Message: "the handler's own"}
+			}
+			_, url := stepsServer(t, restate.BidiStream, map[string]restate.HandlerFunc{"h": h})
+			journal := []any{restatetest.Input(nil), restatetest.Run(1, "first"), restatetest.RunValue(1, []byte("1"))}
+			got := playSteps(t, url, v, "h", append([]any{restatetest.Start("inv_fail", uint32(len(journal)))}, journal...), nil)
+			wantFrameTypes(t, got, wire.RunCommandType, wire.ErrorMessageType)
+			e, _ := restatetest.Message[*servicev1.ErrorMessage](got[1])
+			if e.GetCode() != 503 || e.GetMessage() != "step \"flaky\" failed: ConnectionError" || e.GetRelatedCommandIndex() != 2 ||
+				e.GetRelatedCommandName() != "flaky" || wire.MessageType(e.GetRelatedCommandType()) != wire.RunCommandType {
+				t.Fatalf("ErrorMessage %v, want 503 about command 2, run \"flaky\"", e)
+			}
+		})
+	}
+}
+
 // REQUEST_RESPONSE: the runtime closed its side, so a wait that is not
 // complete suspends at once, whatever the budget; so does waiting for a
 // run's result to become durable.

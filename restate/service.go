@@ -59,9 +59,14 @@ type Context interface {
 	RunStart(name string) (*Outcome, Future, error)
 	// RunComplete proposes the run's result (value or terminal failure)
 	// and returns once it is durable (ack on v7, notification on v5/v6).
-	// A retryable closure failure is not passed here: the handler returns
-	// a *RetryableError instead.
+	// A retryable closure failure is not passed here: see RunFail.
 	RunComplete(run Future, out Outcome) error
+	// RunFail ends the attempt with err, a retryable failure of the run's
+	// closure, naming the run as the related command of the ErrorMessage
+	// (its index, type and name, as restate invocations describe shows),
+	// and returns ErrAttemptEnded; nothing is journaled, so Restate retries
+	// the run. The handler then returns.
+	RunFail(run Future, err *RetryableError) error
 	// Sleep journals a timer (SleepCommand, wake_up_time = now + d).
 	Sleep(d time.Duration) (Future, error)
 	// Call journals a call (CallCommand); the Future is the call's result.

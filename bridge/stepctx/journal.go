@@ -181,6 +181,8 @@ type RunOutcome struct {
 
 // RetryableFailure describes a closure failure that Restate retries.
 type RetryableFailure struct {
+	// Step is the step's name, set by the Server.
+	Step    string
 	Message string
 }
 

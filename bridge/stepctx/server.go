@@ -525,7 +525,7 @@ func (a *Attempt) runComplete(_ context.Context, body []byte) (any, *apiError) {
 		if msg == "" {
 			msg = "the step failed"
 		}
-		out.Retryable = &RetryableFailure{Message: msg}
+		out.Retryable = &RetryableFailure{Step: h.name, Message: msg}
 	case req.Failure != nil:
 		code, err := failureCode(req.Failure.Code)
 		if err != nil {
