@@ -380,7 +380,7 @@ func TestBadInputFunctions(t *testing.T) {
 	}{
 		{"invalid JSON input to a Python handler is a terminal failure", func(t *testing.T) {
 			got := f.input(t, 6, "pyecho", []byte(`{"unclosed":`))
-			wantFailure(t, got, 500, "InvalidInput")
+			wantFailure(t, got, 500, "input is not valid JSON")
 		}},
 		{"input over the runtime's 6 MiB bound is a terminal 400", func(t *testing.T) {
 			big := []byte(`"` + strings.Repeat("a", 6<<20) + `"`)

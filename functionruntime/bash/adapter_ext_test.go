@@ -233,6 +233,12 @@ plain() {
 			t.Fatal(err)
 		}
 		pid, _ := strconv.Atoi(strings.TrimSpace(string(b)))
+		// The signal is on its way when the invocation ends; the sleep
+		// dies as soon as it is scheduled.
+		deadline := time.Now().Add(5 * time.Second)
+		for pid != 0 && procstat.Alive(pid) && time.Now().Before(deadline) {
+			time.Sleep(time.Millisecond)
+		}
 		if pid == 0 || procstat.Alive(pid) {
 			t.Errorf("invocation %s: its background sleep %d outlived kill 0", in, pid)
 		}
