@@ -253,3 +253,19 @@ plain() {
 		}
 	}
 }
+
+// A function whose shell is killed fails with the signal's status, and
+// the message, which the caller may see, names the signal without the
+// worker's own source (bash prints a killed subshell's whole body).
+func TestKilledFunctionShowsNoWorkerSource(t *testing.T) {
+	f := conformance.NewFixture(t, "k.die", map[string]string{"k.sh": "die() { kill -9 $BASHPID; }\n"})
+	w := f.Start(t)
+	_, err := f.Invoke(t, w, "x")
+	var he *functionruntime.HandlerError
+	if !errors.As(err, &he) || he.ExitCode != 137 {
+		t.Fatalf("err = %v, want a failure with status 137", err)
+	}
+	if strings.Contains(he.Message, "__fnb_payload") || strings.Contains(he.Message, "builtin") {
+		t.Fatalf("message %q shows the worker's source", he.Message)
+	}
+}

@@ -196,6 +196,159 @@ __fnb_answer() {
 	builtin return 0
 }
 
+# __fnb_invocation is one invocation's subshell (see the loop in
+# __fnb_main, whose variables it uses). A function rather than the
+# subshell's body in place: bash turns a subshell's whole body into
+# text on every fork (for its job table) and prints it when the
+# subshell is killed, which put the worker's source in the
+# invocation's failure message.
+__fnb_invocation() {
+	# Touch, before the request arrives, the memory the steps after
+	# it write: each first write to a page shared with the loop
+	# costs a copy-on-write fault, and faulting here, while idle,
+	# takes most of them off the invocation's path. Not when the
+	# request is already there (calls back to back): then it would
+	# only delay it.
+	__fnb_payload=prewarm __fnb_len=0 __fnb_hdr=prewarm
+	if ! IFS= builtin read -r -t 0 -u "$__fnb_in" __fnb_o; then
+		command exec {__fnb_o}>/dev/null
+		command exec {__fnb_o}>&-
+		builtin : >/dev/null
+		for __fnb_o in "${__fnb_reapply[@]}" -; do :; done
+	fi
+
+	# Request: the token (16 bytes), the length as 12 digits, then
+	# exactly <length> payload bytes; one read for the header.
+	# End of input (the server is gone or done with this worker) or
+	# a malformed request, or one without this invocation's token
+	# (bytes someone else wrote to the pipe), ends the whole worker:
+	# its process group, not just the worker process, which may be
+	# dead already.
+	if ! IFS= builtin read -r -N 28 -u "$__fnb_in" __fnb_hdr; then
+		builtin kill -KILL 0
+		builtin exit 1
+	fi
+	__fnb_len=${__fnb_hdr:16}
+	case ${__fnb_hdr:0:16}:$__fnb_len in
+	"$__fnb_tok":[0-9][0-9][0-9][0-9][0-9][0-9][0-9][0-9][0-9][0-9][0-9][0-9]) ;;
+	"$__fnb_tok":[ceb][0-9][0-9][0-9][0-9][0-9][0-9][0-9][0-9][0-9][0-9][0-9])
+		# A letter and 11 digits of length, then what the letter
+		# says: c the step context, e the per-invocation
+		# environment, b both (context first). Both are exported
+		# for this invocation (and its children) only.
+		__fnb_x=${__fnb_len:0:1} __fnb_len=${__fnb_len:1}
+		# Durable steps: "<address> <token>" after its length as 4
+		# digits.
+		if [[ $__fnb_x != e ]]; then
+			if ! IFS= builtin read -r -N 4 -u "$__fnb_in" __fnb_o || [[ $__fnb_o == *[!0-9]* ]] ||
+				! IFS= builtin read -r -N "$((10#$__fnb_o))" -u "$__fnb_in" __fnb_o ||
+				[[ $__fnb_o != [!\ ]*\ [!\ ]* ]]; then
+				builtin printf 'fnbridge: malformed request context\n' >&2
+				builtin kill -KILL 0
+				builtin exit 1
+			fi
+			builtin export FNBRIDGE_CONTEXT="${__fnb_o%% *}" FNBRIDGE_CONTEXT_TOKEN="${__fnb_o#* }"
+		fi
+		# The environment: the count of entries as 1 digit, then
+		# each entry's length as 5 digits and NAME=VALUE, NAME
+		# from the allow-list (Go checked it too). The entry is
+		# one word to export: its value is never evaluated.
+		if [[ $__fnb_x != c ]]; then
+			if ! IFS= builtin read -r -N 1 -u "$__fnb_in" __fnb_n || [[ $__fnb_n != [1-9] ]]; then
+				__fnb_n=bad
+			fi
+			while [[ $__fnb_n == [1-9] ]]; do
+				if ! IFS= builtin read -r -N 5 -u "$__fnb_in" __fnb_o || [[ $__fnb_o == *[!0-9]* ]] ||
+					! IFS= builtin read -r -N "$((10#$__fnb_o))" -u "$__fnb_in" __fnb_o; then
+					__fnb_n=bad
+					break
+				fi
+				case $__fnb_o in
+				FNBRIDGE_KEY=* | TRACEPARENT=* | TRACESTATE=*)
+					# Unset first: an attribute the handler file gave
+					# the name (declare -i: arithmetic) must not
+					# apply to the caller's value.
+					builtin unset -v "${__fnb_o%%=*}"
+					builtin export "$__fnb_o"
+					;;
+				*)
+					__fnb_n=bad
+					break
+					;;
+				esac
+				__fnb_n=$((__fnb_n - 1))
+			done
+			if [[ $__fnb_n != 0 ]]; then
+				builtin printf 'fnbridge: malformed request environment\n' >&2
+				builtin kill -KILL 0
+				builtin exit 1
+			fi
+		fi
+		;;
+	*)
+		builtin printf 'fnbridge: malformed request header\n' >&2
+		builtin kill -KILL 0
+		builtin exit 1
+		;;
+	esac
+	__fnb_len=$((10#$__fnb_len))
+	__fnb_payload=
+	if ((__fnb_len > 0)); then
+		# In the C locale (see above): the length counts bytes.
+		if ! IFS= builtin read -r -u "$__fnb_in" -N "$__fnb_len" __fnb_payload; then
+			builtin kill -KILL 0
+			builtin exit 1
+		fi
+	fi
+	# A request the server wrote just before it died must not run:
+	# the lifeline reads as ready only at its end (nothing is ever
+	# written to it), and the guardian may not have struck yet.
+	if builtin read -t 0 -u "$__fnb_life"; then
+		builtin kill -KILL 0
+		builtin exit 1
+	fi
+	# This invocation's own files, named by its key (the outputs
+	# file is created by the first write): a job an earlier
+	# invocation left behind only knows paths Go has removed.
+	command exec {__fnb_in}<&- {__fnb_out}>&- {__fnb_life}<&- >"$__fnb_dir/s.$__fnb_f"
+	if [[ $__fnb_lcvar == LC_ALL ]]; then
+		LC_ALL=$__fnb_lc
+	elif [[ $__fnb_lcset ]]; then
+		LC_CTYPE=$__fnb_lc
+	else
+		builtin unset -v LC_CTYPE
+	fi
+	# The shell whose fnbridge function may use the step agent.
+	__fnb_ishell=$BASHPID __fnb_areq= __fnb_aans= __fnb_apid= __fnb_rq=0
+	# The loop's traps are not in force here, but `trap -p` would
+	# list them (bash shows a subshell its parent's traps).
+	builtin trap - TERM HUP INT
+	for __fnb_o in "${__fnb_reapply[@]}"; do
+		builtin set -o "$__fnb_o"
+	done
+	"$__fnb_fn" "$__fnb_payload"
+	# A function that returned reports its status itself, before the
+	# subshell exits, so the answer does not wait for the process
+	# teardown and the loop's wakeup. It writes through the loop's
+	# descriptors ($$ is the loop's PID), which the function cannot
+	# redirect and its background children do not inherit. It does
+	# not when the function set an EXIT trap, whose output and log
+	# lines still belong to the invocation; `exit`, errexit, exec and
+	# signals never get here. In all those cases the loop reports.
+	# No trap of ours is set in the subshell: an EXIT trap would
+	# make bash catch SIGTERM and friends, run it mid-builtin and
+	# flush half-written output. (The group's redirection keeps
+	# xtrace off the handler's log; $? still holds the status.)
+	{
+		__fnb_rc=$?
+		builtin set +xv
+		builtin trap -p EXIT >|"$__fnb_dir/trap"
+		[[ ! -s $__fnb_dir/trap ]] &&
+			builtin printf 'R %d %s %d\n' "$__fnb_seq" "$__fnb_tok" "$__fnb_rc" >|"/proc/$$/fd/$__fnb_out"
+	} 2>/dev/null
+	builtin exit "$__fnb_rc"
+}
+
 __fnb_main() {
 	local __fnb_file=$1 __fnb_fn=$2 __fnb_dir=$3
 	local __fnb_in __fnb_out __fnb_status __fnb_len __fnb_payload __fnb_rc __fnb_o
@@ -343,152 +496,7 @@ __fnb_main() {
 		__fnb_tok=${__fnb_key:0:16} __fnb_f=${__fnb_key:16}
 		((++__fnb_seq))
 		FNBRIDGE_OUTPUTS=$__fnb_dir/o.$__fnb_f FNBRIDGE_INPUT_FILE=$__fnb_dir/i.$__fnb_f
-		(
-			# Touch, before the request arrives, the memory the steps after
-			# it write: each first write to a page shared with the loop
-			# costs a copy-on-write fault, and faulting here, while idle,
-			# takes most of them off the invocation's path. Not when the
-			# request is already there (calls back to back): then it would
-			# only delay it.
-			__fnb_payload=prewarm __fnb_len=0 __fnb_hdr=prewarm
-			if ! IFS= builtin read -r -t 0 -u "$__fnb_in" __fnb_o; then
-				command exec {__fnb_o}>/dev/null
-				command exec {__fnb_o}>&-
-				builtin : >/dev/null
-				for __fnb_o in "${__fnb_reapply[@]}" -; do :; done
-			fi
-
-			# Request: the token (16 bytes), the length as 12 digits, then
-			# exactly <length> payload bytes; one read for the header.
-			# End of input (the server is gone or done with this worker) or
-			# a malformed request, or one without this invocation's token
-			# (bytes someone else wrote to the pipe), ends the whole worker:
-			# its process group, not just the worker process, which may be
-			# dead already.
-			if ! IFS= builtin read -r -N 28 -u "$__fnb_in" __fnb_hdr; then
-				builtin kill -KILL 0
-				builtin exit 1
-			fi
-			__fnb_len=${__fnb_hdr:16}
-			case ${__fnb_hdr:0:16}:$__fnb_len in
-			"$__fnb_tok":[0-9][0-9][0-9][0-9][0-9][0-9][0-9][0-9][0-9][0-9][0-9][0-9]) ;;
-			"$__fnb_tok":[ceb][0-9][0-9][0-9][0-9][0-9][0-9][0-9][0-9][0-9][0-9][0-9])
-				# A letter and 11 digits of length, then what the letter
-				# says: c the step context, e the per-invocation
-				# environment, b both (context first). Both are exported
-				# for this invocation (and its children) only.
-				__fnb_x=${__fnb_len:0:1} __fnb_len=${__fnb_len:1}
-				# Durable steps: "<address> <token>" after its length as 4
-				# digits.
-				if [[ $__fnb_x != e ]]; then
-					if ! IFS= builtin read -r -N 4 -u "$__fnb_in" __fnb_o || [[ $__fnb_o == *[!0-9]* ]] ||
-						! IFS= builtin read -r -N "$((10#$__fnb_o))" -u "$__fnb_in" __fnb_o ||
-						[[ $__fnb_o != [!\ ]*\ [!\ ]* ]]; then
-						builtin printf 'fnbridge: malformed request context\n' >&2
-						builtin kill -KILL 0
-						builtin exit 1
-					fi
-					builtin export FNBRIDGE_CONTEXT="${__fnb_o%% *}" FNBRIDGE_CONTEXT_TOKEN="${__fnb_o#* }"
-				fi
-				# The environment: the count of entries as 1 digit, then
-				# each entry's length as 5 digits and NAME=VALUE, NAME
-				# from the allow-list (Go checked it too). The entry is
-				# one word to export: its value is never evaluated.
-				if [[ $__fnb_x != c ]]; then
-					if ! IFS= builtin read -r -N 1 -u "$__fnb_in" __fnb_n || [[ $__fnb_n != [1-9] ]]; then
-						__fnb_n=bad
-					fi
-					while [[ $__fnb_n == [1-9] ]]; do
-						if ! IFS= builtin read -r -N 5 -u "$__fnb_in" __fnb_o || [[ $__fnb_o == *[!0-9]* ]] ||
-							! IFS= builtin read -r -N "$((10#$__fnb_o))" -u "$__fnb_in" __fnb_o; then
-							__fnb_n=bad
-							break
-						fi
-						case $__fnb_o in
-						FNBRIDGE_KEY=* | TRACEPARENT=* | TRACESTATE=*)
-							# Unset first: an attribute the handler file gave
-							# the name (declare -i: arithmetic) must not
-							# apply to the caller's value.
-							builtin unset -v "${__fnb_o%%=*}"
-							builtin export "$__fnb_o"
-							;;
-						*)
-							__fnb_n=bad
-							break
-							;;
-						esac
-						__fnb_n=$((__fnb_n - 1))
-					done
-					if [[ $__fnb_n != 0 ]]; then
-						builtin printf 'fnbridge: malformed request environment\n' >&2
-						builtin kill -KILL 0
-						builtin exit 1
-					fi
-				fi
-				;;
-			*)
-				builtin printf 'fnbridge: malformed request header\n' >&2
-				builtin kill -KILL 0
-				builtin exit 1
-				;;
-			esac
-			__fnb_len=$((10#$__fnb_len))
-			__fnb_payload=
-			if ((__fnb_len > 0)); then
-				# In the C locale (see above): the length counts bytes.
-				if ! IFS= builtin read -r -u "$__fnb_in" -N "$__fnb_len" __fnb_payload; then
-					builtin kill -KILL 0
-					builtin exit 1
-				fi
-			fi
-			# A request the server wrote just before it died must not run:
-			# the lifeline reads as ready only at its end (nothing is ever
-			# written to it), and the guardian may not have struck yet.
-			if builtin read -t 0 -u "$__fnb_life"; then
-				builtin kill -KILL 0
-				builtin exit 1
-			fi
-			# This invocation's own files, named by its key (the outputs
-			# file is created by the first write): a job an earlier
-			# invocation left behind only knows paths Go has removed.
-			command exec {__fnb_in}<&- {__fnb_out}>&- {__fnb_life}<&- >"$__fnb_dir/s.$__fnb_f"
-			if [[ $__fnb_lcvar == LC_ALL ]]; then
-				LC_ALL=$__fnb_lc
-			elif [[ $__fnb_lcset ]]; then
-				LC_CTYPE=$__fnb_lc
-			else
-				builtin unset -v LC_CTYPE
-			fi
-			# The shell whose fnbridge function may use the step agent.
-			__fnb_ishell=$BASHPID __fnb_areq= __fnb_aans= __fnb_apid= __fnb_rq=0
-			# The loop's traps are not in force here, but `trap -p` would
-			# list them (bash shows a subshell its parent's traps).
-			builtin trap - TERM HUP INT
-			for __fnb_o in "${__fnb_reapply[@]}"; do
-				builtin set -o "$__fnb_o"
-			done
-			"$__fnb_fn" "$__fnb_payload"
-			# A function that returned reports its status itself, before the
-			# subshell exits, so the answer does not wait for the process
-			# teardown and the loop's wakeup. It writes through the loop's
-			# descriptors ($$ is the loop's PID), which the function cannot
-			# redirect and its background children do not inherit. It does
-			# not when the function set an EXIT trap, whose output and log
-			# lines still belong to the invocation; `exit`, errexit, exec and
-			# signals never get here. In all those cases the loop reports.
-			# No trap of ours is set in the subshell: an EXIT trap would
-			# make bash catch SIGTERM and friends, run it mid-builtin and
-			# flush half-written output. (The group's redirection keeps
-			# xtrace off the handler's log; $? still holds the status.)
-			{
-				__fnb_rc=$?
-				builtin set +xv
-				builtin trap -p EXIT >|"$__fnb_dir/trap"
-				[[ ! -s $__fnb_dir/trap ]] &&
-					builtin printf 'R %d %s %d\n' "$__fnb_seq" "$__fnb_tok" "$__fnb_rc" >|"/proc/$$/fd/$__fnb_out"
-			} 2>/dev/null
-			builtin exit "$__fnb_rc"
-		)
+		( __fnb_invocation )
 		__fnb_rc=$?
 		# "D" always follows, so Go knows this invocation is over.
 		builtin printf 'D %d %s %d%s\n' "$__fnb_seq" "$__fnb_tok" "$__fnb_rc" "${__fnb_sig:+ retire}"
