@@ -189,6 +189,9 @@ func (m *Machine) Output(res Result) error {
 		} else {
 			m.emitOutputValue(res.Value)
 		}
+		if m.phase == closed { // too large to send (see LimitMessages)
+			return ErrClosed
+		}
 	}
 	if m.cmdIndex < len(m.commands) {
 		return m.mismatch(m.cmdIndex, "the handler finished after %d commands but the journal has %d", m.cmdIndex, len(m.commands))

@@ -27,6 +27,7 @@ func (m *Machine) beginFrame() int {
 func (m *Machine) endFrame(start int, t wire.MessageType, flags uint16) {
 	n := len(m.out) - start - wire.HeaderSize
 	wire.PutHeader(m.out[start:], wire.Header{Type: t, Flags: flags, Length: uint32(n)})
+	m.checkSize(start, t)
 }
 
 // emitRunCommand emits RunCommandMessage{result_completion_id: id, name}.

@@ -5,6 +5,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/fnbridge/fnbridge/journal"
 	servicev1 "github.com/fnbridge/fnbridge/proto/restate/service/v1"
 	"github.com/fnbridge/fnbridge/restate/wire"
 	"google.golang.org/protobuf/proto"
@@ -63,4 +64,53 @@ func TestLimitJournal(t *testing.T) {
 			t.Fatal("an unbounded machine refused a 1 MiB input")
 		}
 	})
+}
+
+// A message over the runtime's message size limit (a step's value, the
+// output) is never sent: restate-server refuses it, and a retry would
+// only produce it again. The attempt fails saying so, asking the runtime
+// to pause the invocation, and nothing else follows.
+func TestMessagesOverTheLimitAreNotSent(t *testing.T) {
+	big := strings.Repeat("x", 2048)
+	for _, v := range versions {
+		t.Run(fmt.Sprintf("v%d/run value", v), func(t *testing.T) {
+			m := started(t, v, input("x"))
+			m.LimitMessages(1024)
+			mustInput(t, m)
+			id, _, err := m.RunStart("big")
+			if err != nil {
+				t.Fatal(err)
+			}
+			_ = m.ProposeRun(id, journal.Result{Value: []byte(big)})
+			if _, st := m.Await(id); st != journal.Closed {
+				t.Fatalf("Await after the refused proposal = %v, want Closed", st)
+			}
+			fs := drain(t, m)
+			wantTypes(t, fs, wire.RunCommandType, wire.ErrorMessageType)
+			if e := errorOf(t, fs[1]); !strings.Contains(e.GetMessage(), "ProposeRunCompletion") || !strings.Contains(e.GetMessage(), "over the 1024-byte message limit") {
+				t.Fatalf("ErrorMessage %v, want one naming the message and the limit", e)
+			}
+		})
+		t.Run(fmt.Sprintf("v%d/output", v), func(t *testing.T) {
+			m := started(t, v, input("x"))
+			m.LimitMessages(1024)
+			mustInput(t, m)
+			if err := m.Output(journal.Result{Value: []byte(big)}); err == nil {
+				t.Fatal("Output over the limit returned nil")
+			}
+			fs := drain(t, m)
+			wantTypes(t, fs, wire.ErrorMessageType)
+			if e := errorOf(t, fs[0]); !strings.Contains(e.GetMessage(), "OutputCommand of") {
+				t.Fatalf("ErrorMessage %v", e)
+			}
+		})
+	}
+	// Under the limit, nothing changes.
+	m := started(t, 6, input("x"))
+	m.LimitMessages(1024)
+	mustInput(t, m)
+	if err := m.Output(journal.Result{Value: []byte("small")}); err != nil {
+		t.Fatal(err)
+	}
+	wantTypes(t, drain(t, m), wire.OutputCommandType, wire.EndMessageType)
 }

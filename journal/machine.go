@@ -113,6 +113,8 @@ type Machine struct {
 	// held is the payload bytes of the journal frames received (start,
 	// entries, notifications), bounded by maxHeld when it is positive.
 	held, maxHeld int
+	// maxSend bounds the payload of a frame the machine emits (0: none).
+	maxSend int
 
 	inputClosed bool
 	terminal    wire.MessageType
@@ -144,6 +146,15 @@ func New(version int) (*Machine, error) {
 // PauseFallbackDelay before v7): every retry replays the same journal, so
 // only an operator raising the bound can help. max <= 0 means no bound.
 func (m *Machine) LimitJournal(max int) { m.maxHeld = max }
+
+// LimitMessages bounds the payload of every message the machine emits by
+// max, the runtime's message size limit (restate-server's
+// message_size_limit, 32 MiB by default), which refuses larger ones and
+// fails the attempt. Such a message (a step's value, an output, a state
+// value) fails the attempt with an ErrorMessage saying so instead, asking
+// the runtime to pause the invocation (a retry after PauseFallbackDelay
+// before v7): a retry would only produce it again. max <= 0 means no bound.
+func (m *Machine) LimitMessages(max int) { m.maxSend = max }
 
 // hold accounts for a journal frame of n payload bytes.
 func (m *Machine) hold(t wire.MessageType, n int) error {
@@ -205,11 +216,29 @@ func (m *Machine) Pending() bool { return len(m.out) > 0 }
 // emit appends one frame. Encoding our own well-formed messages cannot
 // fail; should it, the attempt fails with 500 rather than sending garbage.
 func (m *Machine) emit(t wire.MessageType, flags uint16, msg proto.Message) {
+	before := len(m.out)
 	out, err := wire.AppendFrame(m.out, t, flags, msg)
 	m.out = out
-	if err != nil && m.phase != closed {
-		m.Fail(newError(CodeInternal, "%v", err))
+	if err != nil {
+		if m.phase != closed {
+			m.Fail(newError(CodeInternal, "%v", err))
+		}
+		return
 	}
+	m.checkSize(before, t)
+}
+
+// checkSize drops the frame that starts at start when its payload is over
+// maxSend, and fails the attempt saying why (see LimitMessages).
+func (m *Machine) checkSize(start int, t wire.MessageType) {
+	n := len(m.out) - start - wire.HeaderSize
+	if m.maxSend <= 0 || n <= m.maxSend || t == wire.ErrorMessageType || m.phase == closed {
+		return
+	}
+	m.out = m.out[:start]
+	e := newError(CodeInternal, "the %s of %d bytes is over the %d-byte message limit of the runtime, which would refuse it: make the value smaller (a step's result, the output, a state value), or raise the limit on both sides, and resume the invocation", t, n, m.maxSend)
+	e.Pause = true
+	m.Fail(e)
 }
 
 // Receive feeds one frame from the runtime. A frame that is illegal in

@@ -136,6 +136,7 @@ func (e *Endpoint) serveInvoke(w http.ResponseWriter, r *http.Request, h *boundH
 		return
 	}
 	m.LimitJournal(e.cfg.MaxJournalBytes)
+	m.LimitMessages(e.cfg.MaxMessageSize)
 	inv := newInvocation()
 	inv.ep, inv.h, inv.w, inv.r, inv.m = e, h, w, r, m
 	inv.freeSlot = freeSlot
