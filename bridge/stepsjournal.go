@@ -75,10 +75,10 @@ func (j restateJournal) RunStart(_ context.Context, name string) (*stepctx.Resul
 }
 
 // RunComplete journals a value or terminal failure. A retryable failure
-// journals nothing: it ends the attempt with an ErrorMessage that names
-// the step as its related command, and the Server ends the attempt with a
-// StepFailedError (the handler's *restate.RetryableError then changes
-// nothing).
+// journals nothing: it is recorded on the run (RunFail), the Server ends
+// the attempt with a StepFailedError, and the handler's
+// *restate.RetryableError then fails it with an ErrorMessage naming the
+// step as its related command.
 func (j restateJournal) RunComplete(_ context.Context, run stepctx.Future, out stepctx.RunOutcome) error {
 	f, err := futureOf(run)
 	if err != nil {

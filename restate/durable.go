@@ -236,9 +236,8 @@ func (c invocationContext) RunComplete(run Future, out Outcome) error {
 	return nil
 }
 
-// RunFail ends the attempt with a run closure's retryable failure; see
-// Context.RunFail.
-func (c invocationContext) RunFail(run Future, rerr *RetryableError) error {
+// RunFail records a run closure's retryable failure; see Context.RunFail.
+func (c invocationContext) RunFail(run Future, _ *RetryableError) error {
 	f, err := c.futureOf(run)
 	if err != nil {
 		return err
@@ -249,16 +248,11 @@ func (c invocationContext) RunFail(run Future, rerr *RetryableError) error {
 	if f.proposed {
 		return fmt.Errorf("restate: RunFail after the result of run %q was proposed", f.name)
 	}
-	if rerr == nil {
-		rerr = &RetryableError{Code: CodeInternal, Message: fmt.Sprintf("run %q failed", f.name)}
-	}
 	f.proposed = true
-	inv := c.inv
-	inv.mu.Lock()
-	err = inv.settleRun(f.id, f.index, f.name, nil, rerr)
-	inv.mu.Unlock()
-	inv.flush()
-	return err
+	c.inv.mu.Lock()
+	c.inv.failedRun = &failedRun{index: f.index, name: f.name}
+	c.inv.mu.Unlock()
+	return nil
 }
 
 // epochMs is t in milliseconds since the Unix epoch, 0 before it.

@@ -341,8 +341,9 @@ func TestStepsAwaitAnyReplaysArrivalOrder(t *testing.T) {
 	}
 }
 
-// A step's retryable failure ends the attempt with an ErrorMessage whose
-// related command is that step ("related_command_index / name / type",
+// A step's retryable failure (RunFail, then the handler's
+// *RetryableError) ends the attempt with an ErrorMessage whose related
+// command is that step ("related_command_index / name / type",
 // what restate invocations describe shows), as a failing restate.Run's
 // does; nothing is journaled.
 func TestRunFailNamesTheStep(t *testing.T) {
@@ -356,10 +357,11 @@ func TestRunFailNamesTheStep(t *testing.T) {
 				if err != nil {
 					return nil, err
 				}
-				if err := ctx.RunFail(run, &restate.RetryableError{Code: 503, Message: "step \"flaky\" failed: ConnectionError"}); !errors.Is(err, restate.ErrAttemptEnded) {
-					t.Errorf("RunFail = %v, want ErrAttemptEnded", err)
+				rerr := &restate.RetryableError{Code: 503, Message: "step \"flaky\" failed: ConnectionError"}
+				if err := ctx.RunFail(run, rerr); err != nil {
+					t.Errorf("RunFail = %v", err)
 				}
-				return nil, &restate.RetryableError{Code: 500, Message: "the handler's own"}
+				return nil, rerr
 			}
 			_, url := stepsServer(t, restate.BidiStream, map[string]restate.HandlerFunc{"h": h})
 			journal := []any{restatetest.Input(nil), restatetest.Run(1, "first"), restatetest.RunValue(1, []byte("1"))}

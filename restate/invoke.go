@@ -48,11 +48,14 @@ var retryAfterOne = []string{"1"}
 
 // invocation is one attempt: one HTTP request/response stream.
 type invocation struct {
-	ep *Endpoint
-	h  *boundHandler
-	w  http.ResponseWriter
-	r  *http.Request
-	fl http.Flusher
+	// failedRun is the run RunFail named: the attempt's ErrorMessage, once
+	// the handler returns its *RetryableError, relates to it.
+	failedRun *failedRun
+	ep        *Endpoint
+	h         *boundHandler
+	w         http.ResponseWriter
+	r         *http.Request
+	fl        http.Flusher
 
 	// mu guards m, which the body reader goroutine feeds concurrently
 	// with the handler goroutine's operations (BIDI_STREAM only).
@@ -413,6 +416,12 @@ func (inv *invocation) flush() {
 	inv.spare = out[:0]
 }
 
+// failedRun is a run whose closure failed retryably (see RunFail).
+type failedRun struct {
+	index int
+	name  string
+}
+
 // runHandler calls the HandlerFunc and turns its return into the output or
 // the attempt failure.
 func (inv *invocation) runHandler() {
@@ -456,7 +465,11 @@ func (inv *invocation) runHandler() {
 		// as it would have without DeliverCancel.
 		_ = inv.m.Output(journal.Result{Failure: &journal.Failure{Code: CodeCancelled, Message: cancelledMessage}})
 	case errors.As(err, &re):
-		inv.m.Fail(retryableToJournal(re, -1, 0, ""))
+		if f := inv.failedRun; f != nil {
+			inv.m.Fail(retryableToJournal(re, f.index, wire.RunCommandType, f.name))
+		} else {
+			inv.m.Fail(retryableToJournal(re, -1, 0, ""))
+		}
 	default:
 		inv.m.Fail(&journal.Error{Code: CodeInternal, Message: err.Error(), RelatedIndex: -1})
 	}

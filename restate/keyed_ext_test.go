@@ -372,9 +372,21 @@ func TestDeliverCancelUnseenRetryableFailureEnds(t *testing.T) {
 			name   string
 			await  bool
 			output bool
-		}{{"unseen", false, true}, {"seen", true, false}} {
+			// step: the failure is a step's (RunFail), which must not end
+			// the attempt before these rules apply.
+			step bool
+		}{{"unseen", false, true, false}, {"seen", true, false, false}, {"unseen, a step failed", false, true, true}} {
 			t.Run(fmt.Sprintf("v%d/%s", v, c.name), func(t *testing.T) {
 				h := func(ctx restate.Context, _ []byte) ([]byte, error) {
+					if c.step {
+						_, run, err := ctx.RunStart("step")
+						if err != nil {
+							return nil, err
+						}
+						if err := ctx.RunFail(run, &restate.RetryableError{Message: "flaky"}); err != nil {
+							return nil, err
+						}
+					}
 					if c.await {
 						timer, _ := ctx.Sleep(time.Hour)
 						_, _ = ctx.Await([]restate.Future{timer}, restate.AwaitAll, 20*time.Second)

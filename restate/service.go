@@ -61,11 +61,12 @@ type Context interface {
 	// and returns once it is durable (ack on v7, notification on v5/v6).
 	// A retryable closure failure is not passed here: see RunFail.
 	RunComplete(run Future, out Outcome) error
-	// RunFail ends the attempt with err, a retryable failure of the run's
-	// closure, naming the run as the related command of the ErrorMessage
-	// (its index, type and name, as restate invocations describe shows),
-	// and returns ErrAttemptEnded; nothing is journaled, so Restate retries
-	// the run. The handler then returns.
+	// RunFail records that the run's closure failed retryably (err): the
+	// handler then returns a *RetryableError, and the attempt's
+	// ErrorMessage names the run as its related command (index, type and
+	// name, as restate invocations describe shows). Nothing is journaled,
+	// so Restate retries the run; the rules for the handler's return
+	// (a CANCEL it did not take ends it cancelled) apply as for any other.
 	RunFail(run Future, err *RetryableError) error
 	// Sleep journals a timer (SleepCommand, wake_up_time = now + d).
 	Sleep(d time.Duration) (Future, error)
