@@ -204,53 +204,74 @@ func TestLostScratchDirectoryReplacesTheWorker(t *testing.T) {
 	}
 }
 
-// `kill 0` in a function's EXIT trap, the usual way for a script to end
-// its background jobs, signals the whole process group, the worker's loop
-// included. The invocation ends as the same script ends under plain bash:
-// with status 0 when the trap ignores TERM first (`trap "" TERM; kill 0`),
-// with 143 when the shell dies of its own signal; it used to be reported
-// as a crashed worker whatever the script did, and Restate ran it again.
-// The background job is gone, and the next invocation gets a fresh worker.
-func TestKillZeroInAnExitTrapEndsAsUnderBash(t *testing.T) {
-	f := conformance.NewFixture(t, "k.work", map[string]string{"k.sh": `work() {
+// `kill 0` (or `kill $$`) in a function signals the worker's whole
+// process group, its loop included: the worker dies, the invocation fails
+// retryably as a crashed worker (its answer is not trusted: the function
+// may have been cut short) and everything it started is gone; the next
+// invocation gets a fresh worker. (README: end background jobs with
+// `kill $(jobs -p)` instead.)
+func TestKillZeroEndsTheWorker(t *testing.T) {
+	files := map[string]string{"k.sh": `work() {
   trap 'trap "" TERM; kill 0' EXIT
   sleep 30 &
   echo $! >"pid.$1"
   printf 'result %s' "$1"
 }
-plain() {
-  trap 'kill 0' EXIT
-  printf 'printed %s' "$1"
+jobs_done() {
+  trap 'kill $(jobs -p) 2>/dev/null' EXIT
+  sleep 30 &
+  echo $! >"pid.$1"
+  printf 'result %s' "$1"
 }
-`})
+`}
+	f := conformance.NewFixture(t, "k.work", files)
 	w := f.Start(t)
-	for _, in := range []string{"a", "b", "c"} {
-		if got := string(f.MustInvoke(t, w, in).Output); got != "result "+in {
-			t.Fatalf("invocation %s: output %q", in, got)
-		}
-		b, err := os.ReadFile(filepath.Join(f.Dir, "pid."+in))
+	gone := func(dir, in string) {
+		t.Helper()
+		b, err := os.ReadFile(filepath.Join(dir, "pid."+in))
 		if err != nil {
 			t.Fatal(err)
 		}
 		pid, _ := strconv.Atoi(strings.TrimSpace(string(b)))
-		// The signal is on its way when the invocation ends; the sleep
-		// dies as soon as it is scheduled.
 		deadline := time.Now().Add(5 * time.Second)
 		for pid != 0 && procstat.Alive(pid) && time.Now().Before(deadline) {
 			time.Sleep(time.Millisecond)
 		}
 		if pid == 0 || procstat.Alive(pid) {
-			t.Errorf("invocation %s: its background sleep %d outlived kill 0", in, pid)
+			t.Errorf("invocation %s: its background sleep %d is still there", in, pid)
 		}
 	}
-	fp := conformance.NewFixture(t, "k.plain", map[string]string{"k.sh": "plain() { trap 'kill 0' EXIT; printf 'printed %s' \"$1\"; }\n"})
-	wp := fp.Start(t)
-	for _, in := range []string{"x", "y"} {
-		_, err := fp.Invoke(t, wp, in)
-		var he *functionruntime.HandlerError
-		if !errors.As(err, &he) || he.Terminal || he.ExitCode != 143 {
-			t.Fatalf("invocation %s: %v, want a retryable failure with status 143, as bash gives", in, err)
+	for _, in := range []string{"a", "b"} {
+		_, err := f.Invoke(t, w, in)
+		if !errors.Is(err, functionruntime.ErrWorkerCrashed) {
+			t.Fatalf("invocation %s: %v, want a crashed worker", in, err)
 		}
+		gone(f.Dir, in)
+	}
+	fj := conformance.NewFixture(t, "k.jobs_done", files)
+	wj := fj.Start(t)
+	if got := string(fj.MustInvoke(t, wj, "c").Output); got != "result c" {
+		t.Fatalf("kill $(jobs -p): output %q", got)
+	}
+	gone(fj.Dir, "c")
+}
+
+// A handler file's ERR trap never runs in the worker's own loop, whose
+// stdout is the response pipe: a failing function fails with its status,
+// and the worker serves on.
+func TestHandlerFileErrTrapStaysOutOfTheLoop(t *testing.T) {
+	f := conformance.NewFixture(t, "e.fail", map[string]string{"e.sh": "trap 'echo \"ERR $LINENO\"' ERR\nfail() { [[ $1 != pid ]] || { printf %s \"$$\"; return 0; }; return 3; }\n"})
+	w := f.Start(t)
+	pid := f.PidOf(t, w)
+	for i := 0; i < 2; i++ {
+		_, err := f.Invoke(t, w, "x")
+		var he *functionruntime.HandlerError
+		if !errors.As(err, &he) || he.ExitCode != 3 {
+			t.Fatalf("err = %v, want the function's status 3", err)
+		}
+	}
+	if got := f.PidOf(t, w); got != pid {
+		t.Fatalf("worker %d replaced by %d: the failure was taken for a crash", pid, got)
 	}
 }
 

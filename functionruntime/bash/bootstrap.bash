@@ -320,9 +320,7 @@ __fnb_invocation() {
 	fi
 	# The shell whose fnbridge function may use the step agent.
 	__fnb_ishell=$BASHPID __fnb_areq= __fnb_aans= __fnb_apid= __fnb_rq=0
-	# The loop's traps are not in force here, but `trap -p` would
-	# list them (bash shows a subshell its parent's traps).
-	builtin trap - TERM HUP INT
+	[[ -z $__fnb_traps ]] || builtin eval "$__fnb_traps"
 	for __fnb_o in "${__fnb_reapply[@]}"; do
 		builtin set -o "$__fnb_o"
 	done
@@ -352,7 +350,7 @@ __fnb_invocation() {
 __fnb_main() {
 	local __fnb_file=$1 __fnb_fn=$2 __fnb_dir=$3
 	local __fnb_in __fnb_out __fnb_status __fnb_len __fnb_payload __fnb_rc __fnb_o
-	local __fnb_key __fnb_tok __fnb_f __fnb_hdr __fnb_seq=0 __fnb_x __fnb_n __fnb_lc __fnb_lcset __fnb_lcvar
+	local __fnb_key __fnb_tok __fnb_f __fnb_hdr __fnb_seq=0 __fnb_x __fnb_n __fnb_lc __fnb_lcset __fnb_lcvar __fnb_traps
 	local -a __fnb_reapply=()
 	builtin set --
 
@@ -453,15 +451,14 @@ __fnb_main() {
 	# terminating signals, to exit as they would have it exit; a subshell
 	# starts with the default dispositions all the same.)
 	builtin trap -p EXIT >/dev/null
-	# A terminating signal to the whole group (`kill 0` in a function's EXIT
-	# trap, the usual way to end its background jobs) must not lose the
-	# invocation's answer: trapped here, bash runs the trap only once the
-	# subshell it waits for is done, so the loop reports the invocation,
-	# says it retires and ends as the signal would have it end. A subshell
-	# starts with the default dispositions all the same.
-	builtin trap '__fnb_sig=TERM' TERM
-	builtin trap '__fnb_sig=HUP' HUP
-	builtin trap '__fnb_sig=INT' INT
+	# The handler file's ERR, DEBUG and RETURN traps are not this loop's,
+	# whose stdout is the response pipe (an ERR trap that echoes would
+	# answer for the worker): taken off here. Functions and subshells do
+	# not inherit them unless errtrace or functrace is set, so only then
+	# are they set again in each invocation's shell.
+	__fnb_traps=$(builtin trap -p ERR DEBUG RETURN)
+	[[ -z $__fnb_traps ]] || builtin trap - ERR DEBUG RETURN
+	[[ " ${__fnb_reapply[*]} " == *" errtrace "* || " ${__fnb_reapply[*]} " == *" functrace "* ]] || __fnb_traps=
 	# From here on this loop's stdout is the response pipe, which saves a
 	# redirection per message; each subshell points its own stdout at the
 	# output file.
@@ -499,12 +496,7 @@ __fnb_main() {
 		( __fnb_invocation )
 		__fnb_rc=$?
 		# "D" always follows, so Go knows this invocation is over.
-		builtin printf 'D %d %s %d%s\n' "$__fnb_seq" "$__fnb_tok" "$__fnb_rc" "${__fnb_sig:+ retire}"
-		if [[ -n ${__fnb_sig-} ]]; then
-			builtin trap - "$__fnb_sig"
-			builtin kill -s "$__fnb_sig" "$BASHPID"
-			builtin exit 1
-		fi
+		builtin printf 'D %d %s %d\n' "$__fnb_seq" "$__fnb_tok" "$__fnb_rc"
 	done
 }
 

@@ -230,8 +230,6 @@
 //	→ <token>b<n><m><context><env> then n payload bytes   both
 //	← "R <seq> <token> <status>\n"   invocation done (from its subshell)
 //	← "D <seq> <token> <status>\n"   invocation's subshell reaped (from the loop)
-//	← "D <seq> <token> <status> retire\n"
-//	                                the same, and the loop ends after it
 //
 // A key is 32 random hex digits from Go: a 16-digit token, then the name
 // of the invocation's files (s.<name> its stdout, o.<name> its
@@ -263,12 +261,7 @@
 // "R" before it is the status: the function called exit, tripped errexit,
 // exec'd, was killed, or set an EXIT trap (whose output and log lines must
 // come first). A "D" after an "R" is skipped. The worker sets no trap in
-// the subshell, so signals keep their default effect. The loop traps TERM,
-// HUP and INT: bash runs such a trap once the subshell it waits for is
-// done, so a signal to the whole group (`kill 0` in a function's EXIT
-// trap) costs no answer; the loop writes "D ... retire" and ends as the
-// signal would have it end, and Go starts a fresh worker for the next
-// invocation ([proc.Retirer]). The function's stdout goes to its
+// the subshell, so signals keep their default effect. The function's stdout goes to its
 // invocation's file in the worker's scratch directory, which Go reads and
 // removes after the status (so a background child that keeps stdout open
 // cannot hold the invocation up, nor write into a later one's output).

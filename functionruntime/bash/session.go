@@ -47,14 +47,7 @@ type session struct {
 	seq       uint64 // requests sent
 	key       key    // the key the worker holds for the next request
 	owed      *owedD // the "D" still to come for an invocation answered by "R"
-	// retiring: the worker loop said it ends after its last "D" (a
-	// terminating signal reached its group), so no request may follow.
-	retiring bool
 }
-
-// Retiring reports that the worker ends by itself after the invocation it
-// reported last: the next invocation needs a fresh one.
-func (s *session) Retiring() bool { return s.retiring }
 
 // key is one invocation's key (see the package doc, Wire protocol): a
 // token only Go and that invocation's subshell know, then the name of its
@@ -368,10 +361,7 @@ func (s *session) readStatus(token string) (int, error) {
 		if err != nil {
 			return 0, &proc.ProtocolError{Err: fmt.Errorf("read status: %w", err)}
 		}
-		kind, seq, tok, status, retire, ok := parseStatus(line)
-		if ok && retire {
-			s.retiring = true
-		}
+		kind, seq, tok, status, ok := parseStatus(line)
 		switch {
 		case !ok:
 			return 0, &proc.ProtocolError{Err: fmt.Errorf("malformed status line %q while waiting for request %d's status", proc.Clip(string(line), 80), s.seq)}
@@ -400,22 +390,18 @@ func (s *session) foreign(line []byte, want string) error {
 		proc.Clip(strings.TrimSuffix(string(line), "\n"), 80), want)}
 }
 
-// parseStatus parses "R|D <seq> <token> <status>\n"; a D may end with
-// " retire" (see [session.Retiring]), reported by retire.
-func parseStatus(line []byte) (kind byte, seq uint64, token string, status int, retire, ok bool) {
+// parseStatus parses "R|D <seq> <token> <status>\n".
+func parseStatus(line []byte) (kind byte, seq uint64, token string, status int, ok bool) {
 	f := strings.Fields(string(line))
-	if len(f) == 5 && f[0] == "D" && f[4] == "retire" {
-		f, retire = f[:4], true
-	}
 	if len(f) != 4 || len(f[0]) != 1 || (f[0][0] != 'R' && f[0][0] != 'D') || len(f[2]) != tokenLen {
-		return 0, 0, "", 0, false, false
+		return 0, 0, "", 0, false
 	}
 	seq, err1 := strconv.ParseUint(f[1], 10, 64)
 	status, err2 := strconv.Atoi(f[3])
 	if err1 != nil || err2 != nil || status < 0 || status > 255 || !strings.HasSuffix(string(line), "\n") {
-		return 0, 0, "", 0, false, false
+		return 0, 0, "", 0, false
 	}
-	return f[0][0], seq, f[2], status, retire, true
+	return f[0][0], seq, f[2], status, true
 }
 
 // statusError turns a non-zero status into a HandlerError whose message is

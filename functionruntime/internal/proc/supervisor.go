@@ -23,14 +23,6 @@ type Session interface {
 	Stop(grace time.Duration)
 }
 
-// A Retirer is a Session that can tell it takes no more invocations: its
-// worker ends by itself after the last one, which answered. The
-// supervisor starts a fresh worker for the next invocation rather than
-// race the exit.
-type Retirer interface {
-	Retiring() bool
-}
-
 // ProtocolError marks a failure of the conversation with the worker (a
 // broken or closed pipe, an interrupted read, a malformed frame), as
 // opposed to a failure the handler reported. The session is unusable after
@@ -158,9 +150,7 @@ func (s *Supervisor) acquire(ctx context.Context) (Session, error) {
 		return nil, fmt.Errorf("%s: %w", s.cfg.Name, ErrClosed)
 	}
 	if s.cur != nil && s.cur.Proc().Alive() {
-		if r, ok := s.cur.(Retirer); !ok || !r.Retiring() {
-			return s.cur, nil
-		}
+		return s.cur, nil
 	}
 	if s.cur != nil {
 		// Died or was killed between invocations: clear out its group.
