@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"os/signal"
 	"strings"
-	"syscall"
 
 	"github.com/spf13/cobra"
 
@@ -52,7 +51,7 @@ func newInvokeCmd(g *globalFlags) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			ctx, stop := signal.NotifyContext(cmd.Context(), syscall.SIGTERM, syscall.SIGINT, syscall.SIGHUP)
+			ctx, stop := signal.NotifyContext(cmd.Context(), stopSignals()...)
 			defer stop()
 			res, err := b.InvokeKeyed(ctx, service, handler, key, []byte(args[1]))
 			_ = b.Close(context.Background())

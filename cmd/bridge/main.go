@@ -11,7 +11,9 @@ import (
 	"io"
 	"net"
 	"os"
+	"os/signal"
 	"path/filepath"
+	"syscall"
 
 	"github.com/rs/zerolog"
 	"github.com/spf13/cobra"
@@ -34,6 +36,17 @@ func main() {
 		os.Exit(ctxMain(os.Args[1:]))
 	}
 	os.Exit(runBridge(os.Args[1:], os.Stdout, os.Stderr))
+}
+
+// stopSignals are the signals that stop a command gracefully: SIGTERM,
+// SIGINT, and SIGHUP (its terminal closed) unless it is ignored, as nohup
+// has it: catching it would undo nohup.
+func stopSignals() []os.Signal {
+	sigs := []os.Signal{syscall.SIGTERM, syscall.SIGINT}
+	if !signal.Ignored(syscall.SIGHUP) {
+		sigs = append(sigs, syscall.SIGHUP)
+	}
+	return sigs
 }
 
 // runBridge runs the bridge command line args and returns its exit status.

@@ -8,7 +8,6 @@ import (
 	"net/http"
 	"os"
 	"os/signal"
-	"syscall"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -61,7 +60,7 @@ func newServeCmd(g *globalFlags, dev *devFlags) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			ctx, stop := signal.NotifyContext(cmd.Context(), syscall.SIGTERM, syscall.SIGINT, syscall.SIGHUP)
+			ctx, stop := signal.NotifyContext(cmd.Context(), stopSignals()...)
 			defer stop()
 			shutdownBridge := func() error {
 				cctx, cancel := context.WithTimeout(context.Background(), cfg.ShutdownTimeout.Std())
