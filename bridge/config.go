@@ -260,16 +260,26 @@ var (
 )
 
 // checkHostPort reports what is wrong with a host:port address: its shape,
-// or a port that is not a number from 0 to 65535 (net's own parsing would
-// only refuse it once something listens or dials, after the workers have
-// started).
+// or a port that is neither a number from 0 to 65535 nor a service name
+// (net's own parsing would only refuse it once something listens or
+// dials, after the workers have started). An empty port is any free one,
+// as for net.Listen.
 func checkHostPort(addr string) error {
 	_, port, err := net.SplitHostPort(addr)
 	if err != nil {
 		return errors.New(strings.TrimPrefix(err.Error(), "address "+addr+": "))
 	}
-	if n, err := strconv.Atoi(port); err != nil || n < 0 || n > 65535 || port == "" {
-		return fmt.Errorf("port %q is not a number from 0 to 65535", port)
+	if port == "" {
+		return nil
+	}
+	if n, err := strconv.Atoi(port); err == nil {
+		if n < 0 || n > 65535 {
+			return fmt.Errorf("port %q is not a number from 0 to 65535", port)
+		}
+		return nil
+	}
+	if _, err := net.LookupPort("tcp", port); err != nil {
+		return fmt.Errorf("port %q is neither a number from 0 to 65535 nor a known service name", port)
 	}
 	return nil
 }

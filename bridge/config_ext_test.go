@@ -270,3 +270,13 @@ func TestLoadConfigHidesEndpointCredentials(t *testing.T) {
 		t.Fatalf("err = %v, want a refusal of tracing.otlp_endpoint without the password", err)
 	}
 }
+
+// What net.Listen takes is taken: a service name as the port, or none
+// (any free port).
+func TestLoadConfigListenFormsNetTakes(t *testing.T) {
+	for _, listen := range []string{"localhost:http", "127.0.0.1:", "127.0.0.1:0", "[::1]:9080"} {
+		if _, err := bridge.LoadConfig(writeConfig(t, strings.Replace(validConfig, "listen: 127.0.0.1:9080", "listen: '"+listen+"'", 1))); err != nil {
+			t.Errorf("listen %q: %v", listen, err)
+		}
+	}
+}
