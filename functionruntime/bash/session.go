@@ -415,9 +415,14 @@ func (s *session) statusError(status int, steps bool) error {
 	// so the last line is known.
 	s.P.SyncLogs()
 	msg := fmt.Sprintf("exit status %d", status)
+	if status > 128 && status < 128+65 {
+		msg += " (" + syscall.Signal(status-128).String() + ")"
+	}
 	lines := s.P.RecentLines(recentForMessage)
 	for i := len(lines) - 1; i >= 0; i-- {
-		if strings.TrimSpace(lines[i]) != "" {
+		// Bash's own word on the killed subshell ("line N: PID Killed
+		// ( __fnb_invocation )") is the worker's, not the function's.
+		if strings.TrimSpace(lines[i]) != "" && !strings.HasSuffix(strings.TrimSpace(lines[i]), "( __fnb_invocation )") {
 			if status == TerminalExitStatus {
 				msg = lines[i]
 			} else {
