@@ -155,6 +155,11 @@ func (s *Session) Close() {
 // received frame and may return extra frames to send (e.g. a CANCEL).
 func (s *Session) Play(start []any, inject func(Frame) []proto.Message) ([]Frame, error) {
 	if err := s.Send(start...); err != nil {
+		// A server that answered without reading the body (404, 401)
+		// closed it: its answer says why.
+		if _, rerr := s.Next(); rerr != nil {
+			return nil, rerr
+		}
 		return nil, err
 	}
 	var got []Frame
