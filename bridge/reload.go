@@ -302,6 +302,10 @@ func (l *Live) Reload(ctx context.Context, cfg *Config) (*ReloadReport, error) {
 	rep.ManifestChanged = !sameManifest(old.Manifest(), nb.Manifest())
 	l.cur.Store(nb)
 	l.desired = cfg
+	// The new generation reports the pools it carried over; the old one
+	// reporting them too counted each once per reload, and a removed
+	// handler's pools for ever.
+	old.unobserve()
 	for key, p := range old.pools {
 		if carry.pools[key] == p {
 			continue

@@ -18,6 +18,8 @@ import (
 	"time"
 
 	"github.com/fnbridge/fnbridge/bridge"
+	"github.com/fnbridge/fnbridge/bridge/telemetry"
+	"github.com/fnbridge/fnbridge/bridge/telemetry/telemetrytest"
 	"github.com/fnbridge/fnbridge/internal/procstat"
 	servicev1 "github.com/fnbridge/fnbridge/proto/restate/service/v1"
 	"github.com/fnbridge/fnbridge/restate"
@@ -74,6 +76,12 @@ type liveHarness struct {
 
 func newLiveHarness(t *testing.T, config string) *liveHarness {
 	t.Helper()
+	return newLiveHarnessWith(t, config, bridge.Options{})
+}
+
+// newLiveHarnessWith is newLiveHarness with the bridge's options.
+func newLiveHarnessWith(t *testing.T, config string, opts bridge.Options) *liveHarness {
+	t.Helper()
 	for _, bin := range []string{"python3", "bash"} {
 		if _, err := exec.LookPath(bin); err != nil {
 			t.Skipf("%s not found: needed to run the functions", bin)
@@ -84,7 +92,7 @@ func newLiveHarness(t *testing.T, config string) *liveHarness {
 	lh.write("fn/py.py", pySource(1))
 	lh.write("fn/sh.sh", shSource(1))
 	lh.write("bridge.yaml", config)
-	live, err := bridge.NewLive(lh.config(), bridge.Options{})
+	live, err := bridge.NewLive(lh.config(), opts)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -519,5 +527,41 @@ func TestLiveReloadFollowsHelperModules(t *testing.T) {
 	lh.write("fn/notes.txt", "not code\n")
 	if rep := lh.reload(); rep.Changed() {
 		t.Fatalf("report %+v after a text file, want nothing changed", rep)
+	}
+}
+
+// The registration gauges count each handler's registrations once across
+// reloads: a handler carried over is the same pool, and a removed one is
+// gone. (Each reload added the old generation's count to the new one's.)
+func TestReloadKeepsRegistrationGaugesTrue(t *testing.T) {
+	m := telemetry.NewMetrics("test")
+	lh := newLiveHarnessWith(t, liveConfig, bridge.Options{Metrics: m})
+	lh.callOK("Py", "f")
+	lh.callOK("Sh", "f")
+	warm := func(svc string) (float64, bool) {
+		return telemetrytest.Gather(t, m.Registry()).Value("fnbridge_warm_workers", "service", svc, "handler", "f")
+	}
+	for v := 2; v <= 3; v++ {
+		lh.write("fn/py.py", pySource(v))
+		lh.reload()
+		lh.callOK("Py", "f")
+		for _, svc := range []string{"Py", "Sh"} {
+			if n, ok := warm(svc); !ok || n != 1 {
+				t.Fatalf("after reload %d: %s/f warm workers %v (%v), want 1", v-1, svc, n, ok)
+			}
+		}
+	}
+	lh.write("bridge.yaml", `
+services:
+  - name: Sh
+    handlers:
+      - {name: f, runtime: bash, dir: fn, handler: sh.f}
+`)
+	lh.reload()
+	if n, ok := warm("Py"); ok && n != 0 {
+		t.Fatalf("the removed Py/f still counts %v warm workers", n)
+	}
+	if n, _ := warm("Sh"); n != 1 {
+		t.Fatalf("Sh/f warm workers %v, want 1", n)
 	}
 }
