@@ -174,7 +174,7 @@ func (p *pool) invokeLeased(ctx context.Context, leased *slot, invocationID stri
 			ContentType:   contentType,
 			TimeoutMillis: p.h.Timeout.Std().Milliseconds(),
 		})
-		exec.end(err)
+		exec.end(ictx, err)
 		if err == nil {
 			p.release(s)
 			return &Result{Output: resp.GetOutput(), ContentType: resp.GetContentType(), Outputs: resp.GetOutputs()}, s.runUID, nil

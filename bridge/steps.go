@@ -108,8 +108,8 @@ func (b *Bridge) runSteps(ctx context.Context, p *pool, j stepctx.Journal, invoc
 		return nil, "", err
 	}
 	defer a.Close()
-	ictx, cancel := context.WithCancel(ctx)
-	defer cancel()
+	ictx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
 	ictx = metadata.AppendToOutgoingContext(ictx, functionruntime.MetadataContext, b.ctxEnd.url, functionruntime.MetadataContextToken, a.Token())
 	type result struct {
 		res    *Result
@@ -125,7 +125,7 @@ func (b *Bridge) runSteps(ctx context.Context, p *pool, j stepctx.Journal, invoc
 	select {
 	case r = <-done:
 	case <-a.Done():
-		cancel()
+		cancel(a.Err()) // why the function is stopped: its span says so
 		r = <-done
 	}
 	// Close first: if nothing ended the attempt before, its end is

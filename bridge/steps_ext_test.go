@@ -27,6 +27,13 @@ import (
 // InvokeFunction metadata) and the invocation's ctx.
 func newStepsBridge(t *testing.T, durability string, fn func(ctx context.Context, c *stepctx.Client, in []byte) ([]byte, error)) (*bridge.Bridge, *fakeRuntime) {
 	t.Helper()
+	return newStepsBridgeWith(t, durability, bridge.Options{}, fn)
+}
+
+// newStepsBridgeWith is newStepsBridge with the bridge's options (the
+// runtime clients are the fake's).
+func newStepsBridgeWith(t *testing.T, durability string, opts bridge.Options, fn func(ctx context.Context, c *stepctx.Client, in []byte) ([]byte, error)) (*bridge.Bridge, *fakeRuntime) {
+	t.Helper()
 	dir := t.TempDir()
 	if err := os.WriteFile(filepath.Join(dir, "mod.py"), []byte("def fn(x):\n    return x\n"), 0o644); err != nil {
 		t.Fatal(err)
@@ -62,7 +69,8 @@ services:
 		}
 		return &executorv1.InvokeFunctionResponse{Registration: r.Registration, InvocationId: r.InvocationId, Output: out}, nil
 	})
-	b, err := bridge.New(cfg, bridge.Options{Clients: map[string]executorv1.FunctionRuntimeClient{"python": fake}})
+	opts.Clients = map[string]executorv1.FunctionRuntimeClient{"python": fake}
+	b, err := bridge.New(cfg, opts)
 	if err != nil {
 		t.Fatal(err)
 	}

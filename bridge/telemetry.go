@@ -150,8 +150,10 @@ func (pt *poolTelemetry) startExecution(ctx context.Context, s *slot) (context.C
 }
 
 // end records the call's result: its duration when it reached the
-// function, a crash or a busy refusal, and ends its span.
-func (e execTelemetry) end(err error) {
+// function, a crash or a busy refusal, and ends its span. ctx is the
+// call's: a function stopped because its attempt suspended did not fail,
+// and its span says it was suspended instead of carrying an error.
+func (e execTelemetry) end(ctx context.Context, err error) {
 	if e.pt == nil {
 		return
 	}
@@ -168,7 +170,10 @@ func (e execTelemetry) end(err error) {
 	if e.span == nil {
 		return
 	}
-	if err != nil {
+	switch cause := context.Cause(ctx); {
+	case err != nil && ctx.Err() != nil && (errors.Is(cause, stepctx.ErrSuspended) || errors.Is(cause, restate.ErrSuspended)):
+		e.span.SetAttributes(attrOutcome.String(telemetry.OutcomeSuspended.String()))
+	case err != nil:
 		e.span.SetAttributes(attrErrorClass.String(class.String()))
 		e.span.SetStatus(codes.Error, err.Error())
 	}

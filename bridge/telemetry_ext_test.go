@@ -2,6 +2,7 @@ package bridge_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net/http"
 	"slices"
@@ -16,6 +17,8 @@ import (
 	tracev1 "go.opentelemetry.io/proto/otlp/trace/v1"
 
 	"github.com/fnbridge/fnbridge/bridge"
+	"github.com/fnbridge/fnbridge/bridge/stepctx"
+	"github.com/fnbridge/fnbridge/bridge/stepctx/stepctxtest"
 	"github.com/fnbridge/fnbridge/bridge/telemetry"
 	"github.com/fnbridge/fnbridge/bridge/telemetry/telemetrytest"
 	"github.com/fnbridge/fnbridge/functionruntime"
@@ -368,5 +371,42 @@ func TestFunctionGetsTheTraceContext(t *testing.T) {
 	wantTypes(t, h.play(6, fresh(`1`), nil), wire.RunCommandType, wire.ProposeRunCompletionMessageType, wire.OutputCommandType, wire.EndMessageType)
 	if env := <-got; !slices.Equal(env, []string{"TRACEPARENT=" + restateTP}) {
 		t.Errorf("with a %d-byte tracestate the function got %d values (first %.80q), want the traceparent alone", len(strings.Join(members, ",")), len(env), env)
+	}
+}
+
+// A function stopped because its attempt suspended did not fail: its span
+// says it was suspended, with no error status (each durable wait longer
+// than suspend_after counted against span error rates).
+func TestSuspendedExecutionSpanIsNoError(t *testing.T) {
+	rcv := telemetrytest.NewReceiver(t)
+	tr, err := telemetry.NewTracing(context.Background(), telemetry.TracingConfig{Endpoint: rcv.URL() + "/v1/traces", ServiceName: "fnbridge"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := newStepsBridgeWith(t, "steps", bridge.Options{Tracer: tr.Tracer}, func(ctx context.Context, c *stepctx.Client, _ []byte) ([]byte, error) {
+		_, _ = c.Sleep(context.Background(), time.Hour)
+		<-ctx.Done() // stopped by the bridge, as a killed worker is
+		return nil, status.FromContextError(ctx.Err()).Err()
+	})
+	if _, err := runSteps(t, b, &stepctxtest.Journal{HoldSleeps: true}); !errors.Is(err, stepctx.ErrSuspended) {
+		t.Fatalf("err = %v, want suspended", err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := tr.Shutdown(ctx); err != nil {
+		t.Fatal(err)
+	}
+	var found bool
+	for _, s := range rcv.Spans() {
+		if s.GetName() != "function Svc/fn" {
+			continue
+		}
+		found = true
+		if s.GetStatus().GetCode() == tracev1.Status_STATUS_CODE_ERROR || s.Attr("fnbridge.outcome") != "suspended" {
+			t.Fatalf("execution span status %v, outcome %q; want no error and outcome suspended", s.GetStatus(), s.Attr("fnbridge.outcome"))
+		}
+	}
+	if !found {
+		t.Fatal("no execution span")
 	}
 }
