@@ -70,11 +70,17 @@ func (b *Bridge) handlerFunc(p *pool) restate.HandlerFunc {
 				err = &restate.TerminalError{Code: restate.CodeInternal, Message: err.Error()}
 			}
 		}
+		// The run's own failure says why the attempt ended: the endpoint
+		// only answers that it did.
+		why := err
+		if runErr != nil && errors.Is(err, restate.ErrAttemptEnded) {
+			why = runErr
+		}
 		if err != nil {
-			ev = b.log.Warn().Str("error", err.Error())
+			ev = b.log.Warn().Str("error", why.Error())
 		}
 		outcome := attemptOutcome(ctx, executed, err, runErr)
-		att.end(outcome, err)
+		att.end(outcome, why)
 		ev.Str("restate_invocation_id", ctx.InvocationID()).
 			Str("service", p.service).Str("handler", p.h.Name).
 			Str("run_uid", runUID).Str("invocation_id", ctx.InvocationID()).

@@ -2,12 +2,17 @@ package bridge_test
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
+	"fmt"
 	"strings"
 	"sync"
 	"testing"
 
+	"github.com/fnbridge/fnbridge/functionruntime"
+	executorv1 "github.com/fnbridge/fnbridge/proto/executor/v1"
 	"github.com/fnbridge/fnbridge/restate/wire"
+	"google.golang.org/grpc/codes"
 )
 
 // logRecords is a zerolog sink keeping each record decoded.
@@ -62,5 +67,20 @@ func TestInvocationLogLineDurationIsInMilliseconds(t *testing.T) {
 				t.Errorf("record %v has a duration key %q without a unit", r, k)
 			}
 		}
+	}
+}
+
+// An attempt that failed retryably says why on its invocation line: the
+// function's failure, not the endpoint's "this invocation attempt has
+// ended", which every such line said.
+func TestInvocationLineSaysWhyTheAttemptFailed(t *testing.T) {
+	h := newHarness(t, "")
+	h.fake.setInvoke(func(context.Context, *executorv1.InvokeFunctionRequest) (*executorv1.InvokeFunctionResponse, error) {
+		return nil, runtimeError(codes.Unknown, functionruntime.ReasonHandlerError, "ValueError: boom")
+	})
+	h.play(6, fresh(`1`), nil)
+	recs := h.logs.withMessage("invocation")
+	if len(recs) != 1 || !strings.Contains(fmt.Sprint(recs[0]["error"]), "ValueError: boom") || recs[0]["outcome"] != "retryable_failure" {
+		t.Fatalf("invocation lines %v, want one retryable_failure naming ValueError: boom", recs)
 	}
 }

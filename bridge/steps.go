@@ -223,7 +223,8 @@ func (b *Bridge) stepsHandlerFunc(p *pool) restate.HandlerFunc {
 		att.end(outcome, err)
 		ev.Str("restate_invocation_id", ctx.InvocationID()).
 			Str("service", p.service).Str("handler", p.h.Name).Str("durability", DurabilitySteps).
-			Str("run_uid", runUID).Str("outcome", outcome.String()).Dur("duration_ms", time.Since(start)).
+			Str("run_uid", runUID).Str("invocation_id", ctx.InvocationID()).
+			Str("outcome", outcome.String()).Dur("duration_ms", time.Since(start)).
 			Msg("invocation")
 		return out, err
 	}
