@@ -108,8 +108,9 @@ type Source interface {
 }
 
 // durationBuckets fit everything fnbridge times, from a lease answered at
-// once (well under a millisecond) to a function at the 15 minute timeout.
-var durationBuckets = []float64{.001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10, 30, 60, 300, 900}
+// once or a warm Python call (a tenth of a millisecond and up) to a
+// function at the 15 minute timeout.
+var durationBuckets = []float64{.0001, .00025, .0005, .001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10, 30, 60, 300, 900}
 
 // Metrics is the bridge's Prometheus registry and its collectors. Create
 // it once per process (NewMetrics) and serve HTTPHandler.
