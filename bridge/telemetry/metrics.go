@@ -165,7 +165,7 @@ func NewMetrics(version string) *Metrics {
 	m.resourceExhausted = counter("fnbridge_runtime_resource_exhausted_total",
 		"InvokeFunction calls the runtime refused with RESOURCE_EXHAUSTED (registration busy), failed with 429.", handlerLabels...)
 	m.workerStarts = counter("fnbridge_worker_starts_total",
-		"Registrations that became READY, each with a freshly started warm worker.", handlerLabels...)
+		"Registrations that became READY, each with a freshly started warm worker (the runtime's restarts of a READY registration's worker, after a timeout or crash, are not counted).", handlerLabels...)
 	m.workerStartFailures = counter("fnbridge_worker_start_failures_total",
 		"Registrations that became FAILED: the worker did not start or its handler did not initialize.", handlerLabels...)
 	m.workerStartDuration = histogram("fnbridge_worker_start_duration_seconds",
@@ -322,7 +322,7 @@ var (
 		"Registration slots of each handler by state (unregistered, idle, busy, failed); they add up to the handler's concurrency.",
 		[]string{"service", "handler", "state"}, nil)
 	warmWorkersDesc = prometheus.NewDesc("fnbridge_warm_workers",
-		"Warm workers: registrations that are READY (idle or busy), each with its own worker process.",
+		"Warm workers: registrations that are READY (idle or busy), each with its own worker process (which the runtime starts again at the next invocation after a timeout or crash killed it).",
 		handlerLabels, nil)
 	inflightDesc = prometheus.NewDesc("fnbridge_inflight_streams",
 		"Invocation streams from Restate being served now.", nil, nil)
