@@ -284,18 +284,23 @@ func TestStepsSuspensionPerVersion(t *testing.T) {
 	}
 }
 
-// An await that one completion satisfies (any) returns within its budget
-// with the other future's outcome nil.
-func TestStepsAwaitAnyReturnsFirst(t *testing.T) {
-	outs := make(chan []*restate.Outcome, 1)
-	h := func(ctx restate.Context, _ []byte) ([]byte, error) {
+// awaitAnyOfTwoTimers sets a minute's and an hour's timer, awaits either
+// and sends the outcomes to outs.
+func awaitAnyOfTwoTimers(outs chan<- []*restate.Outcome) restate.HandlerFunc {
+	return func(ctx restate.Context, _ []byte) ([]byte, error) {
 		t1, _ := ctx.Sleep(time.Minute)
 		t2, _ := ctx.Sleep(time.Hour)
 		o, err := ctx.Await([]restate.Future{t1, t2}, restate.AwaitAny, time.Hour)
 		outs <- o
 		return nil, err
 	}
-	_, url := stepsServer(t, restate.BidiStream, map[string]restate.HandlerFunc{"h": h})
+}
+
+// An await that one completion satisfies (any) returns within its budget
+// with the other future's outcome nil.
+func TestStepsAwaitAnyReturnsFirst(t *testing.T) {
+	outs := make(chan []*restate.Outcome, 1)
+	_, url := stepsServer(t, restate.BidiStream, map[string]restate.HandlerFunc{"h": awaitAnyOfTwoTimers(outs)})
 	got := playSteps(t, url, 6, "h", []any{restatetest.Start("inv_any", 1), restatetest.Input(nil)}, func(f restatetest.Frame) []proto.Message {
 		if s, ok := restatetest.Message[*servicev1.SleepCommandMessage](f); ok && s.GetResultCompletionId() == 1 {
 			return []proto.Message{restatetest.SleepDone(1)}
@@ -322,14 +327,7 @@ func TestStepsAwaitAnyReplaysArrivalOrder(t *testing.T) {
 	for _, v := range versions {
 		t.Run(fmt.Sprintf("v%d", v), func(t *testing.T) {
 			outs := make(chan []*restate.Outcome, 1)
-			h := func(ctx restate.Context, _ []byte) ([]byte, error) {
-				t1, _ := ctx.Sleep(time.Minute)
-				t2, _ := ctx.Sleep(time.Hour)
-				o, err := ctx.Await([]restate.Future{t1, t2}, restate.AwaitAny, time.Hour)
-				outs <- o
-				return nil, err
-			}
-			_, url := stepsServer(t, restate.BidiStream, map[string]restate.HandlerFunc{"h": h})
+			_, url := stepsServer(t, restate.BidiStream, map[string]restate.HandlerFunc{"h": awaitAnyOfTwoTimers(outs)})
 			start := append([]any{restatetest.Start("inv_any_replay", uint32(len(journal)))}, journal...)
 			got := playSteps(t, url, v, "h", start, nil)
 			wantFrameTypes(t, got, wire.OutputCommandType, wire.EndMessageType)
