@@ -13,6 +13,7 @@ import (
 
 	"github.com/fnbridge/fnbridge/functionruntime"
 	"github.com/fnbridge/fnbridge/functionruntime/kinds"
+	"github.com/fnbridge/fnbridge/internal/maxprocs"
 )
 
 // runtimeKinds lists the kinds `bridge runtime serve` can run, for its help
@@ -125,6 +126,7 @@ func runRuntimeServe(cmd *cobra.Command, g *globalFlags, f *runtimeServeFlags) e
 	}
 	ctx, stop := signal.NotifyContext(cmd.Context(), stopSignals()...)
 	defer stop()
+	maxprocs.Start(ctx)
 
 	addr := lis.Addr().String()
 	if lis.Addr().Network() == "unix" {

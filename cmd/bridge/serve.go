@@ -13,6 +13,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/fnbridge/fnbridge/bridge"
+	"github.com/fnbridge/fnbridge/internal/maxprocs"
 	"github.com/fnbridge/fnbridge/restate"
 )
 
@@ -62,6 +63,7 @@ func newServeCmd(g *globalFlags, dev *devFlags) *cobra.Command {
 			}
 			ctx, stop := signal.NotifyContext(cmd.Context(), stopSignals()...)
 			defer stop()
+			maxprocs.Start(ctx)
 			shutdownBridge := func() error {
 				cctx, cancel := context.WithTimeout(context.Background(), cfg.ShutdownTimeout.Std())
 				defer cancel()

@@ -16,6 +16,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/fnbridge/fnbridge/bridge"
+	"github.com/fnbridge/fnbridge/internal/maxprocs"
 	executorv1 "github.com/fnbridge/fnbridge/proto/executor/v1"
 	"github.com/fnbridge/fnbridge/restate"
 )
@@ -71,6 +72,7 @@ func fakeServe(args []string) error {
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
 	defer stop()
+	maxprocs.Start(ctx) // as bridge serve does
 	closeBridge := func() error {
 		cctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer cancel()
