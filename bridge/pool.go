@@ -2,7 +2,6 @@ package bridge
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"sync"
 	"sync/atomic"
@@ -35,9 +34,12 @@ type pool struct {
 
 	pollEvery time.Duration
 	stop      chan struct{}
-	done      chan struct{}
-	closeOnce sync.Once
-	started   bool
+	// stopCtx ends with stop: the janitor's calls to the runtime end with it.
+	stopCtx    context.Context
+	stopCancel context.CancelFunc
+	done       chan struct{}
+	closeOnce  sync.Once
+	started    bool
 
 	// reportUnimplemented makes a runtime without FunctionRuntime a single
 	// clear log line rather than one per invocation.
@@ -89,6 +91,7 @@ const (
 )
 
 func newPool(instance, service string, h *HandlerConfig, client executorv1.FunctionRuntimeClient, log zerolog.Logger, unimpl *sync.Once) *pool {
+	stopCtx, stopCancel := context.WithCancel(context.Background())
 	p := &pool{
 		service:             service,
 		h:                   h,
@@ -98,6 +101,8 @@ func newPool(instance, service string, h *HandlerConfig, client executorv1.Funct
 		free:                make(chan *slot, h.Concurrency),
 		pollEvery:           min(max(h.IdleTimeout.Std()/4, time.Second), 30*time.Second),
 		stop:                make(chan struct{}),
+		stopCtx:             stopCtx,
+		stopCancel:          stopCancel,
 		done:                make(chan struct{}),
 		reportUnimplemented: unimpl,
 	}
@@ -260,7 +265,8 @@ func (p *pool) ensureRegistered(ctx context.Context, s *slot) error {
 			if sr, err := p.client.FunctionStatus(ctx, &executorv1.FunctionStatusRequest{Registration: resp.GetRegistration()}); err == nil && sr.GetFatalError() != "" {
 				fatal = sr.GetFatalError()
 			}
-			p.unregister(ctx, s.runUID, regID, true)
+			// Detached: the invocation that registered may have ended meanwhile.
+			p.unregister(context.WithoutCancel(ctx), s.runUID, regID, true)
 			// One failed initialization does not prove a permanent fault:
 			// the worker (or the interpreter probe) may have been killed
 			// while starting. Try once more at the next attempt before
@@ -315,8 +321,11 @@ func (p *pool) registerError(s *slot, err error) error {
 	return &Error{Class: ClassUnavailable, Message: "registering " + s.runUID + ": " + status.Convert(err).Message(), Cause: err}
 }
 
+// unregister gives one registration back, within ctx's deadline and at
+// most the runtime's drain plus 5 s: at shutdown the caller's deadline is
+// what is left of shutdown_timeout.
 func (p *pool) unregister(ctx context.Context, runUID, regID string, cancelInFlight bool) {
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), unregisterDrain+5*time.Second)
+	ctx, cancel := context.WithTimeout(ctx, unregisterDrain+5*time.Second)
 	defer cancel()
 	_, err := p.client.UnregisterFunction(ctx, &executorv1.UnregisterFunctionRequest{
 		Registration:       &executorv1.FunctionRegistration{RunUid: runUID, RegistrationId: regID},
@@ -357,7 +366,9 @@ func (p *pool) janitor() {
 }
 
 func (p *pool) check(s *slot) {
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	// Ended by close too: a poll of a runtime that does not answer must
+	// not hold its slot past the shutdown deadline.
+	ctx, cancel := context.WithTimeout(p.stopCtx, 10*time.Second)
 	defer cancel()
 	if s.regID == "" {
 		if s.index < p.h.MinWarm && !p.now().Before(s.retryAt) {
@@ -385,27 +396,33 @@ func (p *pool) check(s *slot) {
 	}
 }
 
-// close stops the janitor, waits (bounded by ctx) for leased registrations
-// to come back, and unregisters everything.
+// close stops the janitor, and unregisters every registration as it comes
+// back (at once when free, else when its invocation ends), all in parallel
+// and within ctx's deadline.
 func (p *pool) close(ctx context.Context) error {
-	p.closeOnce.Do(func() { close(p.stop) })
+	p.closeOnce.Do(func() { close(p.stop); p.stopCancel() })
 	if p.started {
 		select {
 		case <-p.done:
 		case <-ctx.Done():
 		}
 	}
-	var errs []error
-	for range len(p.slots) {
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	for back := range len(p.slots) {
 		select {
 		case s := <-p.free:
 			if s.regID != "" {
-				p.unregister(ctx, s.runUID, s.regID, true)
+				wg.Add(1)
+				go func(runUID, regID string) {
+					defer wg.Done()
+					p.unregister(ctx, runUID, regID, true)
+				}(s.runUID, s.regID)
 				s.regID = ""
 			}
 		case <-ctx.Done():
-			errs = append(errs, fmt.Errorf("%s/%s: registrations still leased at shutdown deadline", p.service, p.h.Name))
-			return errors.Join(errs...)
+			return fmt.Errorf("%s/%s: %d of %d registrations still leased by invocations at the shutdown deadline",
+				p.service, p.h.Name, len(p.slots)-back, len(p.slots))
 		}
 	}
 	return nil

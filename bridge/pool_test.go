@@ -29,6 +29,9 @@ type poolRuntime struct {
 	registered   []int32 // attempts
 	unregistered []string
 	nextReg      int
+	// hang makes UnregisterFunction wait for its context's end: a
+	// runtime that does not answer.
+	hang bool
 }
 
 func (r *poolRuntime) RegisterFunction(_ context.Context, in *executorv1.RegisterFunctionRequest, _ ...grpc.CallOption) (*executorv1.RegisterFunctionResponse, error) {
@@ -48,20 +51,30 @@ func (r *poolRuntime) FunctionStatus(context.Context, *executorv1.FunctionStatus
 	return r.status, r.statusErr
 }
 
-func (r *poolRuntime) UnregisterFunction(_ context.Context, in *executorv1.UnregisterFunctionRequest, _ ...grpc.CallOption) (*executorv1.UnregisterFunctionResponse, error) {
+func (r *poolRuntime) UnregisterFunction(ctx context.Context, in *executorv1.UnregisterFunctionRequest, _ ...grpc.CallOption) (*executorv1.UnregisterFunctionResponse, error) {
 	r.mu.Lock()
-	defer r.mu.Unlock()
 	r.unregistered = append(r.unregistered, in.Registration.RegistrationId)
+	hang := r.hang
+	r.mu.Unlock()
+	if hang {
+		<-ctx.Done()
+		return nil, status.FromContextError(ctx.Err()).Err()
+	}
 	return &executorv1.UnregisterFunctionResponse{}, nil
 }
 
 func testPool(t *testing.T, minWarm int) (*pool, *poolRuntime, *time.Time) {
 	t.Helper()
+	return testPoolOf(t, 1, minWarm)
+}
+
+func testPoolOf(t *testing.T, concurrency, minWarm int) (*pool, *poolRuntime, *time.Time) {
+	t.Helper()
 	dir := t.TempDir()
 	if err := os.WriteFile(filepath.Join(dir, "m.py"), []byte("def f(x): return x\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	h := &HandlerConfig{Name: "f", Runtime: "python", Dir: dir, Handler: "m.f", Concurrency: 1, MinWarm: minWarm,
+	h := &HandlerConfig{Name: "f", Runtime: "python", Dir: dir, Handler: "m.f", Concurrency: concurrency, MinWarm: minWarm,
 		IdleTimeout: Duration(time.Minute), Timeout: Duration(time.Second), LeaseTimeout: Duration(time.Second)}
 	rt := &poolRuntime{}
 	p := newPool("test", "Svc", h, rt, zerolog.Nop(), &sync.Once{})
@@ -177,5 +190,30 @@ func TestPoolForgetsVanishedRegistration(t *testing.T) {
 		if s.regID != "" {
 			t.Fatalf("%v: registration ID kept after the runtime lost it", code)
 		}
+	}
+}
+
+// "SIGTERM drains, then stops, within shutdown_timeout": a runtime that
+// does not answer UnregisterFunction holds close to the caller's deadline,
+// not 7 s per registration one after another.
+func TestPoolCloseKeepsTheShutdownDeadline(t *testing.T) {
+	p, rt, _ := testPoolOf(t, 4, 4)
+	if err := p.start(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	rt.mu.Lock()
+	rt.hang = true
+	rt.mu.Unlock()
+	ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
+	defer cancel()
+	begin := time.Now()
+	_ = p.close(ctx)
+	if took := time.Since(begin); took > 3*time.Second {
+		t.Fatalf("close took %v with a 300ms deadline", took)
+	}
+	rt.mu.Lock()
+	defer rt.mu.Unlock()
+	if len(rt.unregistered) != 4 {
+		t.Fatalf("unregistered %v, want all 4 registrations asked for", rt.unregistered)
 	}
 }

@@ -64,8 +64,16 @@ func newServeCmd(g *globalFlags, dev *devFlags) *cobra.Command {
 			ctx, stop := signal.NotifyContext(cmd.Context(), stopSignals()...)
 			defer stop()
 			maxprocs.Start(ctx)
+			// One deadline from the signal on: the drain, the listener's
+			// close and the unregistering share shutdown_timeout, with
+			// closeGrace for unregistering when the drain used it all.
+			deadline := time.Time{}
 			shutdownBridge := func() error {
-				cctx, cancel := context.WithTimeout(context.Background(), cfg.ShutdownTimeout.Std())
+				d := time.Now().Add(cfg.ShutdownTimeout.Std())
+				if !deadline.IsZero() {
+					d = deadline
+				}
+				cctx, cancel := context.WithDeadline(context.Background(), later(d, time.Now().Add(closeGrace)))
 				defer cancel()
 				return b.Close(cctx)
 			}
@@ -107,7 +115,8 @@ func newServeCmd(g *globalFlags, dev *devFlags) *cobra.Command {
 			// closed, and Restate retries those attempts (journaled work
 			// is not redone).
 			log.Info().Dur("deadline_ms", cfg.ShutdownTimeout.Std()).Int("in_flight", b.InFlight()).Msg("shutting down: draining")
-			sctx, cancel := context.WithTimeout(context.Background(), cfg.ShutdownTimeout.Std())
+			deadline = time.Now().Add(cfg.ShutdownTimeout.Std())
+			sctx, cancel := context.WithDeadline(context.Background(), deadline)
 			defer cancel()
 			srv.SetKeepAlivesEnabled(false) // HTTP/2: GOAWAY as each connection goes idle
 			if err := b.Drain(sctx); err != nil {
@@ -173,4 +182,17 @@ func holdForever(path string) func(invocationID, runName string) {
 			time.Sleep(time.Hour)
 		}
 	}
+}
+
+// closeGrace is what unregistering gets at shutdown when draining used all
+// of shutdown_timeout: the registrations are given back in parallel, each
+// call bounded by it.
+const closeGrace = 3 * time.Second
+
+// later is the later of two times.
+func later(a, b time.Time) time.Time {
+	if a.After(b) {
+		return a
+	}
+	return b
 }
