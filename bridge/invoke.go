@@ -208,12 +208,24 @@ func (p *pool) invokeLeased(ctx context.Context, leased *slot, invocationID stri
 	return nil, "", &Error{Class: ClassUnavailable, Message: "registration stayed unusable after re-registering: " + status.Convert(lastErr).Message(), Cause: lastErr}
 }
 
-// classifyCtx turns a caller-side cancellation into ClassCancelled.
+// classifyCtx turns a failure under an ended context into what ended it.
 func classifyCtx(ctx context.Context, err error) error {
 	if ctx.Err() != nil {
-		return &Error{Class: ClassCancelled, Message: "invocation cancelled", Cause: err}
+		return interrupted(ctx, err, "invocation cancelled")
 	}
 	return err
+}
+
+// interrupted classifies a failure whose context ended: ClassCancelled only
+// for Restate's CANCEL (the context's cause); anything else (the stream
+// closed, the bridge shutting down, a suspension) interrupted this attempt
+// alone, and Restate retries it.
+func interrupted(ctx context.Context, err error, cancelled string) *Error {
+	cause := context.Cause(ctx)
+	if errors.Is(cause, restate.ErrCancelled) {
+		return &Error{Class: ClassCancelled, Message: cancelled, Cause: err}
+	}
+	return &Error{Class: ClassUnavailable, Message: "attempt interrupted before the function answered: " + cause.Error(), Cause: err}
 }
 
 // classifyInvoke maps an InvokeFunction failure onto the bridge's classes
@@ -221,7 +233,7 @@ func classifyCtx(ctx context.Context, err error) error {
 func (p *pool) classifyInvoke(ctx context.Context, err error) *Error {
 	msg := status.Convert(err).Message()
 	if ctx.Err() != nil {
-		return &Error{Class: ClassCancelled, Message: "invocation cancelled: worker stopped", Cause: err}
+		return interrupted(ctx, err, "invocation cancelled: worker stopped")
 	}
 	switch functionruntime.Classify(err) {
 	case functionruntime.ClassHandlerTerminal:
