@@ -41,6 +41,11 @@ func Keygen(o KeygenOptions) (string, error) {
 		return "", fmt.Errorf("--public-out %s is the private key file --out names: choose another file for the public key", o.PublicOut)
 	}
 	if o.Reuse {
+		// As ssh does: a private key others can read is refused, not used.
+		if fi, err := os.Stat(o.Out); err == nil && fi.Mode().Perm()&0o077 != 0 {
+			return "", fmt.Errorf("%s is readable or writable by other users (mode %04o): make it private (chmod 600 %s), or pass --force instead of --reuse to replace the key",
+				o.Out, fi.Mode().Perm(), o.Out)
+		}
 		if data, err := os.ReadFile(o.Out); err == nil {
 			pub, err := PublicKeyOfPEM(data)
 			if err != nil {

@@ -102,6 +102,31 @@ func TestKeygenReuseRejectsAForeignFile(t *testing.T) {
 	}
 }
 
+// --reuse refuses a private key others can read (as ssh does) instead of
+// serving with it, and leaves the file as it was.
+func TestKeygenReuseRefusesAnUnprotectedKey(t *testing.T) {
+	out := filepath.Join(t.TempDir(), "id.pem")
+	if _, err := bridge.Keygen(bridge.KeygenOptions{Out: out}); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chmod(out, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	_, err := bridge.Keygen(bridge.KeygenOptions{Out: out, Reuse: true})
+	if err == nil || !strings.Contains(err.Error(), "readable or writable by other users (mode 0644)") {
+		t.Fatalf("err = %v, want a refusal naming the mode", err)
+	}
+	if fi, _ := os.Stat(out); fi.Mode().Perm() != 0o644 {
+		t.Fatalf("mode changed to %04o", fi.Mode().Perm())
+	}
+	if err := os.Chmod(out, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := bridge.Keygen(bridge.KeygenOptions{Out: out, Reuse: true}); err != nil {
+		t.Fatalf("a private key: %v", err)
+	}
+}
+
 // With --reuse a missing private key is generated even when a stale public
 // key file is left over (it is derived, so replaced): a one-shot key
 // service recovers from a lost private-key volume.
