@@ -29,6 +29,7 @@ type readiness struct {
 	mu      sync.Mutex
 	checked time.Time
 	err     error
+	logged  string // the last detailed failure logged, so probes log it once
 }
 
 // Ready reports why the bridge cannot take invocations now, or nil.
@@ -41,9 +42,32 @@ func (b *Bridge) Ready(ctx context.Context) error {
 	if time.Since(b.ready.checked) < readyCacheFor {
 		return b.ready.err
 	}
-	b.ready.err = b.checkRuntimes(ctx)
-	b.ready.checked = time.Now()
+	err := b.checkRuntimes(ctx)
+	b.ready.err, b.ready.checked = err, time.Now()
+	var rf *runtimeFailure
+	if !errors.As(err, &rf) {
+		b.ready.logged = ""
+		return err
+	}
+	if detail := rf.Error(); detail != b.ready.logged {
+		b.ready.logged = detail
+		b.log.Warn().Str("runtime", rf.kind).Msg("not ready: " + detail)
+	}
+	if len(b.cfg.IdentityKeys) > 0 {
+		// Readiness is unsigned: with request identity on, whoever can
+		// reach the listener must not learn the runtimes' addresses.
+		b.ready.err = fmt.Errorf("runtimes.%s does not answer its health check (details in the bridge's log)", rf.kind)
+	}
 	return b.ready.err
+}
+
+// runtimeFailure is a remote runtime's failed health check.
+type runtimeFailure struct {
+	kind, addr, why string
+}
+
+func (f *runtimeFailure) Error() string {
+	return fmt.Sprintf("runtimes.%s (%s): %s", f.kind, f.addr, f.why)
 }
 
 // checkRuntimes asks every remote runtime's grpc.health.v1 service (as
@@ -63,9 +87,9 @@ func (b *Bridge) checkRuntimes(ctx context.Context) error {
 		switch {
 		case status.Code(err) == codes.Unimplemented:
 		case err != nil:
-			return fmt.Errorf("runtimes.%s (%s): %v", k, b.cfg.Runtimes[k], status.Convert(err).Message())
+			return &runtimeFailure{k, b.cfg.Runtimes[k], status.Convert(err).Message()}
 		case resp.GetStatus() != healthpb.HealthCheckResponse_SERVING:
-			return fmt.Errorf("runtimes.%s (%s): %s", k, b.cfg.Runtimes[k], resp.GetStatus())
+			return &runtimeFailure{k, b.cfg.Runtimes[k], resp.GetStatus().String()}
 		}
 	}
 	return nil

@@ -66,6 +66,14 @@ func TestReadyFollowsStartAndRemoteRuntime(t *testing.T) {
 	if err := recheck(); err == nil || err.Error() != "runtimes.python ("+addr+"): NOT_SERVING" {
 		t.Fatalf("runtime not serving: %v", err)
 	}
+	// With request identity on, the unsigned answer does not tell an
+	// outsider where the runtime is; the log has the details.
+	b.cfg.IdentityKeys = []string{"publickeyv1_any"}
+	if err := recheck(); err == nil || strings.Contains(err.Error(), addr) ||
+		err.Error() != "runtimes.python does not answer its health check (details in the bridge's log)" {
+		t.Fatalf("runtime not serving, identity keys set: %v", err)
+	}
+	b.cfg.IdentityKeys = nil
 	gs.Stop()
 	stopped = true
 	if err := recheck(); err == nil || !strings.HasPrefix(err.Error(), "runtimes.python ("+addr+"): ") {
