@@ -206,6 +206,19 @@ func parseDuration(s string) (time.Duration, error) {
 // Std returns the value as a time.Duration.
 func (d Duration) Std() time.Duration { return time.Duration(d) }
 
+// String is the duration as a configuration would write it: "20m" and
+// "1h30m", not Go's "20m0s" and "1h30m0s".
+func (d Duration) String() string {
+	s := time.Duration(d).String()
+	if strings.HasSuffix(s, "m0s") {
+		s = strings.TrimSuffix(s, "0s")
+	}
+	if strings.HasSuffix(s, "h0m") {
+		s = strings.TrimSuffix(s, "0m")
+	}
+	return s
+}
+
 // ByteSize is a byte count written as an integer or a size with a unit
 // suffix ("64Ki", "128Mi"; see ParseSize). A negative value decodes, so
 // that validation can report it under its field path.
@@ -410,7 +423,7 @@ func (c *Config) resolve(baseDir string) error {
 		bad("shutdown_timeout", "must be positive")
 	}
 	if c.StartTimeout < 0 {
-		bad("start_timeout", "%s is negative (0: the default of %s)", c.StartTimeout.Std(), restate.DefaultStartTimeout)
+		bad("start_timeout", "%s is negative (0: the default of %s)", c.StartTimeout, Duration(restate.DefaultStartTimeout))
 	}
 	if c.MaxConcurrentInvocations < 0 {
 		bad("max_concurrent_invocations", "%d is negative (0: the default of %d)", c.MaxConcurrentInvocations, restate.DefaultMaxConcurrentInvocations)
@@ -499,13 +512,13 @@ func (h *HandlerConfig) resolve(hp, baseDir string, bad func(path, format string
 	case h.Timeout == 0:
 		h.Timeout = Duration(DefaultTimeout)
 	case h.Timeout < 0 || h.Timeout.Std() > MaxTimeout:
-		bad(hp+".timeout", "%s is out of range (0 < timeout <= %s)", h.Timeout.Std(), MaxTimeout)
+		bad(hp+".timeout", "%s is out of range (0 < timeout <= %s)", h.Timeout, Duration(MaxTimeout))
 	}
 	switch {
 	case h.IdleTimeout == 0:
 		h.IdleTimeout = Duration(DefaultIdleTimeout)
 	case h.IdleTimeout < Duration(time.Second):
-		bad(hp+".idle_timeout", "%s is too short (at least 1s)", h.IdleTimeout.Std())
+		bad(hp+".idle_timeout", "%s is too short (at least 1s)", h.IdleTimeout)
 	}
 	switch {
 	case h.Concurrency == 0:
@@ -522,7 +535,7 @@ func (h *HandlerConfig) resolve(hp, baseDir string, bad func(path, format string
 	case h.LeaseTimeout < 0:
 		bad(hp+".lease_timeout", "must be positive")
 	case h.LeaseTimeout.Std() > MaxTimeout:
-		bad(hp+".lease_timeout", "%s is out of range (0 < lease_timeout <= %s)", h.LeaseTimeout.Std(), MaxTimeout)
+		bad(hp+".lease_timeout", "%s is out of range (0 < lease_timeout <= %s)", h.LeaseTimeout, Duration(MaxTimeout))
 	}
 	if h.InputContentType == "" {
 		h.InputContentType = "application/json"
@@ -544,7 +557,7 @@ func (h *HandlerConfig) resolve(hp, baseDir string, bad func(path, format string
 			bad(hp+"."+r.field, "must be positive (leave it out for Restate's default)")
 		case r.d > 0 && r.d < Duration(time.Millisecond):
 			// The manifest counts milliseconds: this would reach Restate as 0.
-			bad(hp+"."+r.field, "%s is under a millisecond, the manifest's unit (0 or left out: Restate's default)", r.d.Std())
+			bad(hp+"."+r.field, "%s is under a millisecond, the manifest's unit (0 or left out: Restate's default)", r.d)
 		}
 	}
 	h.Limits.resolve(hp+".limits", bad)
@@ -556,7 +569,7 @@ func (h *HandlerConfig) resolve(hp, baseDir string, bad func(path, format string
 		wholeMillis(hp+".retry_policy.initial_interval", rp.InitialInterval, bad)
 		wholeMillis(hp+".retry_policy.max_interval", rp.MaxInterval, bad)
 		if rp.InitialInterval > 0 && rp.MaxInterval > 0 && rp.MaxInterval < rp.InitialInterval {
-			bad(hp+".retry_policy.max_interval", "%s is less than initial_interval %s", rp.MaxInterval.Std(), rp.InitialInterval.Std())
+			bad(hp+".retry_policy.max_interval", "%s is less than initial_interval %s", rp.MaxInterval, rp.InitialInterval)
 		}
 		if rp.ExponentiationFactor != 0 && rp.ExponentiationFactor < 1 {
 			bad(hp+".retry_policy.exponentiation_factor", "%v is below 1", rp.ExponentiationFactor)

@@ -164,7 +164,7 @@ func TestConfigErrorsNameLineFieldAndWhatIsAllowed(t *testing.T) {
 			"line 1: protocol_mode: \"grpc\" is not allowed (bidi | request_response)\n" +
 				"line 2: listen: want a string, got a list\n" +
 				"line 6: services[0].handlers[0]: unknown field \"colour\" (known here: " + knownHandler + ")\n" +
-				"line 6: services[0].handlers[0].timeout: 20h0m0s is out of range (0 < timeout <= 15m0s)"},
+				"line 6: services[0].handlers[0].timeout: 20h is out of range (0 < timeout <= 15m)"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

@@ -25,7 +25,7 @@ func (h *HandlerConfig) resolveRestateTimeouts(hp string, bad func(path, format 
 	case h.InactivityTimeout <= need && h.Timeout > 0 && h.LeaseTimeout > 0:
 		bad(hp+".inactivity_timeout", "%s is not longer than timeout %s + lease_timeout %s: Restate would end every attempt before the function finishes "+
 			"and execute it again; raise inactivity_timeout (or leave it out: it defaults to timeout + lease_timeout + %s)",
-			h.InactivityTimeout.Std(), h.Timeout.Std(), h.LeaseTimeout.Std(), RestateTimeoutMargin)
+			h.InactivityTimeout, h.Timeout, h.LeaseTimeout, Duration(RestateTimeoutMargin))
 	}
 	// Restate counts abort_timeout from the inactivity timeout's expiry: a
 	// run still going then gets as long again to record its result.
@@ -44,6 +44,6 @@ func (h *HandlerConfig) resolveRestateTimeouts(hp string, bad func(path, format 
 // rest.
 func wholeMillis(path string, d Duration, bad func(path, format string, args ...any)) {
 	if d > 0 && d%Duration(time.Millisecond) != 0 {
-		bad(path, "%s is not a whole number of milliseconds, the endpoint manifest's unit", d.Std())
+		bad(path, "%s is not a whole number of milliseconds, the endpoint manifest's unit", d)
 	}
 }
