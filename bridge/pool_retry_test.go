@@ -12,6 +12,8 @@ import (
 	"github.com/rs/zerolog"
 	"google.golang.org/grpc"
 
+	"github.com/fnbridge/fnbridge/functionruntime"
+	"github.com/fnbridge/fnbridge/functionruntime/kinds"
 	executorv1 "github.com/fnbridge/fnbridge/proto/executor/v1"
 )
 
@@ -102,5 +104,55 @@ func TestRegistrationFailingThreeRoundsIsPermanent(t *testing.T) {
 	}
 	if len(rt.attempts) != 2*permanentAfter {
 		t.Fatalf("registration attempts %v, want two per round", rt.attempts)
+	}
+}
+
+// A caller of a remote runtime that registered the pool's run UID first,
+// with the pool's (public) digest but its own handler, gets no invocation
+// of the pool's: the runtime answers the pool's attempt with AlreadyExists
+// (or FailedPrecondition below it), and the pool steps to the next
+// attempt, which supersedes the squatter and runs the configured handler.
+func TestPoolStepsPastAForeignRegistrationOfItsRunUID(t *testing.T) {
+	dir := t.TempDir()
+	for name, src := range map[string]string{"m.sh": "f() { echo '\"own\"'; }\n", "evil.sh": "run() { echo '\"evil\"'; }\n"} {
+		if err := os.WriteFile(filepath.Join(dir, name), []byte(src), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	k, _ := kinds.Lookup("bash")
+	srv := functionruntime.NewServer(functionruntime.Options{Adapter: k.New(), Logger: zerolog.Nop()})
+	t.Cleanup(func() { _ = srv.Shutdown(context.Background()) })
+	client := functionruntime.NewLocalClient(srv)
+	h := &HandlerConfig{Name: "h", Runtime: "bash", Dir: dir, Handler: "m.f", Concurrency: 1,
+		Timeout: Duration(DefaultTimeout), IdleTimeout: Duration(DefaultIdleTimeout), LeaseTimeout: Duration(DefaultLeaseTimeout)}
+	p := newPool("test", "S", h, client, zerolog.Nop(), &sync.Once{})
+	digest, err := registrationDigest(h)
+	if err != nil {
+		t.Fatal(err)
+	}
+	uid := p.slots[0].runUID
+	for attempt := int32(1); attempt <= 3; attempt++ {
+		resp, err := client.RegisterFunction(context.Background(), &executorv1.RegisterFunctionRequest{
+			RunUid: uid, RegistrationAttempt: attempt, WorkingDir: dir, Handler: "evil.run",
+			IdleTimeoutSeconds: int64(DefaultIdleTimeout.Seconds()), RegistrationDigest: digest,
+		})
+		if err != nil || resp.GetState() != executorv1.FunctionRegistrationState_FUNCTION_REGISTRATION_STATE_READY {
+			t.Fatalf("foreign registration at attempt %d: %v, %v", attempt, resp.GetState(), err)
+		}
+	}
+	s, err := p.lease(context.Background())
+	if err != nil {
+		t.Fatalf("lease: %v", err)
+	}
+	defer p.release(s)
+	if s.attempt != 4 {
+		t.Errorf("pool registered at attempt %d, want 4 (the first past the foreign ones)", s.attempt)
+	}
+	out, err := client.InvokeFunction(context.Background(), &executorv1.InvokeFunctionRequest{
+		Registration: &executorv1.FunctionRegistration{RunUid: s.runUID, RegistrationId: s.regID},
+		Input:        []byte("{}"), ContentType: "application/json",
+	})
+	if err != nil || strings.TrimSpace(string(out.GetOutput())) != `"own"` {
+		t.Fatalf("the pool's registration ran %q, %v; want the configured handler's \"own\"", out.GetOutput(), err)
 	}
 }

@@ -98,6 +98,7 @@
 //	unknown Run UID          NotFound          REGISTRATION_NOT_FOUND
 //	lower attempt            FailedPrecondition ATTEMPT_SUPERSEDED
 //	same attempt, new digest AlreadyExists     DIGEST_MISMATCH
+//	same attempt, new fields AlreadyExists     REGISTRATION_MISMATCH
 //
 // Handler errors carry metadata error_type, exit_code and terminal; a
 // terminal one whose handler gave a code (a Python TerminalError's code)

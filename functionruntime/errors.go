@@ -70,6 +70,11 @@ const (
 	// ReasonDigestMismatch: RegisterFunction repeated a Run UID and attempt
 	// with a different digest (codes.AlreadyExists).
 	ReasonDigestMismatch = "DIGEST_MISMATCH"
+	// ReasonRegistrationMismatch: RegisterFunction repeated a Run UID,
+	// attempt and digest with other settings (working_dir, handler, env,
+	// idle timeout, worker limits or interpreter) (codes.AlreadyExists).
+	// Metadata field names them, comma-separated.
+	ReasonRegistrationMismatch = "REGISTRATION_MISMATCH"
 	// ReasonInvalidArgument: a request field is malformed or out of bounds
 	// (codes.InvalidArgument). Metadata field names it.
 	ReasonInvalidArgument = "INVALID_ARGUMENT"

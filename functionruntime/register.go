@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
+	"strings"
 	"sync"
 	"time"
 
@@ -26,7 +28,9 @@ import (
 // Canceled or DeadlineExceeded, initialization goes on, and retrying the
 // same request picks up the same registration ("Retrying an uncertain
 // Pod-local RegisterFunction RPC for the same registration attempt is
-// idempotent").
+// idempotent"). Only an identical request is a retry: one that repeats the
+// Run UID, attempt and digest with any other field or registration
+// metadata is AlreadyExists and changes nothing.
 //
 // A repeat that finds the registration DRAINING (being unregistered or
 // superseded) returns it with state DRAINING; the caller registers again
@@ -83,16 +87,25 @@ func (s *Server) admit(p registerParams, limits WorkerLimits) (*registration, er
 	prev := s.regs[p.runUID]
 	if prev != nil {
 		switch {
-		case p.attempt == prev.attempt && p.digest == prev.digest:
-			// "Repeating the same Run UID, registration attempt, and digest
-			// returns the current registration reference without
-			// reinitializing the function."
-			return prev, nil
-		case p.attempt == prev.attempt:
+		case p.attempt == prev.attempt && p.digest != prev.digest:
 			return nil, statusError(codes.AlreadyExists, ReasonDigestMismatch,
 				map[string]string{"run_uid": p.runUID, "registration_attempt": fmt.Sprint(p.attempt)},
 				"run_uid %s attempt %d is already registered with a different registration_digest; the registration was not replaced",
 				p.runUID, p.attempt)
+		case p.attempt == prev.attempt:
+			// "Repeating an identical RegisterFunction request returns the
+			// current registration reference without reinitializing the
+			// function." The digest alone does not prove that: anyone can
+			// compute it and it leaves out working_dir, so otherwise a
+			// caller that registered first with its own handler would
+			// have the Run UID's owner invoke that handler.
+			if fields, words := prev.differences(p, limits); len(fields) > 0 {
+				return nil, statusError(codes.AlreadyExists, ReasonRegistrationMismatch,
+					map[string]string{"run_uid": p.runUID, "registration_attempt": fmt.Sprint(p.attempt), "field": strings.Join(fields, ",")},
+					"run_uid %s attempt %d is already registered with another %s; the registration was not replaced",
+					p.runUID, p.attempt, strings.Join(words, " and another "))
+			}
+			return prev, nil
 		case p.attempt < prev.attempt:
 			return nil, statusError(codes.FailedPrecondition, ReasonAttemptSuperseded,
 				map[string]string{"run_uid": p.runUID, "registration_attempt": fmt.Sprint(p.attempt), "current_attempt": fmt.Sprint(prev.attempt)},
@@ -136,6 +149,24 @@ func (s *Server) admit(p registerParams, limits WorkerLimits) (*registration, er
 	log.Info().Str("handler", p.handler).Str("working_dir", p.dir).Dur("idle_timeout_ms", p.idleTimeout).Str("limits", limits.Encode()).Msg("registering function")
 	go s.initialize(reg, prev, ownsPrev)
 	return reg, nil
+}
+
+// differences names each setting of p and limits that differs from what
+// reg was registered with (everything that decides what its worker runs
+// and how), as request fields and in words for the message.
+func (reg *registration) differences(p registerParams, limits WorkerLimits) (fields, words []string) {
+	add := func(differs bool, field, word string) {
+		if differs {
+			fields, words = append(fields, field), append(words, word)
+		}
+	}
+	add(p.dir != reg.spec.Dir, "working_dir", "working_dir")
+	add(p.handler != reg.spec.Handler, "handler", "handler")
+	add(!maps.Equal(p.env, reg.spec.Env), "env", "env")
+	add(p.idleTimeout != reg.idleTimeout, "idle_timeout_seconds", "idle_timeout_seconds")
+	add(limits != reg.spec.Limits, WorkerLimitsMetadata, "set of worker limits ("+WorkerLimitsMetadata+" metadata)")
+	add(p.interpreter != reg.spec.Interpreter, InterpreterMetadata, "interpreter ("+InterpreterMetadata+" metadata)")
+	return fields, words
 }
 
 // initialize tears down the superseded registration, if any, then starts

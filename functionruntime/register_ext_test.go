@@ -12,6 +12,7 @@ import (
 	"unicode/utf8"
 
 	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/metadata"
 
 	"github.com/fnbridge/fnbridge/functionruntime"
 	executorv1 "github.com/fnbridge/fnbridge/proto/executor/v1"
@@ -111,8 +112,8 @@ func TestRegisterAcceptsBoundaryValues(t *testing.T) {
 	h.mustReady("2b5d...", 1)
 }
 
-// "Repeating the same Run UID, registration attempt, and digest returns the
-// current registration reference without reinitializing the function."
+// "Repeating an identical RegisterFunction request returns the current
+// registration reference without reinitializing the function."
 func TestRegisterRepeatReturnsCurrentWithoutReinitializing(t *testing.T) {
 	ad := &fakeAdapter{}
 	h := newHarness(t, ad, functionruntime.Limits{}, nil)
@@ -189,6 +190,86 @@ func TestRegisterDifferentDigestSameAttemptIsAlreadyExists(t *testing.T) {
 	}
 	if got := ad.starts.Load(); got != 1 {
 		t.Errorf("Start called %d times, want 1", got)
+	}
+}
+
+// "Repeating an identical RegisterFunction request returns the current
+// registration reference without reinitializing the function." and "The
+// same Run UID, registration attempt, and digest with any other field
+// different (working_dir, handler, env, idle_timeout_seconds, or
+// registration metadata such as worker limits or the interpreter) also
+// returns AlreadyExists, names the differing field, and does not replace
+// the registration." The digest is public, so a caller that registered
+// first with its own handler must not be handed to the owner of the Run
+// UID (nor the owner's registration to it).
+func TestRegisterSameDigestOtherFieldsIsAlreadyExists(t *testing.T) {
+	ad := &fakeAdapter{checkInterpreter: refuseBad}
+	h := newHarness(t, ad, functionruntime.Limits{}, nil)
+	other := filepath.Join(h.dir, "other")
+	if err := os.Mkdir(other, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	limits := functionruntime.DefaultWorkerLimits()
+	limits.Memory /= 2
+	withLimits := metadata.AppendToOutgoingContext(context.Background(), functionruntime.WorkerLimitsMetadata, limits.Encode())
+	dig := digest("run-1")
+	first, err := h.cli.RegisterFunction(context.Background(), h.registerReq("run-1", 1, dig))
+	if err != nil || first.GetState() != stateReady {
+		t.Fatalf("first registration: %v, %v", first.GetState(), err)
+	}
+	tests := []struct {
+		name, field, words string
+		ctx                context.Context
+		edit               func(r *executorv1.RegisterFunctionRequest)
+	}{
+		{"handler", "handler", "another handler", nil, func(r *executorv1.RegisterFunctionRequest) { r.Handler = "evil.run" }},
+		{"working_dir", "working_dir", "another working_dir", nil, func(r *executorv1.RegisterFunctionRequest) { r.WorkingDir = other }},
+		{"handler and working_dir", "working_dir,handler", "another working_dir and another handler", nil, func(r *executorv1.RegisterFunctionRequest) {
+			r.Handler, r.WorkingDir = "evil.run", other
+		}},
+		{"env value", "env", "another env", nil, func(r *executorv1.RegisterFunctionRequest) { r.Env = map[string]string{"GREETING": "bye"} }},
+		{"env added", "env", "another env", nil, func(r *executorv1.RegisterFunctionRequest) { r.Env["PYTHONPATH"] = other }},
+		{"env removed", "env", "another env", nil, func(r *executorv1.RegisterFunctionRequest) { r.Env = nil }},
+		{"idle_timeout_seconds", "idle_timeout_seconds", "another idle_timeout_seconds", nil, func(r *executorv1.RegisterFunctionRequest) { r.IdleTimeoutSeconds = 1 }},
+		{"worker limits", functionruntime.WorkerLimitsMetadata, "another set of worker limits (fnbridge-worker-limits metadata)", withLimits, func(*executorv1.RegisterFunctionRequest) {}},
+		{"interpreter", functionruntime.InterpreterMetadata, "another interpreter (fnbridge-interpreter metadata)", withInterpreter("/tmp/evil/python"), func(*executorv1.RegisterFunctionRequest) {}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			ctx := tt.ctx
+			if ctx == nil {
+				ctx = context.Background()
+			}
+			req := h.registerReq("run-1", 1, dig)
+			tt.edit(req)
+			_, err := h.cli.RegisterFunction(ctx, req)
+			st := wantCode(t, err, codes.AlreadyExists, functionruntime.ReasonRegistrationMismatch)
+			want := "run_uid run-1 attempt 1 is already registered with " + tt.words + "; the registration was not replaced"
+			if st.Message() != want {
+				t.Errorf("message %q, want %q", st.Message(), want)
+			}
+			if got := functionruntime.ErrorInfo(err).GetMetadata()["field"]; got != tt.field {
+				t.Errorf("ErrorInfo field = %q, want %q", got, tt.field)
+			}
+		})
+	}
+	// The registration still runs what it was registered with, in its one
+	// worker.
+	ref := first.GetRegistration()
+	if _, err := h.invoke(ref, "", "{}"); err != nil {
+		t.Fatalf("original registration no longer invokable: %v", err)
+	}
+	ws := ad.allWorkers()
+	if len(ws) != 1 || ws[0].spec.Handler != "handler.handle" || ws[0].spec.Dir != h.dir || ws[0].invokes.Load() != 1 {
+		t.Fatalf("workers after the conflicts: %d, first %+v", len(ws), ws[0].spec)
+	}
+	// An exact repeat is still a retry of the same registration.
+	again, err := h.cli.RegisterFunction(context.Background(), h.registerReq("run-1", 1, dig))
+	if err != nil || again.GetState() != stateReady || again.GetRegistration().GetRegistrationId() != ref.GetRegistrationId() {
+		t.Fatalf("exact repeat: %v, %v, %v; want READY with %s", again.GetRegistration(), again.GetState(), err, ref.GetRegistrationId())
+	}
+	if n := ad.starts.Load(); n != 1 {
+		t.Errorf("Start called %d times, want 1", n)
 	}
 }
 
