@@ -2,6 +2,7 @@ package bridge
 
 import (
 	"fmt"
+	"strconv"
 	"time"
 
 	"github.com/fnbridge/fnbridge/restate"
@@ -81,10 +82,14 @@ type Error struct {
 }
 
 func (e *Error) Error() string {
-	if e.Cause != nil && e.Message == "" {
-		return e.Class.String() + ": " + e.Cause.Error()
+	what := e.Class.String()
+	if e.Code != 0 { // the handler's own code, as Restate records it
+		what += " " + strconv.Itoa(int(e.Code))
 	}
-	return e.Class.String() + ": " + e.Message
+	if e.Cause != nil && e.Message == "" {
+		return what + ": " + e.Cause.Error()
+	}
+	return what + ": " + e.Message
 }
 
 // Unwrap exposes the underlying gRPC or context error.
