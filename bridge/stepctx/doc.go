@@ -131,6 +131,10 @@
 //
 //	200 {"failure": {"code": 500, "message": "state set refused: Counter/get is a shared handler ..."}}
 //
+// An awakeable id or invocation id restate-server would not parse
+// (resolve, reject, cancel) fails the same way with code 400, since the
+// journaled command would fail every retry of the attempt.
+//
 // The same answer fails a call whose wait the invocation's cancellation
 // interrupted ({"failure": {"code": 409, "message": "cancelled"}}) and a
 // second completion of a promise (409): the function gets a terminal

@@ -3,13 +3,43 @@ package stepctx_test
 import (
 	"context"
 	"errors"
-	"net/http"
 	"reflect"
 	"strings"
 	"testing"
 
 	"github.com/fnbridge/fnbridge/bridge/stepctx"
 	"github.com/fnbridge/fnbridge/bridge/stepctx/stepctxtest"
+)
+
+// Well-formed ids in restate-server's format: the invocation ids are
+// those of bridge/invocation_id_test.go and internal/restateserver's
+// tests, the sign_1 ids are derived from them (signal index 17), the
+// prom_1 one is the protocol specification's example.
+const (
+	realInvocationID  = "inv_1jZ1vppOUVxj16ugSTA4IHb26d8Zo1CWOT"
+	realInvocationID2 = "inv_1gdJBtdVEcM942bjcDmb1c1khoaJe11Hbz"
+	realSignID        = "sign_16MThzWyQU_UkS5kx_hYOdYGSSOJcQnVbAAAAEQ"
+	realSignID2       = "sign_1vPE8HO1CPEmElYB-9PP0t30AmLlXUo4BAAAAEQ"
+	realPromID        = "prom_1NMyOAvDK2CcBjUH4Rmb7eGBp0DNNDnmsAAAAAQ"
+)
+
+// Malformed ids restate-server rejects when the command reaches it, so a
+// journaled one failed every retry: each is the call's terminal failure
+// (400) and journals nothing.
+var (
+	badAwakeableIDs = []string{"", "nonsense", "sign_1AAAA", "prom_2abc", "sign_1", "sign_1 spaces", "awk_1abc",
+		realSignID[:len(realSignID)-1],       // 37 characters: 27 bytes and a half
+		realSignID + "AA",                    // 29 bytes
+		realSignID[:len(realSignID)-1] + "R", // non-zero trailing bits
+		realSignID[:20] + "\n" + realSignID[20:],
+		"sign_2" + realSignID[6:], "inv_1" + realSignID[6:]}
+	badInvocationIDs = []string{"", "42", "nonsense", "inv_", "inv_1abc", "1gHJ", "inv_a-b", "inv_a b",
+		realInvocationID[:len(realInvocationID)-1], realInvocationID + "x",
+		"inv_2" + realInvocationID[5:],                             // another scheme version
+		"inv_1" + strings.Repeat("z", 11) + realInvocationID[16:],  // the partition key overflows u64
+		"inv_1" + realInvocationID[5:16] + strings.Repeat("Z", 22), // the uuid overflows u128
+		"inv_1" + realInvocationID[5:20] + "-" + realInvocationID[21:],
+		"sign_1" + realInvocationID[5:]}
 )
 
 var (
@@ -147,7 +177,7 @@ func TestAwakeables(t *testing.T) {
 	j.ResolveAwakeable(id, stepctx.Result{Value: []byte(`{"approved":true}`)})
 	j.ResolveAwakeable(stepctxtest.AwakeableID(1), stepctx.Result{Failure: &stepctx.Failure{Code: 500, Message: "denied"}})
 	j.Restart()
-	_, c = open(t, s, addr, j)
+	a2, c := open(t, s, addr, j)
 	again, _ := c.Awakeable(ctx)
 	second, _ := c.Awakeable(ctx)
 	if again != id {
@@ -157,20 +187,30 @@ func TestAwakeables(t *testing.T) {
 	if err != nil || string(rs[0].Value) != `{"approved":true}` || rs[1].Failure == nil || rs[1].Failure.Message != "denied" {
 		t.Fatalf("Await = %+v %v, want the value and the rejection", rs, err)
 	}
-	if err := c.ResolveAwakeable(ctx, "sign_1b3RoZXI", []byte(`1`)); err != nil {
+	if err := c.ResolveAwakeable(ctx, realSignID, []byte(`1`)); err != nil {
 		t.Fatal(err)
 	}
-	if err := c.RejectAwakeable(ctx, "sign_1dGhpcmQ", "no way"); err != nil {
+	if err := c.RejectAwakeable(ctx, realSignID2, "no way"); err != nil {
 		t.Fatal(err)
 	}
 	en := j.Entries()
-	if len(en) != 2 || en[0].Kind != "complete-awakeable" || en[0].Name != "sign_1b3RoZXI" || string(en[0].Result.Value) != "1" ||
+	if len(en) != 2 || en[0].Kind != "complete-awakeable" || en[0].Name != realSignID || string(en[0].Result.Value) != "1" ||
 		en[1].Result.Failure == nil || en[1].Result.Failure.Message != "no way" {
 		t.Fatalf("journal %+v", en)
 	}
-	for _, bad := range []string{"", "prom_2abc", "sign_1", "sign_1 spaces", "awk_1abc"} {
-		err := c.ResolveAwakeable(ctx, bad, []byte("1"))
-		wantStatus(t, err, http.StatusBadRequest, "is not an awakeable id")
+	// The older prom_1 form and padding: restate-server takes both.
+	for _, ok := range []string{realPromID, realSignID + "==", realSignID + "=", id} {
+		if err := c.ResolveAwakeable(ctx, ok, []byte(`2`)); err != nil {
+			t.Fatalf("%q: %v", ok, err)
+		}
+	}
+	before := len(j.Entries())
+	for _, bad := range badAwakeableIDs {
+		wantFailure(t, c.ResolveAwakeable(ctx, bad, []byte("1")), 400, "is not an awakeable id")
+		wantFailure(t, c.RejectAwakeable(ctx, bad, "no"), 400, "is not an awakeable id")
+	}
+	if n := len(j.Entries()); n != before || a2.Err() != nil {
+		t.Fatalf("malformed ids journaled %d commands; attempt %v", n-before, a2.Err())
 	}
 }
 
@@ -216,15 +256,20 @@ func TestCancel(t *testing.T) {
 	s, addr := serve(t, "unix", stepctx.Config{})
 	ctx := context.Background()
 	j := &stepctxtest.Journal{}
-	_, c := open(t, s, addr, j)
-	if err := c.CancelInvocation(ctx, "inv_1gHJkz9"); err != nil {
-		t.Fatal(err)
+	a, c := open(t, s, addr, j)
+	for _, id := range []string{realInvocationID, realInvocationID2} {
+		if err := c.CancelInvocation(ctx, id); err != nil {
+			t.Fatalf("%q: %v", id, err)
+		}
 	}
-	for _, bad := range []string{"", "inv_", "1gHJ", "inv_a-b", "inv_a b"} {
-		wantStatus(t, c.CancelInvocation(ctx, bad), http.StatusBadRequest, "is not an invocation id")
+	for _, bad := range badInvocationIDs {
+		wantFailure(t, c.CancelInvocation(ctx, bad), 400, "is not an invocation id")
 	}
-	if en := j.Entries(); len(en) != 1 || en[0].Kind != "cancel" || en[0].Name != "inv_1gHJkz9" {
+	if en := j.Entries(); len(en) != 2 || en[0].Kind != "cancel" || en[0].Name != realInvocationID || en[1].Name != realInvocationID2 {
 		t.Fatalf("journal %+v", en)
+	}
+	if a.Err() != nil {
+		t.Fatalf("attempt ended: %v", a.Err())
 	}
 }
 

@@ -138,11 +138,12 @@ func TestKeyedProtocolOnTheWire(t *testing.T) {
 	r.want("/v1/state/clear", `{"name":"count"}`, 200, `{}`)
 	r.want("/v1/state/clear-all", ``, 200, `{}`)
 	r.want("/v1/state/keys", ``, 200, `{"keys":[]}`)
-	r.want("/v1/awakeable", `{}`, 200, `{"handle":"sign_1fake17","id":"sign_1fake17"}`)
-	j.ResolveAwakeable("sign_1fake17", stepctx.Result{Value: []byte(`"ok"`)})
-	r.want("/v1/await", `{"handles":["sign_1fake17"]}`, 200, `{"results":[{"value":"ok"}]}`)
-	r.want("/v1/awakeable/resolve", `{"id":"sign_1fake17","value":[1]}`, 200, `{}`)
-	r.want("/v1/awakeable/reject", `{"id":"sign_1fake17","message":"no"}`, 200, `{}`)
+	aid := stepctxtest.AwakeableID(0)
+	r.want("/v1/awakeable", `{}`, 200, `{"handle":"`+aid+`","id":"`+aid+`"}`)
+	j.ResolveAwakeable(aid, stepctx.Result{Value: []byte(`"ok"`)})
+	r.want("/v1/await", `{"handles":["`+aid+`"]}`, 200, `{"results":[{"value":"ok"}]}`)
+	r.want("/v1/awakeable/resolve", `{"id":"`+aid+`","value":[1]}`, 200, `{}`)
+	r.want("/v1/awakeable/reject", `{"id":"`+aid+`","message":"no"}`, 200, `{}`)
 	r.want("/v1/promise/peek", `{"name":"p"}`, 200, `{"found":false}`)
 	r.want("/v1/promise/resolve", `{"name":"p","value":"yes"}`, 200, `{}`)
 	r.want("/v1/promise/resolve", `{"name":"p","value":"again"}`, 200, `{"failure":{"code":409,"message":"promise \"p\" was completed already"}}`)
@@ -150,7 +151,7 @@ func TestKeyedProtocolOnTheWire(t *testing.T) {
 	r.want("/v1/promise/get", `{"name":"p"}`, 200, `{"result":{"value":"yes"}}`)
 	r.want("/v1/promise/get", `{"name":"p","async":true}`, 200, `{"handle":"fut-1"}`)
 	r.want("/v1/promise/reject", `{"name":"q","message":"denied"}`, 200, `{}`)
-	r.want("/v1/cancel", `{"invocation_id":"inv_1abc"}`, 200, `{}`)
+	r.want("/v1/cancel", `{"invocation_id":"`+realInvocationID+`"}`, 200, `{}`)
 
 	before := len(j.Entries())
 	r.want("/v1/state/set", `{"name":""}`, 400, `{"error":"state/set needs a non-empty \"name\""}`)
@@ -158,7 +159,12 @@ func TestKeyedProtocolOnTheWire(t *testing.T) {
 	r.want("/v1/state/set", `{"name":"x","id":"y","value":1}`, 400, `{"error":"state/set takes \"name\", not \"id\""}`)
 	r.want("/v1/promise/resolve", `{"id":"p","value":1}`, 400, `{"error":"promise/resolve needs a non-empty \"name\""}`)
 	r.want("/v1/awakeable/resolve", `{"name":"x","value":1}`, 400, `{"error":"awakeable/resolve takes \"id\", not \"name\""}`)
-	r.want("/v1/cancel", `{"invocation_id":"42"}`, 400, `{"error":"\"42\" is not an invocation id (inv_ followed by letters and digits)"}`)
+	// A malformed id is the call's terminal failure, not a bad request:
+	// the handler can catch it, and no retry repeats it.
+	r.want("/v1/cancel", `{"invocation_id":"inv_1abc"}`, 200, `{"failure":{"code":400,"message":"\"inv_1abc\" is not an invocation id: one is inv_ and 34 letters and digits, as Restate prints it"}}`)
+	r.want("/v1/awakeable/resolve", `{"id":"sign_1AAAA","value":1}`, 200, `{"failure":{"code":400,"message":"\"sign_1AAAA\" is not an awakeable id: one is sign_1 and 38 base64url characters, as fnbridge awakeable prints it"}}`)
+	r.want("/v1/awakeable/reject", `{"id":"nonsense","message":"no"}`, 200, `{"failure":{"code":400,"message":"\"nonsense\" is not an awakeable id: one is sign_1 and 38 base64url characters, as fnbridge awakeable prints it"}}`)
+	r.want("/v1/cancel", `{"invocation_id":42}`, 400, `{"error":"request body: json: cannot unmarshal number into Go struct field cancelRequest.invocation_id of type string"}`)
 	if n := len(j.Entries()); n != before {
 		t.Errorf("refused requests journaled %d commands", n-before)
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/base64"
 	"fmt"
+	"math/big"
 	"strings"
 )
 
@@ -172,17 +173,37 @@ func (a *Attempt) awakeable(_ context.Context, body []byte) (any, *apiError) {
 	return awakeableResponse{ID: id, Handle: id}, nil
 }
 
-// checkAwakeableID refuses what cannot be an awakeable id: restate-server
-// would fail the whole attempt on it, again on every retry.
+// invalidID is the terminal failure (400) of a call naming an id that
+// cannot be one: restate-server would reject the journaled command and
+// fail every retry of the attempt, so it fails this call alone instead.
+func invalidID(format string, args ...any) *apiError {
+	return callFailed(&CallFailedError{Failure: Failure{Code: 400, Message: fmt.Sprintf(format, args...)}})
+}
+
+// An awakeable id is sign_1 (prom_1 in older journals) and the base64url
+// of 28 bytes: the 24-byte invocation id and a 32-bit index, which is 38
+// characters; restate-server takes them with or without padding and
+// rejects any other length (crates/types/src/identifiers.rs).
+const (
+	awakeableIDBytes = 28
+	awakeableIDChars = 38
+)
+
+// checkAwakeableID refuses what restate-server would not parse as an
+// awakeable id.
 func checkAwakeableID(id string) *apiError {
 	for _, prefix := range []string{"sign_1", "prom_1"} {
 		if rest, ok := strings.CutPrefix(id, prefix); ok {
-			if _, err := base64.RawURLEncoding.DecodeString(strings.TrimRight(rest, "=")); err == nil && rest != "" {
+			body := strings.TrimSuffix(strings.TrimSuffix(rest, "="), "=")
+			// Strict: non-zero trailing bits are refused there too; the
+			// length check also catches the CR/LF Go's decoder skips.
+			b, err := base64.RawURLEncoding.Strict().DecodeString(body)
+			if err == nil && len(body) == awakeableIDChars && len(b) == awakeableIDBytes {
 				return nil
 			}
 		}
 	}
-	return badRequest("%q is not an awakeable id (sign_1 followed by base64url, as fnbridge awakeable prints it)", id)
+	return invalidID("%q is not an awakeable id: one is sign_1 and %d base64url characters, as fnbridge awakeable prints it", id, awakeableIDChars)
 }
 
 func (a *Attempt) awakeableResolve(_ context.Context, body []byte) (any, *apiError) {
@@ -278,16 +299,35 @@ func (a *Attempt) promiseReject(_ context.Context, body []byte) (any, *apiError)
 	return emptyRequest{}, nil
 }
 
-// checkInvocationID refuses what cannot be an invocation id (inv_ and
-// base62), which restate-server would fail the attempt on.
+// An invocation id is inv_1 and the fixed-width base62 (0-9a-zA-Z) of
+// its partition key (u64, 11 digits) and uuid (u128, 22 digits), as
+// restate-server prints and parses it (crates/types/src/id_util.rs).
+const (
+	base62Digits      = "0123456789abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"
+	invocationIDChars = 1 + 11 + 22
+)
+
+// base62Fits reports whether s is base62 digits whose value fits in bits.
+func base62Fits(s string, bits int) bool {
+	n, base := new(big.Int), big.NewInt(62)
+	for i := range len(s) {
+		d := strings.IndexByte(base62Digits, s[i])
+		if d < 0 {
+			return false
+		}
+		n.Mul(n, base).Add(n, big.NewInt(int64(d)))
+	}
+	return n.BitLen() <= bits
+}
+
+// checkInvocationID refuses what restate-server would not parse as an
+// invocation id.
 func checkInvocationID(id string) *apiError {
-	rest, ok := strings.CutPrefix(id, "inv_")
-	if ok && rest != "" && len(id) <= 128 && !strings.ContainsFunc(rest, func(r rune) bool {
-		return !(r >= '0' && r <= '9' || r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z')
-	}) {
+	rest, ok := strings.CutPrefix(id, "inv_1")
+	if ok && len(rest) == invocationIDChars-1 && base62Fits(rest[:11], 64) && base62Fits(rest[11:], 128) {
 		return nil
 	}
-	return badRequest("%q is not an invocation id (inv_ followed by letters and digits)", id)
+	return invalidID("%q is not an invocation id: one is inv_ and %d letters and digits, as Restate prints it", id, invocationIDChars)
 }
 
 func (a *Attempt) cancelInvocation(_ context.Context, body []byte) (any, *apiError) {

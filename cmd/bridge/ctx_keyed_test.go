@@ -83,9 +83,12 @@ func TestCtxAwakeable(t *testing.T) {
 	second := stepctxtest.AwakeableID(1)
 	fnbridge(t, "", "awakeable").want(t, 0, second+"\n", "")
 	fnbridge(t, "", "await", second).want(t, 100, "\n", "denied")
-	fnbridge(t, "", "resolve-awakeable", "sign_1b25l", `"yes"`).want(t, 0, "", "")
-	fnbridge(t, "", "reject-awakeable", "sign_1b25l", "no; $(touch pwned)").want(t, 0, "", "")
-	fnbridge(t, "", "resolve-awakeable", "nonsense", "1").want(t, 3, "", "is not an awakeable id")
+	other := "sign_16MThzWyQU_UkS5kx_hYOdYGSSOJcQnVbAAAAEQ" // as restate-server prints it
+	fnbridge(t, "", "resolve-awakeable", other, `"yes"`).want(t, 0, "", "")
+	fnbridge(t, "", "reject-awakeable", other, "no; $(touch pwned)").want(t, 0, "", "")
+	// A malformed id fails that call terminally (exit 100), journaling nothing.
+	fnbridge(t, "", "resolve-awakeable", "nonsense", "1").want(t, 100, "", `"nonsense" is not an awakeable id`)
+	fnbridge(t, "", "reject-awakeable", "sign_1AAAA", "no").want(t, 100, "", `"sign_1AAAA" is not an awakeable id`)
 	en := e.j.Entries()
 	if len(en) != 2 || string(en[0].Result.Value) != `"yes"` || en[1].Result.Failure.Message != "no; $(touch pwned)" {
 		t.Fatalf("journal %+v", en)
@@ -112,12 +115,15 @@ func TestCtxPromise(t *testing.T) {
 }
 
 // fnbridge cancel journals the cancellation of a well-formed id; a
-// cancelled invocation's wait fails with status 100.
+// malformed one fails that call with status 100; a cancelled invocation's
+// wait fails with status 100.
 func TestCtxCancel(t *testing.T) {
 	e := newCtxEnv(t, &stepctxtest.Journal{})
-	fnbridge(t, "", "cancel", "inv_1abcDEF").want(t, 0, "", "")
-	fnbridge(t, "", "cancel", "42").want(t, 3, "", "is not an invocation id")
-	if en := e.j.Entries(); len(en) != 1 || en[0].Kind != "cancel" || en[0].Name != "inv_1abcDEF" {
+	const victim = "inv_1jZ1vppOUVxj16ugSTA4IHb26d8Zo1CWOT" // as restate-server prints it
+	fnbridge(t, "", "cancel", victim).want(t, 0, "", "")
+	fnbridge(t, "", "cancel", "42").want(t, 100, "", `"42" is not an invocation id`)
+	fnbridge(t, "", "cancel", "inv_1abc").want(t, 100, "", `"inv_1abc" is not an invocation id`)
+	if en := e.j.Entries(); len(en) != 1 || en[0].Kind != "cancel" || en[0].Name != victim {
 		t.Fatalf("journal %+v", en)
 	}
 	e.j.CancelNextWait = true

@@ -806,13 +806,17 @@ def _fnbridge_worker():
             leave(ctx)
 
     def resolve_awakeable(awakeable_id, value):
-        """Complete the awakeable awakeable_id with value (JSON-encodable)."""
+        """Complete the awakeable awakeable_id with value (JSON-encodable).
+
+        An id that is not an awakeable id raises TerminalError (400)."""
         check_str("resolve_awakeable", "awakeable_id", awakeable_id)
         raw = encode_value("resolve_awakeable", value)
         context_op("resolve_awakeable", "awakeable/resolve", {"id": awakeable_id}, raw)
 
     def reject_awakeable(awakeable_id, message):
-        """Fail the awakeable awakeable_id: its waiter gets TerminalError(message)."""
+        """Fail the awakeable awakeable_id: its waiter gets TerminalError(message).
+
+        An id that is not an awakeable id raises TerminalError (400)."""
         check_str("reject_awakeable", "awakeable_id", awakeable_id)
         if not isinstance(message, str):
             raise TypeError("fnbridge.reject_awakeable: message must be str, not %s" % type(message).__name__)
@@ -862,7 +866,9 @@ def _fnbridge_worker():
         return Promise(name)
 
     def cancel(invocation_id):
-        """Ask Restate to cancel the invocation invocation_id (inv_...)."""
+        """Ask Restate to cancel the invocation invocation_id (inv_...).
+
+        An id that is not an invocation id raises TerminalError (400)."""
         check_str("cancel", "invocation_id", invocation_id)
         context_op("cancel", "cancel", {"invocation_id": invocation_id})
 

@@ -68,7 +68,15 @@ def completer(event):
     fnbridge.resolve_awakeable(event["id"], {"v": 1})
     fnbridge.reject_awakeable(event["other"], "nope")
     fnbridge.cancel(event["victim"])
-    return "done"
+    caught = []
+    for call in (lambda: fnbridge.resolve_awakeable("sign_1AAAA", 1),
+                 lambda: fnbridge.reject_awakeable("nonsense", "no"),
+                 lambda: fnbridge.cancel("inv_1abc")):
+        try:
+            call()
+        except fnbridge.TerminalError as e:
+            caught.append(e.code)
+    return ["done", caught]
 
 def workflow(event):
     p = fnbridge.promise("approval")
@@ -234,17 +242,20 @@ func TestKeyedAwakeable(t *testing.T) {
 	steptest.MustOutput(t, res, err, `[true,5,[5]]`)
 }
 
-// resolve_awakeable, reject_awakeable and cancel journal one command each.
+// resolve_awakeable, reject_awakeable and cancel journal one command each;
+// with a malformed id each raises TerminalError 400, journaling nothing.
 func TestKeyedCompleteAndCancel(t *testing.T) {
 	s := keyed(t, "completer")
 	j := &stepctxtest.Journal{}
-	res, err := s.invokeKeyed(t, s.Open(t, j), nil, `{"id":"sign_1b25l","other":"sign_1dHdv","victim":"inv_1victim"}`)
-	steptest.MustOutput(t, res, err, `"done"`)
+	// Ids as restate-server prints them.
+	const id, other, victim = "sign_16MThzWyQU_UkS5kx_hYOdYGSSOJcQnVbAAAAEQ", "sign_1vPE8HO1CPEmElYB-9PP0t30AmLlXUo4BAAAAEQ", "inv_1jZ1vppOUVxj16ugSTA4IHb26d8Zo1CWOT"
+	res, err := s.invokeKeyed(t, s.Open(t, j), nil, `{"id":"`+id+`","other":"`+other+`","victim":"`+victim+`"}`)
+	steptest.MustOutput(t, res, err, `["done",[400,400,400]]`)
 	var got []string
 	for _, e := range j.Entries() {
 		got = append(got, e.Kind+" "+e.Name)
 	}
-	if want := []string{"complete-awakeable sign_1b25l", "complete-awakeable sign_1dHdv", "cancel inv_1victim"}; !reflect.DeepEqual(got, want) {
+	if want := []string{"complete-awakeable " + id, "complete-awakeable " + other, "cancel " + victim}; !reflect.DeepEqual(got, want) {
 		t.Fatalf("journal %v, want %v", got, want)
 	}
 	if en := j.Entries(); string(en[0].Result.Value) != `{"v":1}` || en[1].Result.Failure == nil || en[1].Result.Failure.Message != "nope" {

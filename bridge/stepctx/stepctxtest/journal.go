@@ -5,6 +5,8 @@ package stepctxtest
 
 import (
 	"context"
+	"encoding/base64"
+	"encoding/binary"
 	"fmt"
 	"slices"
 	"sync"
@@ -338,8 +340,13 @@ func (j *Journal) ClearAllState(context.Context) error {
 	return j.write(&Entry{Kind: "state-clear-all"}, func() { clear(j.State) })
 }
 
-// AwakeableID is the id of the n-th awakeable (from 0) an attempt creates.
-func AwakeableID(n int) string { return fmt.Sprintf("sign_1fake%d", 17+n) }
+// AwakeableID is the id of the n-th awakeable (from 0) an attempt creates:
+// real-shaped (sign_1, base64url of a 24-byte invocation id and the
+// signal index from 17), since the endpoint refuses any other.
+func AwakeableID(n int) string {
+	b := binary.BigEndian.AppendUint32([]byte("fnbridge-fake-invocation"), uint32(17+n))
+	return "sign_1" + base64.RawURLEncoding.EncodeToString(b)
+}
 
 // Awakeable implements stepctx.Journal: ids follow creation order, the
 // same on every attempt; ResolveAwakeable completes one.
