@@ -364,9 +364,9 @@ func (c *Client) ResolveAwakeable(ctx context.Context, id string, value []byte) 
 	return c.do(ctx, RouteAwakeableResolve, valueRequest{ID: id, Bytes: bytesValue(value)}, &emptyRequest{})
 }
 
-// RejectAwakeable fails the awakeable id with message.
-func (c *Client) RejectAwakeable(ctx context.Context, id, message string) error {
-	return c.do(ctx, RouteAwakeableReject, rejectRequest{ID: id, Message: message}, &emptyRequest{})
+// RejectAwakeable fails the awakeable id with message and code (0: 500).
+func (c *Client) RejectAwakeable(ctx context.Context, id, message string, code int) error {
+	return c.do(ctx, RouteAwakeableReject, rejectRequest{ID: id, Message: message, Code: codeOrNil(code)}, &emptyRequest{})
 }
 
 // Promise waits for the workflow promise name and returns its result.
@@ -394,12 +394,21 @@ func (c *Client) ResolvePromise(ctx context.Context, name string, value []byte) 
 	return c.do(ctx, RoutePromiseResolve, valueRequest{Name: name, Bytes: bytesValue(value)}, &emptyRequest{})
 }
 
-// RejectPromise fails the workflow promise name with message.
-func (c *Client) RejectPromise(ctx context.Context, name, message string) error {
-	return c.do(ctx, RoutePromiseReject, rejectRequest{Name: name, Message: message}, &emptyRequest{})
+// RejectPromise fails the workflow promise name with message and code
+// (0: 500).
+func (c *Client) RejectPromise(ctx context.Context, name, message string, code int) error {
+	return c.do(ctx, RoutePromiseReject, rejectRequest{Name: name, Message: message, Code: codeOrNil(code)}, &emptyRequest{})
 }
 
 // CancelInvocation asks Restate to cancel the invocation id.
 func (c *Client) CancelInvocation(ctx context.Context, id string) error {
 	return c.do(ctx, RouteCancel, cancelRequest{InvocationID: id}, &emptyRequest{})
+}
+
+// codeOrNil leaves a zero code out of the request: the endpoint's default.
+func codeOrNil(code int) *int {
+	if code == 0 {
+		return nil
+	}
+	return &code
 }

@@ -117,11 +117,11 @@
 //	/v1/state/clear-all  {} → {}
 //	/v1/awakeable        {} → {"id": "sign_1...", "handle": "sign_1..."}  (the id is its own handle for await)
 //	/v1/awakeable/resolve {"id": "sign_1...", "value": <JSON>} | "bytes" → {}
-//	/v1/awakeable/reject {"id": "sign_1...", "message": "..."} → {}
+//	/v1/awakeable/reject {"id": "sign_1...", "message": "...", "code": 500} → {}  (code optional, 500)
 //	/v1/promise/get      {"name": "approval", "async": false} → {"result": <result>}, or with async {"handle": "fut-N"}
 //	/v1/promise/peek     {"name": "approval"} → {"found": true, "result": <result>} | {"found": false} (unresolved)
 //	/v1/promise/resolve  {"name": "approval", "value": <JSON>} | "bytes" → {}
-//	/v1/promise/reject   {"name": "approval", "message": "..."} → {}
+//	/v1/promise/reject   {"name": "approval", "message": "...", "code": 500} → {}  (code optional, 500)
 //	/v1/cancel           {"invocation_id": "inv_..."} → {}
 //
 // State needs a virtual object's or workflow's handler, and writes an

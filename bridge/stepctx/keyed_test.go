@@ -190,12 +190,12 @@ func TestAwakeables(t *testing.T) {
 	if err := c.ResolveAwakeable(ctx, realSignID, []byte(`1`)); err != nil {
 		t.Fatal(err)
 	}
-	if err := c.RejectAwakeable(ctx, realSignID2, "no way"); err != nil {
+	if err := c.RejectAwakeable(ctx, realSignID2, "no way", 0); err != nil {
 		t.Fatal(err)
 	}
 	en := j.Entries()
 	if len(en) != 2 || en[0].Kind != "complete-awakeable" || en[0].Name != realSignID || string(en[0].Result.Value) != "1" ||
-		en[1].Result.Failure == nil || en[1].Result.Failure.Message != "no way" {
+		en[1].Result.Failure == nil || en[1].Result.Failure.Message != "no way" || en[1].Result.Failure.Code != 500 {
 		t.Fatalf("journal %+v", en)
 	}
 	// The older prom_1 form and padding: restate-server takes both.
@@ -207,7 +207,7 @@ func TestAwakeables(t *testing.T) {
 	before := len(j.Entries())
 	for _, bad := range badAwakeableIDs {
 		wantFailure(t, c.ResolveAwakeable(ctx, bad, []byte("1")), 400, "is not an awakeable id")
-		wantFailure(t, c.RejectAwakeable(ctx, bad, "no"), 400, "is not an awakeable id")
+		wantFailure(t, c.RejectAwakeable(ctx, bad, "no", 0), 400, "is not an awakeable id")
 	}
 	if n := len(j.Entries()); n != before || a2.Err() != nil {
 		t.Fatalf("malformed ids journaled %d commands; attempt %v", n-before, a2.Err())
@@ -232,7 +232,7 @@ func TestPromisesRoundTrip(t *testing.T) {
 		t.Fatalf("peek = %+v %v", r, err)
 	}
 	wantFailure(t, c.ResolvePromise(ctx, "approval", []byte(`"again"`)), 409, "completed already")
-	if err := c.RejectPromise(ctx, "other", "no"); err != nil {
+	if err := c.RejectPromise(ctx, "other", "no", 451); err != nil {
 		t.Fatal(err)
 	}
 	if a.Err() != nil {
@@ -243,7 +243,7 @@ func TestPromisesRoundTrip(t *testing.T) {
 	if r, err := run.Promise(ctx, "approval"); err != nil || string(r.Value) != `"yes"` {
 		t.Fatalf("get = %+v %v", r, err)
 	}
-	if r, err := run.Promise(ctx, "other"); err != nil || r.Failure == nil || r.Failure.Message != "no" {
+	if r, err := run.Promise(ctx, "other"); err != nil || r.Failure == nil || r.Failure.Message != "no" || r.Failure.Code != 451 {
 		t.Fatalf("get of the rejected promise = %+v %v, want its failure", r, err)
 	}
 	if _, err := run.Promise(ctx, "never"); !errors.Is(err, stepctx.ErrSuspended) {

@@ -238,7 +238,11 @@ func (a *Attempt) awakeableReject(_ context.Context, body []byte) (any, *apiErro
 	if e := checkAwakeableID(req.ID); e != nil {
 		return nil, e
 	}
-	if err := a.j.CompleteAwakeable(a.ctx, req.ID, Result{Failure: &Failure{Code: 500, Message: req.Message}}); err != nil {
+	f, e := req.failure("awakeable/reject")
+	if e != nil {
+		return nil, e
+	}
+	if err := a.j.CompleteAwakeable(a.ctx, req.ID, Result{Failure: f}); err != nil {
 		return nil, a.journalFailed(err)
 	}
 	return emptyRequest{}, nil
@@ -293,7 +297,11 @@ func (a *Attempt) promiseReject(_ context.Context, body []byte) (any, *apiError)
 	if e := a.promiseAllowed("promise reject"); e != nil {
 		return nil, e
 	}
-	if err := a.j.CompletePromise(a.ctx, req.Name, Result{Failure: &Failure{Code: 500, Message: req.Message}}); err != nil {
+	f, e := req.failure("promise/reject")
+	if e != nil {
+		return nil, e
+	}
+	if err := a.j.CompletePromise(a.ctx, req.Name, Result{Failure: f}); err != nil {
 		return nil, a.journalFailed(err)
 	}
 	return emptyRequest{}, nil

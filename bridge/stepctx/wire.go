@@ -173,11 +173,25 @@ type valueRequest struct {
 	Bytes *string         `json:"bytes,omitempty"`
 }
 
-// rejectRequest rejects a promise or awakeable with a message.
+// rejectRequest rejects a promise or awakeable with a message and a
+// failure code (default 500), what the waiter's TerminalError carries.
 type rejectRequest struct {
 	Name    string `json:"name,omitempty"`
 	ID      string `json:"id,omitempty"`
 	Message string `json:"message"`
+	Code    *int   `json:"code,omitempty"`
+}
+
+// failure is the rejection as journaled: the code given, else 500.
+func (r *rejectRequest) failure(op string) (*Failure, *apiError) {
+	code := 500
+	if r.Code != nil {
+		code = *r.Code
+	}
+	if code < 1 || code > 65535 {
+		return nil, badRequest("%s: code %d is not a failure code (1-65535)", op, code)
+	}
+	return &Failure{Code: uint16(code), Message: r.Message}, nil
 }
 
 type awakeableResponse struct {

@@ -164,10 +164,23 @@ reported on stderr with exit status 100.`
 	return []*cobra.Command{
 		create,
 		valueCmd("resolve-awakeable ID JSON|-", "Complete the awakeable ID with the JSON value", (*stepctx.Client).ResolveAwakeable),
-		clientCmd("reject-awakeable ID MESSAGE", "Fail the awakeable ID with MESSAGE", 2, func(ctx context.Context, _ *cobra.Command, c *stepctx.Client, args []string) error {
-			return c.RejectAwakeable(ctx, args[0], args[1])
-		}),
+		rejectCmd("reject-awakeable [--code N] ID MESSAGE", "Fail the awakeable ID with MESSAGE (and the failure code N, default 500)", (*stepctx.Client).RejectAwakeable),
 	}
+}
+
+// rejectCmd is reject-awakeable and promise reject: two operands and
+// --code, the failure code the waiter's terminal failure carries.
+func rejectCmd(use, short string, reject func(*stepctx.Client, context.Context, string, string, int) error) *cobra.Command {
+	code := 500
+	cmd := clientCmd(strings.Replace(use, "[--code N] ", "", 1), short, 2, func(ctx context.Context, _ *cobra.Command, c *stepctx.Client, args []string) error {
+		if code < 1 || code > 65535 {
+			return exitf(ctxExitUsage, "--code %d: want a failure code from 1 to 65535", code)
+		}
+		return reject(c, ctx, args[0], args[1], code)
+	})
+	cmd.Use = use
+	cmd.Flags().IntVar(&code, "code", 500, "the failure code (1-65535)")
+	return cmd
 }
 
 func newCtxPromiseCmd() *cobra.Command {
@@ -195,9 +208,7 @@ makes get and peek report the rejection on stderr and exit 100.`,
 				return printFound(cmd, "promise "+args[0], r)
 			}),
 		valueCmd("resolve NAME JSON|-", "Resolve the promise NAME with the JSON value", (*stepctx.Client).ResolvePromise),
-		clientCmd("reject NAME MESSAGE", "Reject the promise NAME with MESSAGE", 2, func(ctx context.Context, _ *cobra.Command, c *stepctx.Client, args []string) error {
-			return c.RejectPromise(ctx, args[0], args[1])
-		}),
+		rejectCmd("reject [--code N] NAME MESSAGE", "Reject the promise NAME with MESSAGE (and the failure code N, default 500)", (*stepctx.Client).RejectPromise),
 	)
 	return root
 }

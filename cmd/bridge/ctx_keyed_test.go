@@ -85,12 +85,13 @@ func TestCtxAwakeable(t *testing.T) {
 	fnbridge(t, "", "await", second).want(t, 100, "\n", "denied")
 	other := "sign_16MThzWyQU_UkS5kx_hYOdYGSSOJcQnVbAAAAEQ" // as restate-server prints it
 	fnbridge(t, "", "resolve-awakeable", other, `"yes"`).want(t, 0, "", "")
-	fnbridge(t, "", "reject-awakeable", other, "no; $(touch pwned)").want(t, 0, "", "")
+	fnbridge(t, "", "reject-awakeable", "--code", "404", other, "no; $(touch pwned)").want(t, 0, "", "")
+	fnbridge(t, "", "reject-awakeable", "--code", "0", other, "no").want(t, 2, "", "--code 0: want a failure code from 1 to 65535")
 	// A malformed id fails that call terminally (exit 100), journaling nothing.
 	fnbridge(t, "", "resolve-awakeable", "nonsense", "1").want(t, 100, "", `"nonsense" is not an awakeable id`)
 	fnbridge(t, "", "reject-awakeable", "sign_1AAAA", "no").want(t, 100, "", `"sign_1AAAA" is not an awakeable id`)
 	en := e.j.Entries()
-	if len(en) != 2 || string(en[0].Result.Value) != `"yes"` || en[1].Result.Failure.Message != "no; $(touch pwned)" {
+	if len(en) != 2 || string(en[0].Result.Value) != `"yes"` || en[1].Result.Failure.Message != "no; $(touch pwned)" || en[1].Result.Failure.Code != 404 {
 		t.Fatalf("journal %+v", en)
 	}
 }

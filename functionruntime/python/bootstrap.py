@@ -813,14 +813,20 @@ def _fnbridge_worker():
         raw = encode_value("resolve_awakeable", value)
         context_op("resolve_awakeable", "awakeable/resolve", {"id": awakeable_id}, raw)
 
-    def reject_awakeable(awakeable_id, message):
-        """Fail the awakeable awakeable_id: its waiter gets TerminalError(message).
+    def check_code(api_name, code):
+        if isinstance(code, bool) or not isinstance(code, int) or not 1 <= code <= 65535:
+            raise TypeError("fnbridge.%s: code must be an int from 1 to 65535, not %r" % (api_name, code))
+        return code
+
+    def reject_awakeable(awakeable_id, message, code=500):
+        """Fail the awakeable awakeable_id: its waiter gets TerminalError(message, code).
 
         An id that is not an awakeable id raises TerminalError (400)."""
         check_str("reject_awakeable", "awakeable_id", awakeable_id)
         if not isinstance(message, str):
             raise TypeError("fnbridge.reject_awakeable: message must be str, not %s" % type(message).__name__)
-        context_op("reject_awakeable", "awakeable/reject", {"id": awakeable_id, "message": message})
+        context_op("reject_awakeable", "awakeable/reject",
+                   {"id": awakeable_id, "message": message, "code": check_code("reject_awakeable", code)})
 
     class Promise(object):
         """A durable promise of a workflow, named and shared by its handlers."""
@@ -851,11 +857,12 @@ def _fnbridge_worker():
             raw = encode_value("promise.resolve", value)
             context_op("promise.resolve", "promise/resolve", {"name": self.name}, raw)
 
-        def reject(self, message):
-            """Reject the promise: its waiters get TerminalError(message)."""
+        def reject(self, message, code=500):
+            """Reject the promise: its waiters get TerminalError(message, code)."""
             if not isinstance(message, str):
                 raise TypeError("fnbridge.promise.reject: message must be str, not %s" % type(message).__name__)
-            context_op("promise.reject", "promise/reject", {"name": self.name, "message": message})
+            context_op("promise.reject", "promise/reject",
+                       {"name": self.name, "message": message, "code": check_code("promise.reject", code)})
 
     Promise.__module__ = "fnbridge"
     Promise.__qualname__ = "Promise"

@@ -66,16 +66,19 @@ def awakeable_any(event):
 
 def completer(event):
     fnbridge.resolve_awakeable(event["id"], {"v": 1})
-    fnbridge.reject_awakeable(event["other"], "nope")
+    fnbridge.reject_awakeable(event["other"], "nope", code=404)
     fnbridge.cancel(event["victim"])
     caught = []
     for call in (lambda: fnbridge.resolve_awakeable("sign_1AAAA", 1),
                  lambda: fnbridge.reject_awakeable("nonsense", "no"),
-                 lambda: fnbridge.cancel("inv_1abc")):
+                 lambda: fnbridge.cancel("inv_1abc"),
+                 lambda: fnbridge.reject_awakeable(event["other"], "no", code=0)):
         try:
             call()
         except fnbridge.TerminalError as e:
             caught.append(e.code)
+        except TypeError as e:
+            caught.append(str(e))
     return ["done", caught]
 
 def workflow(event):
@@ -87,11 +90,11 @@ def workflow(event):
         again = None
     except fnbridge.TerminalError as e:
         again = e.code
-    fnbridge.promise("other").reject("denied")
+    fnbridge.promise("other").reject("denied", code=403)
     try:
         fnbridge.promise("other").get()
     except fnbridge.TerminalError as e:
-        rejected = e.message
+        rejected = "%d %s" % (e.code, e.message)
     return [before, p.get(), p.peek(), again, rejected, repr(p)]
 
 def wait_promise(event):
@@ -250,7 +253,7 @@ func TestKeyedCompleteAndCancel(t *testing.T) {
 	// Ids as restate-server prints them.
 	const id, other, victim = "sign_16MThzWyQU_UkS5kx_hYOdYGSSOJcQnVbAAAAEQ", "sign_1vPE8HO1CPEmElYB-9PP0t30AmLlXUo4BAAAAEQ", "inv_1jZ1vppOUVxj16ugSTA4IHb26d8Zo1CWOT"
 	res, err := s.invokeKeyed(t, s.Open(t, j), nil, `{"id":"`+id+`","other":"`+other+`","victim":"`+victim+`"}`)
-	steptest.MustOutput(t, res, err, `["done",[400,400,400]]`)
+	steptest.MustOutput(t, res, err, `["done",[400,400,400,"fnbridge.reject_awakeable: code must be an int from 1 to 65535, not 0"]]`)
 	var got []string
 	for _, e := range j.Entries() {
 		got = append(got, e.Kind+" "+e.Name)
@@ -258,7 +261,7 @@ func TestKeyedCompleteAndCancel(t *testing.T) {
 	if want := []string{"complete-awakeable " + id, "complete-awakeable " + other, "cancel " + victim}; !reflect.DeepEqual(got, want) {
 		t.Fatalf("journal %v, want %v", got, want)
 	}
-	if en := j.Entries(); string(en[0].Result.Value) != `{"v":1}` || en[1].Result.Failure == nil || en[1].Result.Failure.Message != "nope" {
+	if en := j.Entries(); string(en[0].Result.Value) != `{"v":1}` || en[1].Result.Failure == nil || en[1].Result.Failure.Message != "nope" || en[1].Result.Failure.Code != 404 {
 		t.Fatalf("completions %+v %+v", en[0].Result, en[1].Result)
 	}
 }
@@ -269,7 +272,7 @@ func TestKeyedCompleteAndCancel(t *testing.T) {
 func TestKeyedPromises(t *testing.T) {
 	s := keyed(t, "workflow")
 	res, err := s.invokeKeyed(t, s.Open(t, &stepctxtest.Journal{}, workflowHandler), nil, `null`)
-	steptest.MustOutput(t, res, err, `[null,"yes","yes",409,"denied","<fnbridge.Promise 'approval'>"]`)
+	steptest.MustOutput(t, res, err, `[null,"yes","yes",409,"403 denied","<fnbridge.Promise 'approval'>"]`)
 
 	w := keyed(t, "wait_promise")
 	_, err = w.invokeKeyed(t, w.Open(t, &stepctxtest.Journal{}, workflowHandler), nil, `null`)
