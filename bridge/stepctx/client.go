@@ -375,6 +375,13 @@ func (c *Client) Promise(ctx context.Context, name string) (Result, error) {
 	return r, err
 }
 
+// PromiseAsync starts waiting for the workflow promise name and returns
+// its handle for Await.
+func (c *Client) PromiseAsync(ctx context.Context, name string) (string, error) {
+	_, h, err := c.future(ctx, RoutePromiseGet, promiseGetRequest{Name: name, Async: true})
+	return h, err
+}
+
 // PeekPromise reads the workflow promise name without waiting: nil while
 // it is unresolved.
 func (c *Client) PeekPromise(ctx context.Context, name string) (*Result, error) {

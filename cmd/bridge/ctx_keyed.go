@@ -191,14 +191,7 @@ func newCtxPromiseCmd() *cobra.Command {
 makes get and peek report the rejection on stderr and exit 100.`,
 	})
 	root.AddCommand(
-		clientCmd("get NAME", "Wait for the promise NAME and print its value", 1,
-			func(ctx context.Context, cmd *cobra.Command, c *stepctx.Client, args []string) error {
-				r, err := c.Promise(ctx, args[0])
-				if err != nil {
-					return err
-				}
-				return printResult(cmd, "promise "+args[0], r)
-			}),
+		newCtxPromiseGetCmd(),
 		clientCmd("peek NAME", "Print the value of the promise NAME; print nothing and exit 1 while it is unresolved", 1,
 			func(ctx context.Context, cmd *cobra.Command, c *stepctx.Client, args []string) error {
 				r, err := c.PeekPromise(ctx, args[0])
@@ -211,6 +204,25 @@ makes get and peek report the rejection on stderr and exit 100.`,
 		rejectCmd("reject [--code N] NAME MESSAGE", "Reject the promise NAME with MESSAGE (and the failure code N, default 500)", (*stepctx.Client).RejectPromise),
 	)
 	return root
+}
+
+// newCtxPromiseGetCmd is promise get: it waits, or with --async prints a
+// handle that await takes with other handles (a promise or a timeout).
+func newCtxPromiseGetCmd() *cobra.Command {
+	var async bool
+	cmd := &cobra.Command{
+		Use:   "get [--async] NAME",
+		Short: "Wait for the promise NAME and print its value; --async prints a handle for await",
+		Args:  exactArgs(1, "fnbridge promise get [--async] NAME"),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			return awaitable(cmd, async,
+				func(ctx context.Context, c *stepctx.Client) (string, error) { return c.PromiseAsync(ctx, args[0]) },
+				func(ctx context.Context, c *stepctx.Client) (stepctx.Result, error) { return c.Promise(ctx, args[0]) },
+				func(r stepctx.Result) error { return printResult(cmd, "promise "+args[0], r) })
+		},
+	}
+	cmd.Flags().BoolVar(&async, "async", false, "print a handle instead of waiting")
+	return cmd
 }
 
 func newCtxCancelCmd() *cobra.Command {

@@ -2,6 +2,7 @@ package main
 
 import (
 	"os"
+	"strings"
 	"testing"
 
 	"github.com/fnbridge/fnbridge/bridge/stepctx"
@@ -109,6 +110,13 @@ func TestCtxPromise(t *testing.T) {
 	fnbridge(t, "", "promise", "reject", "other", "denied").want(t, 0, "", "")
 	fnbridge(t, "", "promise", "get", "other").want(t, 100, "", "denied")
 	fnbridge(t, "", "promise", "peek", "other").want(t, 100, "", "denied")
+	// --async: a handle await takes with others, e.g. a promise or a timeout.
+	h := fnbridge(t, "", "promise", "get", "--async", "approval")
+	if h.code != 0 || !strings.HasPrefix(h.stdout, "fut-") {
+		t.Fatalf("promise get --async: exit %d stdout %q stderr %q, want a handle", h.code, h.stdout, h.stderr)
+	}
+	timer := fnbridge(t, "", "sleep", "--async", "1h")
+	fnbridge(t, "", "await", "--any", strings.TrimSpace(h.stdout), strings.TrimSpace(timer.stdout)).want(t, 0, h.stdout+"\"yes\"\n", "")
 	fnbridge(t, "", "promise", "get", "never").want(t, 75, "", "suspended")
 
 	keyedEnv(t, &stepctxtest.Journal{}, stepctx.HandlerInfo{Name: "Counter/add", Keyed: true})

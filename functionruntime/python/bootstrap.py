@@ -845,6 +845,15 @@ def _fnbridge_worker():
             Raises TerminalError when it was rejected."""
             return result_of(context_op("promise.get", "promise/get", {"name": self.name})["result"])
 
+        def get_async(self):
+            """A Future of the promise, for wait_any / wait_all (e.g. with a timer)."""
+            ctx = enter("promise.get_async")
+            try:
+                answer = request(ctx, "promise.get_async", "promise/get", {"name": self.name, "async": True})
+                return Future(ctx, answer["handle"], "promise")
+            finally:
+                leave(ctx)
+
         def peek(self):
             """The promise's value, or None while it is unresolved (raises TerminalError when rejected)."""
             answer = context_op("promise.peek", "promise/peek", {"name": self.name})

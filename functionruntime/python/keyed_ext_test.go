@@ -95,7 +95,9 @@ def workflow(event):
         fnbridge.promise("other").get()
     except fnbridge.TerminalError as e:
         rejected = "%d %s" % (e.code, e.message)
-    return [before, p.get(), p.peek(), again, rejected, repr(p)]
+    timer = fnbridge.sleep_async(3600)
+    first = fnbridge.wait_any(p.get_async(), timer)
+    return [before, p.get(), p.peek(), again, rejected, repr(p), first is not timer and first.result()]
 
 def wait_promise(event):
     return fnbridge.promise("never").get()
@@ -272,7 +274,7 @@ func TestKeyedCompleteAndCancel(t *testing.T) {
 func TestKeyedPromises(t *testing.T) {
 	s := keyed(t, "workflow")
 	res, err := s.invokeKeyed(t, s.Open(t, &stepctxtest.Journal{}, workflowHandler), nil, `null`)
-	steptest.MustOutput(t, res, err, `[null,"yes","yes",409,"403 denied","<fnbridge.Promise 'approval'>"]`)
+	steptest.MustOutput(t, res, err, `[null,"yes","yes",409,"403 denied","<fnbridge.Promise 'approval'>","yes"]`)
 
 	w := keyed(t, "wait_promise")
 	_, err = w.invokeKeyed(t, w.Open(t, &stepctxtest.Journal{}, workflowHandler), nil, `null`)
