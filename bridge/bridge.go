@@ -237,10 +237,20 @@ func (b *Bridge) poolKeys() []string {
 func (b *Bridge) Close(ctx context.Context) error {
 	b.closeOnce.Do(func() {
 		b.unobserve()
-		var errs []error
-		for _, key := range b.poolKeys() {
-			errs = append(errs, b.pools[key].close(ctx))
+		// All pools at once: each unregisters within what is left of ctx,
+		// so one runtime that does not answer cannot use it all up before
+		// the next pool starts.
+		keys := b.poolKeys()
+		errs := make([]error, len(keys), len(keys)+2)
+		var wg sync.WaitGroup
+		for i, key := range keys {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				errs[i] = b.pools[key].close(ctx)
+			}()
 		}
+		wg.Wait()
 		errs = append(errs, b.closeContext(ctx))
 		errs = append(errs, b.closeRuntimes(ctx))
 		b.closeErr = errors.Join(errs...)

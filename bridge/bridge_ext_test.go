@@ -562,3 +562,32 @@ services:
 		t.Fatalf("the broken handler's invocation: %v, want its reason", e)
 	}
 }
+
+// "Giving the registrations back takes what is left of shutdown_timeout
+// (all of them at once)": with a runtime that does not answer, every
+// handler's unregisters get that time, not only the first handler's, and
+// Close ends at the deadline.
+func TestCloseGivesEveryHandlerTheDeadline(t *testing.T) {
+	fake := newFakeRuntime()
+	h := newHarnessFake(t, func(dir string) string {
+		return `
+services:
+  - name: Svc
+    handlers:
+      - {name: a, runtime: python, dir: ` + dir + `, handler: mod.fn, concurrency: 2, min_warm: 2}
+      - {name: b, runtime: python, dir: ` + dir + `, handler: mod.fn, concurrency: 2, min_warm: 2}
+      - {name: c, runtime: python, dir: ` + dir + `, handler: mod.fn, concurrency: 2, min_warm: 2}
+`
+	}, bridge.Options{}, fake)
+	fake.hangUnregister.Store(true)
+	ctx, cancel := context.WithTimeout(context.Background(), 400*time.Millisecond)
+	defer cancel()
+	begin := time.Now()
+	_ = h.b.Close(ctx)
+	if took := time.Since(begin); took > 3*time.Second {
+		t.Fatalf("Close took %v with a 400ms deadline", took)
+	}
+	if n, late := fake.unregisters.Load(), fake.lateUnregisters.Load(); n != 6 || late != 0 {
+		t.Fatalf("%d unregisters, %d of them after the deadline; want all 6 asked in time", n, late)
+	}
+}

@@ -20,6 +20,11 @@ import (
 // functionruntime; here only the bridge's reaction matters.
 type fakeRuntime struct {
 	registers, invokes, unregisters atomic.Int32
+	// hangUnregister makes UnregisterFunction wait for its context's end
+	// (a runtime that does not answer); lateUnregisters counts the calls
+	// that came with their context already ended.
+	hangUnregister  atomic.Bool
+	lateUnregisters atomic.Int32
 
 	mu       sync.Mutex
 	register func(*executorv1.RegisterFunctionRequest) (*executorv1.RegisterFunctionResponse, error)
@@ -68,8 +73,15 @@ func (f *fakeRuntime) InvokeFunction(ctx context.Context, in *executorv1.InvokeF
 	return inv(ctx, in)
 }
 
-func (f *fakeRuntime) UnregisterFunction(_ context.Context, in *executorv1.UnregisterFunctionRequest, _ ...grpc.CallOption) (*executorv1.UnregisterFunctionResponse, error) {
+func (f *fakeRuntime) UnregisterFunction(ctx context.Context, in *executorv1.UnregisterFunctionRequest, _ ...grpc.CallOption) (*executorv1.UnregisterFunctionResponse, error) {
 	f.unregisters.Add(1)
+	if ctx.Err() != nil {
+		f.lateUnregisters.Add(1)
+	}
+	if f.hangUnregister.Load() {
+		<-ctx.Done()
+		return nil, ctx.Err()
+	}
 	return &executorv1.UnregisterFunctionResponse{Registration: in.Registration}, nil
 }
 

@@ -366,9 +366,7 @@ func (p *pool) janitor() {
 }
 
 func (p *pool) check(s *slot) {
-	// Ended by close too: a poll of a runtime that does not answer must
-	// not hold its slot past the shutdown deadline.
-	ctx, cancel := context.WithTimeout(p.stopCtx, 10*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	if s.regID == "" {
 		if s.index < p.h.MinWarm && !p.now().Before(s.retryAt) {
@@ -377,8 +375,16 @@ func (p *pool) check(s *slot) {
 		return
 	}
 	ref := &executorv1.FunctionRegistration{RunUid: s.runUID, RegistrationId: s.regID}
-	st, err := p.client.FunctionStatus(ctx, &executorv1.FunctionStatusRequest{Registration: ref})
+	// The poll alone ends with close too: one to a runtime that does not
+	// answer must not hold its slot past the shutdown deadline. What
+	// follows it (an unregister, a registration) runs to its end, so the
+	// runtime and the slot agree on what is registered.
+	pctx, pcancel := context.WithTimeout(p.stopCtx, 10*time.Second)
+	st, err := p.client.FunctionStatus(pctx, &executorv1.FunctionStatusRequest{Registration: ref})
+	pcancel()
 	switch {
+	case err != nil && p.stopCtx.Err() != nil:
+		return // closing: close unregisters it
 	case status.Code(err) == codes.NotFound:
 		s.regID = "" // the runtime lost it (restart); register afresh on next use
 	case status.Code(err) == codes.FailedPrecondition:
@@ -398,7 +404,7 @@ func (p *pool) check(s *slot) {
 
 // close stops the janitor, and unregisters every registration as it comes
 // back (at once when free, else when its invocation ends), all in parallel
-// and within ctx's deadline.
+// and within ctx's deadline; one still leased when ctx ends is left.
 func (p *pool) close(ctx context.Context) error {
 	p.closeOnce.Do(func() { close(p.stop); p.stopCancel() })
 	if p.started {
@@ -410,19 +416,26 @@ func (p *pool) close(ctx context.Context) error {
 	var wg sync.WaitGroup
 	defer wg.Wait()
 	for back := range len(p.slots) {
-		select {
-		case s := <-p.free:
-			if s.regID != "" {
-				wg.Add(1)
-				go func(runUID, regID string) {
-					defer wg.Done()
-					p.unregister(ctx, runUID, regID, true)
-				}(s.runUID, s.regID)
-				s.regID = ""
+		var s *slot
+		select { // a free slot first: ctx may have ended already
+		case s = <-p.free:
+		default:
+		}
+		if s == nil {
+			select {
+			case s = <-p.free:
+			case <-ctx.Done():
+				return fmt.Errorf("%s/%s: %d of %d registrations still leased by invocations when closing ended",
+					p.service, p.h.Name, len(p.slots)-back, len(p.slots))
 			}
-		case <-ctx.Done():
-			return fmt.Errorf("%s/%s: %d of %d registrations still leased by invocations at the shutdown deadline",
-				p.service, p.h.Name, len(p.slots)-back, len(p.slots))
+		}
+		if s.regID != "" {
+			wg.Add(1)
+			go func(runUID, regID string) {
+				defer wg.Done()
+				p.unregister(ctx, runUID, regID, true)
+			}(s.runUID, s.regID)
+			s.regID = ""
 		}
 	}
 	return nil

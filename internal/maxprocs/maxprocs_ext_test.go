@@ -97,6 +97,7 @@ func TestRunAppliesDecisions(t *testing.T) {
 // alone.
 func TestStartInProcess(t *testing.T) {
 	if os.Getenv("MAXPROCS_CHILD") == "1" {
+		def := runtime.GOMAXPROCS(0) // the runtime's own: cores or the cgroup's limit
 		ctx, cancel := context.WithCancel(context.Background())
 		maxprocs.Start(ctx)
 		before := runtime.GOMAXPROCS(0)
@@ -105,12 +106,10 @@ func TestStartInProcess(t *testing.T) {
 		for runtime.GOMAXPROCS(0) == before && before == 1 && time.Now().Before(deadline) {
 			time.Sleep(time.Millisecond)
 		}
-		os.Stdout.WriteString(strconv.Itoa(before) + " " + strconv.Itoa(runtime.GOMAXPROCS(0)) + "\n")
+		os.Stdout.WriteString(strconv.Itoa(def) + " " + strconv.Itoa(before) + " " + strconv.Itoa(runtime.GOMAXPROCS(0)) + "\n")
 		os.Exit(0)
 	}
-	if runtime.NumCPU() < 2 {
-		t.Skip("one CPU: the runtime's default is already one")
-	}
+
 	run := func(env ...string) []string {
 		cmd := exec.Command(os.Args[0], "-test.run=^TestStartInProcess$")
 		cmd.Env = append(os.Environ(), append([]string{"MAXPROCS_CHILD=1"}, env...)...)
@@ -120,11 +119,15 @@ func TestStartInProcess(t *testing.T) {
 		}
 		return strings.Fields(string(out))
 	}
-	def := strconv.Itoa(runtime.NumCPU())
-	if got := run("GOMAXPROCS="); got[0] != "1" || got[1] != def {
-		t.Errorf("adaptive: GOMAXPROCS %s while running, %s after; want 1, then %s", got[0], got[1], def)
+	got := run("GOMAXPROCS=")
+	def := got[0]
+	if def == "1" {
+		t.Skip("the runtime's default is already one (one CPU, or a CPU limit of one)")
 	}
-	if got := run("GOMAXPROCS=" + def); got[0] != def || got[1] != def {
-		t.Errorf("GOMAXPROCS=%s in the environment: %s while running, %s after; want it left alone", def, got[0], got[1])
+	if got[1] != "1" || got[2] != def {
+		t.Errorf("adaptive: GOMAXPROCS %s while running, %s after; want 1, then the default %s", got[1], got[2], def)
+	}
+	if got := run("GOMAXPROCS=" + def); got[1] != def || got[2] != def {
+		t.Errorf("GOMAXPROCS=%s in the environment: %s while running, %s after; want it left alone", def, got[1], got[2])
 	}
 }
