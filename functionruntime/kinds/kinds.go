@@ -30,8 +30,12 @@ type Kind struct {
 // table is every runtime kind, in the order messages list them.
 var table = []Kind{
 	{
-		Name:         python.Kind,
-		New:          func() functionruntime.Adapter { return python.New(python.Options{}) },
+		Name: python.Kind,
+		// The worker refuses a return value over the server's output
+		// bound itself, so its message names the bound that applies.
+		New: func() functionruntime.Adapter {
+			return python.New(python.Options{MaxOutput: functionruntime.DefaultMaxOutputBytes})
+		},
 		CheckHandler: python.CheckHandler,
 		SourceFiles:  python.SourceFiles,
 	},

@@ -4,10 +4,12 @@ import (
 	"encoding/json"
 	"errors"
 	"reflect"
+	"strconv"
 	"strings"
 	"testing"
 
 	"github.com/fnbridge/fnbridge/functionruntime"
+	"github.com/fnbridge/fnbridge/functionruntime/kinds"
 	"github.com/fnbridge/fnbridge/functionruntime/python"
 )
 
@@ -175,6 +177,23 @@ func TestLargeInputAndOutput(t *testing.T) {
 	res := f.MustInvoke(t, w, `"`+big+`"`)
 	if want := `{"got":"` + big + `"}`; string(res.Output) != want {
 		t.Fatalf("1 MiB round trip: got %d bytes, want %d", len(res.Output), len(want))
+	}
+}
+
+// The kinds table's Python adapter (the one the bridge and `bridge runtime
+// serve` run) refuses a return value over the server's 6 MiB output bound
+// naming that bound: a 7 MiB and a 60 MiB value get the same figure.
+func TestKindsPythonOutputBoundIsTheServers(t *testing.T) {
+	k, _ := kinds.Lookup("python")
+	f := conformance.NewFixture(t, "big.big", map[string]string{"big.py": "def big(n):\n    return 'x' * n\n"})
+	f.A = k.New()
+	w := f.Start(t)
+	for _, n := range []int{7 << 20, 60 << 20} {
+		_, err := f.Invoke(t, w, strconv.Itoa(n))
+		var he *functionruntime.HandlerError
+		if !errors.As(err, &he) || he.Type != "OutputTooLarge" || !strings.Contains(he.Message, strconv.Itoa(functionruntime.DefaultMaxOutputBytes)) {
+			t.Fatalf("%d bytes: error = %v, want OutputTooLarge naming %d", n, err, functionruntime.DefaultMaxOutputBytes)
+		}
 	}
 }
 
