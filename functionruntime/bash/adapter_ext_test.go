@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/fnbridge/fnbridge/functionruntime"
+	"github.com/fnbridge/fnbridge/functionruntime/kinds"
 	"github.com/fnbridge/fnbridge/internal/procstat"
 )
 
@@ -288,5 +289,46 @@ func TestKilledFunctionShowsNoWorkerSource(t *testing.T) {
 	}
 	if he.Message != "exit status 137 (killed)" {
 		t.Fatalf("message %q, want the status and the signal alone (nothing of the worker)", he.Message)
+	}
+}
+
+// Rule (package doc, Output): "Output over the server's bound fails the
+// invocation terminally": the kinds table's adapter (the one the bridge
+// and `bridge runtime serve` run) refuses 7 MiB and 20 MiB of stdout alike,
+// as terminal, naming stdout and the server's 6 MiB, while exactly the
+// bound with echo's trailing newline passes. An outputs file over its own
+// bound is as terminal: the function already ran.
+func TestKindsBashOutputBoundIsTheServers(t *testing.T) {
+	k, _ := kinds.Lookup("bash")
+	files := map[string]string{"big.sh": `
+big() { head -c "$1" /dev/zero | tr '\0' x; }
+exact() { head -c "$1" /dev/zero | tr '\0' x; echo; }
+outs() { head -c 2000000 /dev/zero | tr '\0' a >"$FNBRIDGE_OUTPUTS"; echo ok; }
+`}
+	f := conformance.NewFixture(t, "big.big", files)
+	f.A = k.New()
+	w := f.Start(t)
+	bound := strconv.Itoa(functionruntime.DefaultMaxOutputBytes)
+	for _, n := range []int{7 << 20, 20 << 20} {
+		_, err := f.Invoke(t, w, strconv.Itoa(n))
+		var he *functionruntime.HandlerError
+		if !errors.As(err, &he) || he.Type != "OutputTooLarge" || !he.Terminal ||
+			!strings.Contains(he.Message, "stdout is "+strconv.Itoa(n)+" bytes") || !strings.Contains(he.Message, bound) {
+			t.Fatalf("%d bytes: error = %#v, want a terminal OutputTooLarge naming stdout and %s", n, err, bound)
+		}
+	}
+	exact := conformance.NewFixture(t, "big.exact", files)
+	exact.A = k.New()
+	we := exact.Start(t)
+	if res := exact.MustInvoke(t, we, bound); len(res.Output) != functionruntime.DefaultMaxOutputBytes {
+		t.Fatalf("exactly the bound plus a newline: %d bytes of output, want %s", len(res.Output), bound)
+	}
+	outs := conformance.NewFixture(t, "big.outs", files)
+	outs.A = k.New()
+	wo := outs.Start(t)
+	_, err := outs.Invoke(t, wo, `1`)
+	var he *functionruntime.HandlerError
+	if !errors.As(err, &he) || he.Type != "OutputTooLarge" || !he.Terminal || !strings.Contains(he.Message, "FNBRIDGE_OUTPUTS file") {
+		t.Fatalf("outputs file of 2 MB: error = %#v, want a terminal OutputTooLarge naming FNBRIDGE_OUTPUTS", err)
 	}
 }

@@ -62,8 +62,10 @@
 // text/plain; charset=utf-8 when it is other valid UTF-8 (or empty), and
 // application/octet-stream otherwise. Output over the server's bound
 // (functionruntime.Limits.MaxOutputBytes) fails the invocation terminally
-// (OUTPUTS_INVALID: the handler already ran); Options.MaxOutput is only the
-// adapter's memory guard above that (retryable, Type "OutputTooLarge").
+// (OUTPUTS_INVALID: the handler already ran); so does output over
+// Options.MaxOutput, the adapter's own bound (Type "OutputTooLarge", naming
+// stdout and the bound), which the bridge sets to the server's. An
+// FNBRIDGE_OUTPUTS file over 1 MiB fails the same way.
 //
 // # Failures
 //

@@ -9,6 +9,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math"
 	"os"
 	"path/filepath"
 	"slices"
@@ -310,8 +311,9 @@ func (s *session) invoke(input []byte, sc *functionruntime.StepContext, env map[
 	// invocation has files of its own. (Creating and removing files is
 	// what an invocation costs most besides the fork, so the outputs file
 	// exists only once the function writes it.)
-	out, outErr := takeFile(stdout, s.maxOutput)
-	outs, outsErr := takeFile(outsFile, proc.MaxOutputsFile)
+	// One byte over the bound for the trailing newline, taken off below.
+	out, outErr := takeFile(stdout, s.maxOutput, 1, "stdout")
+	outs, outsErr := takeFile(outsFile, proc.MaxOutputsFile, 0, proc.OutputsEnv+" file")
 	if status == TerminalExitStatus {
 		// `fnbridge fail` leaves its code and message here; only it
 		// writes the file, and it always exits 100.
@@ -328,6 +330,10 @@ func (s *session) invoke(input []byte, sc *functionruntime.StepContext, env map[
 	if outErr != nil {
 		return functionruntime.Result{}, outErr
 	}
+	out = bytes.TrimSuffix(out, []byte("\n"))
+	if len(out) > s.maxOutput {
+		return functionruntime.Result{}, tooLarge("stdout", len(out), s.maxOutput)
+	}
 	if outsErr != nil {
 		return functionruntime.Result{}, outsErr
 	}
@@ -340,7 +346,6 @@ func (s *session) invoke(input []byte, sc *functionruntime.StepContext, env map[
 			outputs = nil
 		}
 	}
-	out = bytes.TrimSuffix(out, []byte("\n"))
 	return functionruntime.Result{Output: out, ContentType: contentType(out), Outputs: outputs}, nil
 }
 
@@ -513,11 +518,21 @@ func writeFile(path string, data []byte) error {
 	return nil
 }
 
-// takeFile reads a file of at most limit bytes and removes it; a missing
-// file is empty. Plain system calls, as in writeFile: every invocation
+// tooLarge is the failure of a result over its bound: terminal, as the
+// function already ran and would only print as much again.
+func tooLarge(what string, size, limit int) error {
+	return &functionruntime.HandlerError{
+		Type: "OutputTooLarge", Terminal: true,
+		Message: fmt.Sprintf("%s is %d bytes, more than the %d allowed", what, size, limit),
+	}
+}
+
+// takeFile reads a file of at most limit (and slack) bytes and removes it;
+// a missing file is empty, a larger one a terminal failure naming what it
+// holds and limit. Plain system calls, as in writeFile: every invocation
 // takes two files (stdout, and FNBRIDGE_OUTPUTS, which usually does not
 // exist), and os.Open and os.Remove cost twice the calls.
-func takeFile(path string, limit int) ([]byte, error) {
+func takeFile(path string, limit, slack int, what string) ([]byte, error) {
 	fd, err := syscall.Open(path, syscall.O_RDONLY|syscall.O_CLOEXEC, 0)
 	if err == syscall.ENOENT {
 		return nil, nil
@@ -533,11 +548,8 @@ func takeFile(path string, limit int) ([]byte, error) {
 	if err := syscall.Fstat(fd, &st); err != nil {
 		return nil, &functionruntime.HandlerError{Type: "OutputUnreadable", Message: (&os.PathError{Op: "stat", Path: path, Err: err}).Error()}
 	}
-	if st.Size > int64(limit) {
-		return nil, &functionruntime.HandlerError{
-			Type:    "OutputTooLarge",
-			Message: fmt.Sprintf("%s is %d bytes, more than the %d allowed", filepath.Base(path), st.Size, limit),
-		}
+	if st.Size > int64(limit+slack) {
+		return nil, tooLarge(what, int(min(st.Size, math.MaxInt)), limit)
 	}
 	if st.Size == 0 {
 		return nil, nil
@@ -545,7 +557,7 @@ func takeFile(path string, limit int) ([]byte, error) {
 	// What the file holds now: a background job still writing to it
 	// cannot hold the invocation up. One byte more than the limit tells a
 	// file that grew past it.
-	b := make([]byte, 0, min(int(st.Size)+1, limit+1))
+	b := make([]byte, 0, min(int(st.Size)+1, limit+slack+1))
 	for len(b) < cap(b) {
 		n, err := syscall.Read(fd, b[len(b):cap(b)])
 		if n > 0 {
@@ -563,10 +575,10 @@ func takeFile(path string, limit int) ([]byte, error) {
 		}
 		break // end of file
 	}
-	if len(b) > limit {
+	if len(b) > limit+slack {
 		return nil, &functionruntime.HandlerError{
-			Type:    "OutputTooLarge",
-			Message: fmt.Sprintf("%s grew past the %d bytes allowed", filepath.Base(path), limit),
+			Type: "OutputTooLarge", Terminal: true,
+			Message: fmt.Sprintf("%s grew past the %d bytes allowed", what, limit),
 		}
 	}
 	return b, nil

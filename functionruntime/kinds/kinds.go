@@ -40,8 +40,12 @@ var table = []Kind{
 		SourceFiles:  python.SourceFiles,
 	},
 	{
-		Name:         bash.Kind,
-		New:          func() functionruntime.Adapter { return bash.New(bash.Options{}) },
+		Name: bash.Kind,
+		// As for Python: the adapter's bound is the server's, so an
+		// output over it is refused naming that bound.
+		New: func() functionruntime.Adapter {
+			return bash.New(bash.Options{MaxOutput: functionruntime.DefaultMaxOutputBytes})
+		},
 		CheckHandler: bash.CheckHandler,
 		SourceFiles:  bash.SourceFiles,
 	},
