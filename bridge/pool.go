@@ -205,7 +205,11 @@ func (p *pool) ensureRegistered(ctx context.Context, s *slot) error {
 	}
 	digest, err := registrationDigest(p.h)
 	if err != nil {
-		return &Error{Class: ClassPermanent, Message: err.Error()}
+		// The handler's source is missing or unreadable: an initialization
+		// failure like an import error (a deploy may still be copying the
+		// file), so the same rounds of backoff pass before it is permanent.
+		p.markFailed(s, err.Error())
+		return &Error{Class: s.failedClass(), Message: fmt.Sprintf("registration %s failed: %s", s.runUID, err)}
 	}
 	ctx, cancel := context.WithTimeout(ctx, registerTimeout)
 	defer cancel()

@@ -4,6 +4,7 @@ import (
 	"context"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -154,5 +155,50 @@ func TestPoolStepsPastAForeignRegistrationOfItsRunUID(t *testing.T) {
 	})
 	if err != nil || strings.TrimSpace(string(out.GetOutput())) != `"own"` {
 		t.Fatalf("the pool's registration ran %q, %v; want the configured handler's \"own\"", out.GetOutput(), err)
+	}
+}
+
+// Rule (README, error classes): a handler whose initialization fails,
+// its file missing included, is retried with backoff for two rounds
+// (503) before it is permanent; and once the file is there, the next
+// round registers it. A Python module and a Bash file alike.
+func TestMissingHandlerSourceGoesThroughTheRounds(t *testing.T) {
+	for _, tc := range []struct{ runtime, handler, file, src string }{
+		{"python", "m.f", "m.py", "def f(x):\n    return x\n"},
+		{"bash", "m.f", "m.sh", "f() { echo \"$1\"; }\n"},
+	} {
+		t.Run(tc.runtime, func(t *testing.T) {
+			dir := t.TempDir()
+			k, _ := kinds.Lookup(tc.runtime)
+			srv := functionruntime.NewServer(functionruntime.Options{Adapter: k.New(), Logger: zerolog.Nop()})
+			t.Cleanup(func() { _ = srv.Shutdown(context.Background()) })
+			h := &HandlerConfig{Name: "h", Runtime: tc.runtime, Dir: dir, Handler: tc.handler, Concurrency: 1,
+				Timeout: Duration(DefaultTimeout), IdleTimeout: Duration(DefaultIdleTimeout), LeaseTimeout: Duration(DefaultLeaseTimeout)}
+			p := newPool("test", "S", h, functionruntime.NewLocalClient(srv), zerolog.Nop(), &sync.Once{})
+			t.Cleanup(func() { _ = p.close(context.Background()) })
+			now := time.Unix(1_000_000, 0)
+			p.now = func() time.Time { return now }
+			var classes []Class
+			for round := 0; round < permanentAfter; round++ {
+				_, err := p.lease(context.Background())
+				e, ok := err.(*Error)
+				if !ok || !strings.Contains(e.Message, tc.file) {
+					t.Fatalf("round %d: lease error %v, want one naming %s", round, err, tc.file)
+				}
+				classes = append(classes, e.Class)
+				now = now.Add(maxRegisterBackoff)
+			}
+			if want := []Class{ClassUnavailable, ClassUnavailable, ClassPermanent}; !slices.Equal(classes, want) {
+				t.Fatalf("classes by round %v, want %v", classes, want)
+			}
+			if err := os.WriteFile(filepath.Join(dir, tc.file), []byte(tc.src), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			s, err := p.lease(context.Background())
+			if err != nil {
+				t.Fatalf("lease once %s exists: %v", tc.file, err)
+			}
+			p.release(s)
+		})
 	}
 }
