@@ -34,7 +34,7 @@ export BRIDGE_BIN         := $(CURDIR)/bin/bridge
 
 .PHONY: help
 help: ## Describe useful make targets
-	@grep -hE '^[a-zA-Z_-]+:.*?## .*$$' $(MAKEFILE_LIST) | awk 'BEGIN {FS = ":.*?## "}; {printf "%-14s %s\n", $$1, $$2}'
+	@grep -hE '^[a-zA-Z0-9_-]+:.*?## .*$$' $(MAKEFILE_LIST) | awk 'BEGIN {FS = ":.*?## "}; {printf "%-14s %s\n", $$1, $$2}'
 
 .PHONY: tools
 tools: $(TOOLS)/.npm-$(RESTATE_VERSION)-$(BUF_VERSION) $(TOOLS)/.go-tools haproxy ## Install pinned tools into .tools/ (and HAProxy)
