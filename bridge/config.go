@@ -366,6 +366,7 @@ func ParseConfig(data []byte, baseDir string) (*Config, error) {
 	cfg := &Config{}
 	d := newConfigDecoder()
 	d.decode(&doc, reflect.ValueOf(cfg).Elem(), "")
+	d.refuseWrittenZeros(cfg)
 	problems := d.problems
 	if err := cfg.resolve(baseDir); err != nil {
 		problems = append(problems, d.withLines(err)...)

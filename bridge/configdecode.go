@@ -85,13 +85,14 @@ const maxConfigValues = 200_000
 type configDecoder struct {
 	problems  []ConfigProblem
 	lines     map[string]int      // field path → line it is written on
+	nulls     map[string]bool     // field paths written as null (left out)
 	expanding map[*yaml.Node]bool // anchors whose alias is being decoded
 	left      int                 // values that may still be decoded
 	aliasLine int                 // line of the outermost alias being decoded
 }
 
 func newConfigDecoder() *configDecoder {
-	return &configDecoder{lines: map[string]int{}, expanding: map[*yaml.Node]bool{}, left: maxConfigValues}
+	return &configDecoder{lines: map[string]int{}, nulls: map[string]bool{}, expanding: map[*yaml.Node]bool{}, left: maxConfigValues}
 }
 
 func (d *configDecoder) problem(line int, path string, typed bool, format string, args ...any) {
@@ -149,6 +150,7 @@ func (d *configDecoder) decode(n *yaml.Node, v reflect.Value, path string) {
 		return
 	}
 	if n.Kind == yaml.ScalarNode && n.ShortTag() == "!!null" {
+		d.nulls[path] = true
 		return // left out: the field keeps its zero value, as if absent
 	}
 	if v.CanAddr() {
@@ -351,6 +353,29 @@ func (d *configDecoder) decodeStruct(n *yaml.Node, v reflect.Value, path string)
 		d.lines[fp] = k.Line
 		d.decode(val, v.FieldByIndex(f), fp)
 	})
+}
+
+// refuseWrittenZeros reports the fields whose zero value stands for "left
+// out" (their default applies) but which the file spells as 0: a user who
+// writes `timeout: 0s` or `concurrency: 0` means none, or at once, and
+// would silently get the default. Left out or null, the default applies.
+func (d *configDecoder) refuseWrittenZeros(cfg *Config) {
+	check := func(path string, zero bool, format string, args ...any) {
+		if line, ok := d.lines[path]; ok && zero && !d.nulls[path] && !d.explained(path) {
+			d.problem(line, path, false, format, args...)
+		}
+	}
+	check("shutdown_timeout", cfg.ShutdownTimeout == 0, "0 is not allowed: want a positive duration (left out: %s)", Duration(DefaultShutdownTimeout))
+	for si, s := range cfg.Services {
+		for hi, h := range s.Handlers {
+			hp := fmt.Sprintf("services[%d].handlers[%d]", si, hi)
+			check(hp+".timeout", h.Timeout == 0, "0 is not allowed: want 0 < timeout <= %s (left out: %s)", Duration(MaxTimeout), Duration(DefaultTimeout))
+			check(hp+".idle_timeout", h.IdleTimeout == 0, "0 is not allowed: want at least 1s (left out: %s)", Duration(DefaultIdleTimeout))
+			check(hp+".concurrency", h.Concurrency == 0, "0 is not allowed: want 1..%d (left out: %d)", MaxConcurrency, DefaultConcurrency)
+			check(hp+".lease_timeout", h.LeaseTimeout == 0, "0 is not allowed: want 0 < lease_timeout <= %s (left out: %s)", Duration(MaxTimeout), Duration(DefaultLeaseTimeout))
+			check(hp+".suspend_after", h.SuspendAfter == 0, "0 is not allowed: want a positive duration shorter than timeout (left out: %s, at most half the timeout)", Duration(DefaultSuspendAfter))
+		}
+	}
 }
 
 // isMergeKey reports whether k is YAML's merge key: a plain <<.

@@ -159,6 +159,15 @@ func TestConfigErrorsNameLineFieldAndWhatIsAllowed(t *testing.T) {
 		{"a value of the wrong shape is not also reported as missing",
 			servicesStart + "      - {name: h, runtime: [python], dir: functions, handler: greeter.greet}\n",
 			`line 4: services[0].handlers[0].runtime: want a string, got a list`},
+		{"a written zero is not the default it would silently get",
+			"shutdown_timeout: 0s\n" + servicesStart + "      - name: h\n        runtime: python\n        dir: functions\n        handler: greeter.greet\n        durability: steps\n" +
+				"        timeout: 0s\n        idle_timeout: 0s\n        concurrency: 0\n        lease_timeout: 0\n        suspend_after: 0s\n",
+			"line 1: shutdown_timeout: 0 is not allowed: want a positive duration (left out: 30s)\n" +
+				"line 10: services[0].handlers[0].timeout: 0 is not allowed: want 0 < timeout <= 15m (left out: 30s)\n" +
+				"line 11: services[0].handlers[0].idle_timeout: 0 is not allowed: want at least 1s (left out: 5m)\n" +
+				"line 12: services[0].handlers[0].concurrency: 0 is not allowed: want 1..256 (left out: 1)\n" +
+				"line 13: services[0].handlers[0].lease_timeout: 0 is not allowed: want 0 < lease_timeout <= 15m (left out: 5s)\n" +
+				"line 14: services[0].handlers[0].suspend_after: 0 is not allowed: want a positive duration shorter than timeout (left out: 5s, at most half the timeout)"},
 		{"every problem at once, in line order",
 			"protocol_mode: grpc\nlisten: [a]\n" + servicesStart + "      - {name: h, runtime: python, dir: functions, handler: greeter.greet, timeout: 20h, colour: red}\n",
 			"line 1: protocol_mode: \"grpc\" is not allowed (bidi | request_response)\n" +
@@ -185,6 +194,22 @@ func TestConfigErrorsNameLineFieldAndWhatIsAllowed(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// A field written as null is left out: its default applies, where a
+// written 0 is refused (above).
+func TestConfigNullIsLeftOut(t *testing.T) {
+	cfg, err := bridge.ParseConfig([]byte("shutdown_timeout: ~\n"+servicesStart+
+		"      - {name: h, runtime: python, dir: functions, handler: greeter.greet, timeout: ~, concurrency: null, lease_timeout: null, idle_timeout: ~}\n"), configDir(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := cfg.Services[0].Handlers[0]
+	if h.Timeout.Std() != bridge.DefaultTimeout || h.Concurrency != bridge.DefaultConcurrency ||
+		h.LeaseTimeout.Std() != bridge.DefaultLeaseTimeout || h.IdleTimeout.Std() != bridge.DefaultIdleTimeout ||
+		cfg.ShutdownTimeout.Std() != bridge.DefaultShutdownTimeout {
+		t.Fatalf("null fields: %+v, shutdown_timeout %s; want the defaults", h, cfg.ShutdownTimeout)
 	}
 }
 
