@@ -83,8 +83,13 @@ type Error struct {
 
 func (e *Error) Error() string {
 	what := e.Class.String()
-	if e.Code != 0 { // the handler's own code, as Restate records it
-		what += " " + strconv.Itoa(int(e.Code))
+	if code := e.Code; code != 0 || e.Class == ClassTerminal {
+		// The code Restate records: the handler's own, or the class's
+		// (500 for a terminal failure without one, as Bash's exit 100).
+		if code == 0 {
+			code = e.Class.Code()
+		}
+		what += " " + strconv.Itoa(int(code))
 	}
 	if e.Cause != nil && e.Message == "" {
 		return what + ": " + e.Cause.Error()

@@ -2,15 +2,16 @@ package bridge
 
 import "testing"
 
-// A terminal failure's text carries the handler's own code (what Restate's
-// ingress answers), so `bridge invoke` and the log show it.
+// A terminal failure's text carries the code Restate's ingress answers,
+// the handler's own or 500 (Bash's exit 100), so `bridge invoke` and the
+// log show it.
 func TestErrorTextCarriesTheHandlersCode(t *testing.T) {
 	for _, c := range []struct {
 		err  *Error
 		want string
 	}{
 		{&Error{Class: ClassTerminal, Message: "nope", Code: 404}, "terminal 404: nope"},
-		{&Error{Class: ClassTerminal, Message: "nope"}, "terminal: nope"},
+		{&Error{Class: ClassTerminal, Message: "nope"}, "terminal 500: nope"},
 		{&Error{Class: ClassBusy, Message: "all busy"}, "busy: all busy"},
 	} {
 		if got := c.err.Error(); got != c.want {
