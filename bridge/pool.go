@@ -71,7 +71,7 @@ type slot struct {
 // retried once at once) make a registration failure permanent. Fewer may
 // be a worker killed while it started (OOM, an operator, a crash): then
 // invocations are retried normally (503) instead of paused until an
-// operator acts (v7) or retried only after an hour (v5/v6); a broken
+// operator acts (v7) or retried only after 5 minutes (v5/v6); a broken
 // handler reaches the bound within seconds of backoff.
 const permanentAfter = 3
 
