@@ -97,6 +97,11 @@ func newCtxKeyCmd() *cobra.Command {
 		Args:  exactArgs(0, "fnbridge key"),
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			k, ok := os.LookupEnv(functionruntime.EnvKey)
+			if !ok && os.Getenv(stepctx.EnvAddr) == "" {
+				// No context either: maybe no invocation at all, or one
+				// of a plain service in function mode; say both.
+				return exitf(ctxExitError, "%s is not set: not inside an invocation of a virtual_object or workflow handler (a plain service's invocations have no key)", functionruntime.EnvKey)
+			}
 			if !ok {
 				return exitf(ctxExitError, "%s is not set: this handler's service is a plain service (type: service), whose invocations have no key; keys belong to services of type virtual_object or workflow", functionruntime.EnvKey)
 			}

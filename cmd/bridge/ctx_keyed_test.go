@@ -17,7 +17,8 @@ func keyedEnv(t *testing.T, j *stepctxtest.Journal, h stepctx.HandlerInfo) *ctxE
 }
 
 // fnbridge key prints the invocation's key without the context endpoint
-// (durability: function too); without one it says why, status 3.
+// (durability: function too); without one it says why, status 3, and
+// outside any attempt it does not claim to know the handler.
 func TestCtxKey(t *testing.T) {
 	t.Setenv(stepctx.EnvAddr, "")
 	t.Setenv(functionruntime.EnvKey, "user 42\nsecond line")
@@ -25,6 +26,9 @@ func TestCtxKey(t *testing.T) {
 	t.Setenv(functionruntime.EnvKey, "")
 	fnbridge(t, "", "key").want(t, 0, "\n", "")
 	unsetEnv(t, functionruntime.EnvKey)
+	fnbridge(t, "", "key").want(t, 3, "", "FNBRIDGE_KEY is not set: not inside an invocation of a virtual_object or workflow handler")
+	// Inside a steps-mode attempt the handler is known to be a plain one.
+	newCtxEnv(t, &stepctxtest.Journal{})
 	fnbridge(t, "", "key").want(t, 3, "", "FNBRIDGE_KEY is not set: this handler's service is a plain service")
 }
 
