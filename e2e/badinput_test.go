@@ -393,9 +393,10 @@ func TestBadInputFunctions(t *testing.T) {
 			got := f.input(t, 6, "shouts", []byte(`{}`))
 			wantFailure(t, got, 500, "the handler returned, but its result is invalid: 40 outputs, at most 32 allowed")
 		}},
+		// The worker's adapter refuses it first, naming stdout.
 		{"stdout over the 6 MiB output bound is a terminal failure", func(t *testing.T) {
 			got := f.input(t, 6, "shbig", []byte(`{}`))
-			wantFailure(t, got, 500, "the handler returned, but its result is invalid: output is 7000000 bytes, at most 6291456 allowed")
+			wantFailure(t, got, 500, "stdout is 7000000 bytes, more than the 6291456 allowed")
 		}},
 		{"a handler printing 3 MB to stderr in one line still returns its result", func(t *testing.T) {
 			got := f.input(t, 6, "shloud", []byte(`{}`))
