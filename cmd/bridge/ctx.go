@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -245,9 +244,19 @@ where  v=$(fnbridge run NAME -- CMD)  forks a subshell.`,
 // executeStep runs argv for the run handle h and reports its outcome.
 func executeStep(cmd *cobra.Command, c *stepctx.Client, name, h string, argv []string) error {
 	ctx := cmd.Context()
-	var out bytes.Buffer
+	// CMD's stdout is a file, unlinked at once, as in the shell function:
+	// the value is what CMD printed by the time it exited, and a
+	// background child of it that keeps the descriptor open neither holds
+	// the step up (a pipe would, until the child closed it) nor writes
+	// into another step's value.
+	outFile, err := os.CreateTemp("", "fnbridge-step-*")
+	if err != nil {
+		return exitf(ctxExitError, "run %s: a file for the step's stdout: %v", name, err)
+	}
+	_ = os.Remove(outFile.Name())
+	defer outFile.Close()
 	x := exec.Command(argv[0], argv[1:]...)
-	x.Stdin, x.Stdout, x.Stderr = cmd.InOrStdin(), &out, cmd.ErrOrStderr()
+	x.Stdin, x.Stdout, x.Stderr = cmd.InOrStdin(), outFile, cmd.ErrOrStderr()
 	status, why := 0, ""
 	if err := x.Run(); err != nil {
 		var ee *exec.ExitError
@@ -265,7 +274,11 @@ func executeStep(cmd *cobra.Command, c *stepctx.Client, name, h string, argv []s
 			status, why = 126, err.Error()
 		}
 	}
-	outcome, exit := stepOutcome(name, status, why, out.Bytes())
+	out, err := readAll(outFile)
+	if err != nil {
+		return exitf(ctxExitError, "run %s: the step's stdout: %v", name, err)
+	}
+	outcome, exit := stepOutcome(name, status, why, out)
 	if err := c.RunComplete(ctx, h, outcome); err != nil {
 		if outcome.Retryable == nil {
 			return callFailed(err)
@@ -275,7 +288,20 @@ func executeStep(cmd *cobra.Command, c *stepctx.Client, name, h string, argv []s
 	if exit != nil {
 		return exit
 	}
-	return writeOut(cmd, out.Bytes())
+	return writeOut(cmd, out)
+}
+
+// readAll reads what f holds now, from its start (a writer that goes on
+// cannot keep the read going).
+func readAll(f *os.File) ([]byte, error) {
+	st, err := f.Stat()
+	if err != nil {
+		return nil, err
+	}
+	if _, err := f.Seek(0, io.SeekStart); err != nil {
+		return nil, err
+	}
+	return io.ReadAll(io.LimitReader(f, st.Size()))
 }
 
 // stepOutcome is what a step's CMD that ended with status (why says how)

@@ -34,7 +34,8 @@ import (
 //	a.ans  one answer line per request: <nonce> <status> <kind> <message>
 //	       kind x: execute CMD now
 //	       kind r: the recorded value is in a.val (R: it holds a NUL byte)
-//	       kind o: the value journaled is a.out's (O: it holds a NUL byte)
+//	       kind o: CMD's stdout was journaled; it is in a.val now (O: it
+//	               holds a NUL byte); a.out is removed once read
 //	       kind e: stop with <status>, <message> on stderr
 //
 // Statuses and messages are those of the command. The nonce, unique to
@@ -213,6 +214,10 @@ func (a *agent) serve(ctx context.Context, f []string) (int, string, string) {
 		if err != nil {
 			return answerOf(exitf(ctxExitError, "agent: the step's stdout: %v", err))
 		}
+		// Unlinked at once: a background child of CMD that still holds it
+		// writes on into a file no one reads, never into the next step's
+		// stdout (the shell's >| would truncate and reuse the same file).
+		_ = os.Remove(filepath.Join(a.dir, agentOut))
 		why := fmt.Sprintf("%s exited with status %d", f[4], status)
 		outcome, exit := stepOutcome(a.name, status, why, out)
 		if err := c.RunComplete(ctx, a.handle, outcome); err != nil {
@@ -223,6 +228,11 @@ func (a *agent) serve(ctx context.Context, f []string) (int, string, string) {
 		}
 		if exit != nil {
 			return exit.code, "e", exit.msg
+		}
+		// The shell prints what was journaled, not what the file holds by
+		// the time it reads it.
+		if err := os.WriteFile(filepath.Join(a.dir, agentVal), out, 0o600); err != nil {
+			return answerOf(exitf(ctxExitError, "agent: %v", err))
 		}
 		return 0, nulKind("o", out), ""
 	}

@@ -81,7 +81,6 @@ __fnb_fnbridge() {
 		((++__fnb_rq))
 		builtin printf 'C\t%s.%d\t%s\t%s\t%d\t%s\n' "$__fnb_f" "$__fnb_rq" "$FNBRIDGE_CONTEXT" "$FNBRIDGE_CONTEXT_TOKEN" "$__fnb_rc" "${1//[$'\t\n']/ }" >&"$__fnb_areq"
 		__fnb_answer || builtin return
-		__fnb_file=$__fnb_dir/a.out
 	fi
 	if [[ $__fnb_k == [RO] ]]; then
 		# A NUL byte: no shell variable holds one.

@@ -150,6 +150,18 @@ agent_pid_reused() {
 	printf '|%s %s' "$v" "$w"
 }
 
+# A background child of a step's command that writes after the command
+# exited (here: once l2 has begun) writes into no later step's value; in
+# $(...) (the fnbridge command) a child that keeps stdout open does not
+# hold the step up.
+leftover() {
+	local a b c
+	fnbridge run --var a l1 -- sh -c '(while [ ! -e go ]; do sleep 0.01; done; echo late; touch wrote) & echo one' || return
+	fnbridge run --var b l2 -- sh -c 'touch go; while [ ! -e wrote ]; do sleep 0.01; done; echo two' || return
+	c=$(fnbridge run l3 -- sh -c 'sleep 30 & echo three') || return
+	printf '%s|%s|%s' "$a" "$b" "$c"
+}
+
 meta() {
 	fnbridge run "step $1" -- printf '%s\n' "$1" || return
 	fnbridge call Echo/echo "$1" || return
@@ -278,6 +290,25 @@ func TestSteps(t *testing.T) {
 		steptest.MustOutput(t, res, err, want)
 		if got := s.marker(t); got != "" {
 			t.Fatalf("the replay ran the external step (%q)", got)
+		}
+	})
+
+	// Rule (Bash API): "its stdout is the journaled value": what CMD
+	// printed, not what a child it left behind writes later, in the
+	// function's own shell and in $(...) alike.
+	t.Run("leftover children", func(t *testing.T) {
+		s := e.start(t, "leftover", nil)
+		j := &stepctxtest.Journal{}
+		start := time.Now()
+		res, err := s.invoke(t, e.Open(t, j), "")
+		steptest.MustOutput(t, res, err, "one\n|two\n|three")
+		if d := time.Since(start); d > 20*time.Second {
+			t.Fatalf("the steps took %s: l3 waited for its background child", d)
+		}
+		for i, want := range []string{"one\n", "two\n", "three\n"} {
+			if en := j.Entries()[i]; en.Result == nil || string(en.Result.Value) != want {
+				t.Fatalf("entry %d = %+v, want the value %q", i, en, want)
+			}
 		}
 	})
 
