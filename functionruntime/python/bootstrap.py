@@ -500,7 +500,7 @@ def _fnbridge_worker():
             fields["headers"] = dict(headers)
         return fields
 
-    def run(name, fn, *args, **kwargs):
+    def run(name, fn, /, *args, **kwargs):
         """Run fn(*args, **kwargs) as the journaled step name and return its result.
 
         A step recorded by an earlier attempt returns its journaled result
@@ -599,9 +599,12 @@ def _fnbridge_worker():
     def wait_all(*futures):
         """Wait for every future; return their results in order.
 
-        Raises the TerminalError of the first future (in order) that failed."""
+        Raises the TerminalError of the first future (in order) that failed;
+        no futures: []."""
         ctx = enter("wait_all")
         try:
+            if not futures:
+                return []
             check_futures("wait_all", ctx, futures)
             pending = []
             for f in futures:
@@ -620,13 +623,13 @@ def _fnbridge_worker():
         return [f.result() for f in futures]
 
     def wait_any(*futures):
-        """Wait until one of futures completes and return that Future."""
+        """Wait until one of futures completes and return that Future: the
+        first whose completion arrived, even if another was awaited before."""
         ctx = enter("wait_any")
         try:
             check_futures("wait_any", ctx, futures)
-            for f in futures:
-                if f._done:
-                    return f
+            # Always the endpoint's answer: only the journal knows which
+            # completion arrived first (and it answers the same on replay).
             answer = request(ctx, "wait_any", "await", {"handles": [f._handle for f in futures], "mode": "any"})
             i = answer.get("index")
             if not isinstance(i, int) or not 0 <= i < len(futures):

@@ -194,6 +194,14 @@ def context_socket(event):
 
 def unreachable(event):
     return [catch(fnbridge.invocation_id), catch(fnbridge.random)]
+
+def first_arrived(event):
+    a = fnbridge.sleep_async(0.1)
+    b = fnbridge.sleep_async(0.2)
+    b.result()
+    first = fnbridge.wait_any(a, b)
+    return {"first": "a" if first is a else "b", "none": fnbridge.wait_all(),
+            "kwargs": fnbridge.run("greet", lambda name, fn: name + fn, name="bob", fn="!")}
 `
 
 // steps is one registration of steps.<fn> and a context endpoint.
@@ -704,4 +712,15 @@ func TestStepsConnectionKeptAcrossAttempts(t *testing.T) {
 	if string(third.Output) == string(second.Output) {
 		t.Fatalf("sockets after the restart %s: want a new connection", third.Output)
 	}
+}
+
+// Rule (Python API): "wait_any(*futures) returns the first completed",
+// the one whose completion arrived first even when another was awaited
+// before (the journal here completes timers in the order they are made);
+// wait_all() of nothing is []; run passes kwargs named name and fn on to
+// the step's function.
+func TestStepsWaitAnyIsTheFirstArrived(t *testing.T) {
+	s := newSteps(t, "first_arrived")
+	res, err := s.invoke(t, s.Open(t, &stepctxtest.Journal{}), `null`)
+	steptest.MustOutput(t, res, err, `{"first":"a","none":[],"kwargs":"bob!"}`)
 }
