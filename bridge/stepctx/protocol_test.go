@@ -101,7 +101,11 @@ func TestProtocolOnTheWire(t *testing.T) {
 	r.want("/v1/await", `{"handles":["fut-99"]}`, 400, `{"error":"unknown handle \"fut-99\": not issued by sleep, call, awakeable or promise/get in this attempt"}`)
 	r.want("/v1/await", `{"handles":["fut-4"],"mode":"race"}`, 400, `{"error":"await \"mode\" \"race\": want \"all\" or \"any\""}`)
 	r.want("/v1/call", `{"service":"S"}`, 400, `{"error":"a call needs a non-empty \"service\" and \"handler\""}`)
-	r.want("/v1/sleep", `{"millis":-1}`, 400, `{"error":"sleep \"millis\" is -1; it must not be negative"}`)
+	r.want("/v1/sleep", `{"millis":-1}`, 400, `{"error":"sleep \"millis\" is -1; want 0 to 9223372036854 (about 292 years)"}`)
+	// Past the largest duration, which would wrap to a negative one: a
+	// sleep that ends at once, a delayed send delivered now.
+	r.want("/v1/sleep", `{"millis":10000000000000}`, 400, `{"error":"sleep \"millis\" is 10000000000000; want 0 to 9223372036854 (about 292 years)"}`)
+	r.want("/v1/send", `{"service":"S","handler":"h","delay_millis":10000000000000}`, 400, `{"error":"send \"delay_millis\" is 10000000000000; want 0 to 9223372036854 (about 292 years)"}`)
 	r.want("/v1/call", `{"service":"S","handler":"h","input_bytes":"`+strings.Repeat("A", 2000)+`"}`, 413, `{"error":"request body exceeds 1024 bytes"}`)
 	r.want("/v2/sleep", `{}`, 404, `{"error":"no fnbridge context operation \"/v2/sleep\" (this bridge speaks protocol v1)"}`)
 	if st, _ := r.post(http.MethodGet, "/v1/sleep", ""); st != http.StatusMethodNotAllowed {

@@ -10,6 +10,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"net"
 	"net/http"
 	"strconv"
@@ -556,8 +557,8 @@ func (a *Attempt) sleep(ctx context.Context, body []byte) (any, *apiError) {
 	if e := decode(body, &req); e != nil {
 		return nil, e
 	}
-	if req.Millis < 0 {
-		return nil, badRequest("sleep \"millis\" is %d; it must not be negative", req.Millis)
+	if req.Millis < 0 || req.Millis > maxMillis {
+		return nil, badRequest("sleep \"millis\" is %d; want 0 to %d (about 292 years)", req.Millis, maxMillis)
 	}
 	if e := a.notInRun(); e != nil {
 		return nil, e
@@ -648,8 +649,8 @@ func (a *Attempt) send(_ context.Context, body []byte) (any, *apiError) {
 	if e != nil {
 		return nil, e
 	}
-	if req.DelayMillis < 0 {
-		return nil, badRequest("send \"delay_millis\" is %d; it must not be negative", req.DelayMillis)
+	if req.DelayMillis < 0 || req.DelayMillis > maxMillis {
+		return nil, badRequest("send \"delay_millis\" is %d; want 0 to %d (about 292 years)", req.DelayMillis, maxMillis)
 	}
 	if e := a.notInRun(); e != nil {
 		return nil, e
@@ -660,6 +661,11 @@ func (a *Attempt) send(_ context.Context, body []byte) (any, *apiError) {
 	}
 	return sendResponse{InvocationID: id}, nil
 }
+
+// maxMillis is the longest sleep or delay: the largest time.Duration, in
+// milliseconds. A longer one would overflow into a negative duration, a
+// wait that ends at once.
+const maxMillis = math.MaxInt64 / int64(time.Millisecond)
 
 func (a *Attempt) await(ctx context.Context, body []byte) (any, *apiError) {
 	var req awaitRequest
