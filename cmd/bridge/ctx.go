@@ -190,7 +190,6 @@ func terminal(what string, f *stepctx.Failure) error {
 }
 
 func newCtxRunCmd() *cobra.Command {
-	var toVar string
 	cmd := &cobra.Command{
 		Use:   "run [--var VAR] NAME -- CMD [ARG...]",
 		Short: "Run CMD once as the durable step NAME; its stdout is the step's value",
@@ -207,17 +206,28 @@ for itself, and runs a builtin CMD (printf, echo, true, false, test, :) in the
 shell; there --var VAR assigns the value to the shell variable VAR instead
 of printing it, so  fnbridge run --var v NAME -- CMD  costs no fork at all
 where  v=$(fnbridge run NAME -- CMD)  forks a subshell.`,
-		Args: func(cmd *cobra.Command, args []string) error {
-			if cmd.ArgsLenAtDash() != 1 || len(args) < 2 {
+		// Parsed by hand, as the shell function does: NAME is whatever
+		// comes first (a name starting with - included, which cobra would
+		// take for a flag), and everything after -- is CMD's.
+		DisableFlagParsing: true,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if len(args) == 1 && (args[0] == "-h" || args[0] == "--help") {
+				return cmd.Help()
+			}
+			toVar := false
+			switch {
+			case len(args) > 0 && args[0] == "--var":
+				toVar, args = true, args[min(2, len(args)):]
+			case len(args) > 0 && strings.HasPrefix(args[0], "--var="):
+				toVar, args = true, args[1:]
+			}
+			if len(args) < 3 || args[1] != "--" || args[0] == "" {
 				return exitf(ctxExitUsage, "usage: fnbridge run [--var VAR] NAME -- CMD [ARG...]")
 			}
-			return nil
-		},
-		RunE: func(cmd *cobra.Command, args []string) error {
-			if toVar != "" {
+			if toVar {
 				return exitf(ctxExitUsage, "run --var works only in the function's own shell, where fnbridge is a shell function; in a subshell or a child process capture stdout instead: v=$(fnbridge run NAME -- CMD)")
 			}
-			name, argv := args[0], args[1:]
+			name, argv := args[0], args[2:]
 			c, err := ctxClient()
 			if err != nil {
 				return err
@@ -237,7 +247,6 @@ where  v=$(fnbridge run NAME -- CMD)  forks a subshell.`,
 			return executeStep(cmd, c, name, h, argv)
 		},
 	}
-	cmd.Flags().StringVar(&toVar, "var", "", "assign the value to the shell variable VAR (the shell function only)")
 	return cmd
 }
 

@@ -176,6 +176,13 @@ func TestCtxArgumentsStayData(t *testing.T) {
 	if string(got[1].Call.Input) != payload || got[2].Call.Key != evil {
 		t.Errorf("journaled %q and key %q", got[1].Call.Input, got[2].Call.Key)
 	}
+	// Rule (Bash API): arguments are data, a step's NAME too: one that
+	// starts with - is a name, as in the shell function, not a flag.
+	fnbridge(t, "", "run", "-lead", "--", "printf", "x").want(t, 0, "x", "")
+	fnbridge(t, "", "run", "--help", "--", "printf", "y").want(t, 0, "y", "")
+	if got := e.j.Entries(); got[3].Name != "-lead" || got[4].Name != "--help" {
+		t.Errorf("step names %q and %q, want -lead and --help", got[3].Name, got[4].Name)
+	}
 }
 
 func TestCtxSleep(t *testing.T) {
@@ -259,6 +266,8 @@ func TestCtxUsageAndEnvironment(t *testing.T) {
 	fnbridge(t, "", "run", "x", "--").want(t, 2, "", "usage: fnbridge run [--var VAR] NAME -- CMD")
 	// The binary cannot assign a variable of the shell that started it.
 	fnbridge(t, "", "run", "--var", "v", "x", "--", "true").want(t, 2, "", "run --var works only in the function's own shell")
+	fnbridge(t, "", "run", "--var=v", "x", "--", "true").want(t, 2, "", "run --var works only in the function's own shell")
+	fnbridge(t, "", "run", "--", "echo", "hi").want(t, 2, "", "usage: fnbridge run [--var VAR] NAME -- CMD")
 	fnbridge(t, "", "frobnicate").want(t, 2, "", "unknown command")
 	if n := len(e.j.Entries()); n != 0 {
 		t.Errorf("usage errors journaled %d commands", n)
