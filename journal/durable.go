@@ -98,6 +98,19 @@ func sameCall(service, handler, key, idem string, param []byte, t CallTarget) bo
 	return service == t.Service && handler == t.Handler && key == t.Key && idem == t.IdempotencyKey && bytes.Equal(param, t.Parameter)
 }
 
+// callDiff says how a replayed call to the same callee differs from the
+// one issued, for the mismatch error, whose two sides would otherwise read
+// the same; "" when the callee differs (the sides name it).
+func callDiff(service, handler, key, idem string, param []byte, t CallTarget) string {
+	switch {
+	case service != t.Service || handler != t.Handler || key != t.Key:
+		return ""
+	case idem != t.IdempotencyKey:
+		return fmt.Sprintf(" with another idempotency key (the journal's %q, the handler's %q)", idem, t.IdempotencyKey)
+	}
+	return " with another input (" + valueDiff(param, t.Parameter) + ")"
+}
+
 // Sleep issues a SleepCommand waking at wakeUpMs (milliseconds since the
 // Unix epoch; the caller owns the clock) and returns its completion id,
 // which SleepCompletionNotification completes. A replayed sleep keeps its
@@ -136,6 +149,9 @@ func (m *Machine) Call(t CallTarget) (invocationID, result uint32, err error) {
 	if c != nil {
 		msg, ok := c.msg.(*servicev1.CallCommandMessage)
 		if !ok || !sameCall(msg.GetServiceName(), msg.GetHandlerName(), msg.GetKey(), msg.GetIdempotencyKey(), msg.GetParameter(), t) {
+			if ok {
+				issued += callDiff(msg.GetServiceName(), msg.GetHandlerName(), msg.GetKey(), msg.GetIdempotencyKey(), msg.GetParameter(), t)
+			}
 			return 0, 0, m.mismatchIssued(i, c, issued)
 		}
 		m.bump(msg.GetInvocationIdNotificationIdx())
@@ -166,6 +182,9 @@ func (m *Machine) OneWayCall(t CallTarget, invokeTimeMs uint64) (invocationID ui
 	if c != nil {
 		msg, ok := c.msg.(*servicev1.OneWayCallCommandMessage)
 		if !ok || !sameCall(msg.GetServiceName(), msg.GetHandlerName(), msg.GetKey(), msg.GetIdempotencyKey(), msg.GetParameter(), t) {
+			if ok {
+				issued += callDiff(msg.GetServiceName(), msg.GetHandlerName(), msg.GetKey(), msg.GetIdempotencyKey(), msg.GetParameter(), t)
+			}
 			return 0, m.mismatchIssued(i, c, issued)
 		}
 		m.bump(msg.GetInvocationIdNotificationIdx())

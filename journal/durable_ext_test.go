@@ -193,6 +193,20 @@ func TestDurableCommandsMismatch(t *testing.T) {
 			[]string{`the journal has CallCommand to S/h (key "k")`, "the handler issued SleepCommand"}},
 		{"call to another handler", callCmd(1, 2, target), func(m *journal.Machine) error { _, _, err := m.Call(other); return err },
 			[]string{`CallCommand to S/h (key "k")`, `CallCommand to S/h2 (key "k")`}},
+		{"call with another input", callCmd(1, 2, target), func(m *journal.Machine) error {
+			changed := target
+			changed.Parameter = []byte(`{"n":2}`)
+			_, _, err := m.Call(changed)
+			return err
+		},
+			[]string{`the journal has CallCommand to S/h (key "k"), the handler issued CallCommand to S/h (key "k") with another input (the journal's value is ` + fmt.Sprintf("%q", target.Parameter) + `, the handler's "{\"n\":2}")`}},
+		{"send with another idempotency key", sendCmd(1, target, 0), func(m *journal.Machine) error {
+			changed := target
+			changed.IdempotencyKey = "other"
+			_, err := m.OneWayCall(changed, 0)
+			return err
+		},
+			[]string{`with another idempotency key (the journal's ` + fmt.Sprintf("%q", target.IdempotencyKey) + `, the handler's "other")`}},
 		{"send replayed, call issued", sendCmd(1, target, 0), func(m *journal.Machine) error { _, _, err := m.Call(target); return err },
 			[]string{"the journal has OneWayCallCommand to S/h", "the handler issued CallCommand to S/h"}},
 		{"run replayed, sleep issued", runCmd(1, "r"), func(m *journal.Machine) error { _, err := m.Sleep(5); return err },
