@@ -38,7 +38,7 @@ func newLocalJournal() *localJournal {
 
 // NeedsRestateError is why a context call failed under `bridge invoke`.
 type NeedsRestateError struct {
-	// Op is the call as the function wrote it, e.g. "fnbridge.call".
+	// Op names the operation, in both languages' spelling where it has one.
 	Op string
 }
 
@@ -65,11 +65,11 @@ func (j *localJournal) Sleep(_ context.Context, d time.Duration) (stepctx.Future
 }
 
 func (j *localJournal) Call(context.Context, stepctx.CallRequest) (stepctx.Future, error) {
-	return nil, &NeedsRestateError{Op: "fnbridge.call"}
+	return nil, &NeedsRestateError{Op: "a durable call (fnbridge.call in Python, fnbridge call in Bash)"}
 }
 
 func (j *localJournal) Send(context.Context, stepctx.SendRequest) (string, error) {
-	return "", &NeedsRestateError{Op: "fnbridge.send"}
+	return "", &NeedsRestateError{Op: "a one-way call (fnbridge.send in Python, fnbridge send in Bash)"}
 }
 
 // Await waits for the timers' real deadlines (the last one for AwaitAll,

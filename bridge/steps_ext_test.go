@@ -265,7 +265,9 @@ func TestInvokeStepsCallNeedsRestate(t *testing.T) {
 			})
 			_, err := b.Invoke(context.Background(), "Svc", "fn", []byte(`{}`))
 			var be *bridge.Error
-			if !errors.As(err, &be) || be.Class != bridge.ClassTerminal || !strings.Contains(err.Error(), op+" needs Restate: run it through `bridge serve`") {
+			want := map[string]string{"fnbridge.call": "a durable call (fnbridge.call in Python, fnbridge call in Bash)",
+				"fnbridge.send": "a one-way call (fnbridge.send in Python, fnbridge send in Bash)"}[op]
+			if !errors.As(err, &be) || be.Class != bridge.ClassTerminal || !strings.Contains(err.Error(), want+" needs Restate: run it through `bridge serve`") {
 				t.Fatalf("err = %v, want a terminal error saying %s needs Restate", err, op)
 			}
 		})

@@ -613,8 +613,8 @@ func testStepsInvoke(t *testing.T, env *bridgeEnv) {
 		if stdout != "" {
 			t.Errorf("bridge invoke Local/%s printed output %q", h, stdout)
 		}
-		if last := lastLine(stderr); !strings.Contains(last, "fnbridge.call needs Restate") {
-			t.Errorf("bridge invoke Local/%s: the last stderr line %q does not say fnbridge.call needs Restate\n%s", h, last, stderr)
+		if last := lastLine(stderr); !strings.Contains(last, "a durable call (fnbridge.call in Python, fnbridge call in Bash) needs Restate") {
+			t.Errorf("bridge invoke Local/%s: the last stderr line %q does not say a durable call needs Restate, in both spellings\n%s", h, last, stderr)
 		}
 	}
 }
