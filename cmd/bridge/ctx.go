@@ -348,16 +348,31 @@ func printResult(cmd *cobra.Command, what string, r stepctx.Result) error {
 	return writeOut(cmd, append(r.Value, '\n'))
 }
 
-// parseCtxDuration reads 90 (seconds), 90s, 5m, 1h, 1m30s, 250ms.
+// parseCtxDuration reads 90 or 1.5 (seconds, as sleep(1) takes them), 90s,
+// 5m, 1h, 1m30s, 250ms.
 func parseCtxDuration(s string) (time.Duration, error) {
-	if n, err := strconv.ParseUint(s, 10, 32); err == nil {
-		return time.Duration(n) * time.Second, nil
+	in := s
+	if whole, frac, dotted := strings.Cut(s, "."); isDigits(whole) && (!dotted || isDigits(frac)) {
+		s += "s"
 	}
 	d, err := time.ParseDuration(s)
 	if err != nil || d < 0 {
-		return 0, exitf(ctxExitUsage, "duration %q: want seconds (90) or a Go duration (90s, 5m, 1h)", s)
+		return 0, exitf(ctxExitUsage, "duration %q: want seconds (90, 1.5) or a Go duration (90s, 5m, 1h)", in)
 	}
 	return d, nil
+}
+
+// isDigits reports whether s is one or more ASCII digits.
+func isDigits(s string) bool {
+	if s == "" {
+		return false
+	}
+	for _, r := range s {
+		if r < '0' || r > '9' {
+			return false
+		}
+	}
+	return true
 }
 
 func newCtxSleepCmd() *cobra.Command {
