@@ -85,18 +85,7 @@ func TestRegistrationFailedOnceIsRetried(t *testing.T) {
 func TestRegistrationFailingThreeRoundsIsPermanent(t *testing.T) {
 	rt := &failingRuntime{failures: 1000}
 	p := failingPool(t, rt)
-	now := time.Unix(1_000_000, 0)
-	p.now = func() time.Time { return now }
-	var classes []Class
-	for round := 0; round < permanentAfter; round++ {
-		_, err := p.lease(context.Background())
-		e, ok := err.(*Error)
-		if !ok || !strings.Contains(e.Message, "does not run: signal: killed") {
-			t.Fatalf("round %d: lease error %v, want one carrying the fatal error", round, err)
-		}
-		classes = append(classes, e.Class)
-		now = now.Add(maxRegisterBackoff)
-	}
+	classes := classesByRound(t, p, "does not run: signal: killed")
 	want := []Class{ClassUnavailable, ClassUnavailable, ClassPermanent}
 	for i := range want {
 		if classes[i] != want[i] {
@@ -106,6 +95,26 @@ func TestRegistrationFailingThreeRoundsIsPermanent(t *testing.T) {
 	if len(rt.attempts) != 2*permanentAfter {
 		t.Fatalf("registration attempts %v, want two per round", rt.attempts)
 	}
+}
+
+// classesByRound leases from p once per round of backoff (its clock moved
+// past each retry), permanentAfter rounds, and returns each failure's
+// class; every failure must say want.
+func classesByRound(t *testing.T, p *pool, want string) []Class {
+	t.Helper()
+	now := time.Unix(1_000_000, 0)
+	p.now = func() time.Time { return now }
+	var classes []Class
+	for round := 0; round < permanentAfter; round++ {
+		_, err := p.lease(context.Background())
+		e, ok := err.(*Error)
+		if !ok || !strings.Contains(e.Message, want) {
+			t.Fatalf("round %d: lease error %v, want one saying %q", round, err, want)
+		}
+		classes = append(classes, e.Class)
+		now = now.Add(maxRegisterBackoff)
+	}
+	return classes
 }
 
 // A caller of a remote runtime that registered the pool's run UID first,
@@ -176,18 +185,7 @@ func TestMissingHandlerSourceGoesThroughTheRounds(t *testing.T) {
 				Timeout: Duration(DefaultTimeout), IdleTimeout: Duration(DefaultIdleTimeout), LeaseTimeout: Duration(DefaultLeaseTimeout)}
 			p := newPool("test", "S", h, functionruntime.NewLocalClient(srv), zerolog.Nop(), &sync.Once{})
 			t.Cleanup(func() { _ = p.close(context.Background()) })
-			now := time.Unix(1_000_000, 0)
-			p.now = func() time.Time { return now }
-			var classes []Class
-			for round := 0; round < permanentAfter; round++ {
-				_, err := p.lease(context.Background())
-				e, ok := err.(*Error)
-				if !ok || !strings.Contains(e.Message, tc.file) {
-					t.Fatalf("round %d: lease error %v, want one naming %s", round, err, tc.file)
-				}
-				classes = append(classes, e.Class)
-				now = now.Add(maxRegisterBackoff)
-			}
+			classes := classesByRound(t, p, tc.file)
 			if want := []Class{ClassUnavailable, ClassUnavailable, ClassPermanent}; !slices.Equal(classes, want) {
 				t.Fatalf("classes by round %v, want %v", classes, want)
 			}
