@@ -153,6 +153,9 @@ func (d *configDecoder) decode(n *yaml.Node, v reflect.Value, path string) {
 		d.nulls[path] = true
 		return // left out: the field keeps its zero value, as if absent
 	}
+	// A value written after a null at the same path (a merge key's null,
+	// then the mapping's own value) is what counts.
+	delete(d.nulls, path)
 	if v.CanAddr() {
 		switch ptr := v.Addr().Interface().(type) {
 		case yaml.Unmarshaler:
@@ -373,7 +376,11 @@ func (d *configDecoder) refuseWrittenZeros(cfg *Config) {
 			check(hp+".idle_timeout", h.IdleTimeout == 0, "0 is not allowed: want at least 1s (left out: %s)", Duration(DefaultIdleTimeout))
 			check(hp+".concurrency", h.Concurrency == 0, "0 is not allowed: want 1..%d (left out: %d)", MaxConcurrency, DefaultConcurrency)
 			check(hp+".lease_timeout", h.LeaseTimeout == 0, "0 is not allowed: want 0 < lease_timeout <= %s (left out: %s)", Duration(MaxTimeout), Duration(DefaultLeaseTimeout))
-			check(hp+".suspend_after", h.SuspendAfter == 0, "0 is not allowed: want a positive duration shorter than timeout (left out: %s, at most half the timeout)", Duration(DefaultSuspendAfter))
+			if h.Durability == DurabilitySteps {
+				check(hp+".suspend_after", h.SuspendAfter == 0, "0 is not allowed: want a positive duration shorter than timeout (left out: %s, at most half the timeout)", Duration(DefaultSuspendAfter))
+			} else {
+				check(hp+".suspend_after", h.SuspendAfter == 0, "only applies with durability: steps (a function-mode handler never waits on the journal)")
+			}
 		}
 	}
 }

@@ -168,6 +168,13 @@ func TestConfigErrorsNameLineFieldAndWhatIsAllowed(t *testing.T) {
 				"line 12: services[0].handlers[0].concurrency: 0 is not allowed: want 1..256 (left out: 1)\n" +
 				"line 13: services[0].handlers[0].lease_timeout: 0 is not allowed: want 0 < lease_timeout <= 15m (left out: 5s)\n" +
 				"line 14: services[0].handlers[0].suspend_after: 0 is not allowed: want a positive duration shorter than timeout (left out: 5s, at most half the timeout)"},
+		{"a written zero after a merged null",
+			servicesStart + "      - &base {name: a, runtime: python, dir: functions, handler: greeter.greet, timeout: ~}\n" +
+				"      - <<: *base\n        name: b\n        timeout: 0s\n",
+			"line 7: services[0].handlers[1].timeout: 0 is not allowed: want 0 < timeout <= 15m (left out: 30s)"},
+		{"a written zero suspend_after on a function-mode handler",
+			servicesStart + "      - {name: h, runtime: python, dir: functions, handler: greeter.greet, suspend_after: 0s}\n",
+			"line 4: services[0].handlers[0].suspend_after: only applies with durability: steps (a function-mode handler never waits on the journal)"},
 		{"every problem at once, in line order",
 			"protocol_mode: grpc\nlisten: [a]\n" + servicesStart + "      - {name: h, runtime: python, dir: functions, handler: greeter.greet, timeout: 20h, colour: red}\n",
 			"line 1: protocol_mode: \"grpc\" is not allowed (bidi | request_response)\n" +
