@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
+	"golang.org/x/sys/unix"
 
 	"github.com/fnbridge/fnbridge/bridge/stepctx"
 )
@@ -234,6 +235,13 @@ where  v=$(fnbridge run NAME -- CMD)  forks a subshell.`,
 			}
 			defer c.Close()
 			ctx := cmd.Context()
+			// Before the step starts: a run left open would refuse every
+			// later context call of the attempt.
+			out, err := stepStdout()
+			if err != nil {
+				return exitf(ctxExitError, "run %s: a file for the step's stdout: %v", name, err)
+			}
+			defer out.Close()
 			rec, h, err := c.RunStart(ctx, name)
 			if err != nil {
 				return callFailed(err)
@@ -244,26 +252,30 @@ where  v=$(fnbridge run NAME -- CMD)  forks a subshell.`,
 				}
 				return writeOut(cmd, rec.Value)
 			}
-			return executeStep(cmd, c, name, h, argv)
+			return executeStep(cmd, c, name, h, argv, out)
 		},
 	}
 	return cmd
 }
 
-// executeStep runs argv for the run handle h and reports its outcome.
-func executeStep(cmd *cobra.Command, c *stepctx.Client, name, h string, argv []string) error {
-	ctx := cmd.Context()
-	// CMD's stdout is a file, unlinked at once, as in the shell function:
-	// the value is what CMD printed by the time it exited, and a
-	// background child of it that keeps the descriptor open neither holds
-	// the step up (a pipe would, until the child closed it) nor writes
-	// into another step's value.
-	outFile, err := os.CreateTemp("", "fnbridge-step-*")
+// stepStdout is the file CMD's stdout goes to, as in the shell function:
+// the value is what CMD printed by the time it exited, and a background
+// child of it that keeps the descriptor open neither holds the step up (a
+// pipe would, until the child closed it) nor writes into another step's
+// value. A memfd needs no writable directory (the function's TMPDIR may
+// have none).
+func stepStdout() (*os.File, error) {
+	fd, err := unix.MemfdCreate("fnbridge-step", unix.MFD_CLOEXEC)
 	if err != nil {
-		return exitf(ctxExitError, "run %s: a file for the step's stdout: %v", name, err)
+		return nil, err
 	}
-	_ = os.Remove(outFile.Name())
-	defer outFile.Close()
+	return os.NewFile(uintptr(fd), "fnbridge-step"), nil
+}
+
+// executeStep runs argv for the run handle h, its stdout to outFile, and
+// reports its outcome.
+func executeStep(cmd *cobra.Command, c *stepctx.Client, name, h string, argv []string, outFile *os.File) error {
+	ctx := cmd.Context()
 	x := exec.Command(argv[0], argv[1:]...)
 	x.Stdin, x.Stdout, x.Stderr = cmd.InOrStdin(), outFile, cmd.ErrOrStderr()
 	status, why := 0, ""

@@ -370,3 +370,15 @@ func TestGroupCommandsRefuseUnknownSubcommands(t *testing.T) {
 		}
 	}
 }
+
+// A step's stdout needs no writable directory: the function's TMPDIR may
+// be missing or read-only, and fnbridge run works all the same.
+func TestCtxRunNeedsNoTempDirectory(t *testing.T) {
+	e := newCtxEnv(t, &stepctxtest.Journal{})
+	t.Setenv("TMPDIR", filepath.Join(t.TempDir(), "missing"))
+	fnbridge(t, "", "run", "s", "--", "printf", "hi").want(t, 0, "hi", "")
+	fnbridge(t, "", "run", "t", "--", "printf", "again").want(t, 0, "again", "")
+	if n := len(e.j.Entries()); n != 2 {
+		t.Fatalf("%d entries, want the two steps", n)
+	}
+}
