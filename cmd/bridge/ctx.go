@@ -215,6 +215,22 @@ where  v=$(fnbridge run NAME -- CMD)  forks a subshell.`,
 			if len(args) == 1 && (args[0] == "-h" || args[0] == "--help") {
 				return cmd.Help()
 			}
+			// The inherited flags (--log-level, ...) may come first: cobra
+			// leaves them to a command that parses its own.
+			for len(args) > 1 && strings.HasPrefix(args[0], "--") && args[0] != "--" && !strings.HasPrefix(args[0], "--var") {
+				flag, _, inline := strings.Cut(args[0][2:], "=")
+				if cmd.InheritedFlags().Lookup(flag) == nil {
+					break
+				}
+				n := 2
+				if inline {
+					n = 1
+				}
+				if err := cmd.InheritedFlags().Parse(args[:min(n, len(args))]); err != nil {
+					return exitf(ctxExitUsage, "%v", err)
+				}
+				args = args[min(n, len(args)):]
+			}
 			toVar := false
 			switch {
 			case len(args) > 0 && args[0] == "--var":

@@ -306,6 +306,34 @@ func TestCtxAsSubcommand(t *testing.T) {
 	}
 }
 
+// `fnbridge run` parses its own arguments (a NAME may start with -), and
+// the bridge's global flags still parse before and after ctx and before
+// NAME.
+func TestCtxRunTakesTheGlobalFlags(t *testing.T) {
+	e := newCtxEnv(t, &stepctxtest.Journal{})
+	for _, args := range [][]string{
+		{"--log-level", "debug", "ctx", "run", "a", "--", "true"},
+		{"ctx", "--log-level=debug", "run", "b", "--", "true"},
+		{"ctx", "run", "--log-format", "console", "c", "--", "true"},
+	} {
+		root := newRootCmd()
+		var out, errb bytes.Buffer
+		root.SetOut(&out)
+		root.SetErr(&errb)
+		root.SetArgs(args)
+		if err := root.Execute(); err != nil {
+			t.Fatalf("bridge %s: %v (stderr %q)", strings.Join(args, " "), err, errb.String())
+		}
+	}
+	var names []string
+	for _, en := range e.j.Entries() {
+		names = append(names, en.Name)
+	}
+	if got := strings.Join(names, ","); got != "a,b,c" {
+		t.Fatalf("steps %q, want a,b,c", got)
+	}
+}
+
 // The step agent outlives no worker: waitGone returns when the process
 // ends, even before its parent reaps it (a zombie still answers kill -0,
 // and a pid the kernel reuses would too).
