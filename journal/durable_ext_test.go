@@ -200,6 +200,11 @@ func TestDurableCommandsMismatch(t *testing.T) {
 			return err
 		},
 			[]string{`the journal has CallCommand to S/h (key "k"), the handler issued CallCommand to S/h (key "k") with another input (the journal's value is ` + fmt.Sprintf("%q", target.Parameter) + `, the handler's "{\"n\":2}")`}},
+		{"call with a long input that differs late", callCmd(1, 2, withParam(target, `{"pad":"`+strings.Repeat("x", 80)+`","n":1}`)), func(m *journal.Machine) error {
+			_, _, err := m.Call(withParam(target, `{"pad":"`+strings.Repeat("x", 80)+`","n":2}`))
+			return err
+		},
+			[]string{`with another input (the values differ from byte 94: the journal's (96 bytes) has "xxxxxxxxxx\",\"n\":1}" there, the handler's (96 bytes) "xxxxxxxxxx\",\"n\":2}")`}},
 		{"send with another idempotency key", sendCmd(1, target, 0), func(m *journal.Machine) error {
 			changed := target
 			changed.IdempotencyKey = "other"
@@ -395,4 +400,10 @@ func TestAwaitDuringReplayTheJournalCannotSatisfy(t *testing.T) {
 			}
 		})
 	}
+}
+
+// withParam is t with the input p.
+func withParam(t journal.CallTarget, p string) journal.CallTarget {
+	t.Parameter = []byte(p)
+	return t
 }

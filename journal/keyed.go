@@ -208,9 +208,23 @@ func resultDiff(v *servicev1.Value, f *servicev1.Failure, res Result) string {
 	return ""
 }
 
-// valueDiff describes two different values briefly.
+// valueDiff describes two different values briefly. Past 64 bytes it
+// quotes both around the first byte that differs, so two long values that
+// share their start do not read the same.
 func valueDiff(journaled, issued []byte) string {
-	return fmt.Sprintf("the journal's value is %s, the handler's %s", brief(journaled), brief(issued))
+	if len(journaled) <= 64 && len(issued) <= 64 {
+		return fmt.Sprintf("the journal's value is %s, the handler's %s", brief(journaled), brief(issued))
+	}
+	at := 0
+	for at < len(journaled) && at < len(issued) && journaled[at] == issued[at] {
+		at++
+	}
+	from := max(at-16, 0)
+	window := func(b []byte) string {
+		return fmt.Sprintf("%q", b[min(from, len(b)):min(from+64, len(b))])
+	}
+	return fmt.Sprintf("the values differ from byte %d: the journal's (%d bytes) has %s there, the handler's (%d bytes) %s",
+		at, len(journaled), window(journaled), len(issued), window(issued))
 }
 
 // brief quotes a value, cut at 64 bytes.
