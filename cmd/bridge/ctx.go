@@ -376,11 +376,11 @@ func printResult(cmd *cobra.Command, what string, r stepctx.Result) error {
 	return writeOut(cmd, append(r.Value, '\n'))
 }
 
-// parseCtxDuration reads 90 or 1.5 (seconds, as sleep(1) takes them), 90s,
-// 5m, 1h, 1m30s, 250ms.
+// parseCtxDuration reads 90, 1.5, .5 or 1. (seconds, as sleep(1) takes
+// them), 90s, 5m, 1h, 1m30s, 250ms.
 func parseCtxDuration(s string) (time.Duration, error) {
 	in := s
-	if whole, frac, dotted := strings.Cut(s, "."); isDigits(whole) && (!dotted || isDigits(frac)) {
+	if whole, frac, dotted := strings.Cut(s, "."); (isDigits(whole) || dotted && whole == "") && (frac == "" || isDigits(frac)) && (whole != "" || frac != "") {
 		s += "s"
 	}
 	d, err := time.ParseDuration(s)
@@ -407,7 +407,7 @@ func newCtxSleepCmd() *cobra.Command {
 	var async bool
 	cmd := &cobra.Command{
 		Use:   "sleep [--async] DURATION",
-		Short: "Sleep durably: 90 (seconds), 90s, 5m, 1h; --async prints a handle for await",
+		Short: "Sleep durably: 90 or 1.5 (seconds), 90s, 5m, 1h; --async prints a handle for await",
 		Args:  exactArgs(1, "fnbridge sleep [--async] DURATION"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			d, err := parseCtxDuration(args[0])
@@ -563,7 +563,7 @@ func newCtxSendCmd() *cobra.Command {
 		},
 	}
 	f.add(cmd)
-	cmd.Flags().StringVar(&delay, "delay", "", "deliver after this long: 90 (seconds), 90s, 5m, 1h")
+	cmd.Flags().StringVar(&delay, "delay", "", "deliver after this long: 90 or 1.5 (seconds), 90s, 5m, 1h")
 	return cmd
 }
 

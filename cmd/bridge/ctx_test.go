@@ -187,17 +187,17 @@ func TestCtxArgumentsStayData(t *testing.T) {
 
 func TestCtxSleep(t *testing.T) {
 	e := newCtxEnv(t, &stepctxtest.Journal{})
-	for _, arg := range []string{"90", "90s", "5m", "1h", "1m30s", "1.5"} {
+	for _, arg := range []string{"90", "90s", "5m", "1h", "1m30s", "1.5", ".5", "2."} {
 		fnbridge(t, "", "sleep", arg).want(t, 0, "", "")
 	}
-	want := []time.Duration{90 * time.Second, 90 * time.Second, 5 * time.Minute, time.Hour, 90 * time.Second, 1500 * time.Millisecond}
+	want := []time.Duration{90 * time.Second, 90 * time.Second, 5 * time.Minute, time.Hour, 90 * time.Second, 1500 * time.Millisecond, 500 * time.Millisecond, 2 * time.Second}
 	for i, en := range e.j.Entries() {
 		if en.Kind != "sleep" || en.Duration != want[i] {
 			t.Errorf("entry %d: %+v, want sleep %v", i, en, want[i])
 		}
 	}
 	fnbridge(t, "", "sleep", "5 minutes").want(t, 2, "", `duration "5 minutes"`)
-	for _, bad := range []string{"1.", ".5", "1.5.2", "1d", "0x10"} {
+	for _, bad := range []string{".", "1.5.2", "1d", "0x10", "1.5x"} {
 		fnbridge(t, "", "sleep", bad).want(t, 2, "", `duration "`+bad+`": want seconds (90, 1.5)`)
 	}
 	fnbridge(t, "", "sleep", "--", "-5s").want(t, 2, "", `duration "-5s"`)

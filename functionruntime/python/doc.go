@@ -80,7 +80,7 @@
 // to the endpoint (see package bridge/stepctx), journaled and replayed in
 // order. Code outside steps re-runs on every attempt.
 //
-//	fnbridge.run(name, fn, *args, **kwargs)   a step: fn's JSON-encodable result is journaled
+//	fnbridge.run(name, fn, /, *args, **kwargs) a step: fn's JSON-encodable result is journaled
 //	fnbridge.sleep(seconds)                   a durable timer (seconds or timedelta)
 //	fnbridge.call(service, handler, input=None, *, key=None, idempotency_key=None, headers=None)
 //	fnbridge.send(service, handler, input=None, *, key=None, delay=None, idempotency_key=None, headers=None)
