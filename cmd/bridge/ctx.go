@@ -312,8 +312,9 @@ func executeStep(cmd *cobra.Command, c *stepctx.Client, name, h string, argv []s
 		}
 	}
 	out, err := readAll(outFile)
-	if err != nil {
-		return exitf(ctxExitError, "run %s: the step's stdout: %v", name, err)
+	if err != nil && status == 0 {
+		// Reported like a failed CMD, so the run does not stay open.
+		status, why = 126, fmt.Sprintf("reading %s's stdout: %v", argv[0], err)
 	}
 	outcome, exit := stepOutcome(name, status, why, out)
 	if err := c.RunComplete(ctx, h, outcome); err != nil {
