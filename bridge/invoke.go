@@ -22,7 +22,7 @@ import (
 const runName = "invoke"
 
 // handlerFunc is one invocation: Input → Run("invoke") → InvokeFunction →
-// journaled run completion → Output. On replay with a recorded completion
+// the run's completion proposed → Output, in the same write. On replay with a recorded completion
 // the run closure is not called, so InvokeFunction is not either.
 func (b *Bridge) handlerFunc(p *pool) restate.HandlerFunc {
 	return func(ctx restate.Context, input []byte) ([]byte, error) {
@@ -41,7 +41,9 @@ func (b *Bridge) handlerFunc(p *pool) restate.HandlerFunc {
 			ictx   context.Context
 			leased *slot
 		)
-		value, err := ctx.RunReady(runName, func(rctx context.Context) error {
+		// RunLast: the output follows from the run's record alone, so the
+		// proposal and the Output go to Restate together.
+		value, err := ctx.RunLast(runName, func(rctx context.Context) error {
 			executed = true
 			ictx = b.keyed[p].withKey(att.context(rctx), ctx.Key())
 			s, err := p.lease(ictx)

@@ -538,12 +538,16 @@ func TestBadInputIdentity(t *testing.T) {
 		if got == nil {
 			t.Fatalf("signed invocation refused: %s", body)
 		}
-		// REQUEST_RESPONSE-like use of a BIDI endpoint: the body ended, so
-		// the run proposal is the last frame; the invocation was accepted.
-		if _, ok := restatetest.Message[*servicev1.ProposeRunCompletionMessage](got[len(got)-1]); !ok {
-			if _, ok := restatetest.Message[*servicev1.SuspensionMessage](got[len(got)-1]); !ok {
-				t.Fatalf("signed invocation answered %v", got)
-			}
+		// REQUEST_RESPONSE-like use of a BIDI endpoint: the invocation was
+		// accepted, ran and ended with its output after the run proposal.
+		if len(got) < 2 {
+			t.Fatalf("signed invocation answered %v", got)
+		}
+		if _, ok := restatetest.Message[*servicev1.OutputCommandMessage](got[len(got)-2]); !ok {
+			t.Fatalf("signed invocation answered %v", got)
+		}
+		if _, ok := restatetest.Message[*servicev1.EndMessage](got[len(got)-1]); !ok {
+			t.Fatalf("signed invocation answered %v", got)
 		}
 	}
 	good(t)

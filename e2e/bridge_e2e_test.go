@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -73,7 +74,7 @@ func TestBridge(t *testing.T) {
 				{"a terminal failure reaches the caller and is not retried", testTerminalFailure},
 				{"a timeout fails retryably and kills the worker each time", testTimeoutRetried},
 				{"cancelling an invocation kills the worker and ends it with 409 cancelled", testCancelKillsWorker},
-				{"REQUEST_RESPONSE mode completes the run by replay after suspension", testRequestResponse(6)},
+				{"REQUEST_RESPONSE mode completes in one request", testRequestResponse(6)},
 				{"a bridge crash after a journaled run replays the recorded result without executing again", testCrashReplays},
 				{"a bridge with identity keys rejects an unsigned restate-server with 401", testUnsignedServerRejected},
 				{"SIGTERM lets an in-flight invocation finish and exits 0", testGracefulShutdown},
@@ -89,7 +90,7 @@ func TestBridge(t *testing.T) {
 			},
 			cases: []bridgeCase{
 				{"a Python and a Bash function return their results", testFunctionsReturnResults(7)},
-				{"REQUEST_RESPONSE mode completes the run by replay after suspension", testRequestResponse(7)},
+				{"REQUEST_RESPONSE mode completes in one request", testRequestResponse(7)},
 				{"a terminal failure reaches the caller and is not retried", testTerminalFailure},
 				{"cancelling an invocation kills the worker and ends it with 409 cancelled", testCancelKillsWorker},
 				{"a bridge crash after a journaled run replays the recorded result without executing again", testCrashReplays},
@@ -147,10 +148,10 @@ func testFunctionsReturnResults(version int) func(*testing.T, *bridgeEnv) {
 		cfg := ws.config(t, fmt.Sprintf(`services:
   - name: %s
     handlers:
-      - {name: greet, runtime: python, dir: fn, handler: greeter.greet, env: {GREETING: Hello}}
+      - {name: greet, runtime: python, dir: fn, handler: greeter.greet, env: {GREETING: Hello}, journal_retention: 1h}
   - name: %s
     handlers:
-      - {name: respond, runtime: bash, dir: fn, handler: shell.respond}
+      - {name: respond, runtime: bash, dir: fn, handler: shell.respond, journal_retention: 1h}
 `, py, sh))
 		serveAndRegister(t, env, cfg)
 		ctx := caseContext(t)
@@ -183,6 +184,29 @@ func testFunctionsReturnResults(version int) func(*testing.T, *bridgeEnv) {
 				}
 			}
 		})
+		t.Run("the journal holds the run's completion before the output", func(t *testing.T) {
+			for _, svc := range []string{py, sh} {
+				assertRunJournaled(ctx, t, env.srv, svc)
+			}
+		})
+	}
+}
+
+// assertRunJournaled checks the journal of service's one invocation:
+// the run "invoke" and its completion, then the Output. The bridge sends
+// the Output without waiting for the run's acknowledgement
+// (restate.Context.RunLast); restate-server must still journal the
+// completion first.
+func assertRunJournaled(ctx context.Context, t *testing.T, srv *restateserver.Server, service string) {
+	t.Helper()
+	rows := invocationRows(ctx, t, srv, service, "id")
+	if len(rows) != 1 {
+		t.Fatalf("%s: %d invocations, want 1: %v", service, len(rows), rows)
+	}
+	got := journalEntries(ctx, t, srv, fmt.Sprint(rows[0]["id"]))
+	want := []string{"Command: Input", "Command: Run invoke", "Notification: Run", "Command: Output"}
+	if !slices.Equal(got, want) {
+		t.Errorf("%s journal %q, want %q", service, got, want)
 	}
 }
 
@@ -494,9 +518,10 @@ func testCancelKillsWorker(t *testing.T, env *bridgeEnv) {
 	}
 }
 
-// REQUEST_RESPONSE: the first request ends in suspension after proposing
-// the run; the run's completion arrives in a replayed second request, which
-// must return the recorded result without executing the function again.
+// REQUEST_RESPONSE: the runtime cannot answer the run's proposal within
+// the request, and need not: the response carries the proposal and the
+// Output, and restate-server journals both, in order. One attempt, one
+// execution, no suspension and no replayed second request.
 func testRequestResponse(version int) func(*testing.T, *bridgeEnv) {
 	return func(t *testing.T, env *bridgeEnv) {
 		ws := newWorkspace(t, "square.py")
@@ -505,7 +530,7 @@ func testRequestResponse(version int) func(*testing.T, *bridgeEnv) {
 services:
   - name: %s
     handlers:
-      - {name: square, runtime: python, dir: fn, handler: square.square}
+      - {name: square, runtime: python, dir: fn, handler: square.square, journal_retention: 1h}
 `, svc))
 		b := serveAndRegister(t, env, cfg)
 		ctx := caseContext(t)
@@ -514,11 +539,17 @@ services:
 		if n := len(ws.lines(t, "calls.log")); n != 1 {
 			t.Errorf("%d executions, want exactly 1", n)
 		}
-		// The bridge logs each attempt's outcome: the first executed the
-		// run, the one that answered had it replayed.
-		eventually(t, 5*time.Second, "the bridge logs a replayed attempt", func() (bool, string) {
-			return strings.Contains(b.logs(), `"outcome":"replayed"`), "no replayed outcome yet"
+		// The bridge logs each attempt's outcome: one, that ran the
+		// function and answered.
+		eventually(t, 5*time.Second, "the bridge logs the attempt", func() (bool, string) {
+			return strings.Contains(b.logs(), `"outcome":"ok"`), "no ok outcome yet"
 		})
+		for _, o := range []string{"replayed", "suspended"} {
+			if strings.Contains(b.logs(), `"outcome":"`+o+`"`) {
+				t.Errorf("an attempt logged %q; want the one attempt only", o)
+			}
+		}
+		assertRunJournaled(ctx, t, env.srv, svc)
 		rows := invocationRows(ctx, t, env.srv, svc, "pinned_service_protocol_version")
 		if len(rows) != 1 || rows[0]["pinned_service_protocol_version"] != float64(version) {
 			t.Errorf("invocation rows %v, want one on protocol v%d", rows, version)

@@ -197,10 +197,10 @@ services:
 		}
 	})
 
-	// In request/response mode the first attempt runs the function,
-	// proposes its result and suspends; the second answers from the
-	// journal without running it.
-	t.Run("request/response: suspended, then replayed", func(t *testing.T) {
+	// In request/response mode the one attempt runs the function and
+	// answers with the run's proposal and the Output in the same
+	// response: nothing is suspended or replayed.
+	t.Run("request/response: one attempt", func(t *testing.T) {
 		t.Parallel()
 		ws := newWorkspace(t, "square.py")
 		metrics := freeAddr(t)
@@ -216,11 +216,11 @@ services:
 		out := callOK(caseContext(t), t, srv, "MSquare", "square", `{"n":6}`, nil)
 		assertJSON(t, "output", out, `{"square":36}`)
 		scrapeUntil(t, "http://"+metrics+"/metrics", merge(
-			handlerOutcomes("MSquare", "square", map[string]float64{"suspended": 1, "replayed": 1}),
+			handlerOutcomes("MSquare", "square", map[string]float64{"ok": 1}),
 			map[string]float64{
 				"fnbridge_function_duration_seconds service=MSquare,handler=square": 1,
-				"fnbridge_attempt_duration_seconds service=MSquare,handler=square":  2,
-				"fnbridge_journal_replays_total service=MSquare,handler=square":     1,
+				"fnbridge_attempt_duration_seconds service=MSquare,handler=square":  1,
+				"fnbridge_journal_replays_total service=MSquare,handler=square":     0,
 			}))
 		if n := len(ws.lines(t, "calls.log")); n != 1 {
 			t.Errorf("%d executions, want 1", n)

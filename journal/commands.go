@@ -31,6 +31,10 @@ func (s Status) String() string {
 // errNotReady is a caller bug: handler operations before Ready.
 var errNotReady = errors.New("journal: handler operation before the replayed journal was received")
 
+// errAfterLastRun is a caller bug: a command after ProposeLastRun, whose
+// result the handler was handed before it was durable.
+var errAfterLastRun = errors.New("journal: a command after the run proposed as the handler's last (ProposeLastRun); only the Output may follow it")
+
 // nextCommand advances the handler's command index and returns the
 // replayed command at that index, or nil when the handler is producing new
 // commands.
@@ -41,6 +45,12 @@ func (m *Machine) nextCommand() (int, *command, error) {
 	case processing:
 	default:
 		return 0, nil, errNotReady
+	}
+	if m.outputNext {
+		// The run's result went to the handler before it was durable:
+		// nothing else may be journaled on it.
+		m.Fail(newError(CodeInternal, "%v", errAfterLastRun))
+		return 0, nil, errAfterLastRun
 	}
 	i := m.cmdIndex
 	m.cmdIndex++
@@ -158,6 +168,21 @@ func (m *Machine) ProposeRun(id uint32, res Result) error {
 	return nil
 }
 
+// ProposeLastRun is ProposeRun for a run whose result the handler's
+// Output follows at once, before the proposal is durable: the runtime
+// journals what a stream carries in order, so the Output is never
+// journaled without the run's completion before it, and a retry after a
+// failure in between replays the recorded run. Any command other than
+// the Output after it is refused (the caller handed out a result that
+// was not durable yet).
+func (m *Machine) ProposeLastRun(id uint32, res Result) error {
+	if err := m.ProposeRun(id, res); err != nil {
+		return err
+	}
+	m.outputNext = true
+	return nil
+}
+
 // Await reports the state of completion id: AwaitMany over one id, with
 // its result when Ready.
 func (m *Machine) Await(id uint32) (Result, Status) {
@@ -174,6 +199,7 @@ func (m *Machine) Await(id uint32) (Result, Status) {
 // ends the stream with EndMessage. A replayed OutputCommand is not sent
 // again. Journal entries the handler did not reproduce are a mismatch.
 func (m *Machine) Output(res Result) error {
+	m.outputNext = false
 	i, c, err := m.nextCommand()
 	if err != nil {
 		return err

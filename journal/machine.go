@@ -85,6 +85,9 @@ type Machine struct {
 
 	commands []command // replayed commands, in journal order
 	cmdIndex int       // index of the next command the handler issues
+	// outputNext: a run was proposed as the handler's last operation
+	// (ProposeLastRun); only the Output may follow it.
+	outputNext bool
 
 	nextCompletion uint32
 	notifs         []notification

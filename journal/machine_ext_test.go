@@ -2,6 +2,7 @@ package journal_test
 
 import (
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 
@@ -259,6 +260,43 @@ func TestRunProcessing(t *testing.T) {
 			t.Fatalf("execute=%v st=%v value=%q", execute, st, res.Value)
 		}
 	})
+}
+
+// ProposeLastRun: the Output follows the proposal in the same output,
+// with no answer in between; any other command after it fails the attempt.
+func TestProposeLastRun(t *testing.T) {
+	for _, v := range versions {
+		t.Run(fmt.Sprintf("v%d the output follows at once", v), func(t *testing.T) {
+			m := started(t, v, input("x"))
+			mustInput(t, m)
+			id, _, _ := m.RunStart("invoke")
+			if err := m.ProposeLastRun(id, journal.Result{Value: []byte("out")}); err != nil {
+				t.Fatal(err)
+			}
+			if err := m.Output(journal.Result{Value: []byte("out")}); err != nil {
+				t.Fatal(err)
+			}
+			fs := drain(t, m)
+			wantTypes(t, fs, wire.RunCommandType, wire.ProposeRunCompletionMessageType, wire.OutputCommandType, wire.EndMessageType)
+			if fs[1].h.RequestedAck() != (v == 7) {
+				t.Fatalf("REQUESTED_ACK = %v on v%d", fs[1].h.RequestedAck(), v)
+			}
+		})
+		t.Run(fmt.Sprintf("v%d another command after it is a 500", v), func(t *testing.T) {
+			m := started(t, v, input("x"))
+			mustInput(t, m)
+			id, _, _ := m.RunStart("invoke")
+			_ = m.ProposeLastRun(id, journal.Result{Value: []byte("out")})
+			if _, _, err := m.RunStart("next"); err == nil {
+				t.Fatal("a RunStart after ProposeLastRun was accepted")
+			}
+			fs := drain(t, m)
+			wantTypes(t, fs, wire.RunCommandType, wire.ProposeRunCompletionMessageType, wire.ErrorMessageType)
+			if e := errorOf(t, fs[2]); e.GetCode() != 500 || !strings.Contains(e.GetMessage(), "only the Output may follow") {
+				t.Fatalf("ErrorMessage = %v", e)
+			}
+		})
+	}
 }
 
 // "An invocation may suspend when it is awaiting one or more notifications

@@ -29,6 +29,18 @@ func (c invocationContext) Run(name string, fn func(ctx context.Context) ([]byte
 }
 
 func (c invocationContext) RunReady(name string, ready func(ctx context.Context) error, fn func(ctx context.Context) ([]byte, error)) ([]byte, error) {
+	return c.runReady(name, ready, fn, false)
+}
+
+func (c invocationContext) RunLast(name string, ready func(ctx context.Context) error, fn func(ctx context.Context) ([]byte, error)) ([]byte, error) {
+	// The hook's moment, between a durable run and the output, exists
+	// only when the run is awaited.
+	return c.runReady(name, ready, fn, c.inv.ep.cfg.AfterRunJournaled == nil)
+}
+
+// runReady is RunReady, and with last set RunLast: an executed run's
+// result is returned as proposed, without waiting until it is durable.
+func (c invocationContext) runReady(name string, ready func(ctx context.Context) error, fn func(ctx context.Context) ([]byte, error), last bool) ([]byte, error) {
 	inv := c.inv
 	inv.mu.Lock()
 	id, execute, err := inv.m.RunStart(name)
@@ -49,10 +61,19 @@ func (c invocationContext) RunReady(name string, ready func(ctx context.Context)
 			out, ferr = runClosure(inv.ctx, fn)
 		}
 		inv.mu.Lock()
-		err = inv.settleRun(id, index, name, out, ferr)
+		err = inv.settleRun(id, index, name, out, ferr, last)
 		inv.mu.Unlock()
 		if err != nil {
 			return nil, err
+		}
+		if last {
+			// settleRun proposed a value or a *TerminalError.
+			if ferr != nil {
+				var te *TerminalError
+				errors.As(ferr, &te)
+				return nil, &TerminalError{Code: orInternal(te.Code), Message: te.Message}
+			}
+			return out, nil
 		}
 	}
 	res, st := inv.await(id)
@@ -84,7 +105,7 @@ func (c invocationContext) RunReady(name string, ready func(ctx context.Context)
 // not the run's; and a closure reporting ErrCancelled on its own is
 // retried, because only Restate's CANCEL may journal the terminal 409.
 // Callers hold inv.mu.
-func (inv *invocation) settleRun(id uint32, index int, name string, out []byte, ferr error) error {
+func (inv *invocation) settleRun(id uint32, index int, name string, out []byte, ferr error, last bool) error {
 	if inv.m.Cancelled() && !inv.h.deliverCancel {
 		return ErrCancelled
 	}
@@ -102,7 +123,11 @@ func (inv *invocation) settleRun(id uint32, index int, name string, out []byte, 
 		}
 		res = journal.Result{Failure: &journal.Failure{Code: orInternal(te.Code), Message: te.Message}}
 	}
-	if err := inv.m.ProposeRun(id, res); err != nil {
+	propose := inv.m.ProposeRun
+	if last {
+		propose = inv.m.ProposeLastRun
+	}
+	if err := propose(id, res); err != nil {
 		return ErrAttemptEnded
 	}
 	return nil

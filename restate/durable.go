@@ -220,7 +220,7 @@ func (c invocationContext) RunComplete(run Future, out Outcome) error {
 	}
 	f.proposed = true
 	inv.mu.Lock()
-	err = inv.settleRun(f.id, f.index, f.name, out.Value, ferr)
+	err = inv.settleRun(f.id, f.index, f.name, out.Value, ferr, false)
 	inv.mu.Unlock()
 	if err != nil {
 		inv.flush()

@@ -48,14 +48,33 @@ func (f *fixture) counted(name string) int {
 //	flaky:    Run("invoke") fails with a plain error
 //	block:    Run("invoke") blocks until its ctx is done
 //	pause:    returns RetryableError{Pause}
+//	last:     RunLast("invoke") returns {input}; output = run result
+//	lastTerminal: RunLast("invoke") fails terminally 422
+//	lastThenSleep: RunLast("invoke"), then a Sleep
+//
+// The endpoint's AfterRunJournaled hook records each call in f.hook.
 func newFixture(t *testing.T, mode restate.ProtocolMode, started chan<- struct{}) *fixture {
+	return buildFixture(t, mode, started, true)
+}
+
+// newFixtureNoHook is newFixture without the AfterRunJournaled hook,
+// which makes RunLast wait as RunReady does.
+func newFixtureNoHook(t *testing.T, mode restate.ProtocolMode) *fixture {
+	return buildFixture(t, mode, nil, false)
+}
+
+func buildFixture(t *testing.T, mode restate.ProtocolMode, started chan<- struct{}, hooked bool) *fixture {
 	t.Helper()
 	f := &fixture{runs: map[string]int{}}
-	ep := restate.NewEndpoint(restate.Config{ProtocolMode: mode, AfterRunJournaled: func(id, run string) {
-		f.mu.Lock()
-		f.hook = append(f.hook, id+"/"+run)
-		f.mu.Unlock()
-	}})
+	cfg := restate.Config{ProtocolMode: mode}
+	if hooked {
+		cfg.AfterRunJournaled = func(id, run string) {
+			f.mu.Lock()
+			f.hook = append(f.hook, id+"/"+run)
+			f.mu.Unlock()
+		}
+	}
+	ep := restate.NewEndpoint(cfg)
 	if err := ep.Err(); err != nil {
 		t.Fatal(err)
 	}
@@ -87,6 +106,27 @@ func newFixture(t *testing.T, mode restate.ProtocolMode, started chan<- struct{}
 		}),
 		{Name: "pause", Fn: func(restate.Context, []byte) ([]byte, error) {
 			return nil, &restate.RetryableError{Code: 503, Message: "misconfigured", Pause: true}
+		}},
+		{Name: "last", Fn: func(ctx restate.Context, in []byte) ([]byte, error) {
+			return ctx.RunLast("invoke", nil, func(context.Context) ([]byte, error) {
+				count("last")
+				return append([]byte("echo:"), in...), nil
+			})
+		}},
+		{Name: "lastTerminal", Fn: func(ctx restate.Context, in []byte) ([]byte, error) {
+			return ctx.RunLast("invoke", nil, func(context.Context) ([]byte, error) {
+				return nil, &restate.TerminalError{Code: 422, Message: "bad input"}
+			})
+		}},
+		{Name: "lastThenSleep", Fn: func(ctx restate.Context, in []byte) ([]byte, error) {
+			out, err := ctx.RunLast("invoke", nil, func(context.Context) ([]byte, error) { return in, nil })
+			if err != nil {
+				return nil, err
+			}
+			if _, err := ctx.Sleep(time.Second); err != nil {
+				return nil, err
+			}
+			return out, nil
 		}},
 	}})
 	if err != nil {

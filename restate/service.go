@@ -45,6 +45,19 @@ type Context interface {
 	// nil, fn runs next (always), after the flush. An error from ready is
 	// handled as fn's would be, and fn is not called. ready nil is Run.
 	RunReady(name string, ready func(ctx context.Context) error, fn func(ctx context.Context) ([]byte, error)) ([]byte, error)
+	// RunLast is RunReady for a handler that returns right after the run,
+	// with an output that follows from the run's result alone. When the
+	// run executes, RunLast returns the result it proposes at once rather
+	// than once it is durable, so the proposal and the Output the
+	// handler's return produces reach the runtime together: no round trip
+	// to the acknowledgement, and in REQUEST_RESPONSE no suspension and
+	// second request. The journal is Run's: the runtime journals a
+	// stream's messages in order, so the Output never lands without the
+	// run's completion before it, and a retry after a failure in between
+	// replays the recorded run. After an executed RunLast the handler
+	// must return; any other journal operation fails the attempt. With
+	// Config.AfterRunJournaled set, RunLast waits as RunReady does.
+	RunLast(name string, ready func(ctx context.Context) error, fn func(ctx context.Context) ([]byte, error)) ([]byte, error)
 
 	// The durable-steps operations: the parts of Run as separate calls,
 	// timers, calls to other handlers, and waiting for several results.
