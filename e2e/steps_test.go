@@ -50,6 +50,7 @@ func TestSteps(t *testing.T) {
 			name: "cli",
 			cases: []bridgeCase{
 				{"bridge invoke runs a steps-mode Python and Bash function once; calls need Restate", testStepsInvoke},
+				{"a renamed bridge binary still gives Bash steps the fnbridge command", testStepsRenamedBinary},
 			},
 		},
 	}
@@ -569,6 +570,57 @@ services:
 // `bridge invoke` of steps-mode handlers (no Restate): every step executes
 // once, against a local journal; a durable call fails clearly, naming what
 // needs Restate.
+// checkFourStepsOnce checks the answer of a four-step function of
+// steps_crash (stdout, its {"steps": [...]}) against its marker file: each
+// step executed once, and each value is the one its execution returned.
+func checkFourStepsOnce(t *testing.T, ws *fnWorkspace, handler, marker, first, stdout string) {
+	t.Helper()
+	var res struct {
+		Steps []string `json:"steps"`
+	}
+	if err := json.Unmarshal([]byte(stdout), &res); err != nil || len(res.Steps) != 4 || !strings.HasPrefix(res.Steps[0], first) {
+		t.Fatalf("bridge invoke Local/%s printed %q (%v), want four step values", handler, stdout, err)
+	}
+	got := stepLines(t, ws, marker)
+	for i, s := range []string{"step1", "step2", "step3", "step4"} {
+		if len(got[s]) != 1 {
+			t.Errorf("%s: %s executed %d times, want 1 (all: %v)", handler, s, len(got[s]), got)
+			continue
+		}
+		if !strings.HasSuffix(res.Steps[i], "-"+strconv.Itoa(got[s][0])) {
+			t.Errorf("%s: %s's value %q is not from its execution (PID %d)", handler, s, res.Steps[i], got[s][0])
+		}
+	}
+}
+
+// testStepsRenamedBinary: the bridge installed under another name (as a
+// release download or a package may name it) still gives Bash steps their
+// fnbridge command. Before functionruntime.DeclareContextCommand only the
+// names bridge and fnbridge did, and the first step of every attempt
+// failed with "fnbridge: command not found".
+func testStepsRenamedBinary(t *testing.T, env *bridgeEnv) {
+	ws := newWorkspace(t, "steps_crash.sh")
+	writeFile(t, filepath.Join(ws.fn, "release"), "") // step 3 does not block
+	cfg := ws.config(t, `services:
+  - name: Local
+    handlers:
+      - {name: foursh, runtime: bash, dir: fn, handler: steps_crash.four, durability: steps}
+`)
+	bin, err := os.ReadFile(bridgeBin(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	renamed := filepath.Join(t.TempDir(), "fnbridge-linux-amd64")
+	if err := os.WriteFile(renamed, bin, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	stdout, stderr, code := run(t, 60*time.Second, renamed, "invoke", "--config", cfg, "Local/foursh", `{"order":"R-1"}`)
+	if code != 0 {
+		t.Fatalf("%s invoke Local/foursh: exit %d\n%s", filepath.Base(renamed), code, stderr)
+	}
+	checkFourStepsOnce(t, ws, "foursh", "steps_sh.log", "one-", stdout)
+}
+
 func testStepsInvoke(t *testing.T, env *bridgeEnv) {
 	ws := newWorkspace(t, "steps_crash.py", "steps_crash.sh", "steps_calls.py", "steps_calls.sh")
 	writeFile(t, filepath.Join(ws.fn, "release"), "") // step 3 does not block
@@ -588,22 +640,7 @@ func testStepsInvoke(t *testing.T, env *bridgeEnv) {
 		if code != 0 {
 			t.Fatalf("bridge invoke Local/%s: exit %d\n%s", c.handler, code, stderr)
 		}
-		var res struct {
-			Steps []string `json:"steps"`
-		}
-		if err := json.Unmarshal([]byte(stdout), &res); err != nil || len(res.Steps) != 4 || !strings.HasPrefix(res.Steps[0], c.first) {
-			t.Fatalf("bridge invoke Local/%s printed %q (%v), want four step values", c.handler, stdout, err)
-		}
-		got := stepLines(t, ws, c.marker)
-		for i, s := range []string{"step1", "step2", "step3", "step4"} {
-			if len(got[s]) != 1 {
-				t.Errorf("%s: %s executed %d times, want 1 (all: %v)", c.handler, s, len(got[s]), got)
-				continue
-			}
-			if !strings.HasSuffix(res.Steps[i], "-"+strconv.Itoa(got[s][0])) {
-				t.Errorf("%s: %s's value %q is not from its execution (PID %d)", c.handler, s, res.Steps[i], got[s][0])
-			}
-		}
+		checkFourStepsOnce(t, ws, c.handler, c.marker, c.first, stdout)
 	}
 	for _, h := range []string{"callpy", "callsh"} {
 		stdout, stderr, code := runBridge(t, 60*time.Second, "invoke", "--config", cfg, "Local/"+h, `{"peer":"Other","n":2}`)

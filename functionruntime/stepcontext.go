@@ -8,7 +8,17 @@ import (
 	"unicode/utf8"
 
 	"google.golang.org/grpc/metadata"
+
+	"github.com/fnbridge/fnbridge/functionruntime/internal/proc"
 )
+
+// DeclareContextCommand records that the running executable is the
+// fnbridge command of Bash workers when it is started under that name (the
+// bridge's main dispatches on os.Args[0]). Adapters then put it on their
+// workers' PATH whatever the executable itself is called; without the
+// declaration only an executable named bridge or fnbridge is taken. Call
+// it before the first adapter is built.
+func DeclareContextCommand() { proc.DeclareContextCommand() }
 
 // gRPC metadata keys on InvokeFunction that give a handler with durable
 // steps its context endpoint; both are absent for a plain function.

@@ -20,6 +20,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/fnbridge/fnbridge/bridge"
+	"github.com/fnbridge/fnbridge/functionruntime"
 	"github.com/fnbridge/fnbridge/internal/version"
 )
 
@@ -35,6 +36,9 @@ func main() {
 	if filepath.Base(os.Args[0]) == "fnbridge" {
 		os.Exit(ctxMain(os.Args[1:]))
 	}
+	// Whatever this binary is called, it is the command Bash workers
+	// reach as fnbridge (through a link of that name on their PATH).
+	functionruntime.DeclareContextCommand()
 	os.Exit(runBridge(os.Args[1:], os.Stdout, os.Stderr))
 }
 

@@ -63,8 +63,9 @@ type Options struct {
 	// ContextCommand is the executable behind the fnbridge command on a
 	// worker's PATH (see the package doc, Durable steps): a name looked up
 	// in the server's PATH when New runs, or a path. Default: the running
-	// executable when it is the bridge (named bridge or fnbridge), else
-	// none.
+	// executable when it is the bridge (it called
+	// functionruntime.DeclareContextCommand, or is named bridge or
+	// fnbridge), else none.
 	ContextCommand string
 	// NoContextCommand puts no fnbridge command on workers' PATH.
 	NoContextCommand bool

@@ -63,9 +63,10 @@ func parseABBuilds(s string, def int) ([]abBuild, error) {
 // handler under its own service name; after priming, every round measures
 // each peer once at -c (the order rotating), so the builds share the same
 // minutes of the machine. It prints one line per point; the changes in
-// bench/NOTES.md were measured with it. The agent of Bash steps is found
-// next to the bridge binary only if it is named bridge or fnbridge: put
-// each build in its own directory.
+// bench/NOTES.md were measured with it. A bridge build older than
+// functionruntime.DeclareContextCommand gives Bash steps their agent only
+// when it is named bridge or fnbridge: put each such build in a directory
+// of its own under that name.
 func abCmd(args []string) error {
 	fs := flag.NewFlagSet("ab", flag.ContinueOnError)
 	builds := fs.String("builds", "", "comma-separated name=path[@workers] bridge binaries to compare")

@@ -5,6 +5,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
 )
 
 // ContextCommandName is the name under which a worker finds the
@@ -12,11 +13,22 @@ import (
 // command when invoked by this name.
 const ContextCommandName = "fnbridge"
 
+// selfContext is set by DeclareContextCommand.
+var selfContext atomic.Bool
+
+// DeclareContextCommand records that the running executable acts as the
+// fnbridge command when started under that name. The bridge declares it
+// in main, so a copy installed under any name (fnbridge-linux-amd64, say)
+// still gives Bash workers their fnbridge command; before, only the base
+// names bridge and fnbridge did, and every step of a renamed binary failed
+// with "fnbridge: command not found", retried forever.
+func DeclareContextCommand() { selfContext.Store(true) }
+
 // ResolveContextCommand returns the absolute path of the executable that
 // implements a worker's fnbridge command: path, looked up in the server's
 // PATH when it has no slash, or, when path is empty, the running
-// executable if it is the bridge (base name bridge or fnbridge), else ""
-// (no command).
+// executable if it declared itself (DeclareContextCommand) or is named
+// bridge or fnbridge, else "" (no command).
 func ResolveContextCommand(path string) (string, error) {
 	if path != "" {
 		return LookInterpreter(path)
@@ -25,7 +37,7 @@ func ResolveContextCommand(path string) (string, error) {
 	if err != nil {
 		return "", nil // no default: the running executable is unknown
 	}
-	if b := filepath.Base(exe); b == "bridge" || b == ContextCommandName {
+	if b := filepath.Base(exe); selfContext.Load() || b == "bridge" || b == ContextCommandName {
 		return exe, nil
 	}
 	return "", nil
