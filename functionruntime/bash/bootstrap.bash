@@ -23,17 +23,27 @@
 # two shells never share the agent. Like the command, CMD's arguments are
 # data: never evaluated. Defined as fnbridge in every invocation's shell;
 # without a step context only `fnbridge fail` (below) is its own.
+#
+# The functions a step runs are kept short, their rare branches in
+# functions of their own: bash copies a function's whole body on every
+# call (and frees it after), which for the one long function this was
+# cost about a twentieth of a step.
 __fnb_fnbridge() {
-	if [[ ${1-} == fail && $BASHPID == "${__fnb_ishell-}" ]]; then
+	if [[ ${1-} == run && $BASHPID == "${__fnb_ishell-}" && -n ${FNBRIDGE_CONTEXT-} ]]; then
+		builtin shift
+		__fnb_run "$@"
+	elif [[ ${1-} == fail && $BASHPID == "${__fnb_ishell-}" ]]; then
 		builtin shift
 		__fnb_fail "$@"
-	fi
-	if [[ ${1-} != run || $BASHPID != "${__fnb_ishell-}" || -z ${FNBRIDGE_CONTEXT-} ]]; then
+	else
 		command fnbridge "$@"
-		builtin return
 	fi
-	builtin local __fnb_var= __fnb_name __fnb_rc __fnb_v= __fnb_file
-	builtin shift
+}
+
+# __fnb_run [--var VAR] NAME -- CMD [ARG...]: a step in the invocation's
+# own shell.
+__fnb_run() {
+	builtin local __fnb_var= __fnb_name __fnb_rc __fnb_v=
 	case ${1-} in
 	--var)
 		__fnb_var=${2-}
@@ -48,17 +58,9 @@ __fnb_fnbridge() {
 	# VAR is a name: globs over spelled-out ASCII sets (no range, which
 	# a locale may widen), a fifth of the cost of a regex, compiled anew
 	# by every =~ of every step.
-	if [[ ${2-} != -- || $# -lt 3 || -z $__fnb_name ]] || { [[ -n $__fnb_var ]] &&
+	if [[ ${2-} != -- || $# -lt 3 || -z $__fnb_name || $__fnb_name == *[$'\t\n']* ]] || { [[ -n $__fnb_var ]] &&
 		[[ $__fnb_var == [0123456789]* || $__fnb_var == *[!abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_]* ]]; }; then
-		builtin printf 'fnbridge: usage: fnbridge run [--var VAR] NAME -- CMD [ARG...] (VAR a shell variable name)\n' >&2
-		builtin return 2
-	fi
-	if [[ $__fnb_name == *[$'\t\n']* ]]; then
-		if [[ -n $__fnb_var ]]; then
-			builtin printf 'fnbridge: run --var: a step name with a tab or newline needs v=$(fnbridge run NAME -- CMD)\n' >&2
-			builtin return 2
-		fi
-		command fnbridge run "$@"
+		__fnb_run_odd "$__fnb_var" "$@"
 		builtin return
 	fi
 	builtin shift 2
@@ -66,7 +68,6 @@ __fnb_fnbridge() {
 	((++__fnb_rq))
 	builtin printf 'S\t%s.%d\t%s\t%s\t%s\n' "$__fnb_f" "$__fnb_rq" "$FNBRIDGE_CONTEXT" "$FNBRIDGE_CONTEXT_TOKEN" "$__fnb_name" >&"$__fnb_areq"
 	__fnb_answer || builtin return
-	__fnb_file=$__fnb_dir/a.val
 	if [[ $__fnb_k == x ]]; then
 		# In an if, so that errexit cannot end the shell before the
 		# outcome is journaled.
@@ -83,21 +84,47 @@ __fnb_fnbridge() {
 		__fnb_answer || builtin return
 	fi
 	if [[ $__fnb_k == [RO] ]]; then
-		# A NUL byte: no shell variable holds one.
-		if [[ -n $__fnb_var ]]; then
-			builtin printf 'fnbridge: run %s --var: the value holds a NUL byte, which a shell variable cannot; print it instead\n' "$__fnb_name" >&2
-			builtin return 2
-		fi
-		command cat -- "$__fnb_file"
+		__fnb_run_nul "$__fnb_var" "$__fnb_name"
 		builtin return
 	fi
 	if [[ -n $__fnb_var ]]; then
-		LC_ALL=C IFS= builtin read -r -d '' "$__fnb_var" <"$__fnb_file" || :
+		LC_ALL=C IFS= builtin read -r -d '' "$__fnb_var" <"$__fnb_dir/a.val" || :
 	else
-		LC_ALL=C IFS= builtin read -r -d '' __fnb_v <"$__fnb_file" || :
+		LC_ALL=C IFS= builtin read -r -d '' __fnb_v <"$__fnb_dir/a.val" || :
 		builtin printf '%s' "$__fnb_v"
 	fi
 	builtin return 0
+}
+
+# __fnb_run_odd VAR NAME [ARG...]: a step __fnb_run does not take itself,
+# VAR its --var ("" for none): a usage error, or a NAME with a tab or
+# newline, which the FIFO lines cannot carry and the fnbridge command can.
+__fnb_run_odd() {
+	# Not local __fnb_var=$1: through builtin, local's arguments are
+	# split like any command's.
+	builtin local __fnb_var
+	__fnb_var=$1
+	builtin shift
+	if [[ ${2-} != -- || $# -lt 3 || -z ${1-} ]] || { [[ -n $__fnb_var ]] &&
+		[[ $__fnb_var == [0123456789]* || $__fnb_var == *[!abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_]* ]]; }; then
+		builtin printf 'fnbridge: usage: fnbridge run [--var VAR] NAME -- CMD [ARG...] (VAR a shell variable name)\n' >&2
+		builtin return 2
+	fi
+	if [[ -n $__fnb_var ]]; then
+		builtin printf 'fnbridge: run --var: a step name with a tab or newline needs v=$(fnbridge run NAME -- CMD)\n' >&2
+		builtin return 2
+	fi
+	command fnbridge run "$@"
+}
+
+# __fnb_run_nul VAR NAME: the step's value holds a NUL byte (the agent's
+# answer R or O), which no shell variable holds: printed from the file.
+__fnb_run_nul() {
+	if [[ -n $1 ]]; then
+		builtin printf 'fnbridge: run %s --var: the value holds a NUL byte, which a shell variable cannot; print it instead\n' "$2" >&2
+		builtin return 2
+	fi
+	command cat -- "$__fnb_dir/a.val"
 }
 
 # __fnb_fail [--code N] MESSAGE...: `fnbridge fail` in the invocation's own
@@ -145,9 +172,12 @@ __fnb_is_agent() {
 # checked with kill -0 only (the cheap check, on every step): should it
 # die and its pid be reused, __fnb_answer's wait tells within 2 s.
 __fnb_agent() {
-	if [[ -n ${__fnb_areq-} ]] && builtin kill -0 "$__fnb_apid" 2>/dev/null; then
-		builtin return 0
-	fi
+	[[ -n ${__fnb_areq-} ]] && builtin kill -0 "$__fnb_apid" 2>/dev/null && builtin return 0
+	__fnb_agent_open
+}
+
+# __fnb_agent_open is __fnb_agent without an agent this shell speaks to.
+__fnb_agent_open() {
 	builtin local __fnb_r __fnb_l=
 	__fnb_apid=
 	{ IFS= builtin read -r __fnb_apid <"$__fnb_dir/a.pid"; } 2>/dev/null
@@ -168,31 +198,106 @@ __fnb_agent() {
 
 # __fnb_answer reads the agent's answer to this shell's last request
 # (nonce $__fnb_f.$__fnb_rq): __fnb_st, __fnb_k, __fnb_m; an error answer
-# prints its message and returns its status. An answer with another nonce
-# is skipped: the agent wrote it for a shell killed while it waited (an
-# earlier invocation of this worker), and it is nobody's now.
+# prints its message and returns its status. Every branch but the first
+# answer being this request's success is __fnb_answer_more's.
 __fnb_answer() {
-	builtin local __fnb_rc __fnb_n
+	builtin local __fnb_rc=0 __fnb_n
+	# In a list, so that errexit cannot end the shell on a timeout.
+	IFS=$'\t' builtin read -r -t 2 -u "$__fnb_aans" __fnb_n __fnb_st __fnb_k __fnb_m || __fnb_rc=$?
+	[[ $__fnb_rc == 0 && $__fnb_n == "$__fnb_f.$__fnb_rq" && $__fnb_k != e ]] || __fnb_answer_more "$__fnb_rc"
+}
+
+# __fnb_answer_more STATUS goes on from __fnb_answer's read, whose status
+# was STATUS (its line in __fnb_n and the rest). An answer with another
+# nonce is skipped: the agent wrote it for a shell killed while it waited
+# (an earlier invocation of this worker), and it is nobody's now.
+__fnb_answer_more() {
+	builtin local __fnb_rc
+	__fnb_rc=$1
 	while :; do
-		# In a list, so that errexit cannot end the shell on a timeout.
-		IFS=$'\t' builtin read -r -t 2 -u "$__fnb_aans" __fnb_n __fnb_st __fnb_k __fnb_m && __fnb_rc=0 || __fnb_rc=$?
 		if ((__fnb_rc == 0)); then
 			[[ $__fnb_n == "$__fnb_f.$__fnb_rq" ]] && break
-			continue
+		elif ((__fnb_rc <= 128)) || ! __fnb_is_agent "$__fnb_apid"; then
+			# A timeout only means a slow answer while the agent lives.
+			builtin printf 'fnbridge: the step agent (pid %s) is gone\n' "$__fnb_apid" >&2
+			__fnb_areq=
+			builtin return 3
 		fi
-		# A timeout only means a slow answer while the agent lives.
-		if ((__fnb_rc > 128)) && __fnb_is_agent "$__fnb_apid"; then
-			continue
-		fi
-		builtin printf 'fnbridge: the step agent (pid %s) is gone\n' "$__fnb_apid" >&2
-		__fnb_areq=
-		builtin return 3
+		IFS=$'\t' builtin read -r -t 2 -u "$__fnb_aans" __fnb_n __fnb_st __fnb_k __fnb_m && __fnb_rc=0 || __fnb_rc=$?
 	done
 	if [[ $__fnb_k == e ]]; then
 		[[ -z $__fnb_m ]] || builtin printf 'fnbridge: %s\n' "$__fnb_m" >&2
 		builtin return "$__fnb_st"
 	fi
 	builtin return 0
+}
+
+# __fnb_request_extras reads what a request header's letter announces
+# (see __fnb_invocation): out of __fnb_invocation, whose body bash copies
+# on every invocation, as most requests have neither.
+__fnb_request_extras() {
+	# A letter and 11 digits of length, then what the letter
+	# says: c the step context, e the per-invocation
+	# environment, b both (context first). Both are exported
+	# for this invocation (and its children) only.
+	__fnb_x=${__fnb_len:0:1} __fnb_len=${__fnb_len:1}
+	# Durable steps: "<address> <token>" after its length as 4
+	# digits.
+	if [[ $__fnb_x != e ]]; then
+		if ! IFS= builtin read -r -N 4 -u "$__fnb_in" __fnb_o || [[ $__fnb_o == *[!0-9]* ]] ||
+			! IFS= builtin read -r -N "$((10#$__fnb_o))" -u "$__fnb_in" __fnb_o ||
+			[[ $__fnb_o != [!\ ]*\ [!\ ]* ]]; then
+			__fnb_malformed context
+		fi
+		builtin export FNBRIDGE_CONTEXT="${__fnb_o%% *}" FNBRIDGE_CONTEXT_TOKEN="${__fnb_o#* }"
+	fi
+	# The environment: the count of entries as 1 digit, then
+	# each entry's length as 5 digits and NAME=VALUE, NAME
+	# from the allow-list (Go checked it too). The entry is
+	# one word to export: its value is never evaluated.
+	if [[ $__fnb_x != c ]]; then
+		if ! IFS= builtin read -r -N 1 -u "$__fnb_in" __fnb_n || [[ $__fnb_n != [1-9] ]]; then
+			__fnb_n=bad
+		fi
+		while [[ $__fnb_n == [1-9] ]]; do
+			if ! IFS= builtin read -r -N 5 -u "$__fnb_in" __fnb_o || [[ $__fnb_o == *[!0-9]* ]] ||
+				! IFS= builtin read -r -N "$((10#$__fnb_o))" -u "$__fnb_in" __fnb_o; then
+				__fnb_n=bad
+				break
+			fi
+			case $__fnb_o in
+			FNBRIDGE_KEY=* | TRACEPARENT=* | TRACESTATE=*)
+				# Unset first: an attribute the handler file gave
+				# the name (declare -i: arithmetic) must not
+				# apply to the caller's value.
+				builtin unset -v "${__fnb_o%%=*}"
+				builtin export "$__fnb_o"
+				;;
+			*)
+				__fnb_n=bad
+				break
+				;;
+			esac
+			__fnb_n=$((__fnb_n - 1))
+		done
+		if [[ $__fnb_n != 0 ]]; then
+			__fnb_malformed environment
+		fi
+	fi
+}
+
+# __fnb_malformed WHAT ends the worker on a malformed request: the
+# request's WHAT (header, context, environment) is not what Go writes.
+__fnb_malformed() {
+	builtin printf 'fnbridge: malformed request %s\n' "$1" >&2
+	__fnb_end
+}
+
+# __fnb_end ends the whole worker: its process group, not just the
+# worker process, which may be dead already.
+__fnb_end() {
+	builtin kill -KILL 0
+	builtin exit 1
 }
 
 # __fnb_invocation is one invocation's subshell (see the loop in
@@ -223,89 +328,27 @@ __fnb_invocation() {
 	# (bytes someone else wrote to the pipe), ends the whole worker:
 	# its process group, not just the worker process, which may be
 	# dead already.
-	if ! IFS= builtin read -r -N 28 -u "$__fnb_in" __fnb_hdr; then
-		builtin kill -KILL 0
-		builtin exit 1
-	fi
+	IFS= builtin read -r -N 28 -u "$__fnb_in" __fnb_hdr || __fnb_end
 	__fnb_len=${__fnb_hdr:16}
 	case ${__fnb_hdr:0:16}:$__fnb_len in
 	"$__fnb_tok":[0-9][0-9][0-9][0-9][0-9][0-9][0-9][0-9][0-9][0-9][0-9][0-9]) ;;
 	"$__fnb_tok":[ceb][0-9][0-9][0-9][0-9][0-9][0-9][0-9][0-9][0-9][0-9][0-9])
-		# A letter and 11 digits of length, then what the letter
-		# says: c the step context, e the per-invocation
-		# environment, b both (context first). Both are exported
-		# for this invocation (and its children) only.
-		__fnb_x=${__fnb_len:0:1} __fnb_len=${__fnb_len:1}
-		# Durable steps: "<address> <token>" after its length as 4
-		# digits.
-		if [[ $__fnb_x != e ]]; then
-			if ! IFS= builtin read -r -N 4 -u "$__fnb_in" __fnb_o || [[ $__fnb_o == *[!0-9]* ]] ||
-				! IFS= builtin read -r -N "$((10#$__fnb_o))" -u "$__fnb_in" __fnb_o ||
-				[[ $__fnb_o != [!\ ]*\ [!\ ]* ]]; then
-				builtin printf 'fnbridge: malformed request context\n' >&2
-				builtin kill -KILL 0
-				builtin exit 1
-			fi
-			builtin export FNBRIDGE_CONTEXT="${__fnb_o%% *}" FNBRIDGE_CONTEXT_TOKEN="${__fnb_o#* }"
-		fi
-		# The environment: the count of entries as 1 digit, then
-		# each entry's length as 5 digits and NAME=VALUE, NAME
-		# from the allow-list (Go checked it too). The entry is
-		# one word to export: its value is never evaluated.
-		if [[ $__fnb_x != c ]]; then
-			if ! IFS= builtin read -r -N 1 -u "$__fnb_in" __fnb_n || [[ $__fnb_n != [1-9] ]]; then
-				__fnb_n=bad
-			fi
-			while [[ $__fnb_n == [1-9] ]]; do
-				if ! IFS= builtin read -r -N 5 -u "$__fnb_in" __fnb_o || [[ $__fnb_o == *[!0-9]* ]] ||
-					! IFS= builtin read -r -N "$((10#$__fnb_o))" -u "$__fnb_in" __fnb_o; then
-					__fnb_n=bad
-					break
-				fi
-				case $__fnb_o in
-				FNBRIDGE_KEY=* | TRACEPARENT=* | TRACESTATE=*)
-					# Unset first: an attribute the handler file gave
-					# the name (declare -i: arithmetic) must not
-					# apply to the caller's value.
-					builtin unset -v "${__fnb_o%%=*}"
-					builtin export "$__fnb_o"
-					;;
-				*)
-					__fnb_n=bad
-					break
-					;;
-				esac
-				__fnb_n=$((__fnb_n - 1))
-			done
-			if [[ $__fnb_n != 0 ]]; then
-				builtin printf 'fnbridge: malformed request environment\n' >&2
-				builtin kill -KILL 0
-				builtin exit 1
-			fi
-		fi
+		__fnb_request_extras
 		;;
 	*)
-		builtin printf 'fnbridge: malformed request header\n' >&2
-		builtin kill -KILL 0
-		builtin exit 1
+		__fnb_malformed header
 		;;
 	esac
 	__fnb_len=$((10#$__fnb_len))
 	__fnb_payload=
 	if ((__fnb_len > 0)); then
 		# In the C locale (see above): the length counts bytes.
-		if ! IFS= builtin read -r -u "$__fnb_in" -N "$__fnb_len" __fnb_payload; then
-			builtin kill -KILL 0
-			builtin exit 1
-		fi
+		IFS= builtin read -r -u "$__fnb_in" -N "$__fnb_len" __fnb_payload || __fnb_end
 	fi
 	# A request the server wrote just before it died must not run:
 	# the lifeline reads as ready only at its end (nothing is ever
 	# written to it), and the guardian may not have struck yet.
-	if builtin read -t 0 -u "$__fnb_life"; then
-		builtin kill -KILL 0
-		builtin exit 1
-	fi
+	! builtin read -t 0 -u "$__fnb_life" || __fnb_end
 	# This invocation's own files, named by its key (the outputs
 	# file is created by the first write): a job an earlier
 	# invocation left behind only knows paths Go has removed.
