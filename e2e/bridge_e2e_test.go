@@ -923,6 +923,12 @@ func testCLIInvoke(t *testing.T, env *bridgeEnv) {
 		t.Fatalf("bridge invoke Cli/respond: exit %d\n%s", code, stderr)
 	}
 	assertJSON(t, "bridge invoke Cli/respond stdout", []byte(stdout), `{"input":[1,2],"lang":"bash"}`)
+	// A negative number is an input like any other, not a flag.
+	stdout, stderr, code = runBridge(t, 60*time.Second, "invoke", "--config", cfg, "Cli/respond", `-5`)
+	if code != 0 {
+		t.Fatalf("bridge invoke Cli/respond -5: exit %d\n%s", code, stderr)
+	}
+	assertJSON(t, "bridge invoke Cli/respond -5 stdout", []byte(stdout), `{"input":-5,"lang":"bash"}`)
 
 	stdout, stderr, code = runBridge(t, 60*time.Second, "invoke", "--config", cfg, "Cli/refuse", `{"order":"F-6"}`)
 	if code == 0 {

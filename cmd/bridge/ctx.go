@@ -108,7 +108,7 @@ func ctxMain(args []string) int {
 func runCtx(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	root := newCtxCmd()
 	root.Use = "fnbridge"
-	root.SetArgs(args)
+	root.SetArgs(numbersAsOperands(root, args))
 	root.SetIn(stdin)
 	root.SetOut(stdout)
 	root.SetErr(stderr)

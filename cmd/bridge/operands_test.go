@@ -1,0 +1,59 @@
+package main
+
+import (
+	"slices"
+	"testing"
+
+	"github.com/fnbridge/fnbridge/bridge/stepctx"
+	"github.com/fnbridge/fnbridge/bridge/stepctx/stepctxtest"
+)
+
+// A negative number is a payload (state set, call, send, resolve,
+// invoke) or a duration (sleep), never shorthand flags: before, -5 was
+// "unknown shorthand flag: '5' in -5" unless the user wrote "--".
+func TestCtxNegativeNumbersAreOperands(t *testing.T) {
+	e := keyedEnv(t, &stepctxtest.Journal{CallResult: func(r stepctx.CallRequest) stepctx.Result {
+		return stepctx.Result{Value: r.Input}
+	}}, stepctx.HandlerInfo{Name: "Account/add", Keyed: true})
+	fnbridge(t, "", "state", "set", "balance", "-5").want(t, 0, "", "")
+	fnbridge(t, "", "state", "get", "balance").want(t, 0, "-5\n", "")
+	fnbridge(t, "", "call", "--key", "k1", "Users/get", "-1.5e3").want(t, 0, "-1.5e3\n", "")
+	fnbridge(t, "", "call", "Users/get", "--key", "k2", "-0.5").want(t, 0, "-0.5\n", "")
+	var calls []stepctx.CallRequest
+	for _, en := range e.j.Entries() {
+		if en.Kind == "call" {
+			calls = append(calls, en.Call)
+		}
+	}
+	if len(calls) != 2 || calls[0].Key != "k1" || string(calls[0].Input) != "-1.5e3" || calls[1].Key != "k2" || string(calls[1].Input) != "-0.5" {
+		t.Errorf("journaled calls %+v, want k1 with -1.5e3 and k2 with -0.5", calls)
+	}
+	// A flag's value stays the flag's, negative or not.
+	fnbridge(t, "", "send", "--delay", "-1s", "Mail/send", "-1").want(t, 2, "", `duration "-1s"`)
+	fnbridge(t, "", "sleep", "-5s").want(t, 2, "", `duration "-5s"`)
+	fnbridge(t, "", "sleep", "-.5").want(t, 2, "", `duration "-.5"`)
+	// Anything else spelled with a dash is still a flag.
+	fnbridge(t, "", "call", "Users/get", "-x").want(t, 2, "", "unknown shorthand flag: 'x' in -x")
+}
+
+func TestNumbersAsOperandsRewrite(t *testing.T) {
+	for _, c := range []struct{ in, want []string }{
+		{[]string{"invoke", "--config", "c.yaml", "Svc/h", "-5"}, []string{"invoke", "--config", "c.yaml", "--", "Svc/h", "-5"}},
+		{[]string{"invoke", "Svc/h", "-5", "--config=c.yaml"}, []string{"invoke", "--config=c.yaml", "--", "Svc/h", "-5"}},
+		{[]string{"ctx", "call", "Svc/h", "--key", "-1", "-2"}, []string{"ctx", "call", "--key", "-1", "--", "Svc/h", "-2"}},
+		{[]string{"ctx", "sleep", "--async", "-3"}, []string{"ctx", "sleep", "--async", "--", "-3"}},
+		// Unchanged: no negative number, one only after "--", a command
+		// that parses its own flags.
+		{[]string{"invoke", "--config", "c.yaml", "Svc/h", "5"}, nil},
+		{[]string{"ctx", "call", "Svc/h", "--", "-5"}, nil},
+		{[]string{"ctx", "run", "n", "--", "printf", "-5"}, nil},
+	} {
+		want := c.want
+		if want == nil {
+			want = c.in
+		}
+		if got := numbersAsOperands(newRootCmd(), c.in); !slices.Equal(got, want) {
+			t.Errorf("numbersAsOperands(%q) = %q, want %q", c.in, got, want)
+		}
+	}
+}
