@@ -18,6 +18,7 @@ import (
 
 	"github.com/fnbridge/fnbridge/internal/procstat"
 	"github.com/fnbridge/fnbridge/internal/restateserver"
+	"github.com/fnbridge/fnbridge/internal/sysmon"
 )
 
 // bridgeCase is one end-to-end rule, run against a group's shared server.
@@ -153,8 +154,18 @@ func testFunctionsReturnResults(version int) func(*testing.T, *bridgeEnv) {
     handlers:
       - {name: respond, runtime: bash, dir: fn, handler: shell.respond, journal_retention: 1h}
 `, py, sh))
-		serveAndRegister(t, env, cfg)
+		b := serveAndRegister(t, env, cfg)
 		ctx := caseContext(t)
+
+		// bridge serve re-executed itself once with the runtime's sysmon
+		// setting (internal/sysmon): same pid, the setting in the
+		// environment it started with.
+		if environ, err := os.ReadFile(fmt.Sprintf("/proc/%d/environ", b.pid())); err != nil {
+			t.Errorf("reading the bridge's environment: %v", err)
+		} else if vars := strings.Split(string(environ), "\x00"); !slices.Contains(vars, "GODEBUG="+sysmon.Setting) {
+			godebug := slices.DeleteFunc(vars, func(v string) bool { return !strings.HasPrefix(v, "GODEBUG=") })
+			t.Errorf("bridge serve started with %q, want GODEBUG=%s", godebug, sysmon.Setting)
+		}
 
 		out := callOK(ctx, t, env.srv, py, "greet", `{"name":"you"}`, nil)
 		assertJSON(t, "Python output", out, `{"greeting":"Hello, you","lang":"python"}`)

@@ -13,6 +13,8 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"slices"
+	"strings"
 	"syscall"
 
 	"github.com/rs/zerolog"
@@ -21,6 +23,7 @@ import (
 
 	"github.com/fnbridge/fnbridge/bridge"
 	"github.com/fnbridge/fnbridge/functionruntime"
+	"github.com/fnbridge/fnbridge/internal/sysmon"
 	"github.com/fnbridge/fnbridge/internal/version"
 )
 
@@ -34,12 +37,50 @@ func main() {
 	// Installed (or linked) as `fnbridge` on a function's PATH, the binary
 	// is the durable-steps context command of Bash functions.
 	if filepath.Base(os.Args[0]) == "fnbridge" {
+		if longRunning(os.Args[1:], "agent") {
+			_ = sysmon.Apply() // the agent has no log; untuned is still correct
+		}
 		os.Exit(ctxMain(os.Args[1:]))
 	}
 	// Whatever this binary is called, it is the command Bash workers
 	// reach as fnbridge (through a link of that name on their PATH).
 	functionruntime.DeclareContextCommand()
+	if a := os.Args[1:]; longRunning(a, "serve") || longRunning(a, "dev") || longRunning(a, "runtime", "serve") || longRunning(a, "ctx", "agent") {
+		sysmonErr = sysmon.Apply()
+	}
 	os.Exit(runBridge(os.Args[1:], os.Stdout, os.Stderr))
+}
+
+// sysmonErr is why main could not re-execute the process with sysmon's
+// tuning (internal/sysmon); the serving commands log it.
+var sysmonErr error
+
+// logSysmon logs sysmonErr, if any: the process serves as well without
+// the tuning, at some more CPU per invocation.
+func logSysmon(log zerolog.Logger) {
+	if sysmonErr != nil {
+		log.Debug().Err(sysmonErr).Msg("sysmon: could not re-execute with " + sysmon.Setting + "; serving without it")
+	}
+}
+
+// longRunning reports whether args run the subcommand path cmd, the words
+// of the command line once the global flags (and their values) are left
+// out. Only main uses it: the re-execution it decides on must happen
+// before anything else runs, and never in a test process.
+func longRunning(args []string, cmd ...string) bool {
+	var words []string
+	for i := 0; i < len(args) && len(words) < len(cmd); i++ {
+		switch a := args[i]; {
+		case a == "--":
+			return false
+		case a == "--log-level" || a == "--log-format":
+			i++
+		case strings.HasPrefix(a, "-"):
+		default:
+			words = append(words, a)
+		}
+	}
+	return slices.Equal(words, cmd)
 }
 
 // stopSignals are the signals that stop a command gracefully: SIGTERM,

@@ -82,6 +82,7 @@ func runRuntimeServe(cmd *cobra.Command, g *globalFlags, f *runtimeServeFlags) e
 	if err != nil {
 		return err
 	}
+	logSysmon(log)
 	kind, ok := kinds.Lookup(f.kind)
 	if !ok {
 		return fmt.Errorf("--runtime %q: want %s", f.kind, runtimeKinds())

@@ -35,6 +35,7 @@ func newServeCmd(g *globalFlags, dev *devFlags) *cobra.Command {
 			if err != nil {
 				return err
 			}
+			logSysmon(log)
 			if err := dev.check(); err != nil {
 				return err
 			}

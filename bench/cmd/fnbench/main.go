@@ -35,6 +35,8 @@ package main
 import (
 	"fmt"
 	"os"
+
+	"github.com/fnbridge/fnbridge/internal/sysmon"
 )
 
 func main() {
@@ -47,6 +49,11 @@ func main() {
 	case "run":
 		err = run(os.Args[2:])
 	case "fake-serve":
+		// F is the bridge's serving process with another runtime: it runs
+		// with the same scheduler tuning as bridge serve.
+		if err := sysmon.Apply(); err != nil {
+			fmt.Fprintln(os.Stderr, "fnbench fake-serve: serving without sysmon's tuning:", err)
+		}
 		err = fakeServe(os.Args[2:])
 	case "drive":
 		err = driveCmd(os.Args[2:])
