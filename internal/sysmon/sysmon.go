@@ -10,7 +10,7 @@
 // restarts that polling: under the five-step benchmark sysmon's wake-ups
 // (about nine nanosleeps per invocation, each a context switch) were a
 // sixth of the bridge's CPU, and in every shape of the benchmark the
-// bridge's CPU per invocation fell by a fifth to a quarter without them
+// bridge's CPU per invocation fell without them, by a tenth to a third
 // (bench/NOTES.md).
 //
 // The one switch the runtime reads that keeps sysmon out of that cycle is
