@@ -378,15 +378,19 @@ func printResult(cmd *cobra.Command, what string, r stepctx.Result) error {
 }
 
 // parseCtxDuration reads 90, 1.5, .5 or 1. (seconds, as sleep(1) takes
-// them), 90s, 5m, 1h, 1m30s, 250ms.
-func parseCtxDuration(s string) (time.Duration, error) {
+// them), 90s, 5m, 1h, 1m30s, 250ms; what names the operand or flag in
+// the error ("duration", "--delay").
+func parseCtxDuration(what, s string) (time.Duration, error) {
 	in := s
 	if whole, frac, dotted := strings.Cut(s, "."); (isDigits(whole) || dotted && whole == "") && (frac == "" || isDigits(frac)) && (whole != "" || frac != "") {
 		s += "s"
 	}
 	d, err := time.ParseDuration(s)
-	if err != nil || d < 0 {
-		return 0, exitf(ctxExitUsage, "duration %q: want seconds (90, 1.5) or a Go duration (90s, 5m, 1h)", in)
+	switch {
+	case err != nil:
+		return 0, exitf(ctxExitUsage, "%s %q: want seconds (90, 1.5) or a Go duration (90s, 5m, 1h)", what, in)
+	case d < 0:
+		return 0, exitf(ctxExitUsage, "%s %q: must not be negative", what, in)
 	}
 	return d, nil
 }
@@ -411,7 +415,7 @@ func newCtxSleepCmd() *cobra.Command {
 		Short: "Sleep durably: 90 or 1.5 (seconds), 90s, 5m, 1h; --async prints a handle for await",
 		Args:  exactArgs(1, "fnbridge sleep [--async] DURATION"),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			d, err := parseCtxDuration(args[0])
+			d, err := parseCtxDuration("duration", args[0])
 			if err != nil {
 				return err
 			}
@@ -547,7 +551,7 @@ func newCtxSendCmd() *cobra.Command {
 			}
 			var d time.Duration
 			if delay != "" {
-				if d, err = parseCtxDuration(delay); err != nil {
+				if d, err = parseCtxDuration("--delay", delay); err != nil {
 					return err
 				}
 			}

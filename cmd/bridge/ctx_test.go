@@ -200,7 +200,7 @@ func TestCtxSleep(t *testing.T) {
 	for _, bad := range []string{".", "1.5.2", "1d", "0x10", "1.5x"} {
 		fnbridge(t, "", "sleep", bad).want(t, 2, "", `duration "`+bad+`": want seconds (90, 1.5)`)
 	}
-	fnbridge(t, "", "sleep", "--", "-5s").want(t, 2, "", `duration "-5s"`)
+	fnbridge(t, "", "sleep", "--", "-5s").want(t, 2, "", `duration "-5s": must not be negative`)
 	fnbridge(t, "", "sleep").want(t, 2, "", "usage: fnbridge sleep")
 
 	e.j.HoldSleeps = true
@@ -234,6 +234,12 @@ func TestCtxCallSendAwait(t *testing.T) {
 	fnbridge(t, "", "send", "--delay", "5m", "Mail/send", `"hi"`).want(t, 0, "inv_send_1\n", "")
 	if s := e.j.Entries()[3]; s.Kind != "send" || s.Delay != 5*time.Minute {
 		t.Errorf("journaled send %+v", s)
+	}
+	// A bad delay names the flag, and sends nothing.
+	fnbridge(t, "", "send", "--delay", "-1s", "Mail/send", `"hi"`).want(t, 2, "", `--delay "-1s": must not be negative`)
+	fnbridge(t, "", "send", "--delay", "soon", "Mail/send", `"hi"`).want(t, 2, "", `--delay "soon": want seconds (90, 1.5) or a Go duration`)
+	if n := len(e.j.Entries()); n != 4 {
+		t.Errorf("%d journal entries after the refused sends, want 4", n)
 	}
 
 	timer := fnbridge(t, "", "sleep", "--async", "10s")
