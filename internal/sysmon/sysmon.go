@@ -52,7 +52,9 @@ func Plan(environ []string) []string {
 		case markerEnv:
 			return nil
 		case "GODEBUG":
-			godebug, had = v, true
+			if !had { // the runtime reads the first
+				godebug, had = v, true
+			}
 		}
 	}
 	for _, field := range strings.Split(godebug, ",") {
