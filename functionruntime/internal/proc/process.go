@@ -166,6 +166,7 @@ func Start(cfg Config) (*Process, error) {
 	}
 	go p.logs.run()
 	go func() {
+		awaitExit(p.pid) // so that Wait does not hold a thread and its P
 		p.waitErr = cmd.Wait()
 		close(p.exited)
 		// Normally the response pipe reports EOF now; this only unblocks a

@@ -234,10 +234,38 @@ func hasExited(pid int) bool {
 	return *(*int32)(unsafe.Add(unsafe.Pointer(&info), siginfoPidOffset)) != 0
 }
 
+// awaitExit parks the calling goroutine, not its thread, until pid (a
+// child of the server, not yet reaped, so its pid cannot be reused) has
+// exited: the wait that follows then returns at once. A thread blocked in
+// waitid holds its P until sysmon retakes it, which with sysmon polling at
+// 10 ms (internal/sysmon) stalled every other goroutine for 10-20 ms at
+// GOMAXPROCS 1 each time a worker started. Without pidfds (before Linux
+// 5.3) it returns at once and the wait blocks a thread as before.
+func awaitExit(pid int) {
+	fd, err := unix.PidfdOpen(pid, unix.PIDFD_NONBLOCK)
+	if err != nil {
+		return
+	}
+	f := os.NewFile(uintptr(fd), "pidfd")
+	defer f.Close()
+	rc, err := f.SyscallConn()
+	if err != nil {
+		return
+	}
+	// A pidfd is readable once its process has exited; Read parks until
+	// the poller says so whenever the check says not yet.
+	_ = rc.Read(func(fd uintptr) bool {
+		p := []unix.PollFd{{Fd: int32(fd), Events: unix.POLLIN}}
+		n, err := unix.Poll(p, 0)
+		return err != nil || n > 0
+	})
+}
+
 // waitExitedNoReap blocks until pid, a child of the server, has exited,
 // leaving it a zombie: its status stays for exec.Cmd.Wait, and its pid and
 // process group id stay reserved until then. It reports whether it waited.
 func waitExitedNoReap(pid int) bool {
+	awaitExit(pid)
 	for {
 		var info unix.Siginfo
 		err := unix.Waitid(unix.P_PID, pid, &info, unix.WEXITED|unix.WNOWAIT, nil)

@@ -27,6 +27,9 @@ func groupAlive(pgid int) bool { return !groupGone(pgid) }
 
 func hasExited(pid int) bool { return false }
 
+// awaitExit returns at once: the wait that follows blocks a thread.
+func awaitExit(pid int) {}
+
 // waitExitedNoReap returns false at once: without waitid's WNOWAIT the
 // exit is only seen by exec.Cmd.Wait, so Probe cannot kill the group
 // between the command's exit and its reaping.
