@@ -334,7 +334,7 @@ func fdLinks(pid int) []string {
 
 // bridgeFDs counts the bridge's descriptors: total, "own", which leaves
 // out pipes whose other end a live worker (or a process of a worker's
-// group) holds and the pidfds Go keeps for its child processes, how many
+// group) holds and the pidfds kept for its child processes, how many
 // of the own ones are sockets, and the pidfds. Own descriptors (listeners,
 // connections, the log, pipes of dead workers) must not grow with the
 // number of invocations or worker kills; the per-worker pipes and pidfds

@@ -245,8 +245,9 @@ var chaosStepNames = []string{"s1", "s2", "s3"}
 //     measured at a baseline (after it served part of the load) and after
 //     the run, polling until they settle (30 s deadline). Descriptors are
 //     counted without the pipes a live worker holds the other end of, so
-//     warm workers coming and going do not count, nor the pidfds Go keeps
-//     per child process (at most the live workers + maxStrayPidfds); those
+//     warm workers coming and going do not count, nor the pidfds kept per
+//     child process (at most pidfdsPerWorker per live worker +
+//     maxStrayPidfds); those
 //     "own" descriptors, sockets aside, may exceed the baseline by at most 8. Sockets are
 //     bounded by the listener and restate-server's one connection per
 //     partition (maxBridgeSockets): how many partitions had connected at
@@ -510,8 +511,8 @@ func (r *chaosRun) checkResources() {
 		return
 	}
 	if !poll(30*time.Second, func() bool { r.after = measureBridge(r.b.pid()); return r.after.settled(*r.baseline) }) {
-		r.t.Errorf("bridge resources did not return near the baseline within 30s: baseline %v, now %v (own fds other than sockets may exceed it by 8 plus %d per worker beyond the baseline's, sockets at most %d, pidfds at most the workers + %d, RSS limit %d MiB)",
-			*r.baseline, r.after, fdsPerWorker, maxBridgeSockets, maxStrayPidfds, r.baseline.rssLimit()>>20)
+		r.t.Errorf("bridge resources did not return near the baseline within 30s: baseline %v, now %v (own fds other than sockets may exceed it by 8 plus %d per worker beyond the baseline's, sockets at most %d, pidfds at most %d per worker + %d, RSS limit %d MiB)",
+			*r.baseline, r.after, fdsPerWorker, maxBridgeSockets, pidfdsPerWorker, maxStrayPidfds, r.baseline.rssLimit()>>20)
 	}
 }
 
@@ -1245,10 +1246,15 @@ func measureBridge(pid int) chaosResources {
 	return chaosResources{fds: total, ownFDs: own, sockets: sockets, pidfds: pidfds, workers: workers, rss: rssBytes(pid)}
 }
 
-// maxStrayPidfds is how many pidfds may exceed the live workers: Go holds
-// one per child process until it is reaped, and a killed worker is reaped
-// a moment after it leaves the worker list.
-const maxStrayPidfds = 4
+// pidfdsPerWorker is how many pidfds a live worker costs the bridge: the
+// one Go holds per child process until it is reaped, and the one
+// proc.awaitExit parks on until the worker exits.
+const pidfdsPerWorker = 2
+
+// maxStrayPidfds is how many pidfds may exceed pidfdsPerWorker per live
+// worker: a killed worker is reaped a moment after it leaves the worker
+// list, and a probe holds its own two while it runs.
+const maxStrayPidfds = 8
 
 // maxBridgeSockets bounds the bridge's sockets: its listener and the h2c
 // connections restate-server opens to a deployment, one per partition
@@ -1266,10 +1272,11 @@ const fdsPerWorker = 4 + 1 + 2
 // than sockets at most 8 above it (plus fdsPerWorker for each live worker
 // beyond the baseline's: the load may end with more workers warm than it
 // had then, which is not a leak), sockets within maxBridgeSockets, pidfds
-// no more than the live workers plus maxStrayPidfds, RSS within rssLimit.
+// no more than pidfdsPerWorker per live worker plus maxStrayPidfds, RSS
+// within rssLimit.
 func (r chaosResources) settled(baseline chaosResources) bool {
 	return r.ownFDs-r.sockets <= baseline.ownFDs-baseline.sockets+8+fdsPerWorker*max(0, r.workers-baseline.workers) &&
-		r.sockets <= maxBridgeSockets && r.pidfds <= r.workers+maxStrayPidfds &&
+		r.sockets <= maxBridgeSockets && r.pidfds <= pidfdsPerWorker*r.workers+maxStrayPidfds &&
 		r.rss <= baseline.rssLimit()
 }
 

@@ -29,7 +29,7 @@ func TestCtxNegativeNumbersAreOperands(t *testing.T) {
 		t.Errorf("journaled calls %+v, want k1 with -1.5e3 and k2 with -0.5", calls)
 	}
 	// A flag's value stays the flag's, negative or not.
-	fnbridge(t, "", "send", "--delay", "-1s", "Mail/send", "-1").want(t, 2, "", `duration "-1s"`)
+	fnbridge(t, "", "send", "--delay", "-1s", "Mail/send", "-1").want(t, 2, "", `--delay "-1s": must not be negative`)
 	fnbridge(t, "", "sleep", "-5s").want(t, 2, "", `duration "-5s"`)
 	fnbridge(t, "", "sleep", "-.5").want(t, 2, "", `duration "-.5"`)
 	// Anything else spelled with a dash is still a flag.
