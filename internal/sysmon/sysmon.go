@@ -1,6 +1,6 @@
 // Package sysmon owns how often the Go runtime's system monitor wakes in
-// the bridge's long-running processes (bridge serve, bridge runtime serve,
-// the Bash workers' step agents).
+// the bridge's long-running processes (bridge serve and dev, bridge
+// runtime serve, the Bash workers' step agents).
 //
 // The runtime's sysmon thread sleeps deeply while every P is idle, and an
 // entry into a system call wakes it; from then on it polls every 20 µs
