@@ -382,7 +382,9 @@ func printResult(cmd *cobra.Command, what string, r stepctx.Result) error {
 // the error ("duration", "--delay").
 func parseCtxDuration(what, s string) (time.Duration, error) {
 	in := s
-	if whole, frac, dotted := strings.Cut(s, "."); (isDigits(whole) || dotted && whole == "") && (frac == "" || isDigits(frac)) && (whole != "" || frac != "") {
+	// A plain number of seconds, negative included, so that -1 is told it
+	// is negative rather than that it lacks a unit.
+	if whole, frac, dotted := strings.Cut(strings.TrimPrefix(s, "-"), "."); (isDigits(whole) || dotted && whole == "") && (frac == "" || isDigits(frac)) && (whole != "" || frac != "") {
 		s += "s"
 	}
 	d, err := time.ParseDuration(s)

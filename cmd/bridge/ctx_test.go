@@ -200,7 +200,11 @@ func TestCtxSleep(t *testing.T) {
 	for _, bad := range []string{".", "1.5.2", "1d", "0x10", "1.5x"} {
 		fnbridge(t, "", "sleep", bad).want(t, 2, "", `duration "`+bad+`": want seconds (90, 1.5)`)
 	}
-	fnbridge(t, "", "sleep", "--", "-5s").want(t, 2, "", `duration "-5s": must not be negative`)
+	for _, neg := range []string{"-5s", "-1", "-1.5", "-.5"} {
+		fnbridge(t, "", "sleep", "--", neg).want(t, 2, "", `duration "`+neg+`": must not be negative`)
+	}
+	fnbridge(t, "", "sleep", "-1").want(t, 2, "", `duration "-1": must not be negative`)
+	fnbridge(t, "", "sleep", "--", "-").want(t, 2, "", `duration "-": want seconds (90, 1.5)`)
 	fnbridge(t, "", "sleep").want(t, 2, "", "usage: fnbridge sleep")
 
 	e.j.HoldSleeps = true
