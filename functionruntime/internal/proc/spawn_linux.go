@@ -240,9 +240,19 @@ func hasExited(pid int) bool {
 // waitid holds its P until sysmon retakes it, which with sysmon polling at
 // 10 ms (internal/sysmon) stalled every other goroutine for 10-20 ms at
 // GOMAXPROCS 1 each time a worker started. Without pidfds (before Linux
-// 5.3) it returns at once and the wait blocks a thread as before.
+// 5.3, or refused by a seccomp profile) it returns at once and the wait
+// that follows blocks a thread, with that stall.
 func awaitExit(pid int) {
-	fd, err := unix.PidfdOpen(pid, unix.PIDFD_NONBLOCK)
+	fd, err := unix.PidfdOpen(pid, pidfdFlags)
+	if err == unix.EINVAL {
+		// Linux 5.3 to 5.9 have pidfds but not PIDFD_NONBLOCK; the
+		// descriptor polls all the same once non-blocking.
+		if fd, err = unix.PidfdOpen(pid, 0); err == nil {
+			if err = unix.SetNonblock(fd, true); err != nil {
+				unix.Close(fd)
+			}
+		}
+	}
 	if err != nil {
 		return
 	}
@@ -260,6 +270,10 @@ func awaitExit(pid int) {
 		return err != nil || n > 0
 	})
 }
+
+// pidfdFlags are awaitExit's first try; a test swaps in flags the kernel
+// refuses, to take the path of kernels without PIDFD_NONBLOCK.
+var pidfdFlags = unix.PIDFD_NONBLOCK
 
 // waitExitedNoReap blocks until pid, a child of the server, has exited,
 // leaving it a zombie: its status stays for exec.Cmd.Wait, and its pid and

@@ -15,6 +15,18 @@ import (
 // its P, and with sysmon polling at 10 ms (internal/sysmon) every other
 // goroutine of the bridge would wait 10-20 ms for it at GOMAXPROCS 1.
 func TestAwaitExitParksInThePoller(t *testing.T) {
+	testAwaitExitParks(t)
+}
+
+// Where the kernel has pidfds but not PIDFD_NONBLOCK (Linux 5.3-5.9) the
+// wait parks in the poller too.
+func TestAwaitExitParksInThePollerWithoutPidfdNonblock(t *testing.T) {
+	defer func(f int) { pidfdFlags = f }(pidfdFlags)
+	pidfdFlags = 1 << 30 // refused with EINVAL, as PIDFD_NONBLOCK is there
+	testAwaitExitParks(t)
+}
+
+func testAwaitExitParks(t *testing.T) {
 	cmd := exec.Command("sleep", "30")
 	if err := cmd.Start(); err != nil {
 		t.Skipf("sleep: %v", err)
