@@ -166,6 +166,10 @@ func testFunctionsReturnResults(version int) func(*testing.T, *bridgeEnv) {
 			godebug := slices.DeleteFunc(vars, func(v string) bool { return !strings.HasPrefix(v, "GODEBUG=") })
 			t.Errorf("bridge serve started with %q, want GODEBUG=%s", godebug, sysmon.Setting)
 		}
+		// ... and kept its name, as ps, top and pgrep show it.
+		if comm, err := os.ReadFile(fmt.Sprintf("/proc/%d/comm", b.pid())); err != nil || strings.TrimSpace(string(comm)) != filepath.Base(bridgeBin(t)) {
+			t.Errorf("bridge serve's process name is %q (%v), want %q", comm, err, filepath.Base(bridgeBin(t)))
+		}
 
 		out := callOK(ctx, t, env.srv, py, "greet", `{"name":"you"}`, nil)
 		assertJSON(t, "Python output", out, `{"greeting":"Hello, you","lang":"python"}`)

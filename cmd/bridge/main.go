@@ -13,6 +13,7 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"runtime"
 	"slices"
 	"strings"
 	"syscall"
@@ -33,6 +34,11 @@ type globalFlags struct {
 	logFormat string
 }
 
+// main starts on the process's first thread, where sysmon.Apply must run
+// (the parent-death signal a supervisor set lives there); main unlocks
+// it once that is decided.
+func init() { runtime.LockOSThread() }
+
 func main() {
 	// Installed (or linked) as `fnbridge` on a function's PATH, the binary
 	// is the durable-steps context command of Bash functions.
@@ -40,6 +46,7 @@ func main() {
 		if longRunning(os.Args[1:], "agent") {
 			_ = sysmon.Apply() // the agent has no log; untuned is still correct
 		}
+		runtime.UnlockOSThread()
 		os.Exit(ctxMain(os.Args[1:]))
 	}
 	// Whatever this binary is called, it is the command Bash workers
@@ -48,6 +55,7 @@ func main() {
 	if a := os.Args[1:]; longRunning(a, "serve") || longRunning(a, "dev") || longRunning(a, "runtime", "serve") || longRunning(a, "ctx", "agent") {
 		sysmonErr = sysmon.Apply()
 	}
+	runtime.UnlockOSThread()
 	os.Exit(runBridge(os.Args[1:], os.Stdout, os.Stderr))
 }
 

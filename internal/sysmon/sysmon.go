@@ -27,7 +27,9 @@
 package sysmon
 
 import (
+	"errors"
 	"os"
+	"path/filepath"
 	"strings"
 	"syscall"
 )
@@ -78,12 +80,25 @@ func Plan(environ []string) []string {
 	return append(out, "GODEBUG="+tuned, markerEnv+"="+marker)
 }
 
+// commEnv carries the process's name (/proc/self/comm) across the
+// re-execution: the kernel names a process after the file it executes,
+// which would make it "exe" in ps, top and pgrep.
+const commEnv = "FNBRIDGE_SYSMON_COMM"
+
+// ErrNotMainThread is Apply's answer on a thread other than the
+// process's first: the parent-death signal a supervisor set
+// (PR_SET_PDEATHSIG) belongs to that thread and survives an exec only
+// from it. A program calls runtime.LockOSThread in an init function to
+// keep main there.
+var ErrNotMainThread = errors.New("sysmon: not on the main thread, where the re-execution keeps the parent-death signal")
+
 // Apply makes the process run with Setting. In a process not yet
 // re-executed it replaces the process image with /proc/self/exe (the
 // binary this process runs, even if its file was replaced since) and
 // returns only if that fails; in the re-executed one it restores GODEBUG
-// and returns nil. It must run before the process starts anything that
-// an exec would end (listeners, children, goroutines doing work).
+// and the process's name and returns nil. It must run on the main thread
+// (ErrNotMainThread) before the process starts anything that an exec
+// would end (listeners, children, goroutines doing work).
 func Apply() error {
 	if Restore() {
 		return nil
@@ -92,16 +107,34 @@ func Apply() error {
 	if env == nil {
 		return nil
 	}
+	if syscall.Gettid() != os.Getpid() {
+		return ErrNotMainThread
+	}
+	comm, err := os.ReadFile("/proc/self/comm")
+	if err != nil {
+		return err
+	}
+	env = append(env, commEnv+"="+strings.TrimSuffix(string(comm), "\n"))
 	return syscall.Exec("/proc/self/exe", os.Args, env)
 }
 
 // Restore, in a process Apply re-executed, sets GODEBUG back to the
-// user's value (or unsets it) and removes the marker, and reports whether
-// it did. The runtime keeps the schedtrace it started with: it reads that
-// setting only at start.
+// user's value (or unsets it), gives the process and its threads their
+// name again, removes the markers, and reports whether it did. The
+// runtime keeps the schedtrace it started with: it reads that setting
+// only at start. A marker without Setting at the end of GODEBUG did not
+// come from Apply (a copied environment): it is dropped, GODEBUG left as
+// it is, and Restore reports false, so that Apply goes on as in any
+// process.
 func Restore() bool {
 	marker, ok := os.LookupEnv(markerEnv)
 	if !ok {
+		return false
+	}
+	comm := os.Getenv(commEnv)
+	os.Unsetenv(markerEnv)
+	os.Unsetenv(commEnv)
+	if g := os.Getenv("GODEBUG"); g != Setting && !strings.HasSuffix(g, ","+Setting) {
 		return false
 	}
 	if v, set := strings.CutPrefix(marker, "="); set {
@@ -109,6 +142,21 @@ func Restore() bool {
 	} else {
 		os.Unsetenv("GODEBUG")
 	}
-	os.Unsetenv(markerEnv)
+	if comm != "" {
+		rename(comm)
+	}
 	return true
+}
+
+// rename gives every thread of the process the name comm (the main
+// thread's is the process's): the runtime started its first threads
+// before main, under the name the exec gave them.
+func rename(comm string) {
+	tasks, _ := filepath.Glob("/proc/self/task/*/comm")
+	for _, name := range tasks {
+		if f, err := os.OpenFile(name, os.O_WRONLY, 0); err == nil {
+			_, _ = f.WriteString(comm)
+			f.Close()
+		}
+	}
 }

@@ -3,11 +3,18 @@ package sysmon_test
 import (
 	"bytes"
 	"encoding/json"
+	"fmt"
 	"os"
 	"os/exec"
+	"path/filepath"
+	"runtime"
 	"slices"
 	"strings"
+	"syscall"
 	"testing"
+	"unsafe"
+
+	"golang.org/x/sys/unix"
 
 	"github.com/fnbridge/fnbridge/internal/sysmon"
 )
@@ -51,7 +58,13 @@ type report struct {
 	Marker     bool
 	StartedEnv string   // GODEBUG in /proc/self/environ: what the runtime started with
 	ChildEnv   []string // GODEBUG and marker lines of a child's environment
+	Comm       []string // the names of the process's threads, the main one first
+	Pdeathsig  int      // the parent-death signal after Apply
 }
+
+// The helper's main goroutine stays on the main thread, as cmd/bridge's
+// does, so that Apply runs there.
+func init() { runtime.LockOSThread() }
 
 func TestMain(m *testing.M) {
 	if os.Getenv("SYSMON_TEST_HELPER") == "1" {
@@ -62,6 +75,23 @@ func TestMain(m *testing.M) {
 }
 
 func helper() {
+	if os.Getenv("SYSMON_TEST_OFF_MAIN") == "1" {
+		// Apply on another thread must refuse rather than lose the
+		// parent-death signal.
+		done := make(chan error)
+		go func() {
+			runtime.LockOSThread() // a thread of its own, not the main one
+			for syscall.Gettid() == os.Getpid() {
+				runtime.UnlockOSThread()
+				runtime.Gosched()
+				runtime.LockOSThread()
+			}
+			done <- sysmon.Apply()
+		}()
+		err := <-done
+		os.Stdout.WriteString(fmt.Sprint(err == sysmon.ErrNotMainThread) + "\n")
+		return
+	}
 	if err := sysmon.Apply(); err != nil {
 		os.Stderr.WriteString("Apply: " + err.Error() + "\n")
 		os.Exit(2)
@@ -77,6 +107,18 @@ func helper() {
 			r.StartedEnv = string(v)
 		}
 	}
+	if main, err := os.ReadFile("/proc/self/comm"); err == nil {
+		r.Comm = append(r.Comm, strings.TrimSpace(string(main)))
+	}
+	tasks, _ := filepath.Glob("/proc/self/task/*/comm")
+	for _, f := range tasks {
+		if b, err := os.ReadFile(f); err == nil {
+			r.Comm = append(r.Comm, strings.TrimSpace(string(b)))
+		}
+	}
+	var sig int32
+	_ = unix.Prctl(unix.PR_GET_PDEATHSIG, uintptr(unsafe.Pointer(&sig)), 0, 0, 0)
+	r.Pdeathsig = int(sig)
 	out, _ := exec.Command("env").Output()
 	for _, line := range strings.Split(string(out), "\n") {
 		if strings.HasPrefix(line, "GODEBUG=") || strings.HasPrefix(line, "FNBRIDGE_SYSMON") {
@@ -86,32 +128,67 @@ func helper() {
 	_ = json.NewEncoder(os.Stdout).Encode(r)
 }
 
-func runHelper(t *testing.T, godebug *string) report {
+func runHelper(t *testing.T, godebug *string, env ...string) report {
+	t.Helper()
+	out := startHelper(t, godebug, env...)
+	var r report
+	if err := json.Unmarshal(out.stdout, &r); err != nil {
+		t.Fatalf("helper output %q: %v", out.stdout, err)
+	}
+	if r.PID != out.pid {
+		t.Errorf("the helper ran as pid %d, started as %d: the re-execution must keep the process", r.PID, out.pid)
+	}
+	if !slices.Equal(r.Args, out.args) {
+		t.Errorf("arguments after Apply = %q, want %q", r.Args, out.args)
+	}
+	if r.Marker {
+		t.Error("the marker is still in the environment after Apply")
+	}
+	want := filepath.Base(os.Args[0])
+	if len(want) > 15 { // the kernel keeps 15 bytes of a name
+		want = want[:15]
+	}
+	if len(r.Comm) < 2 {
+		t.Errorf("thread names %q: want the process's and its threads'", r.Comm)
+	}
+	for i, c := range r.Comm {
+		if c != want {
+			t.Errorf("thread %d of %d is named %q after Apply, want %q as before it", i, len(r.Comm), c, want)
+		}
+	}
+	if r.Pdeathsig != int(syscall.SIGTERM) {
+		t.Errorf("parent-death signal after Apply = %d, want SIGTERM (%d) as the parent set it", r.Pdeathsig, syscall.SIGTERM)
+	}
+	return r
+}
+
+// helperRun is what startHelper saw of one helper process.
+type helperRun struct {
+	pid    int
+	args   []string
+	stdout []byte
+}
+
+// startHelper runs the test binary as the helper, with a parent-death
+// signal as supervisors set one, and returns its output.
+func startHelper(t *testing.T, godebug *string, env ...string) helperRun {
 	t.Helper()
 	cmd := exec.Command(os.Args[0], "-test.run=^$", "extra-arg")
-	cmd.Env = []string{"SYSMON_TEST_HELPER=1", "PATH=" + os.Getenv("PATH")}
+	cmd.Env = append([]string{"SYSMON_TEST_HELPER=1", "PATH=" + os.Getenv("PATH")}, env...)
 	if godebug != nil {
 		cmd.Env = append(cmd.Env, "GODEBUG="+*godebug)
 	}
+	// The signal comes when the thread that started the child ends: this
+	// goroutine keeps its thread until the helper is done.
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGTERM}
 	var stdout, stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
 	if err := cmd.Run(); err != nil {
 		t.Fatalf("helper: %v, stderr %q", err, stderr.String())
 	}
-	var r report
-	if err := json.Unmarshal(stdout.Bytes(), &r); err != nil {
-		t.Fatalf("helper output %q: %v", stdout.String(), err)
-	}
-	if r.PID != cmd.Process.Pid {
-		t.Errorf("the helper ran as pid %d, started as %d: the re-execution must keep the process", r.PID, cmd.Process.Pid)
-	}
-	if !slices.Equal(r.Args, cmd.Args) {
-		t.Errorf("arguments after Apply = %q, want %q", r.Args, cmd.Args)
-	}
-	if r.Marker {
-		t.Error("the marker is still in the environment after Apply")
-	}
-	return r
+	return helperRun{pid: cmd.Process.Pid, args: cmd.Args, stdout: stdout.Bytes()}
 }
 
 func TestApplyRestartsWithTheSettingAndGivesTheUserTheirEnvironment(t *testing.T) {
@@ -140,6 +217,16 @@ func TestApplyRestartsWithTheSettingAndGivesTheUserTheirEnvironment(t *testing.T
 			t.Errorf("a child's environment has %q, want %q", r.ChildEnv, want)
 		}
 	})
+	t.Run("a marker Apply did not set is dropped", func(t *testing.T) {
+		user := "madvdontneed=1"
+		r := runHelper(t, &user, "FNBRIDGE_SYSMON_GODEBUG=1")
+		if want := user + "," + sysmon.Setting; r.StartedEnv != want {
+			t.Errorf("the runtime started with GODEBUG %q, want %q", r.StartedEnv, want)
+		}
+		if r.GODEBUG == nil || *r.GODEBUG != user {
+			t.Errorf("GODEBUG after Apply = %v, want the user's %q", r.GODEBUG, user)
+		}
+	})
 	t.Run("schedtrace=0 turns it off", func(t *testing.T) {
 		off := "schedtrace=0"
 		r := runHelper(t, &off)
@@ -147,4 +234,11 @@ func TestApplyRestartsWithTheSettingAndGivesTheUserTheirEnvironment(t *testing.T
 			t.Errorf("started with %q, GODEBUG %v: want %q untouched, no re-execution", r.StartedEnv, r.GODEBUG, off)
 		}
 	})
+}
+
+func TestApplyRefusesOffTheMainThread(t *testing.T) {
+	out := startHelper(t, nil, "SYSMON_TEST_OFF_MAIN=1")
+	if got := strings.TrimSpace(string(out.stdout)); got != "true" {
+		t.Errorf("Apply on another thread: the helper printed %q, want ErrNotMainThread (true) and no re-execution", got)
+	}
 }
