@@ -8,20 +8,21 @@ import (
 // ingressRow is the median over repetitions of one (peer, concurrency)
 // point through restate-server.
 type ingressRow struct {
-	RPS, P50, P99           float64 // req/s, ms, ms
-	RPSMin, RPSMax          float64 // spread over repetitions
-	ServerUS                float64 // restate-server CPU µs per request
-	SelfUS, WorkersUS       float64 // CPU µs per invocation
+	RPS, P50, P99     float64 // req/s, ms, ms
+	RPSMin, RPSMax    float64 // spread over repetitions
+	ServerUS          float64 // restate-server CPU µs per request
+	SelfUS, WorkersUS float64 // CPU µs per invocation, each its own median
+	// TotalUS is the median of the per-point sums self+workers, not the
+	// sum of the two medians (which may come from different repetitions).
+	TotalUS                 float64
 	ServerCores, GenCores   float64 // CPU used, in cores
 	PeerCores, MachineCores float64
 	Errors, OK              int
 	FirstError              string
 }
 
-func (r ingressRow) totalUS() float64 { return r.SelfUS + r.WorkersUS }
-
 func aggregateIngress(pts []ingressPoint, peer string, c int) (ingressRow, bool) {
-	var rps, p50, p99, self, workers, server, serverUS, gen, peerC, mach []float64
+	var rps, p50, p99, self, workers, total, server, serverUS, gen, peerC, mach []float64
 	var row ingressRow
 	for _, p := range pts {
 		if p.Peer != peer || p.C != c {
@@ -33,6 +34,7 @@ func aggregateIngress(pts []ingressPoint, peer string, c int) (ingressRow, bool)
 		p99 = append(p99, ms(percentile(p.Load.Latencies, 99)))
 		self = append(self, us(p.cpuPerInv(p.Self)))
 		workers = append(workers, us(p.cpuPerInv(p.Workers)))
+		total = append(total, us(p.cpuPerInv(p.Self+p.Workers)))
 		server = append(server, p.Server.Seconds()/wall)
 		serverUS = append(serverUS, us(p.cpuPerInv(p.Server)))
 		gen = append(gen, p.Gen.Seconds()/wall)
@@ -50,7 +52,7 @@ func aggregateIngress(pts []ingressPoint, peer string, c int) (ingressRow, bool)
 	row.RPS, row.P50, row.P99 = median(rps), median(p50), median(p99)
 	row.RPSMin, row.RPSMax = slices.Min(rps), slices.Max(rps)
 	row.ServerUS = median(serverUS)
-	row.SelfUS, row.WorkersUS = median(self), median(workers)
+	row.SelfUS, row.WorkersUS, row.TotalUS = median(self), median(workers), median(total)
 	row.ServerCores, row.GenCores, row.PeerCores, row.MachineCores = median(server), median(gen), median(peerC), median(mach)
 	return row, true
 }
@@ -59,15 +61,14 @@ func aggregateIngress(pts []ingressPoint, peer string, c int) (ingressRow, bool)
 type directRow struct {
 	IPS, P50, P99          float64
 	IPSMin, IPSMax         float64 // spread over repetitions
-	SelfUS, WorkersUS      float64
+	SelfUS, WorkersUS      float64 // CPU µs per invocation, each its own median
+	TotalUS                float64 // median of the per-point sums
 	GenCores, MachineCores float64
 	N                      int
 }
 
-func (r directRow) totalUS() float64 { return r.SelfUS + r.WorkersUS }
-
 func aggregateDirect(pts []directPoint, peer string, c int) (directRow, bool) {
-	var ips, p50, p99, self, workers, gen, mach []float64
+	var ips, p50, p99, self, workers, total, gen, mach []float64
 	var row directRow
 	for _, p := range pts {
 		if p.Peer != peer || p.C != c {
@@ -80,6 +81,7 @@ func aggregateDirect(pts []directPoint, peer string, c int) (directRow, bool) {
 		p99 = append(p99, ms(p.Stats.P99))
 		self = append(self, us(p.Self)/n)
 		workers = append(workers, us(p.Workers)/n)
+		total = append(total, us(p.Self+p.Workers)/n)
 		gen = append(gen, p.Gen.Seconds()/wall)
 		mach = append(mach, p.Machine.Seconds()/wall)
 		row.N += p.Stats.Invocations
@@ -89,7 +91,7 @@ func aggregateDirect(pts []directPoint, peer string, c int) (directRow, bool) {
 	}
 	row.IPS, row.P50, row.P99 = median(ips), median(p50), median(p99)
 	row.IPSMin, row.IPSMax = slices.Min(ips), slices.Max(ips)
-	row.SelfUS, row.WorkersUS = median(self), median(workers)
+	row.SelfUS, row.WorkersUS, row.TotalUS = median(self), median(workers), median(total)
 	row.GenCores, row.MachineCores = median(gen), median(mach)
 	return row, true
 }

@@ -118,17 +118,23 @@ func ingressCmd(args []string) error {
 	client := newIngressClient(*c)
 	defer client.CloseIdleConnections()
 	u := *url + "/" + *target
-	if w := load(ctx, client, u, *c, 10**c, time.Second, check); w.Errors > 0 {
-		return fmt.Errorf("warm-up: %d errors, first: %s", w.Errors, w.FirstError)
+	// The same closed loop as a point of `fnbench run`: the warm-up flows
+	// into the window, CPU is sampled at its edges with the load running.
+	var before, after cpuMark
+	mark := func(edge int) (err error) {
+		if edge == 0 {
+			before, err = markCPU(*pid, *server, false)
+		} else {
+			after, err = markCPU(*pid, *server, true)
+		}
+		return err
 	}
-	before, err := markCPU(*pid, *server, false)
+	res, err := load(ctx, client, u, loadPlan{Concurrency: *c, WarmRequests: 10 * *c, WarmUp: time.Second, Requests: 1_000_000, Duration: *dur, Mark: mark}, check)
 	if err != nil {
 		return err
 	}
-	res := load(ctx, client, u, *c, 1_000_000, *dur, check)
-	after, err := markCPU(*pid, *server, true)
-	if err != nil {
-		return err
+	if res.Warm.Errors > 0 {
+		return fmt.Errorf("warm-up: %d errors, first: %s", res.Warm.Errors, res.Warm.FirstError)
 	}
 	cpu := cpuBetween(before, after)
 	per := func(d time.Duration) float64 { return us(d) / float64(max(res.OK, 1)) }

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"maps"
 	"os"
 	"path/filepath"
 	"slices"
@@ -53,9 +52,9 @@ func TestMedianOfRepetitions(t *testing.T) {
 }
 
 // The CPU of a process and of its descendants as sampleCPU counts it from
-// procstat's reading: the root's own time only, each descendant's own plus
-// its reaped children's, keyed by pid and start time; comm may hold spaces
-// and parentheses.
+// procstat's reading: the root's own time as self; its reaped children's
+// plus each descendant's own and reaped children's as workers; comm may
+// hold spaces and parentheses.
 func TestCPUSampleOfAProcessTree(t *testing.T) {
 	all, parent := map[int]procstat.Stat{}, map[int]int{}
 	for _, line := range []string{
@@ -74,9 +73,9 @@ func TestCPUSampleOfAProcessTree(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := map[procKey]time.Duration{{11, 200}: 600 * time.Millisecond, {12, 300}: 20 * time.Millisecond}
-	if cs.self != 3250*time.Millisecond || cs.count != 2 || !maps.Equal(cs.desc, want) {
-		t.Errorf("cpuSampleOf(10) = %+v, want self 3.25s and descendants %v", cs, want)
+	// workers: 10's cutime+cstime 150 ms + 11's 600 ms + 12's 20 ms.
+	if want := (cpuSample{self: 3250 * time.Millisecond, workers: 770 * time.Millisecond, count: 2}); cs != want {
+		t.Errorf("cpuSampleOf(10) = %+v, want %+v", cs, want)
 	}
 	if _, err := cpuSampleOf(all, parent, 99); err == nil {
 		t.Error("a sample of a process that is gone succeeded")
@@ -122,15 +121,94 @@ func TestDescendantsFollowsTheParentChain(t *testing.T) {
 	}
 }
 
-func TestCPUDeltaCountsNewAndContinuingDescendants(t *testing.T) {
-	before := cpuSample{self: time.Second, desc: map[procKey]time.Duration{{11, 5}: 100 * time.Millisecond, {12, 5}: 50 * time.Millisecond}}
-	after := cpuSample{self: 3 * time.Second, desc: map[procKey]time.Duration{
-		{11, 5}: 300 * time.Millisecond, // continued: +200 ms
-		{12, 9}: 40 * time.Millisecond,  // pid 12 reused by a new process: all of it
-	}}
-	self, desc := cpuDelta(before, after)
-	if self != 2*time.Second || desc != 240*time.Millisecond {
-		t.Errorf("cpuDelta = %v, %v; want 2s, 240ms", self, desc)
+// synthProc is one synthetic /proc/PID/stat entry, times in ms: own
+// utime+stime and reaped children's cutime+cstime.
+type synthProc struct {
+	pid, ppid   int
+	own, reaped int
+	zombie      bool
+}
+
+// sampleOf is cpuSampleOf root 10 over synthetic entries.
+func sampleOf(t *testing.T, ps ...synthProc) cpuSample {
+	t.Helper()
+	all, parent := map[int]procstat.Stat{}, map[int]int{}
+	for _, p := range ps {
+		st := procstat.Stat{PID: p.pid, PPID: p.ppid, State: 'S', Utime: time.Duration(p.own) * time.Millisecond, Cutime: time.Duration(p.reaped) * time.Millisecond}
+		if p.zombie {
+			st.State = 'Z'
+		}
+		all[p.pid], parent[p.pid] = st, p.ppid
+	}
+	cs, err := cpuSampleOf(all, parent, 10)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return cs
+}
+
+// Every process below the peer (10) is counted once between two samples,
+// for exactly the time it ran between them, however it started, exited and
+// was reaped. Each case's want is worked out by hand from the times the
+// processes ran between the samples.
+func TestCPUDeltaCountsEveryProcessOnce(t *testing.T) {
+	for _, tc := range []struct {
+		name          string
+		before, after []synthProc
+		self, workers int // ms
+	}{{
+		name:    "a worker running on",
+		before:  []synthProc{{10, 1, 1000, 0, false}, {11, 10, 100, 0, false}},
+		after:   []synthProc{{10, 1, 3000, 0, false}, {11, 10, 300, 0, false}},
+		self:    2000,
+		workers: 200,
+	}, {
+		// The old count lost it: 11 is gone, its time is in 10's cutime.
+		name:    "a worker that exits and is reaped by the peer",
+		before:  []synthProc{{10, 1, 1000, 0, false}, {11, 10, 50, 0, false}},
+		after:   []synthProc{{10, 1, 1000, 80, false}},
+		workers: 30,
+	}, {
+		// The old count gave 11 the whole 500 ms of 12's life.
+		name:    "a subshell alive at the first sample, reaped by its worker",
+		before:  []synthProc{{10, 1, 0, 0, false}, {11, 10, 100, 0, false}, {12, 11, 490, 0, false}},
+		after:   []synthProc{{10, 1, 0, 0, false}, {11, 10, 150, 500, false}},
+		workers: 60, // 11: 50, 12: 10
+	}, {
+		// A zombie keeps its final times until it is reaped; reaping only
+		// moves them into the reaper's cutime. The old count added them
+		// again through 11's cutime.
+		name:    "a zombie at the first sample, reaped in between",
+		before:  []synthProc{{10, 1, 0, 0, false}, {11, 10, 100, 0, false}, {12, 11, 40, 0, true}},
+		after:   []synthProc{{10, 1, 0, 0, false}, {11, 10, 100, 40, false}},
+		workers: 0,
+	}, {
+		name:    "a zombie at the second sample",
+		before:  []synthProc{{10, 1, 0, 0, false}, {11, 10, 100, 0, false}, {12, 11, 10, 0, false}},
+		after:   []synthProc{{10, 1, 0, 0, false}, {11, 10, 100, 0, false}, {12, 11, 25, 0, true}},
+		workers: 15,
+	}, {
+		// Pid 11 exits (reaped by 10), and a new process 11 starts below 10.
+		name:    "a pid reused between the samples",
+		before:  []synthProc{{10, 1, 0, 0, false}, {11, 10, 100, 0, false}},
+		after:   []synthProc{{10, 1, 0, 120, false}, {11, 10, 40, 0, false}},
+		workers: 60, // the old 11: 20, the new one: 40
+	}, {
+		// A subshell started and ended between the samples, its child too.
+		name:    "a process tree that lived between the samples only",
+		before:  []synthProc{{10, 1, 0, 0, false}, {11, 10, 100, 0, false}},
+		after:   []synthProc{{10, 1, 0, 0, false}, {11, 10, 100, 70, false}},
+		workers: 70,
+	}, {
+		name:    "an unrelated process",
+		before:  []synthProc{{10, 1, 0, 0, false}, {20, 1, 100, 0, false}},
+		after:   []synthProc{{10, 1, 0, 0, false}, {20, 1, 900, 0, false}, {21, 20, 50, 0, false}},
+		workers: 0,
+	}} {
+		self, workers := cpuDelta(sampleOf(t, tc.before...), sampleOf(t, tc.after...))
+		if self != time.Duration(tc.self)*time.Millisecond || workers != time.Duration(tc.workers)*time.Millisecond {
+			t.Errorf("%s: cpuDelta = %v, %v; want %d ms, %d ms", tc.name, self, workers, tc.self, tc.workers)
+		}
 	}
 }
 
@@ -197,8 +275,8 @@ func TestChildIsFoundAndStopped(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, ok := s.desc[procKey{uint64(c.pid()), st.StartTime}]; !ok {
-		t.Errorf("child %d not among this process's descendants %v", c.pid(), s.desc)
+	if _, parent := processTree(); !slices.Contains(descendants(parent, os.Getpid()), c.pid()) || s.count < 1 {
+		t.Errorf("child %d not among this process's descendants (%d sampled)", c.pid(), s.count)
 	}
 	if st.PGID != c.pid() {
 		t.Errorf("child's process group = %d, want its own (%d)", st.PGID, c.pid())

@@ -28,37 +28,49 @@ func (p ingressPoint) cpuPerInv(d time.Duration) time.Duration {
 	return d / time.Duration(p.Load.OK)
 }
 
-// measureIngress runs one point: a short warm-up on the same connections
-// (not recorded), then the measured closed loop, with CPU sampled around it.
+// measureIngress runs one point: one closed loop whose unrecorded
+// warm-up (10·c requests or warmUp) flows straight into the measured
+// window of dur, CPU sampled at both edges of the window while the load
+// keeps running, and every request left in flight at its end finished
+// before it returns (see load).
 func measureIngress(ctx context.Context, rs *restateserver.Server, p *peer, c int, dur, warmUp time.Duration) (ingressPoint, error) {
 	client := newIngressClient(c)
 	defer client.CloseIdleConnections()
 	url := rs.IngressURL() + "/" + p.Service + "/" + p.Handler
-	if w := load(ctx, client, url, c, 10*c, warmUp, p.want); w.Errors > 0 {
-		return ingressPoint{}, fmt.Errorf("%s warm-up at c=%d: %d errors, first: %s", p.Key, c, w.Errors, w.FirstError)
+	var before, after cpuMark
+	mark := func(edge int) (err error) {
+		if edge == 0 {
+			before, err = markCPU(p.proc.pid(), rs.PID(), false)
+		} else {
+			after, err = markCPU(p.proc.pid(), rs.PID(), true)
+		}
+		return err
 	}
-	before, err := markCPU(p.proc.pid(), rs.PID(), false)
+	res, err := load(ctx, client, url, loadPlan{Concurrency: c, WarmRequests: 10 * c, WarmUp: warmUp, Requests: 1_000_000, Duration: dur, Mark: mark}, p.want)
 	if err != nil {
 		return ingressPoint{}, err
 	}
-	res := load(ctx, client, url, c, 1_000_000, dur, p.want)
-	after, err := markCPU(p.proc.pid(), rs.PID(), true)
-	if err != nil {
-		return ingressPoint{}, err
+	if ctx.Err() != nil {
+		return ingressPoint{}, ctx.Err()
 	}
-	if res.OK == 0 && ctx.Err() == nil {
-		// Requests cut off by the time bound are not errors, so a handler
-		// that never answers (a paused invocation) shows here.
+	if res.Warm.Errors > 0 {
+		return ingressPoint{}, fmt.Errorf("%s warm-up at c=%d: %d errors, first: %s", p.Key, c, res.Warm.Errors, res.Warm.FirstError)
+	}
+	if res.OK == 0 {
+		// A handler that never answers (a paused invocation) shows here,
+		// after the safety timeout of the requests left in flight.
 		return ingressPoint{}, fmt.Errorf("%s at c=%d: no request answered within %s (%d errors, first: %s)", p.Key, c, dur, res.Errors, res.FirstError)
 	}
 	u := cpuBetween(before, after)
-	return ingressPoint{Peer: p.Key, C: c, Load: res, Self: u.Self, Workers: u.Workers, Server: u.Server, Gen: u.Gen, Machine: u.Machine}, ctx.Err()
+	return ingressPoint{Peer: p.Key, C: c, Load: res, Self: u.Self, Workers: u.Workers, Server: u.Server, Gen: u.Gen, Machine: u.Machine}, nil
 }
 
-// prime sends up to 10·c requests at concurrency c to p through rs for at
-// most dur, unrecorded.
-func prime(ctx context.Context, rs *restateserver.Server, p *peer, c int, dur time.Duration) loadResult {
+// prime sends requests at concurrency c to p through rs, unrecorded,
+// until 10·c have answered or dur has passed; like a point, it returns
+// once every request it sent has finished.
+func prime(ctx context.Context, rs *restateserver.Server, p *peer, c int, dur time.Duration) loadCount {
 	client := newIngressClient(c)
 	defer client.CloseIdleConnections()
-	return load(ctx, client, rs.IngressURL()+"/"+p.Service+"/"+p.Handler, c, 10*c, dur, p.want)
+	res, _ := load(ctx, client, rs.IngressURL()+"/"+p.Service+"/"+p.Handler, loadPlan{Concurrency: c, WarmRequests: 10 * c, WarmUp: dur}, p.want)
+	return res.total()
 }

@@ -15,24 +15,76 @@ import (
 	"time"
 )
 
-// loadResult is one load-generator run.
-type loadResult struct {
+// loadPlan is one point of the load generator: a warm-up and then the
+// measured window, one closed loop on the same connections that nothing
+// interrupts in between.
+type loadPlan struct {
+	Concurrency int
+	// The warm-up ends (T0) once WarmRequests requests have completed or
+	// WarmUp has passed, whichever comes first; either being 0 means no
+	// warm-up.
+	WarmRequests int
+	WarmUp       time.Duration
+	// The window ends (T1) once Requests requests have completed in it or
+	// Duration after T0, whichever comes first (Requests 0: no cap).
+	// Duration 0 is no window (priming: only the warm-up and the drain).
+	Requests int
+	Duration time.Duration
+	// Mark, when set, is called at T0 (edge 0) and at T1 (edge 1) while
+	// the requests keep flowing: where the caller samples CPU. Either
+	// edge is called right after the window's bound moves, so both CPU
+	// edges lag their counting edge by one sampling time.
+	Mark func(edge int) error
+}
+
+// loadCount is a number of answered and failed requests.
+type loadCount struct {
 	OK, Errors int
 	FirstError string
-	Duration   time.Duration
-	Latencies  []time.Duration // of successful requests, sorted
+}
+
+// loadResult is one load-generator run.
+type loadResult struct {
+	// OK is the requests that completed successfully within [T0, T1],
+	// whenever they were sent (one sent before T0 counts, like one sent
+	// before T1 and answered after it does not: the edges balance);
+	// Latencies are theirs, sorted.
+	OK        int
+	Latencies []time.Duration
+	// Errors is the requests that failed after T0: in the window or while
+	// draining after T1, so that no failure past the warm-up goes unseen.
+	Errors     int
+	FirstError string
+	Duration   time.Duration // T1 − T0
+	// Warm is the requests that completed before T0; Drained those sent
+	// before T1 that answered successfully after it.
+	Warm    loadCount
+	Drained int
 }
 
 func (r loadResult) rps() float64 { return float64(r.OK) / r.Duration.Seconds() }
 
+// total is every request of the run, warm-up and drain included.
+func (r loadResult) total() loadCount {
+	c := r.Warm
+	c.OK += r.OK + r.Drained
+	c.Errors += r.Errors
+	if c.FirstError == "" {
+		c.FirstError = r.FirstError
+	}
+	return c
+}
+
 // newIngressClient is the load generator's connection pool: HTTP/1.1 with
 // keep-alive, exactly one connection per concurrent caller, so what is
-// measured is the server and the deployment, not connection setup.
+// measured is the server and the deployment, not connection setup. Its
+// Timeout is the only thing that ever cuts a request short: a safety net
+// (an error), never a bound of the measurement.
 func newIngressClient(concurrency int) *http.Client {
 	var p http.Protocols
 	p.SetHTTP1(true)
 	return &http.Client{
-		Timeout: 60 * time.Second,
+		Timeout: requestTimeout,
 		Transport: &http.Transport{
 			Protocols:           &p,
 			DialContext:         (&net.Dialer{Timeout: 5 * time.Second, KeepAlive: 30 * time.Second}).DialContext,
@@ -45,60 +97,133 @@ func newIngressClient(concurrency int) *http.Client {
 	}
 }
 
-// load sends POST url with a JSON body {"n":i} from concurrency callers in
-// a closed loop until maxRequests were sent or duration passed, whichever
-// comes first. A request counts as OK when the answer is 200 and, when
-// want is set, its body is want(request body) (JSON, compared compacted).
-func load(ctx context.Context, client *http.Client, url string, concurrency, maxRequests int, duration time.Duration, want func(sent []byte) []byte) loadResult {
-	ctx, cancel := context.WithTimeout(ctx, duration)
-	defer cancel()
+// requestTimeout is the safety timeout of one request through the ingress.
+const requestTimeout = 60 * time.Second
+
+// The phases of a load run; a request belongs to the phase in which it
+// completes.
+const (
+	warming = iota
+	measuring
+	draining
+)
+
+// load sends POST url with a JSON body {"n":i} from plan.Concurrency
+// callers in a closed loop: the warm-up, then the window [T0, T1] (see
+// loadPlan). After T1 no caller sends another request, and load returns
+// only when every request in flight has finished: restate-server runs an
+// invocation to its end whether or not its caller waits, so a request
+// given up on would run on into whatever is measured next. Only ctx (the
+// run being interrupted) cancels requests. A request is OK when the
+// answer is 200 and, when want is set, its body is want(request body)
+// (JSON, compared compacted); every request is checked, warm-up and drain
+// included. The error is Mark's.
+func load(ctx context.Context, client *http.Client, url string, plan loadPlan, want func(sent []byte) []byte) (loadResult, error) {
 	var (
-		next    atomic.Int64
-		mu      sync.Mutex
-		res     loadResult
-		perWork = make([][]time.Duration, concurrency)
-		wg      sync.WaitGroup
+		next     atomic.Int64
+		stopped  atomic.Bool // after T1: send nothing more
+		mu       sync.Mutex  // guards the rest
+		phase    = warming
+		res      loadResult
+		warmN    int // requests completed in the warm-up
+		windowN  int // and in the window
+		warmDone = make(chan struct{})
+		capDone  = make(chan struct{})
+		wg       sync.WaitGroup
 	)
-	begin := time.Now()
-	for w := range concurrency {
+	fail := func(c *int, first *string, err error) {
+		*c++
+		if *first == "" {
+			*first = err.Error()
+		}
+	}
+	// record files one completed request under the phase it completed in.
+	record := func(d time.Duration, err error) {
+		mu.Lock()
+		defer mu.Unlock()
+		switch phase {
+		case warming:
+			if err != nil {
+				fail(&res.Warm.Errors, &res.Warm.FirstError, err)
+			} else {
+				res.Warm.OK++
+			}
+			if warmN++; warmN == plan.WarmRequests {
+				close(warmDone)
+			}
+		case measuring:
+			if err != nil {
+				fail(&res.Errors, &res.FirstError, err)
+			} else {
+				res.OK++
+				res.Latencies = append(res.Latencies, d)
+			}
+			if windowN++; windowN == plan.Requests {
+				close(capDone)
+			}
+		default:
+			if err != nil {
+				fail(&res.Errors, &res.FirstError, err)
+			} else {
+				res.Drained++
+			}
+		}
+	}
+	// enter moves the bound between two phases, and says when.
+	enter := func(p int) time.Time {
+		mu.Lock()
+		defer mu.Unlock()
+		phase = p
+		if p == draining {
+			stopped.Store(true)
+		}
+		return time.Now()
+	}
+	for range plan.Concurrency {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			lat := make([]time.Duration, 0, 1024)
-			for ctx.Err() == nil {
+			for !stopped.Load() && ctx.Err() == nil {
 				i := next.Add(1)
-				if i > int64(maxRequests) {
-					break
-				}
 				body := []byte(`{"n":` + strconv.FormatInt(i, 10) + `}`)
 				t0 := time.Now()
 				err := callOnce(ctx, client, url, body, want)
 				d := time.Since(t0)
-				if err != nil {
-					if ctx.Err() != nil {
-						break // cut off by the time bound: not an error
-					}
-					mu.Lock()
-					res.Errors++
-					if res.FirstError == "" {
-						res.FirstError = err.Error()
-					}
-					mu.Unlock()
-					continue
+				if err != nil && ctx.Err() != nil {
+					return // the run was interrupted: not the peer's error
 				}
-				lat = append(lat, d)
+				record(d, err)
 			}
-			perWork[w] = lat
 		}()
 	}
-	wg.Wait()
-	res.Duration = time.Since(begin)
-	for _, l := range perWork {
-		res.Latencies = append(res.Latencies, l...)
+	wait := func(d time.Duration, done <-chan struct{}) {
+		t := time.NewTimer(d)
+		defer t.Stop()
+		select {
+		case <-done:
+		case <-t.C:
+		case <-ctx.Done():
+		}
 	}
+	if plan.WarmRequests > 0 && plan.WarmUp > 0 {
+		wait(plan.WarmUp, warmDone)
+	}
+	t0 := enter(measuring)
+	var err error
+	if plan.Mark != nil {
+		err = plan.Mark(0)
+	}
+	if err == nil && plan.Duration > 0 {
+		wait(plan.Duration-time.Since(t0), capDone)
+	}
+	t1 := enter(draining)
+	if err == nil && plan.Mark != nil {
+		err = plan.Mark(1)
+	}
+	wg.Wait()
+	res.Duration = t1.Sub(t0)
 	slices.Sort(res.Latencies)
-	res.OK = len(res.Latencies)
-	return res
+	return res, err
 }
 
 func callOnce(ctx context.Context, client *http.Client, url string, body []byte, want func(sent []byte) []byte) error {

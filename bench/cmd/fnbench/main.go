@@ -35,14 +35,22 @@ package main
 import (
 	"fmt"
 	"os"
+	"runtime"
 
 	"github.com/fnbridge/fnbridge/internal/sysmon"
 )
+
+// main starts on the process's first thread, where sysmon.Apply must run
+// for fake-serve (it keeps a parent-death signal there).
+func init() { runtime.LockOSThread() }
 
 func main() {
 	if len(os.Args) < 2 {
 		fmt.Fprintln(os.Stderr, "usage: fnbench run [flags] | fnbench fake-serve [flags] | fnbench drive [flags] | fnbench ingress [flags] | fnbench notes [flags] | fnbench h2trace [flags] | fnbench ab [flags]")
 		os.Exit(2)
+	}
+	if os.Args[1] != "fake-serve" {
+		runtime.UnlockOSThread()
 	}
 	var err error
 	switch os.Args[1] {
@@ -54,6 +62,7 @@ func main() {
 		if err := sysmon.Apply(); err != nil {
 			fmt.Fprintln(os.Stderr, "fnbench fake-serve: serving without sysmon's tuning:", err)
 		}
+		runtime.UnlockOSThread()
 		err = fakeServe(os.Args[2:])
 	case "drive":
 		err = driveCmd(os.Args[2:])

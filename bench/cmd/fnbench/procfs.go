@@ -50,16 +50,35 @@ func descendants(parent map[int]int, root int) []int {
 	return out
 }
 
-// cpuSample is the CPU time of one process (own time only) and of its
-// descendants (own plus reaped children's time), keyed by pid and start
-// time so a reused pid is not mistaken for the earlier process.
+// cpuSample is one reading of the CPU counters of a process tree: self is
+// the root's own utime+stime; workers is the root's cutime+cstime (its
+// reaped children) plus, for every descendant present at the reading
+// (zombies included), its utime+stime+cutime+cstime.
+//
+// The difference of two samples then counts each process exactly once,
+// whenever it started or exited: a process's time is in its own entry
+// while it is in /proc (a zombie still is, with its final times) and, once
+// reaped, in its reaper's cutime, which the kernel adds exactly those
+// times to as it removes the entry. Within the tree the reaper is the
+// parent, a descendant or the root, both summed, so a reap moves time from
+// one term to another and leaves the sum as it was: a process that exits
+// between the samples is counted up to its end, and one alive at the
+// first sample only from there (its before entry is subtracted). A pid
+// reused in between needs no care: the sum does not look at identities,
+// the old process's time is in its reaper's cutime and the new one's
+// entry started from zero after the first sample; so the samples are
+// plain sums, no longer keyed by pid and start time. A process's times
+// only grow and, within the tree, only move between terms, so the
+// difference is never negative; time is lost only when a process leaves
+// the tree alive (an orphan reparented outside it: the bridge is a child
+// subreaper, so its workers' orphans stay below it) or is auto-reaped by
+// a parent ignoring SIGCHLD (no cutime). Reading /proc is not atomic: a
+// process reaped while the tree is read can be missed or seen twice in
+// that one reading, an error bounded by that process's CPU.
 type cpuSample struct {
-	self  time.Duration
-	desc  map[[2]uint64]time.Duration
-	count int // descendants alive at the sample
+	self, workers time.Duration
+	count         int // descendants present at the sample
 }
-
-type procKey = [2]uint64
 
 func sampleCPU(root int) (cpuSample, error) {
 	all, parent := processTree()
@@ -72,25 +91,19 @@ func cpuSampleOf(all map[int]procstat.Stat, parent map[int]int, root int) (cpuSa
 	if !ok {
 		return cpuSample{}, fmt.Errorf("process %d is gone", root)
 	}
-	cs := cpuSample{self: st.CPU(), desc: map[procKey]time.Duration{}}
+	cs := cpuSample{self: st.CPU(), workers: st.Cutime + st.Cstime}
 	for _, pid := range descendants(parent, root) {
 		d := all[pid]
-		cs.desc[procKey{uint64(pid), d.StartTime}] = d.CPU() + d.Cutime + d.Cstime
+		cs.workers += d.CPU() + d.Cutime + d.Cstime
 		cs.count++
 	}
 	return cs, nil
 }
 
-// cpuDelta is the CPU used between two samples: the process's own, and
-// that of its descendants (a descendant that appeared in between counts
-// fully; one that vanished is lost, which only matters for a restarted
-// worker).
-func cpuDelta(before, after cpuSample) (self, desc time.Duration) {
-	self = after.self - before.self
-	for k, v := range after.desc {
-		desc += v - before.desc[k]
-	}
-	return self, desc
+// cpuDelta is the CPU used between two samples of one tree: the root's
+// own, and that of the rest of the tree (see cpuSample).
+func cpuDelta(before, after cpuSample) (self, workers time.Duration) {
+	return after.self - before.self, after.workers - before.workers
 }
 
 // parseStatusKB returns the value in KiB of one "Name:   123 kB" line of
@@ -202,9 +215,10 @@ func markCPU(peer, server int, machineFirst bool) (cpuMark, error) {
 
 // cpuUse is the CPU taken between two marks.
 type cpuUse struct {
-	// Self and Workers are the peer's own and its descendants'; Server is
-	// restate-server with its descendants; Gen this process; Machine the
-	// busy time of all cores.
+	// Self and Workers are the peer's own and the rest of its tree's (its
+	// reaped children and its descendants, see cpuSample); Server is
+	// restate-server with its tree; Gen this process; Machine the busy
+	// time of all cores.
 	Self, Workers, Server, Gen, Machine time.Duration
 }
 

@@ -111,7 +111,7 @@ func writeTargets(b *strings.Builder, r *results) {
 		n, okN := ingress("N", c)
 		if okP && okN {
 			w("| P's throughput through restate-server ≥ 1.0× N's at c=%d | P %.0f [%.0f–%.0f] vs N %.0f [%.0f–%.0f] req/s (%.3f×); deployment CPU per invocation P %s of N's | %s |\n",
-				c, p.RPS, p.RPSMin, p.RPSMax, n.RPS, n.RPSMin, n.RPSMax, p.RPS/n.RPS, ratio(p.totalUS(), n.totalUS()), metMissed(p.RPS >= n.RPS))
+				c, p.RPS, p.RPSMin, p.RPSMax, n.RPS, n.RPSMin, n.RPSMax, p.RPS/n.RPS, ratio(p.TotalUS, n.TotalUS), metMissed(p.RPS >= n.RPS))
 		}
 	}
 	if cell, met, ok := serverCPUTarget(r); ok {
@@ -119,8 +119,8 @@ func writeTargets(b *strings.Builder, r *results) {
 	}
 	if s, ok := ingress("S", 32); ok {
 		if n, ok := ingress("N", 32); ok {
-			w("| S's throughput through restate-server ≥ 0.8× N's at c=32 (%d warm Bash registrations) | S %.0f [%.0f–%.0f] vs N %.0f [%.0f–%.0f] req/s (%.3f×); deployment CPU per invocation S %.0f µs (bridge %.0f + workers %.0f), %s of N's | %s |\n",
-				r.cfg.regs.bash, s.RPS, s.RPSMin, s.RPSMax, n.RPS, n.RPSMin, n.RPSMax, s.RPS/n.RPS, s.totalUS(), s.SelfUS, s.WorkersUS, ratio(s.totalUS(), n.totalUS()), metMissed(s.RPS >= 0.8*n.RPS))
+			w("| S's throughput through restate-server ≥ 0.8× N's at c=32 (%d warm Bash registrations) | S %.0f [%.0f–%.0f] vs N %.0f [%.0f–%.0f] req/s (%.3f×); deployment CPU per invocation S %.0f µs (bridge %.0f, workers %.0f), %s of N's | %s |\n",
+				r.cfg.regs.bash, s.RPS, s.RPSMin, s.RPSMax, n.RPS, n.RPSMin, n.RPSMax, s.RPS/n.RPS, s.TotalUS, s.SelfUS, s.WorkersUS, ratio(s.TotalUS, n.TotalUS), metMissed(s.RPS >= 0.8*n.RPS))
 		}
 	}
 	for _, c := range []int{1, 32} {
@@ -128,13 +128,13 @@ func writeTargets(b *strings.Builder, r *results) {
 		n, okN := aggregateDirect(r.direct, "N", c)
 		if okF && okN {
 			w("| F's CPU per invocation ≤ 1/3 of N's (direct, c=%d) | F %.0f µs vs N %.0f µs (%s) | %s |\n",
-				c, f.totalUS(), n.totalUS(), ratio(f.totalUS(), n.totalUS()), metMissed(f.totalUS() <= n.totalUS()/3))
+				c, f.TotalUS, n.TotalUS, ratio(f.TotalUS, n.TotalUS), metMissed(f.TotalUS <= n.TotalUS/3))
 		}
 	}
 	if f, ok := ingress("F", 32); ok {
 		if n, ok := ingress("N", 32); ok {
 			w("| F's CPU per invocation ≤ 1/3 of N's (through restate-server, c=32) | F %.0f µs vs N %.0f µs (%s) | %s |\n",
-				f.totalUS(), n.totalUS(), ratio(f.totalUS(), n.totalUS()), metMissed(f.totalUS() <= n.totalUS()/3))
+				f.TotalUS, n.TotalUS, ratio(f.TotalUS, n.TotalUS), metMissed(f.TotalUS <= n.TotalUS/3))
 		}
 	}
 	if p, ok := ingress("P", 1); ok {
@@ -202,14 +202,14 @@ func writeStepTargets(b *strings.Builder, r *results) {
 	if p, ok := aggregateIngress(r.ingress, "P5", 32); ok {
 		w("| %s | P5 %.0f [%.0f–%.0f] vs N5 %.0f [%.0f–%.0f] req/s (%.3f×) | %s |\n",
 			pyTput, p.RPS, p.RPSMin, p.RPSMax, n.RPS, n.RPSMin, n.RPSMax, p.RPS/n.RPS, metMissed(p.RPS >= 0.9*n.RPS))
-		w("| %s | P5 %.0f µs (bridge %.0f + worker %.0f) vs N5 %.0f µs (%s) | %s |\n",
-			pyCPU, p.totalUS(), p.SelfUS, p.WorkersUS, n.totalUS(), ratio(p.totalUS(), n.totalUS()), metMissed(p.totalUS() <= 1.2*n.totalUS()))
+		w("| %s | P5 %.0f µs (bridge %.0f, worker %.0f) vs N5 %.0f µs (%s) | %s |\n",
+			pyCPU, p.TotalUS, p.SelfUS, p.WorkersUS, n.TotalUS, ratio(p.TotalUS, n.TotalUS), metMissed(p.TotalUS <= 1.2*n.TotalUS))
 	} else {
 		w("| %s | P5 not measured (see the failed points) | **missed** |\n| %s | P5 not measured | **missed** |\n", pyTput, pyCPU)
 	}
 	if s, ok := aggregateIngress(r.ingress, "S5", 32); ok {
-		w("| %s | S5 %.0f [%.0f–%.0f] vs N5 %.0f req/s (%.3f×); deployment CPU per invocation S5 %.0f µs (bridge %.0f + worker, subshells and step processes %.0f), %s of N5's | %s |\n",
-			shTput, s.RPS, s.RPSMin, s.RPSMax, n.RPS, s.RPS/n.RPS, s.totalUS(), s.SelfUS, s.WorkersUS, ratio(s.totalUS(), n.totalUS()), metMissed(s.RPS >= 0.5*n.RPS))
+		w("| %s | S5 %.0f [%.0f–%.0f] vs N5 %.0f req/s (%.3f×); deployment CPU per invocation S5 %.0f µs (bridge %.0f, worker, subshells and step processes %.0f), %s of N5's | %s |\n",
+			shTput, s.RPS, s.RPSMin, s.RPSMax, n.RPS, s.RPS/n.RPS, s.TotalUS, s.SelfUS, s.WorkersUS, ratio(s.TotalUS, n.TotalUS), metMissed(s.RPS >= 0.5*n.RPS))
 	} else {
 		w("| %s | S5 not measured (see the failed points) | **missed** |\n", shTput)
 	}
@@ -233,7 +233,7 @@ func tableRows[R any](concurrency []int, peers []*peer, agg func(key string, c i
 func writeIngress(b *strings.Builder, r *results) {
 	w := func(format string, args ...any) { fmt.Fprintf(b, format, args...) }
 	w("## 1. Through restate-server %s (loopback ingress)\n\n", strings.TrimPrefix(r.machine.Restate, "restate-server "))
-	w("CPU is per invocation of the deployment side: the peer process itself, and its descendants (the bridge's workers) separately. \"cores\" columns are CPU seconds per wall second during the point.\n\n")
+	w("CPU is per invocation of the deployment side: the peer process itself, and its descendants (the bridge's workers) separately, each the median over repetitions; \"CPU total\" is the median of their per-point sum, so the two columns need not add up to it. \"cores\" columns are CPU seconds per wall second during the point.\n\n")
 	writeIngressTable(b, r, echoPeers(r.peers), "N")
 }
 
@@ -247,7 +247,7 @@ func writeIngressTable(b *strings.Builder, r *results, peers []*peer, base strin
 	tableRows(r.cfg.concurrency, peers, agg, func(c int, key string, row, n ingressRow) {
 		w("| %d | %s | %.0f [%.0f–%.0f] | %s | %.2f | %s | %.2f | %s | %.0f | %.0f | %s | %.0f | %.2f | %.2f | %.2f | %d |\n",
 			c, key, row.RPS, row.RPSMin, row.RPSMax, ratio(row.RPS, n.RPS), row.P50, ratio(row.P50, n.P50), row.P99, ratio(row.P99, n.P99),
-			row.SelfUS, row.WorkersUS, ratio(row.totalUS(), n.totalUS()), row.ServerUS, row.ServerCores, row.GenCores, row.MachineCores, row.Errors)
+			row.SelfUS, row.WorkersUS, ratio(row.TotalUS, n.TotalUS), row.ServerUS, row.ServerCores, row.GenCores, row.MachineCores, row.Errors)
 	})
 	for _, p := range peers {
 		for _, c := range r.cfg.concurrency {
@@ -269,7 +269,7 @@ func writeDirect(b *strings.Builder, r *results) {
 	tableRows(r.cfg.driveConcurrency, echoPeers(r.peers), agg, func(c int, key string, row, n directRow) {
 		w("| %d | %s | %.0f [%.0f–%.0f] | %s | %.3f | %.3f | %.0f | %.0f | %s | %.2f | %.2f |\n",
 			c, key, row.IPS, row.IPSMin, row.IPSMax, ratio(row.IPS, n.IPS), row.P50, row.P99, row.SelfUS, row.WorkersUS,
-			ratio(row.totalUS(), n.totalUS()), row.GenCores, row.MachineCores)
+			ratio(row.TotalUS, n.TotalUS), row.GenCores, row.MachineCores)
 	})
 	w("\n")
 }
@@ -321,9 +321,10 @@ func writeMethod(b *strings.Builder, r *results) {
 	w("```\nfnbench run --bridge bin/bridge --sdkgo $TMP/sdkgo --restate-server $RESTATE_SERVER_BIN --reps %d --point %s --drive %s --warmup %s --workers %d --bash-workers %d --step-workers %d --out bench/RESULTS.md --notes bench/NOTES.md\n```\n\n",
 		r.cfg.reps, r.cfg.pointDur, r.cfg.driveDur, r.cfg.warmUp, r.cfg.regs.python, r.cfg.regs.bash, r.cfg.regs.steps)
 	w("- Every process (restate-server, the eight peers) is started by fnbench in its own process group with Pdeathsig, stopped with SIGTERM then SIGKILL, and reaped; the scratch directory is removed.\n")
-	w("- Load generator (section 1): %s; for each point c goroutines each own one HTTP/1.1 keep-alive connection to the ingress (`MaxConnsPerHost` = c) and POST `{\"n\":i}` in a closed loop, for %s or 1,000,000 requests, whichever ends first, after an unrecorded warm-up of 10·c requests (at most %s) on the same connections. A request counts when the answer is 200 and its body is the sent JSON (echo peers) or `{\"n\":i,\"s\":5}` (five-step peers). p50/p99 are nearest-rank percentiles of all successful requests of the point.\n", "fnbench's own Go client", r.cfg.pointDur, r.cfg.warmUp)
+	w("- Load generator (section 1): fnbench's own Go client; for each point c goroutines each own one HTTP/1.1 keep-alive connection to the ingress (`MaxConnsPerHost` = c) and POST `{\"n\":i}` in one closed loop. It starts with an unrecorded warm-up that ends at T0, once 10·c requests have answered or after %s; the measured window is [T0, T1], T1 = T0 + %s (or once 1,000,000 requests have answered in it). Nothing pauses at T0: the warm-up's requests in flight carry on into the window, and the CPU is sampled at T0 and at T1 while the load keeps flowing. req/s and the nearest-rank p50/p99 count the requests that complete within [T0, T1], whenever they were sent: one sent before T0 counts, as one sent before T1 that completes after it does not, so the two edges balance. After T1 no request is sent, and every request in flight is let finish (no request is ever cancelled; a 60 s safety timeout would be an error) before the point ends, so no invocation of one point runs into the next. Before the points, each peer is primed once at c=32 the same way (until 320 have answered or 2 s, then drained). Every request, warm-up and drain included, counts as answered only when the answer is 200 and its body is the sent JSON (echo peers) or `{\"n\":i,\"s\":5}` (five-step peers); an error in the warm-up fails the point, the errors column is those completing after T0.\n", r.cfg.warmUp, r.cfg.pointDur)
+	w("- Direct points (section 2): a calibrating `restatetest.Drive` of max(4·c, 20) invocations, then one of as many invocations as should last %s at that rate (100 to 200,000), CPU sampled before and after it. Drive returns only when all its invocations have ended, so the window holds them all and nothing runs on past it.\n", r.cfg.driveDur)
 	w("- Points are interleaved: each repetition runs every concurrency for every peer, and the peer order rotates each repetition, so drift (journal growth, other load) spreads over all peers.\n")
-	w("- CPU: utime+stime from /proc/PID/stat (USER_HZ = 100, 10 ms resolution) of the peer process, and utime+stime+cutime+cstime of each of its descendants found through the ppid chain (the bridge's workers run in their own process groups; a Bash worker's per-call subshells land in its cutime), sampled before and after the point.\n")
+	w("- CPU: utime, stime, cutime and cstime from /proc/PID/stat (USER_HZ = 100, 10 ms resolution). A sample's \"process\" is the peer's own utime+stime; its \"workers\" is the peer's cutime+cstime (its reaped children) plus, for every descendant present at the sample (zombies included), found through the ppid chain, its utime+stime+cutime+cstime (the bridge's workers run in their own process groups; a Bash worker's per-call subshells land in its cutime). A point's CPU is after − before of each: a reaped process's times move into its reaper's cutime, so every process is counted once, from the first sample or its start to the second sample or its exit. restate-server is counted the same way (its own plus its descendants'), the load generator as this process's own time, the machine from /proc/stat. Per invocation means divided by the requests counted in the window. \"CPU total\", and every ratio or target of it, is the median over repetitions of process + workers per invocation of the same point; the process and workers columns are each their own median.\n")
 	w("- Section 3 uses the functionruntime python and bash adapters in fnbench's process; the cold baselines are the same commands as the adapters' Go benchmarks (`go test -bench . ./functionruntime/python ./functionruntime/bash`).\n")
 	w("- Section 4: VmRSS of the bridge's own pid sampled every 10 ms during the 32 concurrent calls through restate-server; in-flight is counted as `sleep` processes under the bridge.\n")
 }
