@@ -21,7 +21,10 @@ func TestAwaitExitParksInThePoller(t *testing.T) {
 // Where the kernel has pidfds but not PIDFD_NONBLOCK (Linux 5.3-5.9) the
 // wait parks in the poller too.
 func TestAwaitExitParksInThePollerWithoutPidfdNonblock(t *testing.T) {
-	defer func(f int) { pidfdFlags = f }(pidfdFlags)
+	// Restored after the waiting goroutine has ended: cleanups run last
+	// registered first.
+	old := pidfdFlags
+	t.Cleanup(func() { pidfdFlags = old })
 	pidfdFlags = 1 << 30 // refused with EINVAL, as PIDFD_NONBLOCK is there
 	testAwaitExitParks(t)
 }
