@@ -125,13 +125,12 @@ func newClusterRun(t *testing.T, plan clusterPlan) *clusterRun {
 	requireInterpreters(t)
 	requireHAProxy(t)
 	ws, marker, stepsMarker := chaosWorkspace(t)
-	addrs := make([]string, plan.replicas)
-	for i := range addrs {
-		addrs[i] = freeAddr(t)
-	}
+	// The nodes first: their ports are picked free and bound at their
+	// start, and a replica's port picked before could be taken by one.
+	cluster := restateserver.StartCluster(t, restateserver.ClusterOptions{})
+	addrs := freeAddrs(t, plan.replicas)
 	// One file for every replica: each gets its own --listen and --instance.
 	cfg := ws.config(t, chaosConfig(addrs[0], marker, stepsMarker, plan.perHandler, 30*time.Second))
-	cluster := restateserver.StartCluster(t, restateserver.ClusterOptions{})
 	replicas := make([]*bridgeServe, plan.replicas)
 	for i := range replicas {
 		replicas[i] = newBridgeServe(t, cfg, addrs[i], "info", "--instance", fmt.Sprintf("r%d", i+1))
