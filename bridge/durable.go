@@ -1,6 +1,7 @@
 package bridge
 
 import (
+	"context"
 	"time"
 
 	"github.com/fnbridge/fnbridge/restate"
@@ -18,7 +19,7 @@ type durableContext interface {
 	Sleep(d time.Duration) (rsFuture, error)
 	Call(req rsCallRequest) (rsFuture, error)
 	Send(req rsSendRequest) (invocationID string, err error)
-	Await(futures []rsFuture, mode rsAwaitMode, suspendAfter time.Duration) ([]*rsOutcome, error)
+	AwaitContext(ctx context.Context, futures []rsFuture, mode rsAwaitMode, suspendAfter time.Duration) ([]*rsOutcome, error)
 	RandomSeed() uint64
 
 	Key() string

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
@@ -56,7 +57,13 @@ func (b *Bridge) startContext() error {
 		return fmt.Errorf("context_listen %s: %w", addr, err)
 	}
 	ce.l, ce.url = l, stepctx.URL(l)
-	go func() { ce.served <- ce.srv.Serve(l) }()
+	go func() {
+		err := ce.srv.Serve(l)
+		if !errors.Is(err, http.ErrServerClosed) {
+			b.log.Error().Err(err).Str("context", ce.url).Msg("the durable-steps context endpoint stopped accepting connections: steps-mode functions cannot make context calls until the bridge restarts")
+		}
+		ce.served <- err
+	}()
 	b.ctxEnd = ce
 	unix := l.Addr().Network() == "unix"
 	for kind, raddr := range b.cfg.Runtimes {

@@ -122,7 +122,7 @@ func (j restateJournal) Send(_ context.Context, req stepctx.SendRequest) (string
 	return id, j.journalErr(err)
 }
 
-func (j restateJournal) Await(_ context.Context, futures []stepctx.Future, mode stepctx.AwaitMode, suspendAfter time.Duration) ([]*stepctx.Result, error) {
+func (j restateJournal) Await(ctx context.Context, futures []stepctx.Future, mode stepctx.AwaitMode, suspendAfter time.Duration) ([]*stepctx.Result, error) {
 	fs := make([]rsFuture, len(futures))
 	for i, f := range futures {
 		rf, err := futureOf(f)
@@ -138,7 +138,7 @@ func (j restateJournal) Await(_ context.Context, futures []stepctx.Future, mode 
 	if suspendAfter <= 0 {
 		suspendAfter = j.suspendAfter
 	}
-	outs, err := j.dc.Await(fs, m, suspendAfter)
+	outs, err := j.dc.AwaitContext(ctx, fs, m, suspendAfter)
 	if err != nil {
 		return nil, j.journalErr(err)
 	}

@@ -3,6 +3,8 @@ package bridge
 import (
 	"context"
 	"errors"
+	"os"
+	"path/filepath"
 	"reflect"
 	"sync/atomic"
 	"testing"
@@ -68,7 +70,7 @@ func (f *fakeDurable) Send(req rsSendRequest) (string, error) {
 	return "inv_callee", f.err
 }
 
-func (f *fakeDurable) Await(futures []rsFuture, mode rsAwaitMode, suspendAfter time.Duration) ([]*rsOutcome, error) {
+func (f *fakeDurable) AwaitContext(_ context.Context, futures []rsFuture, mode rsAwaitMode, suspendAfter time.Duration) ([]*rsOutcome, error) {
 	f.calls = append(f.calls, "await")
 	f.awaited, f.mode, f.budget = futures, mode, suspendAfter
 	return f.outcomes, f.err
@@ -331,5 +333,69 @@ func TestStepsToRestate(t *testing.T) {
 	}
 	if err := stepsToRestate(cancelledFailure(&Error{Class: ClassHandler, Message: "flaky"}, &cancelled)); !errors.As(err, &re) {
 		t.Errorf("retryable failure after the cancellation → %v, want it retried", err)
+	}
+}
+
+// waitingDurable is a fakeDurable whose waits end only with their
+// context, as restate's do while nothing completes.
+type waitingDurable struct {
+	fakeDurable
+	entered, left chan struct{}
+}
+
+func (w *waitingDurable) AwaitContext(ctx context.Context, _ []rsFuture, _ rsAwaitMode, _ time.Duration) ([]*rsOutcome, error) {
+	w.entered <- struct{}{}
+	<-ctx.Done()
+	w.left <- struct{}{}
+	return nil, ctx.Err()
+}
+
+// A function that gives up a wait (`timeout 2 fnbridge sleep 60`) ends it
+// on the bridge too: the attempt goes on and its next call is served,
+// where the abandoned wait used to run on, refusing every call as
+// concurrent (409) until it suspended the attempt.
+func TestRestateJournalWaitEndsWhenTheClientHangsUp(t *testing.T) {
+	dir, err := os.MkdirTemp("", "stepsj") // short: a unix socket path
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer os.RemoveAll(dir)
+	l, err := stepctx.Listen("unix://" + filepath.Join(dir, "ctx.sock"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := stepctx.NewServer(stepctx.Config{})
+	served := make(chan error, 1)
+	go func() { served <- srv.Serve(l) }()
+	defer func() { _ = srv.Shutdown(context.Background()); <-served }()
+	w := &waitingDurable{entered: make(chan struct{}, 1), left: make(chan struct{}, 1)}
+	a, err := srv.Open("", restateJournal{dc: w, suspendAfter: time.Hour})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer a.Close()
+	c, err := stepctx.NewClient(stepctx.URL(l), a.Token())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	ctx, cancel := context.WithCancel(context.Background())
+	slept := make(chan error, 1)
+	go func() {
+		_, err := c.Sleep(ctx, time.Minute)
+		slept <- err
+	}()
+	<-w.entered
+	cancel() // the client hangs up mid-wait
+	if err := <-slept; !errors.Is(err, context.Canceled) {
+		t.Fatalf("the abandoned sleep returned %v", err)
+	}
+	<-w.left // the server noticed the hang-up and ended the wait
+	id, err := c.InvocationID(context.Background())
+	if err != nil || id != "inv_fake" {
+		t.Fatalf("the next call: %q, %v; want it served", id, err)
+	}
+	if err := a.Err(); err != nil {
+		t.Fatalf("the attempt ended: %v", err)
 	}
 }

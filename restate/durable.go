@@ -1,6 +1,7 @@
 package restate
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"hash/fnv"
@@ -331,6 +332,14 @@ func (c invocationContext) Send(req SendRequest) (string, error) {
 // attempt and returns ErrSuspended. The CANCEL signal arriving first makes
 // it return ErrCancelled.
 func (c invocationContext) Await(futures []Future, mode AwaitMode, suspendAfter time.Duration) ([]*Outcome, error) {
+	return c.AwaitContext(context.Background(), futures, mode, suspendAfter)
+}
+
+// AwaitContext is Await that also gives up when ctx ends first: it
+// returns ctx's error, journals nothing (a wait journals nothing until it
+// suspends), and the futures can be awaited again. A client of the
+// durable-steps endpoint that hangs up mid-wait ends its wait this way.
+func (c invocationContext) AwaitContext(ctx context.Context, futures []Future, mode AwaitMode, suspendAfter time.Duration) ([]*Outcome, error) {
 	inv := c.inv
 	if len(futures) == 0 {
 		return nil, errors.New("restate: Await of no futures")
@@ -355,6 +364,9 @@ func (c invocationContext) Await(futures []Future, mode AwaitMode, suspendAfter 
 	}
 	expired := suspendAfter <= 0
 	for {
+		if err := ctx.Err(); err != nil {
+			return nil, err
+		}
 		inv.mu.Lock()
 		st := inv.m.AwaitHandles(ids, jm)
 		if st == journal.Pending {
@@ -395,6 +407,7 @@ func (c invocationContext) Await(futures []Future, mode AwaitMode, suspendAfter 
 		select {
 		case <-inv.wake:
 		case <-inv.ctx.Done():
+		case <-ctx.Done():
 		case <-budget:
 			expired = true
 		}

@@ -169,6 +169,46 @@ func TestStepsProcessing(t *testing.T) {
 	}
 }
 
+// A wait given up through its context (a durable-steps client that hung
+// up) returns that context's error and journals nothing; the same future
+// can be awaited again and completes.
+func TestAwaitContextGivesUpAndTheFutureStays(t *testing.T) {
+	for _, v := range versions {
+		t.Run(fmt.Sprintf("v%d", v), func(t *testing.T) {
+			sawSleep, abandoned := make(chan struct{}), make(chan struct{})
+			h := func(ctx restate.Context, _ []byte) ([]byte, error) {
+				timer, err := ctx.Sleep(time.Minute)
+				if err != nil {
+					return nil, err
+				}
+				wctx, cancel := context.WithCancel(context.Background())
+				go func() { <-sawSleep; cancel() }()
+				_, werr := ctx.AwaitContext(wctx, []restate.Future{timer}, restate.AwaitAll, 20*time.Second)
+				close(abandoned)
+				if _, err := ctx.Await([]restate.Future{timer}, restate.AwaitAll, 20*time.Second); err != nil {
+					return nil, err
+				}
+				return []byte(fmt.Sprintf("gave up: %v; then the timer fired", werr)), nil
+			}
+			_, url := stepsServer(t, restate.BidiStream, map[string]restate.HandlerFunc{"h": h})
+			// The timer fires only once the first wait was given up.
+			got := playSteps(t, url, v, "h", []any{restatetest.Start("inv_give_up", 1), restatetest.Input(nil)}, func(f restatetest.Frame) []proto.Message {
+				m, ok := f.Message.(*servicev1.SleepCommandMessage)
+				if !ok {
+					return nil
+				}
+				close(sawSleep)
+				<-abandoned
+				return []proto.Message{restatetest.SleepDone(m.GetResultCompletionId())}
+			})
+			wantFrameTypes(t, got, wire.SleepCommandType, wire.OutputCommandType, wire.EndMessageType)
+			if out := outputValue(t, got); out != "gave up: context canceled; then the timer fired" {
+				t.Fatalf("output %q", out)
+			}
+		})
+	}
+}
+
 // A replay of the whole journal emits no command again, runs no closure
 // and returns the recorded results.
 func TestStepsReplay(t *testing.T) {

@@ -96,6 +96,10 @@ type Context interface {
 	// and returns ErrSuspended. The CANCEL signal while waiting makes it
 	// return ErrCancelled.
 	Await(futures []Future, mode AwaitMode, suspendAfter time.Duration) ([]*Outcome, error)
+	// AwaitContext is Await that also gives up when ctx ends first,
+	// returning ctx's error: nothing is journaled, and the futures can be
+	// awaited again.
+	AwaitContext(ctx context.Context, futures []Future, mode AwaitMode, suspendAfter time.Duration) ([]*Outcome, error)
 	// RandomSeed is StartMessage.random_seed or, when the runtime sent
 	// none, derived from the invocation id: identical on every attempt.
 	RandomSeed() uint64

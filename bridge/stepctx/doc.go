@@ -46,13 +46,19 @@
 // another attempt's token: the connection then speaks for that attempt
 // alone, so a worker can keep one connection for its attempts one after
 // another (the Python worker does; a client that does not is unaffected).
-// No answer follows a preface. It cannot be taken for a request: "FNBR"
-// read as a length is over MaxBodyLimit. Once the attempt of its token
-// has ended, a connection that gets no new preface within 5 seconds is
-// closed, so an idle worker holds none; while the attempt is open it
+// No answer follows a preface; a malformed one (a token line over 512
+// bytes, without its "\n", or with characters outside base64url) gets
+// one 400 answer saying so, and the connection closes. A preface cannot
+// be taken for a request: "FNBR" read as a length is over MaxBodyLimit.
+// Once the attempt of its token has ended (or when no open attempt has
+// it), a connection that gets no new preface within 5 seconds is closed,
+// however many requests it sends meanwhile, and an answer it does not
+// read is cut then too; so an idle worker holds none, and neither does a
+// client with a made-up token. While the attempt is open the connection
 // stays, however long the client is silent. A client that closes the
 // connection during a wait ends the wait, as an HTTP client that hangs
-// up does.
+// up does; the attempt goes on. An HTTP keep-alive connection is closed
+// after the same 5 seconds idle.
 //
 // # Tokens and attempts
 //
@@ -60,7 +66,12 @@
 // 256 bits from crypto/rand, unpadded base64url (or a caller's token of at
 // least 128 bits). The token is accepted until Attempt.Close; then it is
 // stale, and a process that outlived its attempt (a background child, say)
-// changes nothing. Tokens are never reused.
+// changes nothing: Close returns only once no operation of the attempt is
+// running, so the Journal sees none after it. Tokens are never reused.
+//
+// Serve keeps its listener through a passing shortage (out of file
+// descriptors or buffers), retrying with a backoff up to a second, as
+// http.Server does.
 //
 // # Values
 //

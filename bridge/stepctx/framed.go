@@ -16,6 +16,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 )
 
@@ -104,25 +105,49 @@ func (s *Server) Serve(l net.Listener) error {
 		hl.Close()
 		<-httpDone
 	}()
+	var backoff time.Duration
 	for {
 		c, err := l.Accept()
 		if err != nil {
 			s.mu.Lock()
 			closing := s.closing
-			delete(s.listeners, l)
+			if !closing && !acceptRetryable(err) {
+				delete(s.listeners, l)
+			}
 			s.mu.Unlock()
 			if closing {
 				return http.ErrServerClosed
 			}
-			var ne net.Error
-			if errors.As(err, &ne) && ne.Timeout() {
-				time.Sleep(5 * time.Millisecond)
+			if acceptRetryable(err) {
+				// Out of descriptors or buffers for a moment (a burst of
+				// connections, a leak elsewhere): keep the listener and
+				// try again, as http.Server does; returning would leave
+				// every function's connection waiting in the backlog.
+				backoff = min(max(2*backoff, 5*time.Millisecond), time.Second)
+				time.Sleep(backoff)
 				continue
 			}
 			return err
 		}
+		backoff = 0
 		go s.sniff(c, hl)
 	}
+}
+
+// acceptRetryable reports whether an Accept error is a passing shortage
+// or a connection that went away before it was accepted, not a listener
+// that stopped working.
+func acceptRetryable(err error) bool {
+	var ne net.Error
+	if errors.As(err, &ne) && ne.Timeout() {
+		return true
+	}
+	for _, e := range []syscall.Errno{syscall.EMFILE, syscall.ENFILE, syscall.ENOBUFS, syscall.ENOMEM, syscall.ECONNABORTED, syscall.EINTR, syscall.EAGAIN, syscall.EPROTO, syscall.EPERM} {
+		if errors.Is(err, e) {
+			return true
+		}
+	}
+	return false
 }
 
 // sniff tells a framed connection from an HTTP one by its first bytes.
@@ -195,9 +220,11 @@ type framedConn struct {
 	busy bool // a request is being served
 	shut bool // closed by Shutdown
 	// gen counts the connection's tokens; idle is set once the attempt of
-	// token gen ended (the connection waits for another preface).
-	gen  int
-	idle bool
+	// token gen ended (the connection waits for another preface), until
+	// when: requests with the ended token do not extend it.
+	gen   int
+	idle  bool
+	until time.Time
 }
 
 // track makes fc wait for the attempt of token (key): the connection
@@ -207,8 +234,9 @@ func (s *Server) track(fc *framedConn, key [32]byte) func() bool {
 	fc.mu.Lock()
 	fc.gen++
 	gen := fc.gen
-	fc.idle = false
+	fc.idle, fc.until = false, time.Time{}
 	_ = fc.c.SetReadDeadline(time.Time{})
+	_ = fc.c.SetWriteDeadline(time.Time{})
 	fc.mu.Unlock()
 	a, _, _ := s.lookupKey(key)
 	if a == nil {
@@ -219,16 +247,19 @@ func (s *Server) track(fc *framedConn, key [32]byte) func() bool {
 }
 
 // goIdle starts the idle time of token gen, unless another preface came
-// since; a request being served arms it when it is answered.
+// since; a request being served arms the read deadline when it is
+// answered. The write deadline is armed at once: an answer the client
+// does not read is cut then too.
 func (fc *framedConn) goIdle(gen int) {
 	fc.mu.Lock()
 	defer fc.mu.Unlock()
 	if fc.gen != gen {
 		return
 	}
-	fc.idle = true
+	fc.idle, fc.until = true, time.Now().Add(time.Duration(framedIdle.Load()))
+	_ = fc.c.SetWriteDeadline(fc.until)
 	if !fc.busy {
-		_ = fc.c.SetReadDeadline(time.Now().Add(time.Duration(framedIdle.Load())))
+		_ = fc.c.SetReadDeadline(fc.until)
 	}
 }
 
@@ -244,14 +275,15 @@ func (fc *framedConn) closeIfIdle() {
 }
 
 // setBusy marks a request served (or not); false after Shutdown. An idle
-// connection's deadline is armed again after a request: a wait's hang-up
-// watch clears deadlines.
+// connection's deadline is set again after a request (a wait's hang-up
+// watch clears it), at the same time: a client cannot keep a connection
+// whose attempt ended by sending requests.
 func (fc *framedConn) setBusy(b bool) bool {
 	fc.mu.Lock()
 	defer fc.mu.Unlock()
 	fc.busy = b
 	if !b && fc.idle {
-		_ = fc.c.SetReadDeadline(time.Now().Add(time.Duration(framedIdle.Load())))
+		_ = fc.c.SetReadDeadline(fc.until)
 	}
 	return !fc.shut
 }
@@ -279,10 +311,11 @@ func (s *Server) serveFramed(c net.Conn, br *bufio.Reader) {
 		return
 	}
 	line, err := br.ReadSlice('\n')
-	if err != nil || len(line) > maxFramedToken {
+	token, bad := prefaceToken(line, err)
+	if bad != "" {
+		refusePreface(c, bad)
 		return
 	}
-	token := strings.TrimSuffix(string(line), "\n")
 	key := sha256.Sum256([]byte(token))
 	stop := s.track(fc, key) // clears the preface's deadline
 	defer func() { stop() }()
@@ -301,10 +334,16 @@ func (s *Server) serveFramed(c net.Conn, br *bufio.Reader) {
 			// limit): the connection moves to another attempt, the
 			// client's next, and speaks for it alone from now on.
 			line, err := br.ReadSlice('\n')
-			if err != nil || len(line) > maxFramedToken || !bytes.HasPrefix(line, []byte(FramedPreface[4:])) {
+			if !bytes.HasPrefix(line, []byte(FramedPreface[4:])) {
+				refusePreface(c, "a frame starting \"FNBR\" that is no preface")
 				return
 			}
-			token = strings.TrimSuffix(string(line[len(FramedPreface)-4:]), "\n")
+			t, bad := prefaceToken(line[len(FramedPreface)-4:], err)
+			if bad != "" {
+				refusePreface(c, bad)
+				return
+			}
+			token = t
 			key = sha256.Sum256([]byte(token))
 			stop()
 			stop = s.track(fc, key)
@@ -353,10 +392,39 @@ func (s *Server) serveFramed(c net.Conn, br *bufio.Reader) {
 		if _, err := c.Write(out); err != nil {
 			return
 		}
+		if cap(out) > maxKeptFrame {
+			out = nil // a large answer (a value) is not kept either
+		}
 		if !fc.setBusy(false) {
 			return
 		}
 	}
+}
+
+// prefaceToken is the token of a preface's line (after FramedPreface) as
+// ReadSlice returned it, or what is wrong with the line. An empty token
+// is served (every request is then answered 401).
+func prefaceToken(line []byte, err error) (string, string) {
+	switch {
+	case len(line) > maxFramedToken:
+		return "", fmt.Sprintf("the token line is longer than %d bytes", maxFramedToken)
+	case err != nil:
+		return "", "the token line does not end with \"\\n\" (" + err.Error() + ")"
+	}
+	token := strings.TrimSuffix(string(line), "\n")
+	if token != "" {
+		if err := checkToken(token); err != nil {
+			return "", strings.TrimPrefix(err.Error(), "stepctx: ")
+		}
+	}
+	return token, ""
+}
+
+// refusePreface answers a malformed preface with one 400 frame, before
+// the connection closes, so the client learns why.
+func refusePreface(c net.Conn, why string) {
+	_ = c.SetWriteDeadline(time.Now().Add(time.Second))
+	_, _ = c.Write(appendAnswer(nil, http.StatusBadRequest, errorResponse{Error: "malformed framed preface: " + why + "; a connection starts with \"" + FramedPreface + "<token>\\n\", the token from " + EnvToken}))
 }
 
 // maxUnheldFrame is how much of a frame is read for a token no open

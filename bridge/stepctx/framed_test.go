@@ -2,8 +2,11 @@ package stepctx_test
 
 import (
 	"bufio"
+	"bytes"
 	"context"
+	"encoding/base64"
 	"encoding/binary"
+	"encoding/json"
 	"io"
 	"net"
 	"net/http"
@@ -274,5 +277,151 @@ func TestFramedBodyOfAnUnknownTokenIsNotHeld(t *testing.T) {
 		}
 		// The connection stays usable, as after any answer.
 		f.want("uuid", `{}`, map[bool]int{true: 401, false: 403}[token == ""], "")
+	}
+}
+
+// A connection without a live token lives one idle time, however often it
+// sends requests: each answer used to start the idle time again, so a
+// client with a made-up token could hold a connection for good.
+func TestFramedRequestsDoNotExtendAnEndedConnection(t *testing.T) {
+	defer stepctx.SetFramedIdle(200 * time.Millisecond)()
+	_, addr := serve(t, "unix", stepctx.Config{})
+	f := dialFramed(t, addr, stepctx.NewToken())
+	start := time.Now()
+	frame := binary.BigEndian.AppendUint32(nil, uint32(len("uuid\n{}")))
+	frame = append(frame, "uuid\n{}"...)
+	for time.Since(start) < 5*time.Second {
+		_ = f.c.SetReadDeadline(time.Now().Add(5 * time.Second))
+		if _, err := f.c.Write(frame); err != nil {
+			return // closed
+		}
+		var hdr [4]byte
+		if _, err := io.ReadFull(f.r, hdr[:]); err != nil {
+			if time.Since(start) > 2*time.Second {
+				t.Fatalf("closed after %v, want about one idle time (200ms)", time.Since(start))
+			}
+			return
+		}
+		if _, err := f.r.Discard(int(binary.BigEndian.Uint32(hdr[:]))); err != nil {
+			return
+		}
+		time.Sleep(50 * time.Millisecond) // a request every quarter idle time
+	}
+	t.Fatal("a connection with a foreign token was still served after 5s of requests")
+}
+
+// A client that sends requests and never reads the answers cannot hold
+// the server's goroutine: the answer's write is cut with the idle time,
+// so Shutdown finds no connection left to wait for.
+func TestFramedUnreadAnswersAreCut(t *testing.T) {
+	defer stepctx.SetFramedIdle(200 * time.Millisecond)()
+	s, addr := serve(t, "unix", stepctx.Config{})
+	f := dialFramed(t, addr, stepctx.NewToken())
+	frame := binary.BigEndian.AppendUint32(nil, uint32(len("uuid\n{}")))
+	frame = append(frame, "uuid\n{}"...)
+	burst := bytes.Repeat(frame, 200000) // answers far beyond the socket's buffer
+	_ = f.c.SetWriteDeadline(time.Now().Add(3 * time.Second))
+	_, _ = f.c.Write(burst) // ends when the server stops reading or closes
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
+	defer cancel()
+	if err := s.Shutdown(ctx); err != nil {
+		t.Fatalf("Shutdown: %v; the connection that never reads was still served", err)
+	}
+}
+
+// An HTTP keep-alive connection is closed once idle, like a framed one
+// whose attempt ended; it used to stay open for good.
+func TestHTTPKeepAliveIsClosedWhenIdle(t *testing.T) {
+	defer stepctx.SetFramedIdle(200 * time.Millisecond)()
+	_, addr := serve(t, "tcp", stepctx.Config{})
+	network, address, _ := stepctx.ParseAddr(addr)
+	c, err := net.Dial(network, address)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	if _, err := io.WriteString(c, "POST /v1/uuid HTTP/1.1\r\nHost: x\r\nContent-Length: 2\r\n\r\n{}"); err != nil {
+		t.Fatal(err)
+	}
+	r := bufio.NewReader(c)
+	resp, err := http.ReadResponse(r, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, _ = io.Copy(io.Discard, resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusUnauthorized {
+		t.Fatalf("status %d", resp.StatusCode)
+	}
+	_ = c.SetReadDeadline(time.Now().Add(5 * time.Second))
+	if _, err := r.ReadByte(); err != io.EOF {
+		t.Fatalf("idle keep-alive connection: %v, want it closed (EOF)", err)
+	}
+}
+
+// A malformed preface is answered with what is wrong before the
+// connection closes; it used to be closed without a word (or, for a token
+// with a stray "\r", answered as a token never issued).
+func TestFramedMalformedPrefaceIsExplained(t *testing.T) {
+	_, addr := serve(t, "unix", stepctx.Config{})
+	for _, tc := range []struct{ token, want string }{
+		{strings.Repeat("a", 600), "longer than 512 bytes"},
+		{stepctx.NewToken() + "\r", `token has '\r'`},
+	} {
+		f := dialFramed(t, addr, tc.token)
+		var hdr [4]byte
+		if _, err := io.ReadFull(f.r, hdr[:]); err != nil {
+			t.Fatalf("%q: no answer: %v", tc.want, err)
+		}
+		answer := make([]byte, binary.BigEndian.Uint32(hdr[:]))
+		if _, err := io.ReadFull(f.r, answer); err != nil {
+			t.Fatal(err)
+		}
+		st, body, _ := strings.Cut(string(answer), "\n")
+		var e struct{ Error string }
+		if err := json.Unmarshal([]byte(body), &e); err != nil || st != "400" || !strings.Contains(e.Error, tc.want) || !strings.Contains(e.Error, "FNBRIDGE_CONTEXT_TOKEN") {
+			t.Errorf("answer %q, want 400 naming %q", answer, tc.want)
+		}
+		if _, err := f.r.ReadByte(); err != io.EOF {
+			t.Errorf("%q: then %v, want the connection closed", tc.want, err)
+		}
+	}
+}
+
+// forgetfulRuns journals runs without keeping their values, so what
+// memory stays is the server's.
+type forgetfulRuns struct{ *stepctxtest.Journal }
+
+func (forgetfulRuns) RunStart(context.Context, string) (*stepctx.Result, stepctx.Future, error) {
+	return nil, "run", nil
+}
+
+func (forgetfulRuns) RunComplete(context.Context, stepctx.Future, stepctx.RunOutcome) error {
+	return nil
+}
+
+func heapInUse() uint64 {
+	runtime.GC()
+	runtime.GC()
+	var m runtime.MemStats
+	runtime.ReadMemStats(&m)
+	return m.HeapAlloc
+}
+
+// A connection does not keep its largest answer's buffer: a worker keeps
+// its connection across attempts, and each held as much memory as the
+// largest value it was ever answered (up to the 48 MiB body limit).
+func TestFramedLargeAnswerIsNotKept(t *testing.T) {
+	s, addr := serve(t, "unix", stepctx.Config{})
+	a, _ := open(t, s, addr, forgetfulRuns{&stepctxtest.Journal{}})
+	f := dialFramed(t, addr, a.Token())
+	base := heapInUse()
+	f.want("run/start", `{"name":"x"}`, 200, `run-1`)
+	big := base64.StdEncoding.EncodeToString(make([]byte, 24<<20))
+	f.want("run/complete", `{"handle":"run-1","bytes":"`+big+`"}`, 200, `"result"`)
+	big = ""
+	f.want("invocation-id", `{}`, 200, `inv`) // a small answer after it
+	if grown := int64(heapInUse()) - int64(base); grown > 8<<20 {
+		t.Fatalf("the idle connection holds %d MiB after a 32 MiB answer", grown>>20)
 	}
 }

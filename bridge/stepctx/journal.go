@@ -18,6 +18,10 @@ import (
 // function after the method returns, and a step's closure runs only after
 // that answer.
 //
+// Await must return once its ctx ends (the client hung up, or
+// Attempt.Close): Close waits for the method in flight to return. The
+// other methods do not wait on anything but the journal itself.
+//
 // Any error returned ends the attempt for the Server: ErrSuspended (tested
 // with errors.Is) means the attempt suspended; any other error (journal
 // mismatch, stream closed, cancelled context) means it cannot go on. The

@@ -76,7 +76,10 @@ func NewServer(cfg Config) *Server {
 	}
 	// Made here, not in Serve, so that a Shutdown before Serve started
 	// still makes that Serve return at once.
-	s.srv = &http.Server{Handler: s, ReadHeaderTimeout: 10 * time.Second}
+	// An idle keep-alive connection is closed after the idle time a
+	// framed one gets once its attempt ended: no client keeps one open by
+	// merely connecting.
+	s.srv = &http.Server{Handler: s, ReadHeaderTimeout: 10 * time.Second, IdleTimeout: time.Duration(framedIdle.Load())}
 	return s
 }
 
@@ -214,7 +217,10 @@ type Attempt struct {
 
 	// busy is set while a request is served; it also guards handles,
 	// next, openRun and rng, which only a request's operation touches.
-	busy    atomic.Bool
+	busy atomic.Bool
+	// running is held while an operation runs, so that Close returns
+	// only once none does: nothing is journaled after it.
+	running sync.Mutex
 	handles map[string]*handle
 	next    int
 	openRun string      // handle of the run whose closure is executing
@@ -262,11 +268,16 @@ func (a *Attempt) Err() error {
 }
 
 // Close makes the token stale: later requests get 403, an in-flight
-// Journal call has its context cancelled. Close is idempotent.
+// Journal call has its context cancelled, and Close returns once it has
+// returned, so the Journal sees no call of the attempt after Close.
+// Close is idempotent.
 func (a *Attempt) Close() {
 	a.s.retire(a)
 	a.cancel()
 	a.end(ErrClosed)
+	a.running.Lock()
+	//lint:ignore SA2001 an empty critical section: waiting for the operation in flight is the point
+	a.running.Unlock()
 }
 
 // end records the first reason the attempt ended.
@@ -384,7 +395,10 @@ func (a *Attempt) serveOp(ctx context.Context, op opFunc, body []byte) (int, any
 		return errorAnswer(&apiError{status: http.StatusConflict, msg: errConcurrent})
 	}
 	defer a.busy.Store(false)
-	// It may have ended while the body was read.
+	a.running.Lock()
+	defer a.running.Unlock()
+	// It may have ended while the body was read (Close sets the end
+	// before it waits for running, so one of the two sees the other).
 	if err := a.Err(); err != nil {
 		return errorAnswer(endedError(err))
 	}

@@ -11,6 +11,8 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
@@ -410,6 +412,41 @@ func TestCloseCutsTheRequestInFlight(t *testing.T) {
 	wantStatus(t, <-errc, http.StatusGone, "closed")
 }
 
+// "a stale token changes nothing": once Close has returned, no Journal
+// call of the attempt may still run, even one that had passed every check
+// when Close began (a background process's state/set decoding a large
+// body) and ignores its context, as Restate's non-waiting operations do.
+func TestCloseReturnsOnlyOnceNoOperationRuns(t *testing.T) {
+	s, addr := serve(t, "unix", stepctx.Config{})
+	entered, release := make(chan struct{}), make(chan struct{})
+	var finished atomic.Bool
+	j := &stepctxtest.Journal{BeforeRunStart: func(context.Context, string) {
+		close(entered)
+		<-release // deaf to ctx
+		finished.Store(true)
+	}}
+	a, c := open(t, s, addr, j)
+	first := make(chan error, 1)
+	go func() {
+		_, _, err := c.RunStart(context.Background(), "x")
+		first <- err
+	}()
+	<-entered
+	closed := make(chan bool, 1)
+	go func() {
+		a.Close()
+		closed <- finished.Load()
+	}()
+	<-a.Done() // Close has ended the attempt and is waiting, or has returned
+	close(release)
+	if !<-closed {
+		t.Fatal("Close returned while a Journal call of the attempt was still running")
+	}
+	<-first
+	_, _, err := c.RunStart(context.Background(), "y")
+	wantStatus(t, err, http.StatusForbidden, "ended")
+}
+
 func TestJournalErrorEndsTheAttempt(t *testing.T) {
 	s, addr := serve(t, "unix", stepctx.Config{})
 	j := &stepctxtest.Journal{}
@@ -477,5 +514,50 @@ func TestListenOwnsItsSocket(t *testing.T) {
 		t.Fatalf("the first listener lost its socket: %v", err)
 	} else {
 		c.Close()
+	}
+}
+
+// shortOnce is a listener whose first Accept fails as when the process is
+// out of descriptors.
+type shortOnce struct {
+	net.Listener
+	failed atomic.Bool
+}
+
+func (l *shortOnce) Accept() (net.Conn, error) {
+	if !l.failed.Swap(true) {
+		return nil, &net.OpError{Op: "accept", Net: "unix", Err: os.NewSyscallError("accept4", syscall.EMFILE)}
+	}
+	return l.Listener.Accept()
+}
+
+// Running out of descriptors for a moment must not stop the endpoint:
+// Serve used to return on the first such error, and every function's
+// connection then waited in the backlog for good.
+func TestServeOutlivesAShortageOfDescriptors(t *testing.T) {
+	dir, err := os.MkdirTemp("", "stepctx")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer os.RemoveAll(dir)
+	l, err := stepctx.Listen("unix://" + filepath.Join(dir, "ctx.sock"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := stepctx.NewServer(stepctx.Config{})
+	done := make(chan error, 1)
+	go func() { done <- s.Serve(&shortOnce{Listener: l}) }()
+	a, c := open(t, s, stepctx.URL(l), &stepctxtest.Journal{})
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if id, err := c.InvocationID(ctx); err != nil || id != "inv_fake" {
+		t.Fatalf("after a failed accept: %q, %v", id, err)
+	}
+	a.Close()
+	if err := s.Shutdown(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-done; !errors.Is(err, http.ErrServerClosed) {
+		t.Fatalf("Serve: %v", err)
 	}
 }
