@@ -104,12 +104,7 @@ func runAgent(ctx context.Context, dir string, worker int, ready io.Writer) erro
 	defer a.close()
 	r := bufio.NewReaderSize(files[0], 4096)
 	for {
-		line, err := r.ReadSlice('\n')
-		for errors.Is(err, bufio.ErrBufferFull) && len(line) < agentMaxLine {
-			var more []byte
-			more, err = r.ReadSlice('\n')
-			line = append(line[:len(line):len(line)], more...)
-		}
+		line, tooLong, err := readRequest(r)
 		if err != nil {
 			return exitf(ctxExitError, "agent: reading requests: %v", err)
 		}
@@ -119,7 +114,13 @@ func runAgent(ctx context.Context, dir string, worker int, ready io.Writer) erro
 			nonce = fields[1]
 			fields = append(fields[:1:1], fields[2:]...)
 		}
-		status, kind, msg := a.serve(ctx, fields)
+		var status int
+		var kind, msg string
+		if tooLong {
+			status, kind, msg = ctxExitUsage, "e", fmt.Sprintf("fnbridge: run: the step's name and endpoint are longer than %d bytes", agentMaxLine)
+		} else {
+			status, kind, msg = a.serve(ctx, fields)
+		}
 		msg = strings.Map(func(r rune) rune {
 			if r == '\n' || r == '\t' {
 				return ' '
@@ -133,6 +134,30 @@ func runAgent(ctx context.Context, dir string, worker int, ready io.Writer) erro
 			return exitf(ctxExitError, "agent: answering: %v", err)
 		}
 	}
+}
+
+// readRequest reads one request line of any length. A line longer than
+// agentMaxLine is read to its end and reported too long, with its first
+// agentMaxLine bytes (the nonce to answer with is near the start). The
+// bufio buffer is copied before the next read reuses it.
+func readRequest(r *bufio.Reader) (line []byte, tooLong bool, err error) {
+	part, err := r.ReadSlice('\n')
+	if !errors.Is(err, bufio.ErrBufferFull) {
+		return part, false, err
+	}
+	line = append([]byte(nil), part...)
+	for errors.Is(err, bufio.ErrBufferFull) {
+		part, err = r.ReadSlice('\n')
+		if room := agentMaxLine - len(line); room > 0 {
+			line = append(line, part[:min(len(part), room)]...)
+		} else {
+			tooLong = true
+		}
+	}
+	if len(line) >= agentMaxLine {
+		tooLong = true
+	}
+	return line, tooLong, err
 }
 
 // agent is the step agent's connection and the run being executed.

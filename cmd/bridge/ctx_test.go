@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bufio"
 	"bytes"
 	"context"
 	"errors"
@@ -418,5 +419,24 @@ func TestCtxRunNeedsNoTempDirectory(t *testing.T) {
 	fnbridge(t, "", "run", "t", "--", "printf", "again").want(t, 0, "again", "")
 	if n := len(e.j.Entries()); n != 2 {
 		t.Fatalf("%d entries, want the two steps", n)
+	}
+}
+
+// The agent reads a request line of any length whole: a line past its
+// 4 KiB buffer used to come back garbled (the next read reused the
+// buffer), so the step's answer lost its nonce and the shell waited for
+// good; past the limit it is reported, not fatal.
+func TestAgentReadsLongRequestLines(t *testing.T) {
+	long := "S\tn.1\t" + strings.Repeat("x", 5000) + "\n"
+	huge := "S\tn.2\t" + strings.Repeat("y", agentMaxLine+10) + "\n"
+	r := bufio.NewReaderSize(strings.NewReader("S\tn.0\tshort\n"+long+huge+"S\tn.3\tafter\n"), 4096)
+	for i, want := range []struct {
+		line    string
+		tooLong bool
+	}{{"S\tn.0\tshort\n", false}, {long, false}, {huge[:agentMaxLine], true}, {"S\tn.3\tafter\n", false}} {
+		line, tooLong, err := readRequest(r)
+		if err != nil || string(line) != want.line || tooLong != want.tooLong {
+			t.Fatalf("line %d: %d bytes (%q...), too long %v, %v; want %d bytes, too long %v", i, len(line), line[:min(len(line), 20)], tooLong, err, len(want.line), want.tooLong)
+		}
 	}
 }

@@ -29,6 +29,15 @@
 # call (and frees it after), which for the one long function this was
 # cost about a twentieth of a step.
 __fnb_fnbridge() {
+	if [[ $- == *x* ]]; then
+		# The function's xtrace shows its fnbridge line, not the ~60 lines
+		# of this script a step runs (among them the attempt's token).
+		builtin set +x
+		__fnb_xs=0
+		__fnb_fnbridge "$@" || __fnb_xs=$?
+		builtin set -x
+		builtin return "$__fnb_xs"
+	fi
 	if [[ ${1-} == run && $BASHPID == "${__fnb_ishell-}" && -n ${FNBRIDGE_CONTEXT-} ]]; then
 		builtin shift
 		__fnb_run "$@"
@@ -36,7 +45,7 @@ __fnb_fnbridge() {
 		builtin shift
 		__fnb_fail "$@"
 	else
-		command fnbridge "$@"
+		command "${__fnb_bin:-fnbridge}" "$@"
 	fi
 }
 
@@ -83,7 +92,8 @@ __fnb_run() {
 		builtin printf 'C\t%s.%d\t%s\t%s\t%d\t%s\n' "$__fnb_f" "$__fnb_rq" "$FNBRIDGE_CONTEXT" "$FNBRIDGE_CONTEXT_TOKEN" "$__fnb_rc" "${1//[$'\t\n']/ }" >&"$__fnb_areq"
 		__fnb_answer || builtin return
 	fi
-	if [[ $__fnb_k == [RO] ]]; then
+	# test, not [[ ]]: a function's nocasematch would let r and o match.
+	if [ "$__fnb_k" = R ] || [ "$__fnb_k" = O ]; then
 		__fnb_run_nul "$__fnb_var" "$__fnb_name"
 		builtin return
 	fi
@@ -114,7 +124,7 @@ __fnb_run_odd() {
 		builtin printf 'fnbridge: run --var: a step name with a tab or newline needs v=$(fnbridge run NAME -- CMD)\n' >&2
 		builtin return 2
 	fi
-	command fnbridge run "$@"
+	command "${__fnb_bin:-fnbridge}" run "$@"
 }
 
 # __fnb_run_nul VAR NAME: the step's value holds a NUL byte (the agent's
@@ -169,22 +179,26 @@ __fnb_is_agent() {
 
 # __fnb_agent opens this shell's FIFOs to the worker's step agent, starting
 # the agent when there is none. An agent this shell already speaks to is
-# checked with kill -0 only (the cheap check, on every step): should it
-# die and its pid be reused, __fnb_answer's wait tells within 2 s.
+# checked by one stat of its stdin (the cheap check, on every step; an
+# agent that died is a zombie until the server reaps it, and a zombie has
+# no descriptors, where kill -0 would take it for alive): should it die
+# and its pid be reused, __fnb_answer's wait tells within 2 s.
 __fnb_agent() {
-	[[ -n ${__fnb_areq-} ]] && builtin kill -0 "$__fnb_apid" 2>/dev/null && builtin return 0
+	[[ -n ${__fnb_areq-} && -e /proc/$__fnb_apid/fd/0 ]] && builtin return 0
 	__fnb_agent_open
 }
 
 # __fnb_agent_open is __fnb_agent without an agent this shell speaks to.
 __fnb_agent_open() {
-	builtin local __fnb_r __fnb_l=
+	builtin local __fnb_l=
 	__fnb_apid=
 	{ IFS= builtin read -r __fnb_apid <"$__fnb_dir/a.pid"; } 2>/dev/null
 	if [[ -z $__fnb_apid || ! -p $__fnb_dir/a.req ]] || ! __fnb_is_agent "$__fnb_apid"; then
-		command exec {__fnb_r}< <(command exec fnbridge agent "$__fnb_dir" "$$" </dev/null 2>/dev/null)
-		IFS= builtin read -r -u "$__fnb_r" __fnb_l
-		command exec {__fnb_r}<&-
+		# Through a command substitution whose subshell starts it in the
+		# background and exits: the agent is no job of this shell ($! and
+		# wait stay the function's), and it prints "ready PID" and closes
+		# its stdout, which ends the substitution.
+		__fnb_l=$(__fnb_agent_start)
 		if [[ $__fnb_l != "ready "[0-9]* ]]; then
 			builtin printf 'fnbridge: the step agent (fnbridge agent) did not start\n' >&2
 			builtin return 3
@@ -194,6 +208,22 @@ __fnb_agent_open() {
 	fi
 	# Read and write: opening a FIFO so never blocks.
 	command exec {__fnb_areq}<>"$__fnb_dir/a.req" {__fnb_aans}<>"$__fnb_dir/a.ans"
+}
+
+# __fnb_agent_start starts the agent with none of this shell's
+# descriptors beyond stdin (/dev/null), stdout and stderr (/dev/null): a
+# file or lock the function holds at its first step, or a pipe's write
+# end, would otherwise stay open in the agent for the worker's life.
+__fnb_agent_start() {
+	builtin local __fnb_o
+	for __fnb_o in /proc/$BASHPID/fd/*; do
+		__fnb_o=${__fnb_o##*/}
+		case $__fnb_o in
+		0 | 1 | 2 | *[!0-9]*) ;;
+		*) [[ -L /proc/$BASHPID/fd/$__fnb_o ]] && command exec {__fnb_o}>&- ;;
+		esac
+	done
+	command exec "${__fnb_bin:-fnbridge}" agent "$__fnb_dir" "$$" </dev/null 2>/dev/null &
 }
 
 # __fnb_answer reads the agent's answer to this shell's last request
@@ -426,6 +456,10 @@ __fnb_main() {
 		builtin read -r -u "$__fnb_life" __fnb_o
 		builtin kill -KILL 0
 	) &
+
+	# The fnbridge command by its path, found before the handler file or
+	# a function can change PATH, so that their steps still find it.
+	__fnb_bin=$(builtin type -P fnbridge) || __fnb_bin=
 
 	# Source the handler file once, without the protocol pipes.
 	builtin source "$__fnb_file" {__fnb_in}<&- {__fnb_out}>&- {__fnb_life}<&-

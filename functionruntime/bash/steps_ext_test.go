@@ -109,11 +109,19 @@ inshell_values() {
 }
 
 # __fnb_apid is the bootstrap's: the pid of the worker's step agent.
+# agent_gone PID: it has exited (a zombie until the server, its reaper
+# since the agent is no child of the shell, reaps it, has no cmdline).
+agent_gone() {
+	local a=
+	{ IFS= read -r -d '' a <"/proc/$1/cmdline"; } 2>/dev/null
+	[[ -z $a ]]
+}
+
 agent_dies() {
 	local v w
 	fnbridge run --var v a1 -- printf one || return
 	kill -KILL "$__fnb_apid"
-	while kill -0 "$__fnb_apid" 2>/dev/null; do sleep 0.01; done # reaped
+	until agent_gone "$__fnb_apid"; do sleep 0.01; done
 	fnbridge run --var w a2 -- printf two || return
 	printf '%s %s|' "$v" "$w"
 	fnbridge run a3 -- kill -KILL "$__fnb_apid" 2>&1 || echo "status $?"
@@ -137,7 +145,7 @@ agent_pid_reused() {
 	local v w
 	fnbridge run --var v r1 -- printf one || return
 	kill -KILL "$__fnb_apid"
-	while kill -0 "$__fnb_apid" 2>/dev/null; do sleep 0.01; done # reaped
+	until agent_gone "$__fnb_apid"; do sleep 0.01; done
 	sleep 60 </dev/null >/dev/null 2>&1 &
 	local impostor=$!
 	__fnb_apid=$impostor
@@ -160,6 +168,32 @@ leftover() {
 	fnbridge run --var b l2 -- sh -c 'touch go; while [ ! -e wrote ]; do sleep 0.01; done; echo two' || return
 	c=$(fnbridge run l3 -- sh -c 'sleep 30 & echo three') || return
 	printf '%s|%s|%s' "$a" "$b" "$c"
+}
+
+# The function's own jobs, files, options and PATH are its own across
+# steps: the agent the first step starts is no job of the shell and holds
+# none of its files.
+inshell_own() {
+	local v w x n bg
+	sleep 0.01 &
+	bg=$!
+	exec 9>held
+	fnbridge run --var v o1 -- printf one || return
+	[[ $! == "$bg" ]] || echo "\$! is $! after a step, was $bg"
+	wait
+	echo "waited $?"
+	exec 9>&-
+	! ls -l "/proc/$__fnb_apid/fd" | grep -q held || echo "the agent holds the function's file"
+	shopt -s nocasematch
+	fnbridge run --var w o2 -- printf two || return
+	shopt -u nocasematch
+	n=$(printf '%5000s' '' | tr ' ' n)
+	PATH=/nonexistent fnbridge run --var x "$n" -- printf long || return
+	set -x
+	fnbridge run o4 -- true 2>trace
+	set +x
+	! grep -q -e "$FNBRIDGE_CONTEXT_TOKEN" -e __fnb_run trace || echo "xtrace shows the bootstrap"
+	printf '%s %s %s' "$v" "$w" "$x"
 }
 
 meta() {
@@ -331,6 +365,19 @@ func TestSteps(t *testing.T) {
 	// next step; one that dies while a step waits for its answer ends
 	// that step with status 3
 	// and a message naming it, and the journal keeps no completion for it.
+	// Rule: `fnbridge run` in the function's shell leaves the function's
+	// state alone: $! and a bare wait (the agent used to be a process
+	// substitution: wait hung for the worker's life), its open files (the
+	// agent held them and their locks), nocasematch (every --var step
+	// failed as holding a NUL), a long step name (the agent read it
+	// garbled and the step hung), its PATH, and set -x (which traced the
+	// bootstrap, the attempt's token included).
+	t.Run("shell function leaves the function's state alone", func(t *testing.T) {
+		s := e.start(t, "inshell_own", nil)
+		res, err := s.invoke(t, e.Open(t, &stepctxtest.Journal{}), "")
+		steptest.MustOutput(t, res, err, "waited 0\none two long")
+	})
+
 	t.Run("shell function skips an answer not its own", func(t *testing.T) {
 		s := e.start(t, "stale_answer", nil)
 		j := &stepctxtest.Journal{}
