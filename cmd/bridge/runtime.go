@@ -59,7 +59,7 @@ The server authenticates no caller: listen on loopback or a Unix socket
 Without --allowed-root a registration's working_dir may be any directory
 the server can enter, and a warning says so at start.
 
-On SIGTERM or SIGINT the server stops accepting connections, drains every
+On SIGTERM, SIGINT or SIGHUP the server stops accepting connections, drains every
 registration for at most --drain-timeout (then cancels in-flight
 invocations), closes every worker and exits 0.`,
 		Args: cobra.NoArgs,
