@@ -69,9 +69,11 @@
 // changes nothing: Close returns only once no operation of the attempt is
 // running, so the Journal sees none after it. Tokens are never reused.
 //
-// Serve keeps its listener through a passing shortage (out of file
-// descriptors or buffers), retrying with a backoff up to a second, as
-// http.Server does.
+// Serve serves at most Config.MaxConns connections at once (by default a
+// quarter of the process's descriptor limit, 64 to 4096); one more is
+// closed as soon as it is accepted. It keeps its listener through a
+// passing shortage (out of file descriptors or buffers), retrying with a
+// backoff up to a second, as http.Server does.
 //
 // # Values
 //

@@ -130,8 +130,34 @@ func (s *Server) Serve(l net.Listener) error {
 			return err
 		}
 		backoff = 0
-		go s.sniff(c, hl)
+		if !s.admit() {
+			c.Close() // at MaxConns
+			continue
+		}
+		go s.sniff(&countedConn{Conn: c, s: s}, hl)
 	}
+}
+
+// admit counts a new connection in, unless MaxConns are served.
+func (s *Server) admit() bool {
+	if s.conns.Add(1) > int64(s.maxConns) {
+		s.conns.Add(-1)
+		return false
+	}
+	return true
+}
+
+// countedConn is an admitted connection: its first Close counts it out,
+// whichever protocol served it.
+type countedConn struct {
+	net.Conn
+	s    *Server
+	once sync.Once
+}
+
+func (c *countedConn) Close() error {
+	c.once.Do(func() { c.s.conns.Add(-1) })
+	return c.Conn.Close()
 }
 
 // acceptRetryable reports whether an Accept error is a passing shortage

@@ -7,12 +7,14 @@ import (
 	"encoding/base64"
 	"encoding/binary"
 	"encoding/json"
+	"errors"
 	"io"
 	"net"
 	"net/http"
 	"runtime"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -423,5 +425,38 @@ func TestFramedLargeAnswerIsNotKept(t *testing.T) {
 	f.want("invocation-id", `{}`, 200, `inv`) // a small answer after it
 	if grown := int64(heapInUse()) - int64(base); grown > 8<<20 {
 		t.Fatalf("the idle connection holds %d MiB after a 32 MiB answer", grown>>20)
+	}
+}
+
+// Connections are bounded: one over MaxConns is closed at once, and a
+// slot is free again once a connection closes. Without the bound,
+// whoever reached the listener could take every descriptor the bridge has.
+func TestConnectionsAreBounded(t *testing.T) {
+	s, addr := serve(t, "unix", stepctx.Config{MaxConns: 2})
+	a, _ := open(t, s, addr, &stepctxtest.Journal{})
+	first, second := dialFramed(t, addr, a.Token()), dialFramed(t, addr, a.Token())
+	first.want("invocation-id", `{}`, 200, `inv_fake`)
+	second.want("invocation-id", `{}`, 200, `inv_fake`)
+	over := dialFramed(t, addr, a.Token())
+	_ = over.c.SetReadDeadline(time.Now().Add(10 * time.Second))
+	if _, err := over.r.ReadByte(); err != io.EOF && !errors.Is(err, syscall.ECONNRESET) {
+		t.Fatalf("a third connection: %v, want it closed", err)
+	}
+	first.c.Close()
+	// The slot frees once the server has seen the close: retry until then.
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		next := dialFramed(t, addr, a.Token())
+		frame := binary.BigEndian.AppendUint32(nil, uint32(len("invocation-id\n{}")))
+		_, _ = next.c.Write(append(frame, "invocation-id\n{}"...))
+		_ = next.c.SetReadDeadline(time.Now().Add(10 * time.Second))
+		var hdr [4]byte
+		if _, err := io.ReadFull(next.r, hdr[:]); err == nil {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("no connection was served after one of the two closed")
+		}
+		time.Sleep(10 * time.Millisecond)
 	}
 }

@@ -17,6 +17,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 )
 
@@ -41,6 +42,21 @@ type Config struct {
 	// MaxBodyBytes bounds a request body; 0 means DefaultMaxBodyBytes.
 	// It is at most MaxBodyLimit.
 	MaxBodyBytes int64
+	// MaxConns bounds the connections served at once; one more is closed
+	// as soon as it is accepted. 0 means a quarter of the process's
+	// descriptor limit, at least 64 and at most 4096: whoever can reach
+	// the listener cannot take the descriptors the bridge needs for
+	// restate-server and its workers.
+	MaxConns int
+}
+
+// defaultMaxConns is Config.MaxConns' default.
+func defaultMaxConns() int {
+	var rl syscall.Rlimit
+	if err := syscall.Getrlimit(syscall.RLIMIT_NOFILE, &rl); err != nil {
+		return 1024
+	}
+	return int(min(max(rl.Cur/4, 64), 4096))
 }
 
 // Server serves the context endpoint for any number of attempts, each
@@ -56,6 +72,8 @@ type Server struct {
 	srv      *http.Server
 
 	closing   bool // Shutdown was called
+	maxConns  int
+	conns     atomic.Int64 // served now, at most maxConns; not under mu, which Shutdown holds while it closes connections
 	listeners map[net.Listener]struct{}
 	framed    map[*framedConn]struct{}
 }
@@ -66,8 +84,12 @@ func NewServer(cfg Config) *Server {
 		cfg.MaxBodyBytes = DefaultMaxBodyBytes
 	}
 	cfg.MaxBodyBytes = min(cfg.MaxBodyBytes, MaxBodyLimit)
+	if cfg.MaxConns <= 0 {
+		cfg.MaxConns = defaultMaxConns()
+	}
 	s := &Server{
 		maxBody:  cfg.MaxBodyBytes,
+		maxConns: cfg.MaxConns,
 		attempts: map[[32]byte]*Attempt{},
 		stale:    map[[32]byte]struct{}{},
 
