@@ -98,7 +98,11 @@ __fnb_run() {
 		builtin return
 	fi
 	if [[ -n $__fnb_var ]]; then
-		LC_ALL=C IFS= builtin read -r -d '' "$__fnb_var" <"$__fnb_dir/a.val" || :
+		# Read, then assigned: read fails the same at the value's end
+		# (there is no NUL after it) as for a readonly VAR; printf -v
+		# fails only for the latter.
+		LC_ALL=C IFS= builtin read -r -d '' __fnb_v <"$__fnb_dir/a.val" || :
+		builtin printf -v "$__fnb_var" '%s' "$__fnb_v" 2>/dev/null || __fnb_run_readonly "$__fnb_var" "$__fnb_name" || builtin return
 	else
 		LC_ALL=C IFS= builtin read -r -d '' __fnb_v <"$__fnb_dir/a.val" || :
 		builtin printf '%s' "$__fnb_v"
@@ -135,6 +139,13 @@ __fnb_run_nul() {
 		builtin return 2
 	fi
 	command cat -- "$__fnb_dir/a.val"
+}
+
+# __fnb_run_readonly VAR NAME: --var names a variable that cannot be
+# assigned (readonly); the step is journaled, its value not assigned.
+__fnb_run_readonly() {
+	builtin printf 'fnbridge: run %s --var %s: cannot assign the value: the variable is readonly\n' "$2" "$1" >&2
+	builtin return 2
 }
 
 # __fnb_fail [--code N] MESSAGE...: `fnbridge fail` in the invocation's own

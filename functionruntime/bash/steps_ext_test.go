@@ -193,6 +193,8 @@ inshell_own() {
 	fnbridge run o4 -- true 2>trace
 	set +x
 	! grep -q -e "$FNBRIDGE_CONTEXT_TOKEN" -e __fnb_run trace || echo "xtrace shows the bootstrap"
+	local -r ro=1
+	fnbridge run --var ro o5 -- printf x 2>&1 || echo " status $?"
 	printf '%s %s %s' "$v" "$w" "$x"
 }
 
@@ -370,12 +372,13 @@ func TestSteps(t *testing.T) {
 	// substitution: wait hung for the worker's life), its open files (the
 	// agent held them and their locks), nocasematch (every --var step
 	// failed as holding a NUL), a long step name (the agent read it
-	// garbled and the step hung), its PATH, and set -x (which traced the
-	// bootstrap, the attempt's token included).
+	// garbled and the step hung), its PATH, set -x (which traced the
+	// bootstrap, the attempt's token included); a readonly --var fails
+	// the step's command with status 2 (it returned 0, unassigned).
 	t.Run("shell function leaves the function's state alone", func(t *testing.T) {
 		s := e.start(t, "inshell_own", nil)
 		res, err := s.invoke(t, e.Open(t, &stepctxtest.Journal{}), "")
-		steptest.MustOutput(t, res, err, "waited 0\none two long")
+		steptest.MustOutput(t, res, err, "waited 0\nfnbridge: run o5 --var ro: cannot assign the value: the variable is readonly\n status 2\none two long")
 	})
 
 	t.Run("shell function skips an answer not its own", func(t *testing.T) {
