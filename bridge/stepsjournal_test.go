@@ -3,14 +3,13 @@ package bridge
 import (
 	"context"
 	"errors"
-	"os"
-	"path/filepath"
 	"reflect"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/fnbridge/fnbridge/bridge/stepctx"
+	"github.com/fnbridge/fnbridge/bridge/stepctx/stepctxtest"
 	"github.com/fnbridge/fnbridge/restate"
 )
 
@@ -355,26 +354,14 @@ func (w *waitingDurable) AwaitContext(ctx context.Context, _ []rsFuture, _ rsAwa
 // where the abandoned wait used to run on, refusing every call as
 // concurrent (409) until it suspended the attempt.
 func TestRestateJournalWaitEndsWhenTheClientHangsUp(t *testing.T) {
-	dir, err := os.MkdirTemp("", "stepsj") // short: a unix socket path
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer os.RemoveAll(dir)
-	l, err := stepctx.Listen("unix://" + filepath.Join(dir, "ctx.sock"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv := stepctx.NewServer(stepctx.Config{})
-	served := make(chan error, 1)
-	go func() { served <- srv.Serve(l) }()
-	defer func() { _ = srv.Shutdown(context.Background()); <-served }()
+	srv, addr, _ := stepctxtest.Serve(t)
 	w := &waitingDurable{entered: make(chan struct{}, 1), left: make(chan struct{}, 1)}
 	a, err := srv.Open("", restateJournal{dc: w, suspendAfter: time.Hour})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer a.Close()
-	c, err := stepctx.NewClient(stepctx.URL(l), a.Token())
+	c, err := stepctx.NewClient(addr, a.Token())
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -24,6 +24,12 @@ import (
 // returns it with its address as the environment carries it.
 func serve(t *testing.T, network string, cfg stepctx.Config) (*stepctx.Server, string) {
 	t.Helper()
+	return serveWrapped(t, network, cfg, func(l net.Listener) net.Listener { return l })
+}
+
+// serveWrapped is serve with Serve given wrap(listener).
+func serveWrapped(t *testing.T, network string, cfg stepctx.Config, wrap func(net.Listener) net.Listener) (*stepctx.Server, string) {
+	t.Helper()
 	var addr string
 	if network == "unix" {
 		// Short path: t.TempDir can exceed the 108-byte sun_path limit.
@@ -42,7 +48,7 @@ func serve(t *testing.T, network string, cfg stepctx.Config) (*stepctx.Server, s
 	}
 	s := stepctx.NewServer(cfg)
 	done := make(chan error, 1)
-	go func() { done <- s.Serve(l) }()
+	go func() { done <- s.Serve(wrap(l)) }()
 	t.Cleanup(func() {
 		if err := s.Shutdown(context.Background()); err != nil {
 			t.Error(err)
@@ -535,29 +541,12 @@ func (l *shortOnce) Accept() (net.Conn, error) {
 // Serve used to return on the first such error, and every function's
 // connection then waited in the backlog for good.
 func TestServeOutlivesAShortageOfDescriptors(t *testing.T) {
-	dir, err := os.MkdirTemp("", "stepctx")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer os.RemoveAll(dir)
-	l, err := stepctx.Listen("unix://" + filepath.Join(dir, "ctx.sock"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	s := stepctx.NewServer(stepctx.Config{})
-	done := make(chan error, 1)
-	go func() { done <- s.Serve(&shortOnce{Listener: l}) }()
-	a, c := open(t, s, stepctx.URL(l), &stepctxtest.Journal{})
+	s, addr := serveWrapped(t, "unix", stepctx.Config{}, func(l net.Listener) net.Listener { return &shortOnce{Listener: l} })
+	a, c := open(t, s, addr, &stepctxtest.Journal{})
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	if id, err := c.InvocationID(ctx); err != nil || id != "inv_fake" {
 		t.Fatalf("after a failed accept: %q, %v", id, err)
 	}
-	a.Close()
-	if err := s.Shutdown(context.Background()); err != nil {
-		t.Fatal(err)
-	}
-	if err := <-done; !errors.Is(err, http.ErrServerClosed) {
-		t.Fatalf("Serve: %v", err)
-	}
+	a.Close() // serve's cleanup checks that Serve ends with ErrServerClosed
 }
