@@ -146,6 +146,15 @@ def _fnbridge_worker():
     def is_terminal(exc):
         return any(c.__name__ == "TerminalError" for c in type(exc).__mro__)
 
+    def terminal_code(exc):
+        # The code of a terminal failure, as the runtime and Restate take
+        # it: an int from 1 to 65535 (an IntEnum such as HTTPStatus too);
+        # anything else is no code, and the failure gets 500.
+        code = getattr(exc, "code", None)
+        if isinstance(code, bool) or not isinstance(code, int) or not 1 <= code <= 65535:
+            return None
+        return int(code)
+
     def print_traceback():
         try:
             traceback.print_exc()
@@ -236,12 +245,15 @@ def _fnbridge_worker():
     steps = {"ctx": None}
     sockets = {}  # the socket module, imported at the first context call
 
-    def enter(api_name):
+    def current(api_name):
+        # The context of the invocation running in this thread's context,
+        # if it can take a call; enter() also takes the channel.
         n = invocation.get()
         if n == 0 or n != state["invocation"]:
             raise RuntimeError(
                 "fnbridge.%s called outside its invocation: call it from the function "
-                "(or a thread run with contextvars.copy_context()) while the invocation runs" % api_name
+                "(or a thread run with contextvars.copy_context(), e.g. "
+                "executor.submit(contextvars.copy_context().run, fn)) while the invocation runs" % api_name
             )
         ctx = steps["ctx"]
         if ctx is None:
@@ -254,6 +266,10 @@ def _fnbridge_worker():
             raise Suspended(ctx.ended)
         if ctx.broken is not None:
             raise RuntimeError(ctx.broken)
+        return ctx
+
+    def enter(api_name):
+        ctx = current(api_name)
         if not ctx.lock.acquire(False):
             me = _thread.get_ident()
             if ctx.owner == me and ctx.step is not None:
@@ -418,13 +434,21 @@ def _fnbridge_worker():
         # op_line is b"<operation>\n"; body the request's JSON, encoded.
         try:
             status, data = exchange(ctx, pack(">I", len(op_line) + len(body)) + op_line + body)
-        except (OSError, ValueError) as exc:
+        except BaseException as exc:
+            # Whether the request reached the journal is unknown, and its
+            # answer may still come: the connection is dropped (a later
+            # request must never read this one's answer) and nothing more
+            # of this attempt may be journaled.
             drop_connection(ctx)
-            # Whether the request reached the journal is unknown: nothing
-            # more of this attempt may be journaled.
-            ctx.broken = "fnbridge: the context endpoint at %s is unreachable: %s: %s" % (
-                ctx.address, type_name(exc), message_of(exc))
-            raise RuntimeError(ctx.broken)
+            if isinstance(exc, (OSError, ValueError)):
+                ctx.broken = "fnbridge: the context endpoint at %s is unreachable: %s: %s" % (
+                    ctx.address, type_name(exc), message_of(exc))
+                raise RuntimeError(ctx.broken)
+            # Interrupted (a signal handler's exception, KeyboardInterrupt):
+            # the interruption goes on; later calls say why they cannot.
+            ctx.broken = ("fnbridge.%s was interrupted by %s before the context endpoint answered; "
+                          "this attempt can make no more context calls" % (api_name, type_name(exc)))
+            raise
         try:
             answer = load_answer(data)
             message = answer.get("error", "") if status != 200 else ""
@@ -478,7 +502,15 @@ def _fnbridge_worker():
                             % (api_name, what, type(seconds).__name__))
         if not seconds >= 0 or seconds == float("inf"):
             raise ValueError("fnbridge.%s: %s must be a finite number of seconds >= 0, not %r" % (api_name, what, seconds))
-        return int(seconds * 1000)
+        ms = int(seconds * 1000)
+        if ms > max_millis:
+            raise ValueError("fnbridge.%s: %s must be at most %d seconds (about 292 years), not %r"
+                             % (api_name, what, max_millis // 1000, seconds))
+        return ms
+
+    # The longest sleep or delay the endpoint takes, in milliseconds (the
+    # longest Go duration, (2**63 - 1) ns).
+    max_millis = ((1 << 63) - 1) // 1000000
 
     def check_str(api_name, what, value, optional=False):
         if optional and value is None:
@@ -495,10 +527,18 @@ def _fnbridge_worker():
             "idempotency_key": check_str(api_name, "idempotency_key", idempotency_key, True),
         }
         if headers:
-            if not all(isinstance(k, str) and isinstance(v, str) for k, v in dict(headers).items()):
-                raise TypeError("fnbridge.%s: headers must map str to str" % api_name)
-            fields["headers"] = dict(headers)
+            if not hasattr(headers, "items") or not all(
+                    isinstance(k, str) and isinstance(v, str) for k, v in headers.items()):
+                raise TypeError("fnbridge.%s: headers must be a mapping of str to str, not %r" % (api_name, headers))
+            fields["headers"] = dict(headers.items())
         return fields
+
+    # The code flags of an async def (coroutine or async generator): fn
+    # runs synchronously, so its coroutine would be journaled unawaited.
+    async_flags = 0x80 | 0x200
+    not_awaited = ("fnbridge.run(%r): fn is %s; fnbridge.run calls fn synchronously and journals what it "
+                   "returns, so fn must be a plain function (run the coroutine inside it, e.g. "
+                   "lambda: asyncio.run(fetch()))")
 
     def run(name, fn, /, *args, **kwargs):
         """Run fn(*args, **kwargs) as the journaled step name and return its result.
@@ -512,6 +552,9 @@ def _fnbridge_worker():
         check_str("run", "name", name)
         if not callable(fn):
             raise TypeError("fnbridge.run(%r): fn must be callable, not %s" % (name, type(fn).__name__))
+        fn_code = getattr(getattr(fn, "__func__", fn), "__code__", None)
+        if fn_code is not None and fn_code.co_flags & async_flags:
+            raise TypeError(not_awaited % (name, "an async function"))
         ctx = enter("run")
         try:
             started = request_body(ctx, "run", b"run/start\n", b'{"name":' + quote(name).encode("ascii") + b"}")
@@ -521,12 +564,14 @@ def _fnbridge_worker():
             ctx.step = name
             try:
                 value = fn(*args, **kwargs)
+                if hasattr(value, "__await__"):
+                    if hasattr(value, "close"):
+                        value.close()  # never awaited: no "never awaited" warning either
+                    raise TypeError(not_awaited % (name, "an awaitable (%s)" % type(value).__name__))
             except Exception as exc:
                 ctx.step = None
                 if is_terminal(exc):
-                    code = getattr(exc, "code", 500)
-                    if isinstance(code, bool) or not isinstance(code, int) or not 0 <= code <= 65535:
-                        code = 500
+                    code = terminal_code(exc) or 500
                     message = getattr(exc, "message", None)
                     if not isinstance(message, str):
                         message = message_of(exc)
@@ -536,6 +581,21 @@ def _fnbridge_worker():
                 request(ctx, "run", "run/complete", {"handle": handle, "retryable": {
                     "message": "%s: %s" % (type_name(exc), message_of(exc))}})
                 ctx.ended = "step %r failed and will be retried: %s: %s" % (name, type_name(exc), message_of(exc))
+                raise
+            except BaseException as exc:
+                # SystemExit, KeyboardInterrupt, a signal handler's
+                # BaseException: the step cannot complete, so it fails
+                # retryably and the attempt ends with it; the exception
+                # goes on. (Suspended comes only from an attempt already over.)
+                ctx.step = None
+                if ctx.ended is None and ctx.broken is None:
+                    text = "%s: %s" % (type_name(exc), message_of(exc))
+                    try:
+                        request(ctx, "run", "run/complete", {"handle": handle, "retryable": {"message": text}})
+                    except BaseException:
+                        pass  # the endpoint ends the attempt with the connection anyway
+                    if ctx.ended is None:
+                        ctx.ended = "step %r was interrupted and will be retried: %s" % (name, text)
                 raise
             ctx.step = None
             try:
@@ -578,7 +638,7 @@ def _fnbridge_worker():
         def result(self):
             """The result; raises TerminalError if it failed terminally."""
             if not self._done:
-                wait_all(self)
+                await_all("Future.result", (self,))
             if self._failure is not None:
                 raise TerminalError(*self._failure)
             return self._value
@@ -601,26 +661,30 @@ def _fnbridge_worker():
 
         Raises the TerminalError of the first future (in order) that failed;
         no futures: []."""
-        ctx = enter("wait_all")
+        await_all("wait_all", futures)
+        return [f.result() for f in futures]
+
+    def await_all(api_name, futures):
+        # Settles every future of futures (wait_all, Future.result).
+        ctx = enter(api_name)
         try:
             if not futures:
-                return []
-            check_futures("wait_all", ctx, futures)
+                return
+            check_futures(api_name, ctx, futures)
             pending = []
             for f in futures:
                 if not f._done and f not in pending:
                     pending.append(f)
             if pending:
-                answer = request(ctx, "wait_all", "await", {"handles": [f._handle for f in pending], "mode": "all"})
+                answer = request(ctx, api_name, "await", {"handles": [f._handle for f in pending], "mode": "all"})
                 results = answer.get("results") or []
                 if len(results) != len(pending):
-                    raise RuntimeError("fnbridge.wait_all: the context endpoint answered %d results for %d futures"
-                                       % (len(results), len(pending)))
+                    raise RuntimeError("fnbridge.%s: the context endpoint answered %d results for %d futures"
+                                       % (api_name, len(results), len(pending)))
                 for f, r in zip(pending, results):
                     f._settle(r)
         finally:
             leave(ctx)
-        return [f.result() for f in futures]
 
     def wait_any(*futures):
         """Wait until one of futures completes and return that Future: the
@@ -694,7 +758,19 @@ def _fnbridge_worker():
             leave(ctx)
 
     def invocation_id():
-        """The id of this invocation (inv_...), the same on every attempt."""
+        """The id of this invocation (inv_...), the same on every attempt.
+
+        Also inside a step's function (an idempotency key for what the
+        step calls), where no other context call may be made."""
+        ctx = current("invocation_id")
+        if ctx.invocation_id is not None:
+            return ctx.invocation_id
+        if ctx.step is not None and ctx.owner == _thread.get_ident():
+            # The step's own thread, inside fn: the step holds the channel
+            # with nothing in flight on it, and the endpoint takes this one
+            # request while a run executes.
+            ctx.invocation_id = request(ctx, "invocation_id", "invocation-id", {})["invocation_id"]
+            return ctx.invocation_id
         ctx = enter("invocation_id")
         try:
             if ctx.invocation_id is None:
@@ -1049,8 +1125,8 @@ def _fnbridge_worker():
         }
         # A TerminalError's code is the invocation's failure code (the
         # runtime checks its range); other exceptions carry none.
-        code = getattr(exc, "code", None) if f["terminal"] else None
-        if type(code) is int:
+        code = terminal_code(exc) if f["terminal"] else None
+        if code is not None:
             f["code"] = code
         return f
 

@@ -195,6 +195,81 @@ def context_socket(event):
 def unreachable(event):
     return [catch(fnbridge.invocation_id), catch(fnbridge.random)]
 
+class Deadline(Exception):
+    pass
+
+def interrupted(event):
+    # A signal handler's exception cuts a context call short: the call's
+    # answer must never be read as a later call's.
+    import signal
+    def on_alarm(signum, frame):
+        raise Deadline("too slow")
+    signal.signal(signal.SIGALRM, on_alarm)
+    signal.setitimer(signal.ITIMER_REAL, 0.1)
+    try:
+        fnbridge.run("held", lambda: "never")
+    except Deadline:
+        mark("deadline")
+    later = catch(fnbridge.invocation_id)
+    if "was interrupted by steps.Deadline" in later:
+        mark("refused")
+    return later
+
+def terminal_code(event):
+    import http
+    codes = {"enum": http.HTTPStatus.NOT_FOUND, "huge": 2 ** 70, "bool": True, "zero": 0, "text": "404"}
+    if event.startswith("step-"):
+        def fail():
+            raise fnbridge.TerminalError("in a step", code=codes[event[5:]])
+        fnbridge.run("fail", fail)
+    raise fnbridge.TerminalError("no", code=codes[event])
+
+def id_in_step(event):
+    return fnbridge.run("charge", lambda: {"idempotency_key": fnbridge.invocation_id()})
+
+async def fetch():
+    return 1
+
+def async_step(event):
+    out = []
+    try:
+        fnbridge.run("async", fetch)
+    except TypeError as e:
+        out.append(str(e))
+    if event == "returned":
+        fnbridge.run("returned", lambda: fetch())
+    return out
+
+def exit_in_step(event):
+    import sys
+    try:
+        fnbridge.run("x", lambda: sys.exit(3))
+    except SystemExit:
+        mark("caught")
+    fnbridge.run("y", lambda: mark("after"))
+
+def bad_arguments(event):
+    out = []
+    t = fnbridge.sleep_async(0)
+    def step():
+        try:
+            t.result()
+        except RuntimeError as e:
+            out.append(str(e))
+    for call in (lambda: fnbridge.send("S", "h", headers="abc"),
+                 lambda: fnbridge.call("S", "h", headers={"a": 1}),
+                 lambda: fnbridge.sleep(1e300),
+                 lambda: fnbridge.send("S", "h", delay=1e300)):
+        try:
+            call()
+        except (TypeError, ValueError) as e:
+            out.append("%s: %s" % (type(e).__name__, e))
+    try:
+        fnbridge.run("inner", step)
+    except RuntimeError:
+        pass
+    return out
+
 def first_arrived(event):
     a = fnbridge.sleep_async(0.1)
     b = fnbridge.sleep_async(0.2)
@@ -723,4 +798,107 @@ func TestStepsWaitAnyIsTheFirstArrived(t *testing.T) {
 	s := newSteps(t, "first_arrived")
 	res, err := s.invoke(t, s.Open(t, &stepctxtest.Journal{}), `null`)
 	steptest.MustOutput(t, res, err, `{"first":"a","none":[],"kwargs":"bob!"}`)
+}
+
+// Rule: a context call cut short by an exception from a signal handler
+// drops its connection, so no later call reads its answer; every later
+// call is refused, and the attempt ends retryably.
+func TestStepsInterruptedCallIsNeverAnsweredLate(t *testing.T) {
+	s := newSteps(t, "interrupted")
+	j := &stepctxtest.Journal{BeforeRunStart: func(ctx context.Context, _ string) {
+		// Held until the worker hangs up (or long after its alarm), so
+		// the answer comes only after the call was interrupted.
+		select {
+		case <-ctx.Done():
+		case <-time.After(5 * time.Second):
+		}
+	}}
+	_, err := s.invoke(t, s.Open(t, j), `null`)
+	steptest.WantHandlerError(t, err, functionruntime.HandlerError{Type: "RuntimeError",
+		Message: "fnbridge.run was interrupted by steps.Deadline before the context endpoint answered; this attempt can make no more context calls"})
+	if got, want := marks(t, s.f.Dir), map[string]int{"deadline": 1, "refused": 1}; !reflect.DeepEqual(got, want) {
+		t.Fatalf("marks = %v, want %v (the call after the interrupted one must be refused)", got, want)
+	}
+}
+
+// Rule: a TerminalError's code is an int from 1 to 65535, an IntEnum
+// such as HTTPStatus included, the same for the function and for a
+// step; any other code is no code (500), never a crashed worker.
+func TestStepsTerminalErrorCodes(t *testing.T) {
+	s := newSteps(t, "terminal_code")
+	for input, want := range map[string]int{`"enum"`: 404, `"huge"`: 0, `"bool"`: 0, `"zero"`: 0, `"text"`: 0} {
+		_, err := s.invoke(t, nil, input)
+		he := steptest.WantHandlerError(t, err, functionruntime.HandlerError{Type: "fnbridge.TerminalError", Terminal: true, Message: "no"})
+		if he.Code != want {
+			t.Errorf("%s: code %d, want %d", input, he.Code, want)
+		}
+	}
+	for input, want := range map[string]int{`"step-enum"`: 404, `"step-huge"`: 500, `"step-zero"`: 500} {
+		j := &stepctxtest.Journal{}
+		_, err := s.invoke(t, s.Open(t, j), input)
+		steptest.WantHandlerError(t, err, functionruntime.HandlerError{Type: "fnbridge.TerminalError", Terminal: true, Message: "in a step"})
+		if e := j.Entries(); len(e) != 1 || e[0].Result == nil || e[0].Result.Failure == nil || e[0].Result.Failure.Code != uint16(want) {
+			t.Errorf("%s: journal = %+v, want the step's failure with code %d", input, e, want)
+		}
+	}
+}
+
+// Rule: fnbridge.invocation_id works inside a step's function (the
+// usual idempotency key of what the step calls), and the step's value is
+// replayed with it.
+func TestStepsInvocationIDInsideAStep(t *testing.T) {
+	s := newSteps(t, "id_in_step")
+	j := &stepctxtest.Journal{ID: "inv_charge"}
+	res, err := s.invoke(t, s.Open(t, j), `null`)
+	steptest.MustOutput(t, res, err, `{"idempotency_key":"inv_charge"}`)
+	j.Restart()
+	res, err = s.invoke(t, s.Open(t, j), `null`)
+	steptest.MustOutput(t, res, err, `{"idempotency_key":"inv_charge"}`)
+}
+
+// Rule: an async function passed to fnbridge.run is refused before
+// anything is journaled; a plain fn that returns an awaitable fails the
+// attempt retryably (nothing journaled as its value).
+func TestStepsAsyncFunctionRefused(t *testing.T) {
+	s := newSteps(t, "async_step")
+	j := &stepctxtest.Journal{}
+	res, err := s.invoke(t, s.Open(t, j), `"refused"`)
+	steptest.MustOutput(t, res, err, `["fnbridge.run('async'): fn is an async function; fnbridge.run calls fn synchronously and journals what it returns, so fn must be a plain function (run the coroutine inside it, e.g. lambda: asyncio.run(fetch()))"]`)
+	if e := j.Entries(); len(e) != 0 {
+		t.Fatalf("journal = %+v, want nothing journaled for a refused async fn", e)
+	}
+	j = &stepctxtest.Journal{}
+	_, err = s.invoke(t, s.Open(t, j), `"returned"`)
+	steptest.WantHandlerError(t, err, functionruntime.HandlerError{Type: "TypeError", Message: "fnbridge.run('returned'): fn is an awaitable (coroutine)"})
+	if e := j.Entries(); len(e) != 1 || e[0].Result != nil {
+		t.Fatalf("journal = %+v, want the run command only, no value", e)
+	}
+}
+
+// Rule: a step whose function raises SystemExit (or another
+// BaseException) does not stay open: it fails retryably, the attempt
+// ends, and a later context call raises Suspended.
+func TestStepsExitInsideAStepEndsTheAttempt(t *testing.T) {
+	s := newSteps(t, "exit_in_step")
+	j := &stepctxtest.Journal{}
+	_, err := s.invoke(t, s.Open(t, j), `null`)
+	steptest.WantHandlerError(t, err, functionruntime.HandlerError{Type: functionruntime.AttemptEndedType, Message: "step 'x' was interrupted and will be retried: SystemExit: 3"})
+	if got, want := marks(t, s.f.Dir), map[string]int{"caught": 1}; !reflect.DeepEqual(got, want) {
+		t.Fatalf("marks = %v, want %v (nothing after the interrupted step)", got, want)
+	}
+	if e := j.Entries(); len(e) != 1 || e[0].Result != nil {
+		t.Fatalf("journal = %+v, want step x open and nothing after it", e)
+	}
+}
+
+// Rule: bad arguments get errors naming the fnbridge call and the
+// argument, before anything reaches the endpoint.
+func TestStepsBadArgumentsAreNamed(t *testing.T) {
+	s := newSteps(t, "bad_arguments")
+	res, err := s.invoke(t, s.Open(t, &stepctxtest.Journal{}), `null`)
+	steptest.MustOutput(t, res, err, `["TypeError: fnbridge.send: headers must be a mapping of str to str, not 'abc'",`+
+		`"TypeError: fnbridge.call: headers must be a mapping of str to str, not {'a': 1}",`+
+		`"ValueError: fnbridge.sleep: seconds must be at most 9223372036 seconds (about 292 years), not 1e+300",`+
+		`"ValueError: fnbridge.send: delay must be at most 9223372036 seconds (about 292 years), not 1e+300",`+
+		`"fnbridge.Future.result called inside step 'inner': a step's function cannot make context calls (a replay skips it); make them before or after fnbridge.run"]`)
 }
