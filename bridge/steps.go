@@ -173,6 +173,7 @@ func cancelledFailure(err error, cancelled *atomic.Bool) error {
 // stepsToRestate is what the endpoint gets for a runSteps error.
 func stepsToRestate(err error) error {
 	var sf *stepctx.StepFailedError
+	var tl *stepctx.StepTooLargeError
 	var te *restate.TerminalError
 	switch {
 	case errors.Is(err, stepctx.ErrSuspended), errors.Is(err, restate.ErrAttemptEnded):
@@ -185,6 +186,10 @@ func stepsToRestate(err error) error {
 		return te
 	case errors.As(err, &sf):
 		return &restate.RetryableError{Code: restate.CodeInternal, Message: sf.Error()}
+	case errors.As(err, &tl):
+		// Every retry would run the step to the same size: paused, as a
+		// message over Restate's limit is.
+		return &restate.RetryableError{Code: restate.CodeInternal, Message: tl.Error(), Pause: true, RetryAfter: PermanentRetryDelay}
 	}
 	return toRestate(err)
 }
@@ -244,11 +249,14 @@ func (b *Bridge) invokeSteps(ctx context.Context, p *pool, input []byte) (*Resul
 	res, _, err := b.runSteps(ctx, p, j, j.id, input, "application/json")
 	var nr *NeedsRestateError
 	var sf *stepctx.StepFailedError
+	var tl *stepctx.StepTooLargeError
 	switch {
 	case err == nil:
 		return res, nil
 	case errors.As(err, &nr):
 		return nil, &Error{Class: ClassTerminal, Message: nr.Error(), Cause: err}
+	case errors.As(err, &tl):
+		return nil, &Error{Class: ClassPermanent, Message: tl.Error() + " (under Restate the invocation is paused)", Cause: err}
 	case errors.As(err, &sf):
 		return nil, &Error{Class: ClassHandler, Message: sf.Error() + " (under Restate the attempt is retried)", Cause: err}
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"reflect"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -312,6 +313,9 @@ func TestStepsToRestate(t *testing.T) {
 	}
 	if err := stepsToRestate(&stepctx.StepFailedError{Name: "fetch", Message: "flaky"}); !errors.As(err, &re) || re.Pause {
 		t.Errorf("step failed → %v, want retryable", err)
+	}
+	if err := stepsToRestate(&stepctx.StepTooLargeError{Name: "dump", Size: 60 << 20, Limit: 48 << 20}); !errors.As(err, &re) || !re.Pause || !strings.Contains(re.Message, `step "dump"`) {
+		t.Errorf("step value too large → %v, want a pause naming the step", err)
 	}
 	if err := stepsToRestate(&Error{Class: ClassTerminal, Message: "bad"}); !errors.As(err, &te) || te.Message != "bad" {
 		t.Errorf("terminal handler failure → %v, want terminal", err)

@@ -385,7 +385,7 @@ func (s *Server) serveFramed(c net.Conn, br *bufio.Reader) {
 			if _, err := io.CopyN(io.Discard, br, n); err != nil {
 				return
 			}
-			status, v = errorAnswer(&apiError{status: http.StatusRequestEntityTooLarge, msg: fmt.Sprintf("request body exceeds %d bytes", s.maxBody)})
+			status, v = s.frameTooLarge(token, key, n)
 		case n > maxUnheldFrame && !s.live(key):
 			// No open attempt has the token, so the answer depends on the
 			// operation's name and the token alone: the body is read
@@ -488,6 +488,17 @@ func (s *Server) serveFrame(c net.Conn, br *bufio.Reader, token string, key [32]
 		defer stop()
 	}
 	return a.serveOp(ctx, op, body)
+}
+
+// frameTooLarge answers a frame of n bytes, over the body limit: the
+// attempt of the token decides (Attempt.tooLarge) when there is one.
+func (s *Server) frameTooLarge(token string, key [32]byte, n int64) (int, any) {
+	if token != "" {
+		if a, _, _ := s.lookupKey(key); a != nil {
+			return errorAnswer(a.tooLarge(n, s.maxBody))
+		}
+	}
+	return errorAnswer(&apiError{status: http.StatusRequestEntityTooLarge, msg: fmt.Sprintf("request body exceeds %d bytes", s.maxBody)})
 }
 
 // watchHangUp returns a context that ends when the client closes c while

@@ -468,3 +468,40 @@ func TestConnectionsAreBounded(t *testing.T) {
 		}
 	}
 }
+
+// A run's completion over the body limit can never be taken: the attempt
+// ends with a StepTooLargeError naming the step, so no later call is
+// refused as made inside a run that stays open. Without an open run a
+// request over the limit is refused alone.
+func TestStepValueOverTheLimitEndsTheAttempt(t *testing.T) {
+	big := `{"handle":"run-1","value":"` + strings.Repeat("x", 2000) + `"}`
+	for _, transport := range []string{"framed", "http"} {
+		t.Run(transport, func(t *testing.T) {
+			s, addr := serve(t, "unix", stepctx.Config{MaxBodyBytes: 1024})
+			j := &stepctxtest.Journal{}
+			a, _ := open(t, s, addr, j)
+			want := func(op, body string, status int, want string) {
+				t.Helper()
+				if transport == "framed" {
+					dialFramed(t, addr, a.Token()).want(op, body, status, want)
+					return
+				}
+				st, m := newRaw(t, addr, a.Token()).post(http.MethodPost, "/v1/"+op, body)
+				if b, _ := json.Marshal(m); st != status || !strings.Contains(string(b), want) {
+					t.Errorf("%s %.40s: got %d %s, want %d containing %s", op, body, st, b, status, want)
+				}
+			}
+			want("sleep", `{"name":"`+strings.Repeat("x", 2000)+`"}`, 413, `exceeds 1024 bytes`)
+			want("run/start", `{"name":"fetch"}`, 200, `{"execute":"run-1"}`)
+			want("run/complete", big, 410, `step \"fetch\": its value makes a request of`)
+			var tl *stepctx.StepTooLargeError
+			if err := a.Err(); !errors.As(err, &tl) || tl.Name != "fetch" || tl.Limit != 1024 || tl.Size <= 1024 {
+				t.Fatalf("attempt ended with %v, want a StepTooLargeError of fetch", err)
+			}
+			want("random", `{}`, 410, `this attempt has ended`)
+			if e := j.Entries(); len(e) != 1 || e[0].Result != nil {
+				t.Errorf("journal %+v: want the run open, nothing completed", e)
+			}
+		})
+	}
+}

@@ -273,6 +273,20 @@ func (e *StepFailedError) Error() string {
 	return fmt.Sprintf("step %q failed and will be retried: %s", e.Name, e.Message)
 }
 
+// StepTooLargeError is Attempt.Err after a run's completion was larger
+// than the endpoint takes (MaxBodyBytes). The step stays open in the
+// journal; a retry would run it to the same size again, so the caller
+// should pause the invocation rather than retry it.
+type StepTooLargeError struct {
+	Name  string
+	Size  int64 // the request's body, its value encoded in it
+	Limit int64
+}
+
+func (e *StepTooLargeError) Error() string {
+	return fmt.Sprintf("step %q: its value makes a request of %d bytes, more than the %d the context endpoint takes", e.Name, e.Size, e.Limit)
+}
+
 // Token is the attempt's bearer token.
 func (a *Attempt) Token() string { return a.token }
 
@@ -394,7 +408,7 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if err != nil {
 		var mb *http.MaxBytesError
 		if errors.As(err, &mb) {
-			writeError(w, &apiError{status: http.StatusRequestEntityTooLarge, msg: fmt.Sprintf("request body exceeds %d bytes", mb.Limit)})
+			writeError(w, a.tooLarge(r.ContentLength, mb.Limit))
 			return
 		}
 		writeError(w, badRequest("reading the request body: %v", err))
@@ -429,6 +443,36 @@ func (a *Attempt) serveOp(ctx context.Context, op opFunc, body []byte) (int, any
 		return errorAnswer(aerr)
 	}
 	return http.StatusOK, resp
+}
+
+// tooLarge answers a request body over limit bytes (size, when known,
+// is its length; -1 or 0 when not). While a run executes it can only be
+// the run's completion, which can never be taken: the attempt ends with
+// a StepTooLargeError instead of leaving the run open, which would refuse
+// every later call as made inside it. Otherwise the request alone is
+// refused.
+func (a *Attempt) tooLarge(size, limit int64) *apiError {
+	refused := &apiError{status: http.StatusRequestEntityTooLarge, msg: fmt.Sprintf("request body exceeds %d bytes", limit)}
+	if !a.busy.CompareAndSwap(false, true) {
+		return refused
+	}
+	defer a.busy.Store(false)
+	a.running.Lock()
+	defer a.running.Unlock()
+	if err := a.Err(); err != nil {
+		return endedError(err)
+	}
+	if a.openRun == "" {
+		return refused
+	}
+	h := a.handles[a.openRun]
+	h.finished = true
+	a.openRun = ""
+	if size < limit {
+		size = limit + 1 // "more than limit" is all that is known
+	}
+	a.end(&StepTooLargeError{Name: h.name, Size: size, Limit: limit})
+	return endedError(a.Err())
 }
 
 // errorAnswer is the status and body of e.
