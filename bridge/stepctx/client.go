@@ -13,9 +13,11 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"reflect"
 	"strconv"
 	"strings"
 	"time"
+	"unicode/utf8"
 )
 
 // Client makes context calls for one attempt, on one framed connection
@@ -139,6 +141,10 @@ func (c *Client) roundTrip() (int, []byte, error) {
 }
 
 func (c *Client) do(ctx context.Context, route string, req, resp any) error {
+	if err := checkText(req); err != nil {
+		err.Route = route
+		return err
+	}
 	body, err := json.Marshal(req)
 	if err != nil {
 		return err
@@ -164,6 +170,51 @@ func (c *Client) do(ctx context.Context, route string, req, resp any) error {
 	}
 	if err := json.Unmarshal(b, resp); err != nil {
 		return fmt.Errorf("fnbridge context: decoding the answer to %s: %w", route, err)
+	}
+	return nil
+}
+
+// TextError is a request whose text field (a step or state name, a key,
+// a header) is not valid UTF-8. Restate takes text as UTF-8, and JSON
+// would replace the invalid bytes, so two different keys or names would
+// reach Restate as one: the request is refused before it is sent.
+type TextError struct {
+	Route string // the operation, e.g. "/v1/call"
+	Field string // its name in the request, e.g. "key"
+	Value string
+}
+
+func (e *TextError) Error() string {
+	return fmt.Sprintf("%s: %s %q is not valid UTF-8: Restate takes text as UTF-8 only", strings.TrimPrefix(e.Route, "/v1/"), e.Field, e.Value)
+}
+
+// checkText finds a string field of the request struct req (or a string
+// of one of its map fields) that is not valid UTF-8.
+func checkText(req any) *TextError {
+	v := reflect.ValueOf(req)
+	if v.Kind() != reflect.Struct {
+		return nil
+	}
+	for i := 0; i < v.NumField(); i++ {
+		name, _, _ := strings.Cut(v.Type().Field(i).Tag.Get("json"), ",")
+		switch f := v.Field(i); f.Kind() {
+		case reflect.String:
+			if !utf8.ValidString(f.String()) {
+				return &TextError{Field: name, Value: f.String()}
+			}
+		case reflect.Map:
+			if f.Type().Key().Kind() != reflect.String || f.Type().Elem().Kind() != reflect.String {
+				continue
+			}
+			for it := f.MapRange(); it.Next(); {
+				if k := it.Key().String(); !utf8.ValidString(k) {
+					return &TextError{Field: name + " name", Value: k}
+				}
+				if e := it.Value().String(); !utf8.ValidString(e) {
+					return &TextError{Field: name + "[" + strconv.Quote(it.Key().String()) + "]", Value: e}
+				}
+			}
+		}
 	}
 	return nil
 }

@@ -177,7 +177,10 @@ func ctxClient() (*stepctx.Client, error) {
 func callFailed(err error) error {
 	var e *stepctx.Error
 	var cf *stepctx.CallFailedError
+	var te *stepctx.TextError
 	switch {
+	case errors.As(err, &te):
+		return exitf(ctxExitUsage, "%v", te)
 	case errors.As(err, &e) && e.Ended():
 		return exitf(ctxExitStopped, "%s", e.Message)
 	case errors.As(err, &cf):

@@ -440,3 +440,19 @@ func TestAgentReadsLongRequestLines(t *testing.T) {
 		}
 	}
 }
+
+// Restate takes text as UTF-8: a step name, key, idempotency key, header
+// or state name with other bytes is refused (exit 2) before it is sent,
+// never sent with the bytes replaced (two keys reaching one object).
+func TestCtxTextMustBeUTF8(t *testing.T) {
+	e := newCtxEnv(t, &stepctxtest.Journal{})
+	fnbridge(t, "", "run", "step\xe9", "--", "true").want(t, 2, "", `run/start: name "step\xe9" is not valid UTF-8`)
+	fnbridge(t, "", "call", "--key", "caf\xe9", "Svc/h", "1").want(t, 2, "", `call: key "caf\xe9" is not valid UTF-8`)
+	fnbridge(t, "", "send", "--idempotency-key", "\xff\xfe", "Svc/h", "1").want(t, 2, "", `send: idempotency_key "\xff\xfe" is not valid UTF-8`)
+	fnbridge(t, "", "call", "--header", "X-A=\xff", "Svc/h", "1").want(t, 2, "", `call: headers["X-A"] "\xff" is not valid UTF-8`)
+	fnbridge(t, "", "call", "Sv\xe9/h", "1").want(t, 2, "", `call: service "Sv\xe9" is not valid UTF-8`)
+	if n := len(e.j.Entries()); n != 0 {
+		t.Errorf("refused text journaled %d commands", n)
+	}
+	fnbridge(t, "", "run", "caf\u00e9", "--", "printf", "ok").want(t, 0, "ok", "")
+}

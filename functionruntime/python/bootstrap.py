@@ -512,11 +512,24 @@ def _fnbridge_worker():
     # longest Go duration, (2**63 - 1) ns).
     max_millis = ((1 << 63) - 1) // 1000000
 
+    def check_text(api_name, what, value):
+        # A lone surrogate (bytes decoded with surrogateescape, as in
+        # os.environ or a file name) has no UTF-8 form: JSON would turn it
+        # into U+FFFD, so two different keys or names would reach Restate
+        # as one.
+        try:
+            value.encode("utf-8")
+        except UnicodeEncodeError:
+            raise ValueError("fnbridge.%s: %s %r is not valid Unicode text (a lone surrogate): "
+                             "Restate takes text as UTF-8 only" % (api_name, what, value)) from None
+
     def check_str(api_name, what, value, optional=False):
         if optional and value is None:
             return ""
         if not isinstance(value, str) or not value:
             raise TypeError("fnbridge.%s: %s must be a non-empty str, not %r" % (api_name, what, value))
+        if not value.isascii():
+            check_text(api_name, what, value)
         return value
 
     def call_fields(api_name, service, handler, key, idempotency_key, headers):
@@ -531,6 +544,9 @@ def _fnbridge_worker():
                     isinstance(k, str) and isinstance(v, str) for k, v in headers.items()):
                 raise TypeError("fnbridge.%s: headers must be a mapping of str to str, not %r" % (api_name, headers))
             fields["headers"] = dict(headers.items())
+            for k, v in fields["headers"].items():
+                check_text(api_name, "header", k)
+                check_text(api_name, "header %s" % k, v)
         return fields
 
     # The code flags of an async def (coroutine or async generator): fn

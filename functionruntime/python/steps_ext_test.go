@@ -259,7 +259,10 @@ def bad_arguments(event):
     for call in (lambda: fnbridge.send("S", "h", headers="abc"),
                  lambda: fnbridge.call("S", "h", headers={"a": 1}),
                  lambda: fnbridge.sleep(1e300),
-                 lambda: fnbridge.send("S", "h", delay=1e300)):
+                 lambda: fnbridge.send("S", "h", delay=1e300),
+                 lambda: fnbridge.call("S", "h", key="caf\udce9"),
+                 lambda: fnbridge.run("step\udce9", lambda: 1),
+                 lambda: fnbridge.send("S", "h", headers={"x-id": "\udcff"})):
         try:
             call()
         except (TypeError, ValueError) as e:
@@ -900,5 +903,8 @@ func TestStepsBadArgumentsAreNamed(t *testing.T) {
 		`"TypeError: fnbridge.call: headers must be a mapping of str to str, not {'a': 1}",`+
 		`"ValueError: fnbridge.sleep: seconds must be at most 9223372036 seconds (about 292 years), not 1e+300",`+
 		`"ValueError: fnbridge.send: delay must be at most 9223372036 seconds (about 292 years), not 1e+300",`+
+		`"ValueError: fnbridge.call: key 'caf\\udce9' is not valid Unicode text (a lone surrogate): Restate takes text as UTF-8 only",`+
+		`"ValueError: fnbridge.run: name 'step\\udce9' is not valid Unicode text (a lone surrogate): Restate takes text as UTF-8 only",`+
+		`"ValueError: fnbridge.send: header x-id '\\udcff' is not valid Unicode text (a lone surrogate): Restate takes text as UTF-8 only",`+
 		`"fnbridge.Future.result called inside step 'inner': a step's function cannot make context calls (a replay skips it); make them before or after fnbridge.run"]`)
 }
