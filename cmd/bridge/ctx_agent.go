@@ -117,7 +117,7 @@ func runAgent(ctx context.Context, dir string, worker int, ready io.Writer) erro
 		var status int
 		var kind, msg string
 		if tooLong {
-			status, kind, msg = ctxExitUsage, "e", fmt.Sprintf("fnbridge: run: the step's name and endpoint are longer than %d bytes", agentMaxLine)
+			status, kind, msg = ctxExitUsage, "e", fmt.Sprintf("run: the step's name and endpoint are longer than %d bytes", agentMaxLine)
 		} else {
 			status, kind, msg = a.serve(ctx, fields)
 		}

@@ -98,6 +98,10 @@ inshell_fails() {
 	echo unreachable
 }
 
+inshell_long() {
+	fnbridge run "$(printf '%070000d' 0)" -- printf x 2>&1 || echo " $?"
+}
+
 inshell_values() {
 	local v w x
 	fnbridge run --var v u1 -- printf '%s\001\177' "$1 ü€ " || return
@@ -433,6 +437,9 @@ func TestSteps(t *testing.T) {
 		}
 		_, err = s.invoke(t, e.Open(t, &stepctxtest.Journal{}), "flaky 7")
 		steptest.WantHandlerError(t, err, functionruntime.HandlerError{Type: "exit", ExitCode: 7, Message: "run flaky: sh exited with status 7"})
+		// A request line the agent cannot take is a usage error, said once.
+		res, err := e.start(t, "inshell_long", nil).invoke(t, e.Open(t, &stepctxtest.Journal{}), "")
+		steptest.MustOutput(t, res, err, "fnbridge: run: the step's name and endpoint are longer than 65536 bytes\n 2")
 	})
 
 	// Rule: the context is in the environment, so a child process the
