@@ -61,9 +61,21 @@ func ctxExitStatus(stderr io.Writer, err error) (code int, ok bool) {
 		return 0, false
 	}
 	if e.msg != "" {
-		fmt.Fprintln(stderr, "fnbridge:", e.msg)
+		fmt.Fprintln(stderr, "fnbridge:", oneLine(e.msg))
 	}
 	return e.code, true
+}
+
+// oneLine is msg with its newlines and tabs made spaces: the runtime
+// takes a failure's message from the last line of stderr, and the shell
+// function's answers (through the step agent) are one line too.
+func oneLine(msg string) string {
+	return strings.Map(func(r rune) rune {
+		if r == '\n' || r == '\t' {
+			return ' '
+		}
+		return r
+	}, msg)
 }
 
 // subcommandsOnly makes cmd, which only groups subcommands, refuse a

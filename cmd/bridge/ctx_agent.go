@@ -121,12 +121,7 @@ func runAgent(ctx context.Context, dir string, worker int, ready io.Writer) erro
 		} else {
 			status, kind, msg = a.serve(ctx, fields)
 		}
-		msg = strings.Map(func(r rune) rune {
-			if r == '\n' || r == '\t' {
-				return ' '
-			}
-			return r
-		}, msg)
+		msg = oneLine(msg)
 		if len(msg) > agentMaxMsg {
 			msg = msg[:agentMaxMsg] + "..."
 		}

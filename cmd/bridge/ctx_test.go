@@ -456,3 +456,12 @@ func TestCtxTextMustBeUTF8(t *testing.T) {
 	}
 	fnbridge(t, "", "run", "caf\u00e9", "--", "printf", "ok").want(t, 0, "ok", "")
 }
+
+// A message of several lines (a step's CMD printing them before exit
+// 100) is printed on one line, as the shell function prints it: the
+// runtime takes a failure's message from the last line of stderr.
+func TestCtxMessagesAreOneLine(t *testing.T) {
+	newCtxEnv(t, &stepctxtest.Journal{})
+	fnbridge(t, "", "run", "c2", "--", "sh", "-c", `printf 'line1\nline2\n'; exit 100`).
+		want(t, 100, "", "fnbridge: run c2: line1 line2\n")
+}
