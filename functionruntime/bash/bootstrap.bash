@@ -57,10 +57,12 @@ __fnb_run() {
 	--var)
 		__fnb_var=${2-}
 		builtin shift 2 || builtin shift
+		[[ -n $__fnb_var ]] || __fnb_var=-  # an empty VAR: a usage error below
 		;;
 	--var=*)
 		__fnb_var=${1#--var=}
 		builtin shift
+		[[ -n $__fnb_var ]] || __fnb_var=-
 		;;
 	esac
 	__fnb_name=${1-}

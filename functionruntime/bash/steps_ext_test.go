@@ -85,7 +85,7 @@ inshell() {
 	z=$(fnbridge run s5 -- printf five) || return
 	fnbridge run --var z s6 -- printf 'a\0b' 2>&1 || echo "nul $?"
 	printf '%s|' "$z"
-	for z in 'not a name' 1x é a-b 'a$b'; do
+	for z in 'not a name' 1x é a-b 'a$b' ''; do
 		fnbridge run --var "$z" s7 -- true 2>&1 || echo "badvar $?"
 	done
 }
@@ -308,7 +308,7 @@ func TestSteps(t *testing.T) {
 		s := e.start(t, "inshell", nil)
 		j := &stepctxtest.Journal{}
 		want := "hi $(touch pwned)\n\n\n<[hi $(touch pwned)\n\n]>fnbridge: run --var works only in the function's own shell, where fnbridge is a shell function; in a subshell or a child process capture stdout instead: v=$(fnbridge run NAME -- CMD)\nsubshell 2\n" +
-			"fnbridge: run s6 --var: the value holds a NUL byte, which a shell variable cannot; print it instead\nnul 2\nfive|" + strings.Repeat("fnbridge: usage: fnbridge run [--var VAR] NAME -- CMD [ARG...] (VAR a shell variable name)\nbadvar 2\n", 4) +
+			"fnbridge: run s6 --var: the value holds a NUL byte, which a shell variable cannot; print it instead\nnul 2\nfive|" + strings.Repeat("fnbridge: usage: fnbridge run [--var VAR] NAME -- CMD [ARG...] (VAR a shell variable name)\nbadvar 2\n", 5) +
 			"fnbridge: usage: fnbridge run [--var VAR] NAME -- CMD [ARG...] (VAR a shell variable name)\nbadvar 2"
 		res, err := s.invoke(t, e.Open(t, j), "hi")
 		steptest.MustOutput(t, res, err, want)
