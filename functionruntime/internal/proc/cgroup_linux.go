@@ -15,6 +15,8 @@ import (
 	"sync/atomic"
 	"syscall"
 	"time"
+
+	"github.com/fnbridge/fnbridge/internal/procstat"
 )
 
 // cgroupParents are the directories worker leaves are created in: the
@@ -26,6 +28,7 @@ type cgroupParents struct {
 	pids    string // cgroup v1 pids hierarchy
 	memory  string // cgroup v1 memory hierarchy
 	reasons []string
+	killed  []string // what was left in the leaves of servers that are gone
 }
 
 var (
@@ -51,6 +54,7 @@ func findCgroups(mountinfo, selfCgroup string) cgroupParents {
 			c.reasons = append(c.reasons, "cgroup v2 at "+dir+": "+err.Error())
 		} else {
 			c.v2, c.v2Self = dir, moved
+			c.killed = removeStaleLeaves(dir)
 			return c
 		}
 	}
@@ -61,6 +65,7 @@ func findCgroups(mountinfo, selfCgroup string) cgroupParents {
 			continue
 		}
 		dir := cgroupDir(m, paths[ctrl])
+		c.killed = append(c.killed, removeStaleLeaves(dir)...)
 		if err := probeLeaf(dir); err != nil {
 			c.reasons = append(c.reasons, "cgroup v1 "+ctrl+" at "+dir+": "+err.Error())
 			continue
@@ -241,10 +246,8 @@ func hasWord(s, w string) bool {
 	return false
 }
 
-// probeLeaf creates and removes a leaf in dir, after removing leaves a
-// dead server left behind.
+// probeLeaf creates and removes a leaf in dir.
 func probeLeaf(dir string) error {
-	removeStaleLeaves(dir)
 	leaf := filepath.Join(dir, fmt.Sprintf("fnbridge-%d-probe", os.Getpid()))
 	if err := os.Mkdir(leaf, 0o755); err != nil && !errors.Is(err, os.ErrExist) {
 		return err
@@ -252,20 +255,185 @@ func probeLeaf(dir string) error {
 	return os.Remove(leaf)
 }
 
-// removeStaleLeaves removes the (empty) leaves of servers that are gone:
-// their workers died with them, but a SIGKILLed server cannot rmdir.
-func removeStaleLeaves(dir string) {
+// staleLeafWait bounds the wait for one stale leaf to empty: a killed
+// process leaves its cgroup only once it has exited, which one in an
+// uninterruptible wait (a dead NFS server) may not do soon.
+const staleLeafWait = 2 * time.Second
+
+// removeStaleLeaves empties and removes the leaves in dir of servers that
+// are gone, and says what it killed. Their workers died with them
+// (lifeline, Pdeathsig), but a descendant that left its worker's process
+// group lives on in the leaf, and a SIGKILLed server could neither kill it
+// nor remove the leaf.
+func removeStaleLeaves(dir string) (killed []string) {
 	ents, _ := os.ReadDir(dir)
 	for _, e := range ents {
-		rest, ok := strings.CutPrefix(e.Name(), "fnbridge-")
-		if !ok || !e.IsDir() {
-			continue
-		}
-		pidText, _, _ := strings.Cut(rest, "-")
-		if pid, err := strconv.Atoi(pidText); err == nil && pid != os.Getpid() && syscall.Kill(pid, 0) == syscall.ESRCH {
-			_ = os.Remove(filepath.Join(dir, e.Name()))
+		if e.IsDir() && strings.HasPrefix(e.Name(), "fnbridge-") {
+			killed = append(killed, removeStaleLeaf(filepath.Join(dir, e.Name()))...)
 		}
 	}
+	return killed
+}
+
+// removeStaleLeaf kills what is in leaf and the cgroups below it, waits
+// until they are empty and removes them, if the leaf is stale and holds
+// only processes of this pid namespace.
+func removeStaleLeaf(leaf string) (killed []string) {
+	tree := cgroupTree(leaf)
+	procs := treePids(tree)
+	if !staleLeaf(filepath.Base(leaf), procs) || !killable(procs) {
+		return nil
+	}
+	self := os.Getpid()
+	seen := map[int]bool{}
+	note := func(pids []int) {
+		for _, pid := range pids {
+			if pid > 0 && pid != self && !seen[pid] {
+				seen[pid] = true
+				noteStray(pid) // reaped below should it be the server's
+				comm := "?"
+				if st, err := procstat.Read(pid); err == nil {
+					comm = st.Comm
+				}
+				killed = append(killed, fmt.Sprintf("pid %d (%s) in %s", pid, comm, leaf))
+			}
+		}
+	}
+	note(procs)
+	// cgroup.kill (Linux 5.14) kills the whole subtree at once, forks in
+	// flight included; without it each process is killed by pid until
+	// none is left.
+	byPid := len(procs) == 0 || writeExisting(filepath.Join(leaf, "cgroup.kill"), "1") != nil
+	for deadline := time.Now().Add(staleLeafWait); ; time.Sleep(2 * time.Millisecond) {
+		left := treePids(tree)
+		if !populated(leaf, left) {
+			break
+		}
+		if !time.Now().Before(deadline) {
+			killed = append(killed, fmt.Sprintf("%s still not empty after %v", leaf, staleLeafWait))
+			break
+		}
+		if byPid {
+			note(left)
+			for _, pid := range left {
+				if pid > 0 && pid != self {
+					_ = syscall.Kill(pid, syscall.SIGKILL)
+				}
+			}
+		}
+	}
+	reapOrphans()
+	for i := len(tree) - 1; i >= 0; i-- {
+		_ = os.Remove(tree[i])
+	}
+	return killed
+}
+
+// staleLeaf reports whether the leaf named fnbridge-<pid>-<suffix>, which
+// holds procs, is of a server that is gone. A live process with that pid
+// is its server, unless a process in the leaf started before it: the
+// server started every process in its leaves, so the pid was reused. Our
+// own pid names a predecessor's leaf (one that had the pid before) until
+// we have made a leaf ourselves, except the server leaf, which we may have
+// just moved into.
+func staleLeaf(name string, procs []int) bool {
+	pidText, suffix, _ := strings.Cut(strings.TrimPrefix(name, "fnbridge-"), "-")
+	pid, err := strconv.Atoi(pidText)
+	switch {
+	case err != nil || pid <= 0:
+		return false
+	case pid == os.Getpid():
+		return suffix != "server" && leafSeq.Load() == 0
+	case syscall.Kill(pid, 0) == syscall.ESRCH:
+		return true
+	}
+	owner, err := procstat.Read(pid)
+	if err != nil {
+		return false
+	}
+	for _, p := range procs {
+		if st, err := procstat.Read(p); err == nil && st.StartTime < owner.StartTime {
+			return true
+		}
+	}
+	return false
+}
+
+// killable reports whether every process in procs is another one of our
+// own pid namespace. The pid in a leaf's name is of its server's
+// namespace: a leaf holding a process we cannot see (listed as pid 0 in
+// cgroup v2) or of a nested namespace may be of a live server there.
+func killable(procs []int) bool {
+	self := os.Getpid()
+	depth := pidNSDepth(self)
+	for _, pid := range procs {
+		if pid <= 0 || pid == self {
+			return false
+		}
+		if d := pidNSDepth(pid); d != depth && d != 0 && depth != 0 {
+			return false
+		}
+	}
+	return true
+}
+
+// pidNSDepth is how many pid namespaces pid is in as seen from ours (the
+// NSpid line of its status, Linux 4.1), 0 when unknown.
+func pidNSDepth(pid int) int {
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/status")
+	if err != nil {
+		return 0
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		if rest, ok := strings.CutPrefix(line, "NSpid:"); ok {
+			return len(strings.Fields(rest))
+		}
+	}
+	return 0
+}
+
+// cgroupTree is dir and the cgroups below it, each before its children.
+func cgroupTree(dir string) []string {
+	var out []string
+	_ = filepath.WalkDir(dir, func(p string, d os.DirEntry, err error) error {
+		if err == nil && d.IsDir() {
+			out = append(out, p)
+		}
+		return nil
+	})
+	return out
+}
+
+func treePids(tree []string) []int {
+	var out []int
+	for _, dir := range tree {
+		out = append(out, readPids(filepath.Join(dir, "cgroup.procs"))...)
+	}
+	return out
+}
+
+// populated reports whether leaf's subtree still holds a process: its
+// cgroup.events says so under v2, which also counts processes we cannot
+// see; under v1 the processes listed, pids, are all there is.
+func populated(leaf string, pids []int) bool {
+	if b, err := os.ReadFile(filepath.Join(leaf, "cgroup.events")); err == nil {
+		return eventCounter(b, "populated") != 0
+	}
+	return len(pids) > 0
+}
+
+// writeExisting writes to a cgroup interface file that exists: cgroupfs
+// creates no files, and an absent one means the kernel lacks the feature.
+func writeExisting(path, data string) error {
+	f, err := os.OpenFile(path, os.O_WRONLY, 0)
+	if err != nil {
+		return err
+	}
+	_, err = f.WriteString(data)
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	return err
 }
 
 // cgroupLeaf is one worker's cgroup directories (one per hierarchy).
@@ -497,19 +665,33 @@ func cgroupMechanism() (processes, memory string, reasons []string) {
 }
 
 func cgroupMechanismOf(c cgroupParents) (processes, memory string, reasons []string) {
+	reasons = c.reasons
 	switch {
 	case c.v2 != "":
 		where := c.v2
 		if c.v2Self != "" {
 			where += " (the bridge moved itself into " + c.v2Self + ", as cgroup v2 asks of a cgroup whose children get controllers)"
 		}
-		return "cgroup v2 pids.max under " + where, "cgroup v2 memory.max under " + where, c.reasons
+		processes, memory = "cgroup v2 pids.max under "+where, "cgroup v2 memory.max under "+where
+	default:
+		if c.pids != "" {
+			processes = "cgroup v1 pids.max under " + c.pids
+		}
+		if c.memory != "" {
+			memory = "cgroup v1 memory.limit_in_bytes under " + c.memory
+		}
 	}
-	if c.pids != "" {
-		processes = "cgroup v1 pids.max under " + c.pids
+	// What the cleanup killed goes to the start log with the rest.
+	if len(c.killed) > 0 {
+		note := "killed at start what servers that are gone left in their worker cgroups: " + strings.Join(c.killed, ", ")
+		switch {
+		case processes != "":
+			processes += "; " + note
+		case memory != "":
+			memory += "; " + note
+		default:
+			reasons = append(reasons, note)
+		}
 	}
-	if c.memory != "" {
-		memory = "cgroup v1 memory.limit_in_bytes under " + c.memory
-	}
-	return processes, memory, c.reasons
+	return processes, memory, reasons
 }

@@ -103,7 +103,8 @@
 // delegated cgroup moves itself into fnbridge-<pid>-server first; it never
 // moves another process, nor itself as a container's PID 1. Terminate kills whatever is still in
 // it, descendants that left the process group included, and removes it;
-// leaves of a server that died are removed by the next one. [Mechanisms]
+// leaves of a server that died are emptied (what is left in them is
+// killed) and removed by the next one. [Mechanisms]
 // describes what is in force on the host.
 //
 // [Supervisor.Do] turns a limit hit into a [LimitError]: the worker died
