@@ -6,6 +6,7 @@ import (
 	"strconv"
 	"strings"
 	"syscall"
+	"time"
 )
 
 // launchShell applies a worker's limits before its interpreter runs: Go's
@@ -37,7 +38,10 @@ func launch(cfg Config, leaf *cgroupLeaf) (string, []string, error) {
 		if v <= 0 {
 			return
 		}
-		n := (v + unit - 1) / unit
+		n := v / unit // rounded up below; v + unit - 1 would overflow near 2^63
+		if v%unit != 0 {
+			n++
+		}
 		var cur syscall.Rlimit
 		if syscall.Getrlimit(res, &cur) == nil && cur.Max != ^uint64(0) && uint64(n) > cur.Max/uint64(unit) {
 			n = int64(cur.Max / uint64(unit)) // only root may raise a hard limit
@@ -53,7 +57,10 @@ func launch(cfg Config, leaf *cgroupLeaf) (string, []string, error) {
 	if l.CPU > 0 {
 		// Soft below hard, so the kernel sends SIGXCPU (which names the
 		// limit) a second before its SIGKILL.
-		secs := int64((l.CPU + 999_999_999) / 1_000_000_000)
+		secs := int64(l.CPU / time.Second)
+		if l.CPU%time.Second != 0 {
+			secs++
+		}
 		fmt.Fprintf(&s, "ulimit -t %d && ulimit -S -t %d %s", secs+1, secs, fail)
 	}
 	if pwd, ok := envValue(cfg.Env, "PWD"); ok {

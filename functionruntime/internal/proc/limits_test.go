@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"golang.org/x/sys/unix"
 	"io"
+	"math"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -316,5 +317,19 @@ func TestContextEndingAfterTheAnswerCostsNoCrash(t *testing.T) {
 	pid, err := invokeLine(s)
 	if err != nil || pid == first {
 		t.Fatalf("next invocation: pid %d (first %d), %v; want a fresh worker and no error", pid, first, err)
+	}
+}
+
+// Limits near the largest int64 are rounded up to whole KiB, blocks and
+// seconds without overflowing into a negative ulimit, which the shell
+// refuses ("Illegal option -9"), failing every registration.
+func TestLaunchRoundsHugeLimitsWithoutOverflow(t *testing.T) {
+	_, argv, err := launch(Config{Path: "/bin/true", Limits: Limits{Memory: math.MaxInt64, FileSize: math.MaxInt64 - 1, CPU: math.MaxInt64}}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	script := strings.Join(argv, " ")
+	if strings.Contains(script, " -9") || !strings.Contains(script, "ulimit -d ") || !strings.Contains(script, "ulimit -t ") {
+		t.Fatalf("launch script %q: want positive ulimits for -d, -f and -t", script)
 	}
 }
