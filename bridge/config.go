@@ -23,6 +23,7 @@ import (
 	"github.com/fnbridge/fnbridge/functionruntime"
 	"github.com/fnbridge/fnbridge/functionruntime/kinds"
 	"github.com/fnbridge/fnbridge/restate"
+	"github.com/fnbridge/fnbridge/restate/identity"
 )
 
 // Config is the bridge configuration file (see docs/ARCHITECTURE.md and the
@@ -297,6 +298,53 @@ func checkHostPort(addr string) error {
 	return nil
 }
 
+// CheckListen reports what is wrong with a listen address (host:port, an
+// empty port: any free one), as the file's listen is checked; `bridge
+// serve --listen` checks its value with it before anything starts.
+func CheckListen(addr string) error {
+	if err := checkHostPort(addr); err != nil {
+		return fmt.Errorf("%q is not host:port: %v", addr, err)
+	}
+	return nil
+}
+
+// checkRuntimeAddress reports what is wrong with the address of a remote
+// runtime (kind names it in the example). It is dialled, so a host:port
+// needs a port from 1 to 65535, where a listen address may leave it to
+// the system, and a unix:///path must name a socket file, not a
+// directory.
+func checkRuntimeAddress(kind, addr string) error {
+	example := "unix:///run/fnbridge/" + kind + ".sock"
+	if path, ok := strings.CutPrefix(addr, "unix://"); ok {
+		switch {
+		case !filepath.IsAbs(path):
+			return fmt.Errorf("%q: a unix socket's path must be absolute (%s)", addr, example)
+		case strings.HasSuffix(path, "/") || strings.HasSuffix(path, "/.") || strings.HasSuffix(path, "/.."):
+			return fmt.Errorf("%q names a directory, not a socket file (%s)", addr, example)
+		}
+		return nil
+	}
+	if rest, ok := strings.CutPrefix(addr, "unix:"); ok {
+		if _, err := strconv.Atoi(rest); err != nil {
+			// unix:/path and unix:path would be dialled as host "unix"
+			// (unix:9090 is that host, as written).
+			return fmt.Errorf("%q names no socket: write a unix socket as unix:///absolute/path (%s)", addr, example)
+		}
+	}
+	if err := checkHostPort(addr); err != nil {
+		return fmt.Errorf("%q is neither host:port nor unix:///path: %v", addr, err)
+	}
+	_, port, _ := net.SplitHostPort(addr)
+	const need = "the bridge dials this address, so it needs a port from 1 to 65535"
+	if port == "" {
+		return fmt.Errorf("%q has no port: %s", addr, need)
+	}
+	if n, err := net.LookupPort("tcp", port); err == nil && n == 0 {
+		return fmt.Errorf("%q has port 0: %s", addr, need)
+	}
+	return nil
+}
+
 // checkContentType refuses what is not a media type (type/subtype, with
 // parameters); an input's may be a pattern (*/*, text/*), as Restate
 // matches requests against it.
@@ -357,7 +405,8 @@ func LoadConfig(path string) (*Config, error) {
 // as a *ConfigError.
 func ParseConfig(data []byte, baseDir string) (*Config, error) {
 	var doc yaml.Node
-	if err := yaml.NewDecoder(bytes.NewReader(data)).Decode(&doc); err != nil {
+	dec := yaml.NewDecoder(bytes.NewReader(data))
+	if err := dec.Decode(&doc); err != nil {
 		if errors.Is(err, io.EOF) {
 			return nil, &ConfigError{Problems: []ConfigProblem{{Message: "file is empty: want at least one service under services"}}}
 		}
@@ -367,7 +416,7 @@ func ParseConfig(data []byte, baseDir string) (*Config, error) {
 	d := newConfigDecoder()
 	d.decode(&doc, reflect.ValueOf(cfg).Elem(), "")
 	d.refuseWrittenZeros(cfg)
-	problems := d.problems
+	problems := append(d.problems, moreDocuments(dec)...)
 	if err := cfg.resolve(baseDir); err != nil {
 		problems = append(problems, d.withLines(err)...)
 	}
@@ -377,6 +426,33 @@ func ParseConfig(data []byte, baseDir string) (*Config, error) {
 	}
 	return cfg, nil
 }
+
+// moreDocuments reads what follows the configuration's document: nothing,
+// or empty documents (a trailing ---), are fine; a document with content
+// would be ignored, so it is a problem where it starts, and so is one
+// that is not valid YAML.
+func moreDocuments(dec *yaml.Decoder) []ConfigProblem {
+	for {
+		var doc yaml.Node
+		err := dec.Decode(&doc)
+		switch {
+		case errors.Is(err, io.EOF):
+			return nil
+		case err != nil:
+			return []ConfigProblem{syntaxProblem(err)}
+		}
+		if len(doc.Content) == 0 {
+			continue
+		}
+		if n := doc.Content[0]; n.Kind == yaml.ScalarNode && n.ShortTag() == "!!null" && n.Value == "" {
+			continue // nothing written after the ---
+		}
+		return []ConfigProblem{{Line: doc.Line, Message: "a second YAML document starts here: the configuration is one document (remove this --- or what follows it)"}}
+	}
+}
+
+// caseClash says why names differing only in case are refused.
+const caseClash = "run UIDs are lower-case, so the two would share workers: rename one"
 
 // resolve applies defaults, makes paths absolute and validates everything,
 // collecting every problem so a user fixes the file in one pass; the error
@@ -388,8 +464,8 @@ func (c *Config) resolve(baseDir string) error {
 	}
 	if c.Listen == "" {
 		c.Listen = DefaultListen
-	} else if err := checkHostPort(c.Listen); err != nil {
-		bad("listen", "%q is not host:port: %v", c.Listen, err)
+	} else if err := CheckListen(c.Listen); err != nil {
+		bad("listen", "%v", err)
 	}
 	switch c.ProtocolMode {
 	case "":
@@ -399,22 +475,26 @@ func (c *Config) resolve(baseDir string) error {
 		bad("protocol_mode", "%q is not allowed (bidi | request_response)", c.ProtocolMode)
 	}
 	for i, k := range c.IdentityKeys {
-		if !strings.HasPrefix(k, "publickeyv1_") {
-			bad(fmt.Sprintf("identity_keys[%d]", i), "want a Restate public key starting with publickeyv1_")
+		// The endpoint's own parser (restate/identity), so that what loads
+		// is what the endpoint takes.
+		if _, err := identity.ParseKey(k); err != nil {
+			bad(fmt.Sprintf("identity_keys[%d]", i), "%q is not a Restate public key: %v (bridge keygen prints one)", k, err)
 		}
 	}
-	for kind, addr := range c.Runtimes {
+	runtimeKinds := make([]string, 0, len(c.Runtimes))
+	for kind := range c.Runtimes {
+		runtimeKinds = append(runtimeKinds, kind)
+	}
+	sort.Strings(runtimeKinds) // problems on one line keep one order
+	for _, kind := range runtimeKinds {
+		addr := c.Runtimes[kind]
 		if _, ok := kinds.Lookup(kind); !ok {
 			bad("runtimes."+kind, "unknown runtime kind %s", kindChoices)
 			continue
 		}
-		if path, ok := strings.CutPrefix(addr, "unix://"); ok {
-			if !filepath.IsAbs(path) {
-				bad("runtimes."+kind, "%q: a unix socket's path must be absolute (unix:///run/fnbridge/%s.sock)", addr, kind)
-			}
-		} else if addr != "" {
-			if err := checkHostPort(addr); err != nil {
-				bad("runtimes."+kind, "%q is neither host:port nor unix:///path: %v", addr, err)
+		if addr != "" {
+			if err := checkRuntimeAddress(kind, addr); err != nil {
+				bad("runtimes."+kind, "%v", err)
 			}
 		}
 	}
@@ -441,29 +521,37 @@ func (c *Config) resolve(baseDir string) error {
 	if len(c.Services) == 0 {
 		bad("services", "want at least one service")
 	}
-	seenSvc := map[string]bool{}
+	// Names are compared ignoring case too: run UIDs are lower-case
+	// (runUID), so two names differing only in case would share workers.
+	seenSvc := map[string]int{} // lower-cased name → index of its first service
 	for si := range c.Services {
 		s := &c.Services[si]
 		sp := fmt.Sprintf("services[%d]", si)
 		if !serviceNameRE.MatchString(s.Name) {
 			bad(sp+".name", "%q is not a valid service name (%s)", s.Name, nameRule)
-		} else if seenSvc[s.Name] {
+		} else if first, dup := seenSvc[strings.ToLower(s.Name)]; !dup {
+			seenSvc[strings.ToLower(s.Name)] = si
+		} else if c.Services[first].Name == s.Name {
 			bad(sp+".name", "duplicate service %q", s.Name)
+		} else {
+			bad(sp+".name", "%q differs from services[%d].name %q only in case; %s", s.Name, first, c.Services[first].Name, caseClash)
 		}
-		seenSvc[s.Name] = true
 		if len(s.Handlers) == 0 {
 			bad(sp+".handlers", "want at least one handler")
 		}
-		seenH := map[string]bool{}
+		seenH := map[string]int{}
 		for hi := range s.Handlers {
 			h := &s.Handlers[hi]
 			hp := fmt.Sprintf("%s.handlers[%d]", sp, hi)
 			if !serviceNameRE.MatchString(h.Name) {
 				bad(hp+".name", "%q is not a valid handler name (%s)", h.Name, nameRule)
-			} else if seenH[h.Name] {
+			} else if first, dup := seenH[strings.ToLower(h.Name)]; !dup {
+				seenH[strings.ToLower(h.Name)] = hi
+			} else if s.Handlers[first].Name == h.Name {
 				bad(hp+".name", "duplicate handler %q in service %q", h.Name, s.Name)
+			} else {
+				bad(hp+".name", "%q differs from %s.handlers[%d].name %q only in case; %s", h.Name, sp, first, s.Handlers[first].Name, caseClash)
 			}
-			seenH[h.Name] = true
 			h.resolve(hp, baseDir, bad)
 			h.resolvePython(hp, c.Python, bad)
 			h.remoteRuntime = c.Runtimes[h.Runtime] != ""
@@ -504,11 +592,7 @@ func (h *HandlerConfig) resolve(hp, baseDir string, bad func(path, format string
 		names = append(names, k)
 	}
 	sort.Strings(names)
-	for _, k := range names {
-		if problem := functionruntime.EnvNameProblem(k); problem != "" {
-			bad(hp+".env."+k, "%s", problem)
-		}
-	}
+	h.resolveEnv(hp, names, bad)
 	switch {
 	case h.Timeout == 0:
 		h.Timeout = Duration(DefaultTimeout)
@@ -559,6 +643,8 @@ func (h *HandlerConfig) resolve(hp, baseDir string, bad func(path, format string
 		case r.d > 0 && r.d < Duration(time.Millisecond):
 			// The manifest counts milliseconds: this would reach Restate as 0.
 			bad(hp+"."+r.field, "%s is under a millisecond, the manifest's unit (0 or left out: Restate's default)", r.d)
+		default:
+			wholeMillis(hp+"."+r.field, r.d, bad)
 		}
 	}
 	h.Limits.resolve(hp+".limits", bad)
@@ -572,8 +658,19 @@ func (h *HandlerConfig) resolve(hp, baseDir string, bad func(path, format string
 		if rp.InitialInterval > 0 && rp.MaxInterval > 0 && rp.MaxInterval < rp.InitialInterval {
 			bad(hp+".retry_policy.max_interval", "%s is less than initial_interval %s", rp.MaxInterval, rp.InitialInterval)
 		}
-		if rp.ExponentiationFactor != 0 && rp.ExponentiationFactor < 1 {
-			bad(hp+".retry_policy.exponentiation_factor", "%v is below 1", rp.ExponentiationFactor)
+		switch f := rp.ExponentiationFactor; {
+		case math.IsNaN(f):
+			// Every comparison is false for it: refused here, it would be
+			// dropped from the manifest without a word.
+			bad(hp+".retry_policy.exponentiation_factor", ".nan is not a number: want a finite factor of at least 1 (e.g. 2)")
+		case math.IsInf(f, 0):
+			inf := ".inf" // as YAML writes it
+			if f < 0 {
+				inf = "-.inf"
+			}
+			bad(hp+".retry_policy.exponentiation_factor", "%s is not a finite number: want a finite factor of at least 1 (e.g. 2)", inf)
+		case f != 0 && f < 1:
+			bad(hp+".retry_policy.exponentiation_factor", "%v is below 1", f)
 		}
 		if rp.MaxAttempts < 0 {
 			bad(hp+".retry_policy.max_attempts", "must be positive")
@@ -583,5 +680,28 @@ func (h *HandlerConfig) resolve(hp, baseDir string, bad func(path, format string
 		default:
 			bad(hp+".retry_policy.on_max_attempts", "%q is not allowed (pause | kill)", rp.OnMaxAttempts)
 		}
+	}
+}
+
+// resolveEnv refuses what the runtime would refuse of the registration's
+// env (functionruntime's checkEnv, with the limits every runtime the
+// bridge starts or `bridge runtime serve` runs has: the defaults): a name
+// EnvNameProblem refuses, a value with a NUL byte or not UTF-8, more
+// variables than functionruntime.DefaultMaxEnvVars, or more than
+// functionruntime.DefaultMaxEnvBytes counted as the runtime counts them.
+// names are the env's names, sorted.
+func (h *HandlerConfig) resolveEnv(hp string, names []string, bad func(path, format string, args ...any)) {
+	if len(h.Env) > functionruntime.DefaultMaxEnvVars {
+		bad(hp+".env", "has %d variables, at most %d allowed", len(h.Env), functionruntime.DefaultMaxEnvVars)
+	}
+	for _, k := range names {
+		if problem := functionruntime.EnvNameProblem(k); problem != "" {
+			bad(hp+".env."+k, "%s", problem)
+		} else if problem := functionruntime.EnvValueProblem(h.Env[k]); problem != "" {
+			bad(hp+".env."+k, "%s", problem)
+		}
+	}
+	if total := functionruntime.EnvBytes(h.Env); total > functionruntime.DefaultMaxEnvBytes {
+		bad(hp+".env", "totals %d bytes (name=value plus terminator each), at most %d allowed", total, functionruntime.DefaultMaxEnvBytes)
 	}
 }

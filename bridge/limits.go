@@ -1,6 +1,7 @@
 package bridge
 
 import (
+	"fmt"
 	"math"
 	"strconv"
 	"strings"
@@ -42,10 +43,26 @@ func (c *LimitsConfig) digestForm() string {
 	return ""
 }
 
+// Upper bounds of the limits: past them the kernel refuses the value, or
+// the runtime's conversion to the unit it sets overflows, and every
+// registration of the handler fails ("cannot apply worker limits").
+// "unlimited" lifts a limit instead.
+const (
+	// MaxProcesses is the kernel's PID_MAX_LIMIT (2^22): a worker
+	// cgroup's pids.max refuses more with EINVAL.
+	MaxProcesses = 4 << 20
+	// MaxLimitSize bounds memory and file_size: 8 EiB less 1 KiB, the
+	// most that rounds up to whole KiB (RLIMIT_DATA's unit) in an int64.
+	MaxLimitSize = math.MaxInt64 - (1<<10 - 1)
+	// MaxLimitCPU bounds cpu: some 292 years, the whole hours that still
+	// round up to whole seconds (RLIMIT_CPU's unit) in a time.Duration.
+	MaxLimitCPU = 2562047 * time.Hour
+)
+
 // resolve parses every key, reporting each bad one under its field path.
 func (c *LimitsConfig) resolve(lp string, bad func(path, format string, args ...any)) {
 	d := functionruntime.DefaultWorkerLimits()
-	field := func(key, v string, def int64, parse func(string) (int64, bool), want string) int64 {
+	field := func(key, v string, def int64, parse func(string) (int64, bool), want string, most int64, mostSays string) int64 {
 		switch strings.TrimSpace(v) {
 		case "":
 			return def
@@ -53,8 +70,11 @@ func (c *LimitsConfig) resolve(lp string, bad func(path, format string, args ...
 			return 0
 		}
 		n, ok := parse(strings.TrimSpace(v))
-		if !ok || n <= 0 {
+		switch {
+		case !ok || n <= 0:
 			bad(lp+"."+key, "%q is not %s", v, want)
+		case n > most:
+			bad(lp+"."+key, "%s is more than %s", strings.TrimSpace(v), mostSays)
 		}
 		return n
 	}
@@ -66,12 +86,17 @@ func (c *LimitsConfig) resolve(lp string, bad func(path, format string, args ...
 		t, err := time.ParseDuration(s)
 		return int64(t), err == nil && t >= time.Second
 	}
+	size := fmt.Sprintf("%d, the largest size a worker limit takes (unlimited lifts it)", int64(MaxLimitSize))
 	c.resolved = functionruntime.WorkerLimits{
-		Memory:    field("memory", c.Memory, d.Memory, ParseSize, "a size (e.g. 512Mi)"),
-		Processes: field("processes", c.Processes, d.Processes, count, "a count (e.g. 256)"),
-		OpenFiles: field("open_files", c.OpenFiles, d.OpenFiles, count, "a count (e.g. 1024)"),
-		FileSize:  field("file_size", c.FileSize, d.FileSize, ParseSize, "a size (e.g. 1Gi)"),
-		CPU:       time.Duration(field("cpu", c.CPU, int64(d.CPU), dur, "a duration of at least 1s (e.g. 60s)")),
+		Memory: field("memory", c.Memory, d.Memory, ParseSize, "a size (e.g. 512Mi)", MaxLimitSize, size),
+		Processes: field("processes", c.Processes, d.Processes, count, "a count (e.g. 256)",
+			MaxProcesses, fmt.Sprintf("%d, the most processes the kernel allows (PID_MAX_LIMIT)", MaxProcesses)),
+		// The runtime caps open_files at its own hard limit, which the
+		// kernel keeps within fs.nr_open: no bound here.
+		OpenFiles: field("open_files", c.OpenFiles, d.OpenFiles, count, "a count (e.g. 1024)", math.MaxInt64, ""),
+		FileSize:  field("file_size", c.FileSize, d.FileSize, ParseSize, "a size (e.g. 1Gi)", MaxLimitSize, size),
+		CPU: time.Duration(field("cpu", c.CPU, int64(d.CPU), dur, "a duration of at least 1s (e.g. 60s)",
+			int64(MaxLimitCPU), Duration(MaxLimitCPU).String()+", the longest cpu limit (unlimited lifts it)")),
 	}
 	c.hasResolved = true
 }

@@ -236,22 +236,39 @@ func checkEnv(env map[string]string, lim Limits) error {
 		names = append(names, k)
 	}
 	sort.Strings(names)
-	total := 0
 	for _, k := range names {
-		v := env[k]
 		field := "env[" + strconvQuote(k) + "]"
 		if err := checkEnvName(field, k); err != nil {
 			return err
 		}
-		if !utf8.ValidString(v) || strings.ContainsRune(v, 0) {
-			return invalidArgument(field, "value must be valid UTF-8 without NUL bytes")
+		if problem := EnvValueProblem(env[k]); problem != "" {
+			return invalidArgument(field, "%s", problem)
 		}
-		total += len(k) + len(v) + 2
 	}
-	if total > lim.MaxEnvBytes {
+	if total := EnvBytes(env); total > lim.MaxEnvBytes {
 		return invalidArgument("env", "totals %d bytes (name=value plus terminator each), at most %d allowed", total, lim.MaxEnvBytes)
 	}
 	return nil
+}
+
+// EnvValueProblem says why v cannot be the value of a registration's env
+// variable, or returns "" when it can. The bridge's configuration check
+// uses it too.
+func EnvValueProblem(v string) string {
+	if !utf8.ValidString(v) || strings.ContainsRune(v, 0) {
+		return "value must be valid UTF-8 without NUL bytes"
+	}
+	return ""
+}
+
+// EnvBytes is the size of env as the runtime bounds it (MaxEnvBytes):
+// each NAME=value and its terminator, as a process gets it.
+func EnvBytes(env map[string]string) int {
+	total := 0
+	for k, v := range env {
+		total += len(k) + len(v) + 2
+	}
+	return total
 }
 
 func checkEnvName(field, k string) error {

@@ -9,7 +9,6 @@ package main
 import (
 	"fmt"
 	"io"
-	"net"
 	"os"
 	"os/signal"
 	"path/filepath"
@@ -209,15 +208,17 @@ func addConfigFlag(cmd *cobra.Command, path *string) {
 }
 
 // loadConfig loads the configuration file and applies a --listen
-// override, validated like the file's own value.
+// override, checked as the file's own listen is (bridge.CheckListen)
+// before anything starts; serve then applies the same exposure rules to
+// it (loadServeConfig).
 func loadConfig(path, listen string) (*bridge.Config, error) {
 	cfg, err := bridge.LoadConfig(path)
 	if err != nil {
 		return nil, err
 	}
 	if listen != "" {
-		if _, _, err := net.SplitHostPort(listen); err != nil {
-			return nil, fmt.Errorf("--listen %q: want host:port", listen)
+		if err := bridge.CheckListen(listen); err != nil {
+			return nil, fmt.Errorf("--listen %v", err)
 		}
 		cfg.Listen = listen
 	}
