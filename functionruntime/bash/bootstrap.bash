@@ -121,6 +121,10 @@ __fnb_run_odd() {
 	builtin local __fnb_var
 	__fnb_var=$1
 	builtin shift
+	if [[ $# -eq 1 && -z $__fnb_var && ($1 == --help || $1 == -h) ]]; then
+		command "${__fnb_bin:-fnbridge}" run --help  # as from any other shell
+		builtin return
+	fi
 	if [[ ${2-} != -- || $# -lt 3 || -z ${1-} ]] || { [[ -n $__fnb_var ]] &&
 		[[ $__fnb_var == [0123456789]* || $__fnb_var == *[!abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_]* ]]; }; then
 		builtin printf 'fnbridge: usage: fnbridge run [--var VAR] NAME -- CMD [ARG...] (VAR a shell variable name)\n' >&2

@@ -98,6 +98,12 @@ inshell_fails() {
 	echo unreachable
 }
 
+inshell_help() {
+	fnbridge run --help >help.out # in the function's own shell, not a pipeline's
+	echo "help $?"
+	head -n 1 help.out
+}
+
 inshell_long() {
 	fnbridge run "$(printf '%070000d' 0)" -- printf x 2>&1 || echo " $?"
 }
@@ -437,8 +443,11 @@ func TestSteps(t *testing.T) {
 		}
 		_, err = s.invoke(t, e.Open(t, &stepctxtest.Journal{}), "flaky 7")
 		steptest.WantHandlerError(t, err, functionruntime.HandlerError{Type: "exit", ExitCode: 7, Message: "run flaky: sh exited with status 7"})
+		// --help alone shows the command's help, as in any other shell.
+		res, err := e.start(t, "inshell_help", nil).invoke(t, e.Open(t, &stepctxtest.Journal{}), "")
+		steptest.MustOutput(t, res, err, "help 0\nRun CMD (executed directly, not through a shell) as the durable step NAME.")
 		// A request line the agent cannot take is a usage error, said once.
-		res, err := e.start(t, "inshell_long", nil).invoke(t, e.Open(t, &stepctxtest.Journal{}), "")
+		res, err = e.start(t, "inshell_long", nil).invoke(t, e.Open(t, &stepctxtest.Journal{}), "")
 		steptest.MustOutput(t, res, err, "fnbridge: run: the step's name and endpoint are longer than 65536 bytes\n 2")
 	})
 
