@@ -74,8 +74,9 @@
 //     [functionruntime.HandlerError] with Terminal set, which must not be
 //     retried.
 //   - Status 75 ([AttemptEndedStatus]) of an invocation given a step
-//     context is a retryable HandlerError of Type
-//     functionruntime.AttemptEndedType (see Durable steps).
+//     context, after a fnbridge call said the attempt ended, is a
+//     retryable HandlerError of Type functionruntime.AttemptEndedType
+//     (see Durable steps).
 //   - Any other status is a retryable HandlerError.
 //
 // Failure errors have Type "exit", ExitCode set to the status and Message
@@ -165,7 +166,8 @@
 // worker's process group (see below): whatever the function does after
 // its fnbridge call returned 75 does not count, even if it ignores the
 // status. In addition, an invocation given a step context that exits with
-// status 75 fails retryably with Type functionruntime.AttemptEndedType, so
+// status 75 after a fnbridge call said so (its "... must stop now" on
+// stderr) fails retryably with Type functionruntime.AttemptEndedType, so
 // `set -e` or `|| exit` ends it as the attempt it is even before the
 // cancellation arrives. Without a step context, 75 is an ordinary status.
 //

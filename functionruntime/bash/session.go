@@ -414,7 +414,7 @@ func parseStatus(line []byte) (kind byte, seq uint64, token string, status int, 
 // A terminal failure's message is that line alone ("exit status 100" when
 // there is none): it is the message the invocation fails with, as a Python
 // TerminalError's. With a step context, status 75 ([AttemptEndedStatus])
-// means the attempt ended.
+// after a fnbridge call said the attempt ended means that.
 func (s *session) statusError(status int, steps bool) error {
 	// Everything the invocation printed is on the log pipe by now; log it
 	// so the last line is known.
@@ -436,7 +436,7 @@ func (s *session) statusError(status int, steps bool) error {
 			break
 		}
 	}
-	if steps && status == AttemptEndedStatus {
+	if steps && status == AttemptEndedStatus && saidStop(lines) {
 		return &functionruntime.HandlerError{Type: functionruntime.AttemptEndedType, Message: "the step context ended the attempt: " + msg, ExitCode: status}
 	}
 	return &functionruntime.HandlerError{
@@ -445,6 +445,18 @@ func (s *session) statusError(status int, steps bool) error {
 		Message:  msg,
 		ExitCode: status,
 	}
+}
+
+// saidStop reports whether a fnbridge call of the invocation exited 75
+// because its attempt had ended: it printed the endpoint's "... must stop
+// now" (bridge/stepctx). A function's own exit 75 is an ordinary status.
+func saidStop(lines []string) bool {
+	for _, l := range lines {
+		if strings.HasPrefix(l, "fnbridge: ") && strings.Contains(l, "must stop now") {
+			return true
+		}
+	}
+	return false
 }
 
 // maxFailRecord bounds what `fnbridge fail` records: its code and message.

@@ -586,6 +586,14 @@ func TestSteps(t *testing.T) {
 		x := e.start(t, "exit75", nil)
 		_, err = x.invoke(t, nil, "")
 		steptest.WantHandlerError(t, err, functionruntime.HandlerError{Type: "exit", ExitCode: 75, Message: "exit status 75"})
+		// With a step context too, when no fnbridge call said the attempt
+		// ended: the function's own 75 is not called a suspension.
+		a := e.Open(t, &stepctxtest.Journal{})
+		_, err = x.invoke(t, a, "")
+		steptest.WantHandlerError(t, err, functionruntime.HandlerError{Type: "exit", ExitCode: 75, Message: "exit status 75"})
+		if a.Err() != nil {
+			t.Fatalf("the attempt ended (%v), want it open", a.Err())
+		}
 	})
 
 	// Rule: payloads and arguments with shell metacharacters are data.
