@@ -40,6 +40,9 @@ type WorkerSpec struct {
 	// Interpreter is the interpreter the registration named
 	// ([InterpreterMetadata]); empty: the adapter's own choice.
 	Interpreter string
+	// StartTimeout bounds a restart of the worker after it died or was
+	// killed (Limits.RegistrationTimeout, as the first start); 0: none.
+	StartTimeout time.Duration
 }
 
 // Worker is one registration's warm process. The server calls Invoke at most

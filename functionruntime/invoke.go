@@ -9,6 +9,7 @@ import (
 
 	"google.golang.org/grpc/codes"
 
+	"github.com/fnbridge/fnbridge/functionruntime/internal/proc"
 	executorv1 "github.com/fnbridge/fnbridge/proto/executor/v1"
 )
 
@@ -169,6 +170,10 @@ func (s *Server) invokeError(reg *registration, invID string, timeout time.Durat
 		md["fatal_error"] = fatalText(werr)
 		return statusError(codes.FailedPrecondition, ReasonRegistrationFailed, md,
 			"invocation %s: the worker could not be restarted, registration %s is now FAILED: %v", invID, reg.id, werr)
+	case errors.Is(ctxCause, errInvocationTimeout) && errors.Is(werr, proc.ErrRestarting):
+		md["timeout_millis"] = fmt.Sprint(timeout.Milliseconds())
+		return statusError(codes.DeadlineExceeded, ReasonInvocationTimeout, md,
+			"invocation %s reached its timeout of %s while the worker was still restarting (the handler did not run); the restart goes on and the registration stays READY", invID, timeout)
 	case errors.Is(ctxCause, errInvocationTimeout):
 		md["timeout_millis"] = fmt.Sprint(timeout.Milliseconds())
 		return statusError(codes.DeadlineExceeded, ReasonInvocationTimeout, md,

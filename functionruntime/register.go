@@ -132,7 +132,8 @@ func (s *Server) admit(p registerParams, limits WorkerLimits) (*registration, er
 			Logger:  log,
 			Limits:  limits,
 
-			Interpreter: p.interpreter,
+			Interpreter:  p.interpreter,
+			StartTimeout: s.limits.RegistrationTimeout,
 		},
 		lifeCtx:    lifeCtx,
 		cancelLife: cancel,

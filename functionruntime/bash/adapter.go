@@ -194,11 +194,12 @@ func (a *adapter) Start(ctx context.Context, spec functionruntime.WorkerSpec) (f
 		return nil, err
 	}
 	sup := proc.NewSupervisor(proc.SupervisorConfig{
-		Name:       "bash worker",
-		Start:      l.start,
-		Grace:      a.opts.Grace,
-		ErrCrashed: functionruntime.ErrWorkerCrashed,
-		ErrFailed:  functionruntime.ErrWorkerFailed,
+		Name:         "bash worker",
+		Start:        l.start,
+		Grace:        a.opts.Grace,
+		StartTimeout: spec.StartTimeout,
+		ErrCrashed:   functionruntime.ErrWorkerCrashed,
+		ErrFailed:    functionruntime.ErrWorkerFailed,
 	}, first)
 	return &worker{sup: sup}, nil
 }

@@ -132,11 +132,12 @@ func (a *adapter) Start(ctx context.Context, spec functionruntime.WorkerSpec) (f
 		return nil, err
 	}
 	sup := proc.NewSupervisor(proc.SupervisorConfig{
-		Name:       "python worker",
-		Start:      l.start,
-		Grace:      a.opts.Grace,
-		ErrCrashed: functionruntime.ErrWorkerCrashed,
-		ErrFailed:  functionruntime.ErrWorkerFailed,
+		Name:         "python worker",
+		Start:        l.start,
+		Grace:        a.opts.Grace,
+		StartTimeout: spec.StartTimeout,
+		ErrCrashed:   functionruntime.ErrWorkerCrashed,
+		ErrFailed:    functionruntime.ErrWorkerFailed,
 	}, first)
 	return &worker{sup: sup, maxOutput: a.opts.MaxOutput}, nil
 }

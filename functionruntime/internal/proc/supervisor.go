@@ -14,6 +14,11 @@ import (
 // ErrClosed is returned by [Supervisor.Do] once the supervisor is closed.
 var ErrClosed = errors.New("worker is closed")
 
+// ErrRestarting is wrapped, with the invocation context's error, by
+// [Supervisor.Do] when the invocation ended while its worker was still
+// being restarted: the handler did not run. The restart goes on.
+var ErrRestarting = errors.New("the worker was still restarting")
+
 // Session is an adapter's live worker: a process plus its protocol state.
 type Session interface {
 	// Proc is the worker process.
@@ -41,6 +46,11 @@ type SupervisorConfig struct {
 	Start func(ctx context.Context) (Session, error)
 	// Grace is the SIGTERM-to-SIGKILL grace period.
 	Grace time.Duration
+	// StartTimeout bounds a restart (the registration's initialization
+	// bound); 0: only Close ends one. A restart runs on its own, not under
+	// the invocation that needs it, so a worker slower to start than an
+	// invocation's timeout still comes back for the next one.
+	StartTimeout time.Duration
 	// ErrCrashed is wrapped by errors for a worker that died during an
 	// invocation; ErrFailed by errors for a restart that failed.
 	ErrCrashed, ErrFailed error
@@ -58,9 +68,18 @@ type Supervisor struct {
 
 	callMu sync.Mutex // serialises Do: the protocol has one invocation in flight
 
-	mu     sync.Mutex
-	cur    Session // nil when no live session
-	closed bool
+	mu         sync.Mutex
+	cur        Session  // nil when no live session
+	restarting *restart // the restart in progress, if any
+	closed     bool
+}
+
+// restart is one start of a fresh session; done is closed once sess or
+// err is set.
+type restart struct {
+	done chan struct{}
+	sess Session
+	err  error
 }
 
 // NewSupervisor supervises first, the session the adapter's Start created.
@@ -157,30 +176,66 @@ func (s *Supervisor) acquire(ctx context.Context) (Session, error) {
 		s.cur.Stop(s.cfg.Grace)
 		s.cur = nil
 	}
-	sctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	stopLife := context.AfterFunc(s.life, cancel)
-	defer stopLife()
-	sess, err := s.cfg.Start(sctx)
-	if err != nil {
-		switch {
-		case ctx.Err() != nil:
-			return nil, fmt.Errorf("%s: restart interrupted: %w", s.cfg.Name, ctx.Err())
-		case s.life.Err() != nil:
+	r := s.restartLocked()
+	s.mu.Unlock()
+	select {
+	case <-r.done:
+	case <-ctx.Done():
+		s.mu.Lock() // for the deferred Unlock
+		return nil, fmt.Errorf("%s: %w when the invocation ended: %w", s.cfg.Name, ErrRestarting, ctx.Err())
+	}
+	s.mu.Lock()
+	if r.err != nil {
+		if s.life.Err() != nil {
 			return nil, fmt.Errorf("%s: %w", s.cfg.Name, ErrClosed)
 		}
-		return nil, fmt.Errorf("%w: restarting %s: %w", s.cfg.ErrFailed, s.cfg.Name, err)
+		return nil, fmt.Errorf("%w: restarting %s: %w", s.cfg.ErrFailed, s.cfg.Name, r.err)
 	}
-	s.cur = sess
-	return sess, nil
+	return r.sess, nil
 }
 
-// discard stops sess and forgets it if it is still current.
+// restartLocked returns the restart in progress, or begins one: a fresh
+// session started under the supervisor's life (and StartTimeout), never
+// under an invocation's context, which may end first. s.mu is held.
+func (s *Supervisor) restartLocked() *restart {
+	if s.restarting != nil {
+		return s.restarting
+	}
+	r := &restart{done: make(chan struct{})}
+	s.restarting = r
+	go func() {
+		ctx, cancel := s.life, context.CancelFunc(func() {})
+		if s.cfg.StartTimeout > 0 {
+			ctx, cancel = context.WithTimeout(s.life, s.cfg.StartTimeout)
+		}
+		sess, err := s.cfg.Start(ctx)
+		cancel()
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		if err == nil && s.closed {
+			sess.Stop(s.cfg.Grace)
+			sess, err = nil, ErrClosed
+		}
+		if err == nil {
+			s.cur = sess
+		}
+		r.sess, r.err = sess, err
+		s.restarting = nil
+		close(r.done)
+	}()
+	return r
+}
+
+// discard stops sess and forgets it if it is still current, and begins
+// the restart at once, so the next invocation finds a worker ready.
 func (s *Supervisor) discard(sess Session) {
 	sess.Stop(s.cfg.Grace)
 	s.mu.Lock()
 	if s.cur == sess {
 		s.cur = nil
+	}
+	if s.cur == nil && !s.closed && s.life.Err() == nil {
+		s.restartLocked()
 	}
 	s.mu.Unlock()
 }
@@ -193,9 +248,15 @@ func (s *Supervisor) Close() error {
 	s.closed = true
 	cur := s.cur
 	s.cur = nil
+	r := s.restarting
 	s.mu.Unlock()
 	if cur != nil {
 		cur.Stop(s.cfg.Grace)
+	}
+	if r != nil {
+		// Start honours its context, which stop cancelled: it ends soon,
+		// leaving nothing running, before Close returns.
+		<-r.done
 	}
 	return nil
 }
