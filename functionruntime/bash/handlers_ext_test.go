@@ -21,7 +21,10 @@ leak() {
 	export EXPORTED=yes
 	cd /
 }
-where() { pwd; }
+where() {
+	pwd
+	[ -z "$1" ] || cd "$1" # the next invocation must not start there
+}
 env_dump() { env; }
 fail() {
 	echo "first line" >&2

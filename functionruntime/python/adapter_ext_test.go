@@ -3,6 +3,7 @@ package python_test
 import (
 	"encoding/json"
 	"errors"
+	"os"
 	"reflect"
 	"strconv"
 	"strings"
@@ -237,5 +238,30 @@ func TestHugeOutputsRejected(t *testing.T) {
 		if !errors.As(err, &he) || he.Type != "InvalidOutputs" || !strings.Contains(he.Message, "more than the 1048576 allowed") {
 			t.Fatalf("call %d: error = %v, want InvalidOutputs", i, err)
 		}
+	}
+}
+
+// A worker that cannot return to its working directory after an
+// invocation (the function removed it) never runs the function elsewhere:
+// each later invocation fails retryably, naming the directory, until the
+// directory is back.
+func TestLostWorkingDirectoryIsNamedUntilItIsBack(t *testing.T) {
+	f := conformance.NewFixture(t, "h.vanish", map[string]string{"h.py": handlerPy})
+	w := f.Start(t)
+	if got := string(f.MustInvoke(t, w, `"remove"`).Output); got != `"gone"` {
+		t.Fatalf("output = %s", got)
+	}
+	for i := 0; i < 2; i++ {
+		_, err := f.Invoke(t, w, "null")
+		var he *functionruntime.HandlerError
+		if !errors.As(err, &he) || he.Terminal || he.Type != "WorkingDirectoryLost" || !strings.Contains(he.Message, "could not return to its working directory "+f.Dir) {
+			t.Fatalf("invocation %d after: %v, want a retryable error naming the working directory", i+1, err)
+		}
+	}
+	if err := os.Mkdir(f.Dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if got := string(f.MustInvoke(t, w, "null").Output); got != `"here"` {
+		t.Fatalf("with the directory back: %s, want the function to run there", got)
 	}
 }

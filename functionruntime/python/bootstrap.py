@@ -1160,6 +1160,7 @@ def _fnbridge_worker():
         return header[0], rid, data
 
     n = 0
+    lost_dir = None  # why the last invocation could not return to workdir
     while True:
         request_id = b""
         kind, request_id, payload = read_request()
@@ -1197,6 +1198,15 @@ def _fnbridge_worker():
         if lifeline.poll(0):
             os.killpg(0, signal.SIGKILL)
             os._exit(1)
+        if lost_dir is not None:
+            # Never run a function outside its working directory: each
+            # invocation tries again, and fails retryably while it cannot.
+            try:
+                os.chdir(workdir)
+                lost_dir = None
+            except OSError:
+                send_json(ord("E"), {"type": "WorkingDirectoryLost", "message": lost_dir, "terminal": False})
+                continue
 
         n += 1
         state["outputs"] = {}
@@ -1254,6 +1264,14 @@ def _fnbridge_worker():
                 os.environ.pop(name, None)
             else:
                 os.environ[name] = value
+        # The next invocation starts in the registered working directory
+        # too, whatever this one did with os.chdir (a Bash invocation's
+        # subshell gives it the same).
+        try:
+            os.chdir(workdir)
+        except OSError as exc:
+            lost_dir = ("the worker could not return to its working directory %s after an earlier invocation "
+                        "(%s: %s); the function does not run until it can" % (workdir, type_name(exc), message_of(exc)))
         if ctx is not None:
             steps["ctx"] = None
             keep_connection(ctx)

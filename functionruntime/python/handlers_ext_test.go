@@ -25,11 +25,21 @@ def count(event):
     calls += 1
     return calls
 
+def vanish(event):
+    if event == "remove":
+        import shutil
+        shutil.rmtree(os.getcwd())
+        return "gone"
+    return "here" if os.getcwd() == sys.path[0] else os.getcwd()
+
 def env(event):
     return dict(os.environ)
 
 def cwd(event):
-    return {"cwd": os.getcwd(), "path0": sys.path[0]}
+    out = {"cwd": os.getcwd(), "path0": sys.path[0]}
+    if event:
+        os.chdir(event)  # the next invocation must not start there
+    return out
 
 def chatty(event):
     print("hello from print")

@@ -233,12 +233,16 @@ func hasEnv(env map[string]string, k string) bool {
 	return ok
 }
 
-// Rule: "Workers run with cwd = the registered working directory".
+// Rule: "Workers run with cwd = the registered working directory", and
+// "Both adapters operate beneath the registered working directory": every
+// invocation starts there, whatever directory the last one moved to.
 func testWorkingDirectory(t *testing.T, a *Adapter) {
 	f := a.NewFixture(t, a.Cwd.Handler, a.Cwd.Files)
 	w := f.Start(t)
-	if got, want := string(f.MustInvoke(t, w, a.Text("")).Output), a.WantCwd(f.Dir); got != want {
-		t.Fatalf("output = %s, want %s", got, want)
+	for i, input := range []string{"", "/", ""} {
+		if got, want := string(f.MustInvoke(t, w, a.Text(input)).Output), a.WantCwd(f.Dir); got != want {
+			t.Fatalf("invocation %d: output = %s, want %s", i+1, got, want)
+		}
 	}
 }
 
