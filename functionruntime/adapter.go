@@ -51,8 +51,9 @@ type Worker interface {
 	// Invoke runs the handler once. ctx carries the invocation deadline and
 	// cancellation; when ctx ends first the worker's process group is killed
 	// (TERM, then KILL after a short grace), Invoke returns ctx.Err(), and
-	// the next Invoke transparently starts a fresh worker. A restart that
-	// fails returns an error wrapping ErrWorkerFailed.
+	// a fresh worker starts at once (bounded by WorkerSpec.StartTimeout);
+	// the next Invoke waits for it. A restart that fails returns an error
+	// wrapping ErrWorkerFailed.
 	Invoke(ctx context.Context, inv Invocation) (Result, error)
 	// Close stops the worker's process group and reaps it.
 	Close() error
