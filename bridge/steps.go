@@ -159,12 +159,14 @@ func (b *Bridge) runSteps(ctx context.Context, p *pool, j stepctx.Journal, invoc
 }
 
 // cancelledFailure is the invocation's end when the function saw its
-// cancellation (a wait failed with 409) and then failed terminally: code
-// 409 with the function's own message, since a Python TerminalError or a
-// Bash exit 100 carries no code to the runtime's answer.
+// cancellation (a wait failed with 409) and then failed terminally without
+// a code of its own (a Bash exit 100): code 409 with the function's own
+// message. A failure with its own code (a Python TerminalError, fnbridge
+// fail --code) keeps it, as the Restate SDKs keep a TerminalError's: a
+// caller can still tell a compensation's 422 from the cancellation.
 func cancelledFailure(err error, cancelled *atomic.Bool) error {
 	var e *Error
-	if cancelled.Load() && errors.As(err, &e) && e.Class == ClassTerminal {
+	if cancelled.Load() && errors.As(err, &e) && e.Class == ClassTerminal && e.Code == 0 {
 		return &restate.TerminalError{Code: restate.CodeCancelled, Message: e.Message}
 	}
 	return err

@@ -334,6 +334,10 @@ func TestStepsToRestate(t *testing.T) {
 	if err := stepsToRestate(cancelledFailure(&Error{Class: ClassTerminal, Message: "rolled back"}, &cancelled)); !errors.As(err, &te) || te.Code != restate.CodeCancelled || te.Message != "rolled back" {
 		t.Errorf("terminal failure after the cancellation → %v, want 409 with the function's message", err)
 	}
+	// A failure with its own code keeps it (a compensation's 422).
+	if err := stepsToRestate(cancelledFailure(&Error{Class: ClassTerminal, Message: "rolled back", Code: 422}, &cancelled)); !errors.As(err, &te) || te.Code != 422 || te.Message != "rolled back" {
+		t.Errorf("terminal failure with a code after the cancellation → %v, want that code", err)
+	}
 	if err := stepsToRestate(cancelledFailure(&Error{Class: ClassHandler, Message: "flaky"}, &cancelled)); !errors.As(err, &re) {
 		t.Errorf("retryable failure after the cancellation → %v, want it retried", err)
 	}
