@@ -78,16 +78,24 @@ func TestLaunchKeepsTheEnvironment(t *testing.T) {
 // invocation on fds 3 and 4.
 type testSession struct{ Base }
 
+// shSession starts a testSession: /bin/sh running script under l.
+func shSession(t *testing.T, script string, l Limits) (Session, error) {
+	p, err := Start(Config{Path: "/bin/sh", Args: []string{"-c", script}, Dir: t.TempDir(),
+		Env: []string{"PATH=/usr/bin:/bin"}, Logger: zerolog.Nop(), Limits: l})
+	if err != nil {
+		return nil, err
+	}
+	return &testSession{Base{P: p, Tmp: t.TempDir()}}, nil
+}
+
 func supervise(t *testing.T, script string, l Limits) *Supervisor {
 	t.Helper()
-	start := func(context.Context) (Session, error) {
-		p, err := Start(Config{Path: "/bin/sh", Args: []string{"-c", script}, Dir: t.TempDir(),
-			Env: []string{"PATH=/usr/bin:/bin"}, Logger: zerolog.Nop(), Limits: l})
-		if err != nil {
-			return nil, err
-		}
-		return &testSession{Base{P: p, Tmp: t.TempDir()}}, nil
-	}
+	return superviseStart(t, func(context.Context) (Session, error) { return shSession(t, script, l) })
+}
+
+// superviseStart supervises the session start makes, restarting with it.
+func superviseStart(t *testing.T, start func(context.Context) (Session, error)) *Supervisor {
+	t.Helper()
 	first, err := start(context.Background())
 	if err != nil {
 		t.Fatal(err)

@@ -30,25 +30,15 @@ func TestRestartOutlivesTheInvocationThatWaitsForIt(t *testing.T) {
 				return nil, ctx.Err()
 			}
 		}
-		p, err := Start(Config{Path: "/bin/sh", Args: []string{"-c", `while read x <&3; do echo ok >&4; done`},
-			Dir: t.TempDir(), Env: []string{"PATH=/usr/bin:/bin"}, Logger: zerolog.Nop()})
-		if err != nil {
-			return nil, err
-		}
-		return &testSession{Base{P: p, Tmp: t.TempDir()}}, nil
+		return shSession(t, `while read x <&3; do echo ok >&4; done`, Limits{})
 	}
-	first, err := start(context.Background())
-	if err != nil {
-		t.Fatal(err)
-	}
+	s := superviseStart(t, start)
 	<-entered
-	s := NewSupervisor(SupervisorConfig{Name: "test worker", Start: start, ErrCrashed: errTestCrash, ErrFailed: errors.New("failed")}, first)
-	t.Cleanup(func() { _ = s.Close() })
 	l := zerolog.Nop()
 
 	// An invocation whose context ends mid-call kills the worker.
 	ctx, cancel := context.WithCancel(context.Background())
-	err = s.Do(ctx, &l, func(sess Session) error {
+	err := s.Do(ctx, &l, func(sess Session) error {
 		cancel()
 		buf := make([]byte, 8)
 		_, err := sess.Proc().Responses().Read(buf) // nothing comes: Interrupt cuts it
