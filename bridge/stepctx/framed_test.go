@@ -140,7 +140,19 @@ func TestFramedHangUpEndsTheWait(t *testing.T) {
 	case <-time.After(10 * time.Second):
 		t.Fatal("the wait went on after its client hung up")
 	}
-	dialFramed(t, addr, a.Token()).want("invocation-id", `{}`, 200, `"invocation_id"`)
+	// The cut wait's operation ends just after its Journal call returns:
+	// until then the next request is refused as concurrent (409), never
+	// queued. It is taken once that operation is over.
+	f = dialFramed(t, addr, a.Token())
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(time.Millisecond) {
+		status, body := f.do("invocation-id", `{}`)
+		if status == 200 && strings.Contains(body, `"invocation_id"`) {
+			break
+		}
+		if status != 409 || time.Now().After(deadline) {
+			t.Fatalf("invocation-id after the hang-up: %d %s, want 200 once the cut wait's operation is over", status, body)
+		}
+	}
 }
 
 // Every journaled value keeps its bytes although a connection reads each
