@@ -310,7 +310,17 @@ func executeStep(cmd *cobra.Command, c *stepctx.Client, name, h string, argv []s
 	x := exec.Command(argv[0], argv[1:]...)
 	x.Stdin, x.Stdout, x.Stderr = cmd.InOrStdin(), outFile, cmd.ErrOrStderr()
 	status, why := 0, ""
-	if err := x.Run(); err != nil {
+	err := x.Run()
+	if errors.Is(err, syscall.ENOEXEC) {
+		// A script without a #! line: the function's own shell runs it
+		// with bash (bash's rule for such files), so a child process
+		// does too, rather than failing every attempt with "exec format
+		// error".
+		x = scriptCommand(x.Path, argv[1:])
+		x.Stdin, x.Stdout, x.Stderr = cmd.InOrStdin(), outFile, cmd.ErrOrStderr()
+		err = x.Run()
+	}
+	if err != nil {
 		var ee *exec.ExitError
 		switch {
 		case errors.As(err, &ee):
@@ -342,6 +352,18 @@ func executeStep(cmd *cobra.Command, c *stepctx.Client, name, h string, argv []s
 		return exit
 	}
 	return writeOut(cmd, out)
+}
+
+// scriptCommand runs the file at path, which the kernel would not execute
+// (no #! line), as a bash script, as bash itself does for such a command;
+// bash refuses a binary file with status 126. Without bash on PATH, sh
+// runs it, as execvp(3) would.
+func scriptCommand(path string, args []string) *exec.Cmd {
+	shell, err := exec.LookPath("bash")
+	if err != nil {
+		shell = "/bin/sh"
+	}
+	return exec.Command(shell, append([]string{path}, args...)...)
 }
 
 // readAll reads what f holds now, from its start (a writer that goes on

@@ -160,6 +160,29 @@ func TestCtxRunRetryableFailure(t *testing.T) {
 	}
 }
 
+// A step's CMD that is a script without a #! line runs as the function's
+// own shell runs it (bash runs such a file as a bash script), instead of
+// failing every attempt with "exec format error"; a binary the kernel
+// refuses still fails the attempt, as in bash (126).
+func TestCtxRunScriptWithoutInterpreterLine(t *testing.T) {
+	e := newCtxEnv(t, &stepctxtest.Journal{})
+	dir := t.TempDir()
+	script := filepath.Join(dir, "provision")
+	if err := os.WriteFile(script, []byte("printf '%s:%s' \"${BASH_VERSION:+bash}\" \"$1\"\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	fnbridge(t, "", "run", "provision", "--", script, "db 1").want(t, 0, "bash:db 1", "")
+	if got := e.j.Entries()[0]; got.Result == nil || string(got.Result.Value) != "bash:db 1" {
+		t.Errorf("journaled %+v", got)
+	}
+
+	junk := filepath.Join(dir, "junk")
+	if err := os.WriteFile(junk, []byte("\x00\x01\x02\x03binary\x00"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	fnbridge(t, "", "run", "junk", "--", junk).want(t, 126, "", "cannot execute binary file")
+}
+
 func TestCtxArgumentsStayData(t *testing.T) {
 	e := newCtxEnv(t, &stepctxtest.Journal{})
 	dir := t.TempDir()
