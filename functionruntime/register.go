@@ -276,8 +276,18 @@ var mechanismsOnce sync.Once
 func LogWorkerLimitMechanisms(log zerolog.Logger) {
 	mechanismsOnce.Do(func() {
 		desc, processes := proc.Mechanisms()
-		log.Info().Bool("processes_limit_enforced", processes).Str("mechanisms", desc).Msg("worker limits")
+		logWorkerLimits(log, desc, processes, proc.StaleWorkersKilled())
 	})
+}
+
+// logWorkerLimits logs the mechanisms, and at warn what the start's
+// cleanup killed: processes that outlived a bridge are worth an operator's
+// look (something in a function left its worker's process group).
+func logWorkerLimits(log zerolog.Logger, desc string, processes bool, killed []string) {
+	log.Info().Bool("processes_limit_enforced", processes).Str("mechanisms", desc).Msg("worker limits")
+	if len(killed) > 0 {
+		log.Warn().Strs("killed", killed).Msg("killed what stopped bridges left running in their worker cgroups")
+	}
 }
 
 // limitedWorker turns a worker's limit hit into a HandlerError naming the

@@ -664,6 +664,10 @@ func cgroupMechanism() (processes, memory string, reasons []string) {
 	return cgroupMechanismOf(detectCgroups())
 }
 
+// staleKilled is what the start's cleanup found alive in the worker
+// cgroups of servers that are gone, for [StaleWorkersKilled].
+func staleKilled() []string { return detectCgroups().killed }
+
 func cgroupMechanismOf(c cgroupParents) (processes, memory string, reasons []string) {
 	reasons = c.reasons
 	switch {
@@ -679,18 +683,6 @@ func cgroupMechanismOf(c cgroupParents) (processes, memory string, reasons []str
 		}
 		if c.memory != "" {
 			memory = "cgroup v1 memory.limit_in_bytes under " + c.memory
-		}
-	}
-	// What the cleanup killed goes to the start log with the rest.
-	if len(c.killed) > 0 {
-		note := "killed at start what servers that are gone left in their worker cgroups: " + strings.Join(c.killed, ", ")
-		switch {
-		case processes != "":
-			processes += "; " + note
-		case memory != "":
-			memory += "; " + note
-		default:
-			reasons = append(reasons, note)
 		}
 	}
 	return processes, memory, reasons

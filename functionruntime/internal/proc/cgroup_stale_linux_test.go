@@ -190,19 +190,6 @@ func TestStaleLeafOfAGoneBridgeIsEmptied(t *testing.T) {
 	}
 }
 
-// What the cleanup killed is in the start log's description of the
-// mechanisms, and nowhere among the reasons a cgroup is unavailable.
-func TestMechanismsNameWhatTheCleanupKilled(t *testing.T) {
-	killed := "pid 4343 (sleep) in /cg/fnbridge-77-1"
-	for _, c := range []cgroupParents{{v2: "/cg"}, {pids: "/cg"}, {memory: "/cg"}} {
-		c.killed = []string{killed}
-		p, m, r := cgroupMechanismOf(c)
-		if got := strings.Join(append([]string{p, m}, r...), " | "); strings.Count(got, killed) != 1 || len(r) != 0 {
-			t.Errorf("%+v: mechanisms %q, want %q once and no reasons", c, got, killed)
-		}
-	}
-}
-
 // A bridge that is running keeps its leaves, its own server leaf included.
 func TestLeafOfALiveBridgeIsLeftAlone(t *testing.T) {
 	for _, h := range hierarchies {

@@ -104,8 +104,8 @@
 // moves another process, nor itself as a container's PID 1. Terminate kills whatever is still in
 // it, descendants that left the process group included, and removes it;
 // leaves of a server that died are emptied (what is left in them is
-// killed) and removed by the next one. [Mechanisms]
-// describes what is in force on the host.
+// killed, and named by [StaleWorkersKilled]) and removed by the next one.
+// [Mechanisms] describes what is in force on the host.
 //
 // [Supervisor.Do] turns a limit hit into a [LimitError]: the worker died
 // of SIGXFSZ or SIGXCPU, the leaf's oom_kill or pids max counter moved

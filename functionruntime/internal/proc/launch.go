@@ -90,6 +90,12 @@ func envValue(env []string, key string) (string, bool) {
 	return "", false
 }
 
+// StaleWorkersKilled says what the server killed at start in the worker
+// cgroups that servers which are gone left behind: processes that had
+// escaped their worker's process group and outlived their bridge. Empty
+// when there were none.
+func StaleWorkersKilled() []string { return staleKilled() }
+
 // Mechanisms describes, for the log at start, how worker limits are
 // enforced on this host: what is always in force and what depends on the
 // cgroups the server may create.

@@ -41,6 +41,7 @@ func newCgroupLeaf(Limits) (*cgroupLeaf, error)   { return nil, nil }
 func (c *cgroupLeaf) counters() limitCounters     { return limitCounters{} }
 func (c *cgroupLeaf) release(time.Duration)       {}
 func cgroupMechanism() (string, string, []string) { return "", "", []string{"cgroups are Linux-only"} }
+func staleKilled() []string                       { return nil }
 
 // pendingBytes bounds what a log drain reads here: the non-blocking pipe
 // is read until it is empty, up to 1 MiB.
