@@ -121,8 +121,13 @@ func splitHandler(handler string) (stem, fn string, err error) {
 	case len(handler) > functionruntime.MaxHandlerBytes:
 		// The FunctionRuntime server's bound, below two parts of maxName.
 		return "", "", fmt.Errorf("bash handler is %d bytes, longer than %d", len(handler), functionruntime.MaxHandlerBytes)
+	case strings.ContainsRune(handler, '/'):
+		// Cut at the first '.', "../lib/x.main" would name the file "".
+		return "", "", fmt.Errorf("bash handler %q is a path: name the file without its directory (the registration's working directory holds it) and without .sh: %s", handler, want)
 	case !ok:
 		return "", "", fmt.Errorf("bash handler %q has no function part: %s", handler, want)
+	case strings.HasPrefix(fn, "sh."):
+		return "", "", fmt.Errorf("bash handler %q: the .sh is implied, write %q: %s", handler, stem+"."+strings.TrimPrefix(fn, "sh."), want)
 	case !isStem(stem):
 		return "", "", fmt.Errorf("bash handler %q: file %q must be 1-%d ASCII letters, digits, '_' or '-', not starting with '-' (no '/', '..', or other characters; the .sh is implied): %s", handler, stem, maxName, want)
 	case !isFuncName(fn):

@@ -226,3 +226,19 @@ run() {
 		}
 	}
 }
+
+// A handler written as a path, or with the .sh that file.function implies,
+// is refused with an error that says so, not one about an empty file name
+// (a path was cut at its first '.').
+func TestHandlerPathsAreExplained(t *testing.T) {
+	for h, want := range map[string]string{
+		"../py/handler.handle": "is a path: name the file without its directory",
+		"/srv/fn/h.main":       "is a path",
+		"lib/h.main":           "is a path",
+		"handler.sh.main":      `the .sh is implied, write "handler.main"`,
+	} {
+		if err := bash.ValidateHandler(h); err == nil || !strings.Contains(err.Error(), want) || !strings.Contains(err.Error(), `bash handler "`+h+`"`) {
+			t.Errorf("ValidateHandler(%q) = %v, want %q", h, err, want)
+		}
+	}
+}

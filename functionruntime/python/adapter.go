@@ -83,6 +83,9 @@ func ValidateHandler(handler string) error {
 	if len(handler) > maxHandler {
 		return fmt.Errorf("python handler is %d bytes, longer than %d", len(handler), maxHandler)
 	}
+	if strings.ContainsRune(handler, '/') {
+		return fmt.Errorf("python handler %q is a path: name the module with dots, relative to the registration's working directory, without .py: %s", handler, want)
+	}
 	parts := strings.Split(handler, ".")
 	if len(parts) < 2 {
 		return fmt.Errorf("python handler %q has no function part: %s", handler, want)

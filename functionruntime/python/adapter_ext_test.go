@@ -265,3 +265,13 @@ func TestLostWorkingDirectoryIsNamedUntilItIsBack(t *testing.T) {
 		t.Fatalf("with the directory back: %s, want the function to run there", got)
 	}
 }
+
+// A handler written as a file path is refused with an error that says so,
+// not one about an empty or odd identifier.
+func TestHandlerPathsAreExplained(t *testing.T) {
+	for _, h := range []string{"../py/handler.handle", "/srv/fn/h.main", "pkg/handler.main"} {
+		if err := python.ValidateHandler(h); err == nil || !strings.Contains(err.Error(), `python handler "`+h+`" is a path: name the module with dots`) {
+			t.Errorf("ValidateHandler(%q) = %v, want it called a path", h, err)
+		}
+	}
+}
