@@ -120,11 +120,15 @@ inshell_values() {
 
 # __fnb_apid is the bootstrap's: the pid of the worker's step agent.
 # agent_gone PID: it has exited (a zombie until the server, its reaper
-# since the agent is no child of the shell, reaps it, has no cmdline).
+# since the agent is no child of the shell, reaps it, has no cmdline) and
+# closed its files: an exiting process drops its memory, and with it its
+# cmdline, before its descriptors, and the next step takes an agent whose
+# stdin is still open for alive (on a loaded machine a step then waited
+# 2 s on it and failed with status 3).
 agent_gone() {
 	local a=
 	{ IFS= read -r -d '' a <"/proc/$1/cmdline"; } 2>/dev/null
-	[[ -z $a ]]
+	[[ -z $a && ! -e /proc/$1/fd/0 ]]
 }
 
 agent_dies() {
