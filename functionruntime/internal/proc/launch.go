@@ -5,8 +5,11 @@ import (
 	"os"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
+
+	"github.com/rs/zerolog"
 )
 
 // launchShell applies a worker's limits before its interpreter runs: Go's
@@ -20,21 +23,23 @@ const launchShell = "/bin/sh"
 const launchOOMScore = 1000
 
 // launch returns the path and argv that start cfg's interpreter under its
-// limits and in leaf. Positional parameters carry every path, so nothing
-// from the configuration is parsed as shell code; PWD, which the shell
-// exports on its own, is put back as the worker's environment had it.
-func launch(cfg Config, leaf *cgroupLeaf) (string, []string, error) {
+// limits and in leaf, and which limits it lowered to the hard limits the
+// server itself runs under (in the configuration's words, for a warning).
+// Positional parameters carry every path, so nothing from the
+// configuration is parsed as shell code; PWD, which the shell exports on
+// its own, is put back as the worker's environment had it.
+func launch(cfg Config, leaf *cgroupLeaf) (path string, argv, lowered []string, err error) {
 	if _, err := os.Stat(launchShell); err != nil {
 		if cfg.Limits == (Limits{}) && leaf == nil {
-			return cfg.Path, append([]string{cfg.Path}, cfg.Args...), nil
+			return cfg.Path, append([]string{cfg.Path}, cfg.Args...), nil, nil
 		}
-		return "", nil, fmt.Errorf("applying worker limits needs %s: %w", launchShell, err)
+		return "", nil, nil, fmt.Errorf("applying worker limits needs %s: %w", launchShell, err)
 	}
 	var s strings.Builder
 	var pos []string
 	fmt.Fprintf(&s, "echo %d 2>/dev/null >/proc/self/oom_score_adj; ", launchOOMScore)
 	fail := `|| { echo "fnbridge: cannot apply worker limits" >&2; exit 125; }; `
-	rl := func(flag byte, res int, v, unit int64) {
+	rl := func(name string, flag byte, res int, v, unit int64) {
 		if v <= 0 {
 			return
 		}
@@ -44,16 +49,19 @@ func launch(cfg Config, leaf *cgroupLeaf) (string, []string, error) {
 		}
 		var cur syscall.Rlimit
 		if syscall.Getrlimit(res, &cur) == nil && cur.Max != ^uint64(0) && uint64(n) > cur.Max/uint64(unit) {
-			n = int64(cur.Max / uint64(unit)) // only root may raise a hard limit
+			// Above the hard limit ulimit fails (only root may raise
+			// one), and the worker would never start.
+			n = int64(cur.Max / uint64(unit))
+			lowered = append(lowered, fmt.Sprintf("%s %d lowered to %d, the hard limit the server runs under", name, v, n*unit))
 		}
 		// Without -H or -S the shell sets both (dash honours only the last
 		// of the two flags).
 		fmt.Fprintf(&s, "ulimit -%c %d %s", flag, n, fail)
 	}
 	l := cfg.Limits
-	rl('d', syscall.RLIMIT_DATA, l.Memory, 1024) // KiB
-	rl('n', syscall.RLIMIT_NOFILE, l.OpenFiles, 1)
-	rl('f', syscall.RLIMIT_FSIZE, l.FileSize, 512) // POSIX 512-byte blocks
+	rl("memory", 'd', syscall.RLIMIT_DATA, l.Memory, 1024) // KiB
+	rl("open_files", 'n', syscall.RLIMIT_NOFILE, l.OpenFiles, 1)
+	rl("file_size", 'f', syscall.RLIMIT_FSIZE, l.FileSize, 512) // POSIX 512-byte blocks
 	if l.CPU > 0 {
 		// Soft below hard, so the kernel sends SIGXCPU (which names the
 		// limit) a second before its SIGKILL.
@@ -78,7 +86,22 @@ func launch(cfg Config, leaf *cgroupLeaf) (string, []string, error) {
 	s.WriteString(`exec "$@"`)
 	args := append([]string{launchShell, "-c", s.String(), "fnbridge-worker"}, pos...)
 	args = append(args, cfg.Path)
-	return launchShell, append(args, cfg.Args...), nil
+	return launchShell, append(args, cfg.Args...), lowered, nil
+}
+
+// loweredWarned keeps the lowered limits already warned about: once per
+// server, not at every worker start.
+var loweredWarned sync.Map
+
+// warnLowered warns, once per limit and value, that a worker limit was
+// lowered to the server's own hard limit: the function then fails below
+// the limit its configuration shows (EMFILE, ENOMEM, SIGXFSZ).
+func warnLowered(log zerolog.Logger, lowered []string) {
+	for _, l := range lowered {
+		if _, seen := loweredWarned.LoadOrStore(l, true); !seen {
+			log.Warn().Str("limit", l).Msg("worker limit above the server's own hard limit: workers get the hard limit (raise it where the server starts, e.g. LimitNOFILE= or ulimit -H)")
+		}
+	}
 }
 
 func envValue(env []string, key string) (string, bool) {

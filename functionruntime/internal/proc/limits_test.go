@@ -3,6 +3,7 @@
 package proc
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -14,6 +15,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -332,12 +334,36 @@ func TestContextEndingAfterTheAnswerCostsNoCrash(t *testing.T) {
 // seconds without overflowing into a negative ulimit, which the shell
 // refuses ("Illegal option -9"), failing every registration.
 func TestLaunchRoundsHugeLimitsWithoutOverflow(t *testing.T) {
-	_, argv, err := launch(Config{Path: "/bin/true", Limits: Limits{Memory: math.MaxInt64, FileSize: math.MaxInt64 - 1, CPU: math.MaxInt64}}, nil)
+	_, argv, _, err := launch(Config{Path: "/bin/true", Limits: Limits{Memory: math.MaxInt64, FileSize: math.MaxInt64 - 1, CPU: math.MaxInt64}}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
 	script := strings.Join(argv, " ")
 	if strings.Contains(script, " -9") || !strings.Contains(script, "ulimit -d ") || !strings.Contains(script, "ulimit -t ") {
 		t.Fatalf("launch script %q: want positive ulimits for -d, -f and -t", script)
+	}
+}
+
+// A limit above the server's own hard limit is lowered to it (ulimit
+// could not raise it and the worker would never start), and the server
+// says so in a warning naming the limit as the configuration does: the
+// function would otherwise hit EMFILE below the open_files it was given.
+func TestLimitAboveTheHardLimitIsLoweredWithAWarning(t *testing.T) {
+	var cur syscall.Rlimit
+	if err := syscall.Getrlimit(syscall.RLIMIT_NOFILE, &cur); err != nil || cur.Max == ^uint64(0) || cur.Max >= math.MaxInt64/2 {
+		t.Skipf("no finite hard RLIMIT_NOFILE here (%v, %d)", err, cur.Max)
+	}
+	asked := int64(cur.Max) + 1000
+	var logs bytes.Buffer
+	cfg := Config{Path: "/bin/sh", Args: []string{"-c", "ulimit -n"}, Limits: Limits{OpenFiles: asked}, Logger: zerolog.New(&logs)}
+	_, _, lowered, err := launch(cfg, nil)
+	want := fmt.Sprintf("open_files %d lowered to %d, the hard limit the server runs under", asked, cur.Max)
+	if err != nil || len(lowered) != 1 || lowered[0] != want {
+		t.Fatalf("launch: lowered %q (%v), want [%q]", lowered, err, want)
+	}
+	warnLowered(cfg.Logger, lowered)
+	warnLowered(cfg.Logger, lowered)
+	if n := strings.Count(logs.String(), `"level":"warn"`); n != 1 || !strings.Contains(logs.String(), want) {
+		t.Fatalf("logged %q: want one warning naming %q", logs.String(), want)
 	}
 }

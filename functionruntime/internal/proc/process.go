@@ -117,12 +117,13 @@ func Start(cfg Config) (*Process, error) {
 		closeAll()
 		return nil, err
 	}
-	path, args, err := launch(cfg, leaf)
+	path, args, lowered, err := launch(cfg, leaf)
 	if err != nil {
 		closeAll()
 		leaf.release(0)
 		return nil, err
 	}
+	warnLowered(cfg.Logger, lowered)
 	env := cfg.Env
 	if env == nil {
 		env = []string{} // nil would mean "inherit the server's environment"
