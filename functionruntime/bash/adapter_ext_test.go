@@ -332,3 +332,16 @@ outs() { head -c 2000000 /dev/zero | tr '\0' a >"$FNBRIDGE_OUTPUTS"; echo ok; }
 		t.Fatalf("outputs file of 2 MB: error = %#v, want a terminal OutputTooLarge naming FNBRIDGE_OUTPUTS", err)
 	}
 }
+
+// The ERR trap that names a set -e failure while the file is sourced is
+// gone once it is sourced: a function of a set -e file that fails fails
+// with its own status and message, and a file's own ERR trap is its own.
+func TestSourceErrTrapIsGoneAfterTheSource(t *testing.T) {
+	f := conformance.NewFixture(t, "se.fail", map[string]string{"se.sh": "set -eE\nfalse || :\nfail() { echo 'own message' >&2; false; }\n"})
+	w := f.Start(t)
+	_, err := f.Invoke(t, w, "x")
+	var he *functionruntime.HandlerError
+	if !errors.As(err, &he) || he.ExitCode != 1 || strings.Contains(he.Message, "ended the file") || !strings.Contains(he.Message, "own message") {
+		t.Fatalf("err = %v, want the function's status 1 and its own message", err)
+	}
+}

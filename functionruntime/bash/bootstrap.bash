@@ -439,7 +439,7 @@ __fnb_invocation() {
 __fnb_main() {
 	local __fnb_file=$1 __fnb_fn=$2 __fnb_dir=$3
 	local __fnb_in __fnb_out __fnb_status __fnb_len __fnb_payload __fnb_rc __fnb_o
-	local __fnb_key __fnb_tok __fnb_f __fnb_hdr __fnb_seq=0 __fnb_x __fnb_n __fnb_lc __fnb_lcset __fnb_lcvar __fnb_traps
+	local __fnb_key __fnb_tok __fnb_f __fnb_hdr __fnb_seq=0 __fnb_x __fnb_n __fnb_lc __fnb_lcset __fnb_lcvar __fnb_traps __fnb_home
 	local -a __fnb_reapply=()
 	builtin set --
 
@@ -478,9 +478,20 @@ __fnb_main() {
 	# a function can change PATH, so that their steps still find it.
 	__fnb_bin=$(builtin type -P fnbridge) || __fnb_bin=
 
-	# Source the handler file once, without the protocol pipes.
+	# Source the handler file once, without the protocol pipes. A file
+	# under set -e that a failing command ends would end the worker with
+	# nothing but bash's own complaint about this function's locals; the
+	# ERR trap names the file, the line and the status instead (it runs
+	# exactly where errexit would exit), and is removed after the source
+	# unless the file set its own.
+	__fnb_x='__fnb_status=$?; [[ $- != *e* ]] || { builtin printf "fnbridge: %s: line %s: a command failed with status %s, and set -e ended the file\n" "${BASH_SOURCE[0]##*/}" "$LINENO" "$__fnb_status" >&2; builtin exit "$__fnb_status"; }'
+	builtin trap "$__fnb_x" ERR
+	# Where the function runs: the file may cd at its top level.
+	__fnb_home=$PWD
+	[[ $__fnb_home == /* && $__fnb_home -ef . ]] || __fnb_home=$(builtin pwd -P)
 	builtin source "$__fnb_file" {__fnb_in}<&- {__fnb_out}>&- {__fnb_life}<&-
 	__fnb_status=$?
+	[[ $(builtin trap -p ERR) != "trap -- '$__fnb_x' ERR" ]] || builtin trap - ERR
 
 	# The file may have set options (set -euo pipefail, set -x, ...) that
 	# would break this loop: switch them off here and back on inside each
@@ -500,6 +511,13 @@ __fnb_main() {
 
 	if ((__fnb_status != 0)); then
 		builtin printf 'E source %d\n' "$__fnb_status" >&"$__fnb_out"
+		builtin exit 1
+	fi
+	# Every invocation's subshell starts in the registered working
+	# directory, whatever the file did with cd (a Python worker returns
+	# there after its import too).
+	if ! builtin cd -- "$__fnb_home" 2>/dev/null; then
+		builtin printf 'E cwd\n' >&"$__fnb_out"
 		builtin exit 1
 	fi
 	# The step context and the per-invocation environment are set per

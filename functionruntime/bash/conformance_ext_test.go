@@ -68,7 +68,9 @@ var conformance = &adaptertest.Adapter{
 		// file (see TestPayloadFile).
 		Added: []string{"PWD", "SHLVL", "OLDPWD", "_", bash.InputFileEnv},
 	},
-	Cwd:     adaptertest.Handler{Handler: "h.where", Files: hSh},
+	Cwd: adaptertest.Handler{Handler: "h.where", Files: hSh},
+	CwdAtLoad: adaptertest.Handler{Handler: "moved.where", Files: map[string]string{
+		"h.sh": handlerSh, "moved.sh": "source ./h.sh\ncd /\n"}},
 	WantCwd: func(dir string) string { return dir },
 	// "a documented exit status (e.g. 100) ⇒ HandlerError{Terminal:true};
 	// any other non-zero ⇒ non-terminal HandlerError with ExitCode and the
@@ -140,8 +142,11 @@ var startFailures = []adaptertest.StartFailure{
 		Want: []string{"sourcing st.sh failed with status 1", "config missing"}},
 	{Name: "exit while sourcing", Handler: adaptertest.Handler{Handler: "ex.f", Files: map[string]string{"ex.sh": "echo 'bye' >&2\nexit 9\n"}},
 		Want: []string{"worker exited while sourcing ex.sh (exit status 9)", "bye"}},
-	{Name: "set -e failure while sourcing", Handler: adaptertest.Handler{Handler: "se.f", Files: map[string]string{"se.sh": "set -e\nf() { :; }\nfalse\n"}},
-		Want: []string{"worker exited while sourcing se.sh (exit status 1)"}},
+	// The failing command is named by file and line (bash alone said
+	// "pop_var_context: head of shell_variables not a function context",
+	// on a line of the worker's own source).
+	{Name: "set -e failure while sourcing", Handler: adaptertest.Handler{Handler: "se.f", Files: map[string]string{"se.sh": "set -euo pipefail\nf() { :; }\nV=$(grep nomatch /dev/null)\n"}},
+		Want: []string{"worker exited while sourcing se.sh (exit status 1)", "fnbridge: se.sh: line 3: a command failed with status 1, and set -e ended the file"}},
 	{Name: "symlink outside", Handler: adaptertest.Handler{Handler: "link.f"},
 		Setup: func(t testing.TB, dir string) { linkOutside(t, dir, "link.sh", false) },
 		Want:  []string{"outside the working directory"}},

@@ -48,7 +48,10 @@
 //
 // Because of the subshell, `exit N` ends only that invocation, and
 // variables, directory changes or traps set by one invocation do not leak
-// into the next. Children the function leaves running in the background do
+// into the next; a cd at the file's top level is undone after the file is
+// sourced, so every invocation starts in the registered working directory.
+// A file under set -e that a failing command ends fails the registration
+// naming the file, the line and the status. Children the function leaves running in the background do
 // not delay the invocation; they live in the worker's process group and
 // are killed with it (also when the server is SIGKILLed, see below). A
 // process that leaves the group (setsid) is on its own.

@@ -131,7 +131,7 @@ func (l *launcher) start(ctx context.Context) (proc.Session, error) {
 	return s, nil
 }
 
-// handshake waits for "K", "E source N", "E readonly", "E readonly LC_ALL" or "E nofunc", then sends the
+// handshake waits for "K", "E source N", "E readonly", "E readonly LC_ALL", "E cwd" or "E nofunc", then sends the
 // first invocation's key.
 func (l *launcher) handshake(ctx context.Context, s *session) error {
 	stop := context.AfterFunc(ctx, s.P.Interrupt)
@@ -165,6 +165,8 @@ func (l *launcher) handshake(ctx context.Context, s *session) error {
 	case line == "E readonly LC_ALL" || line == "E readonly LC_CTYPE":
 		v := line[len("E readonly "):]
 		return fmt.Errorf("%s makes %s readonly; the worker reads its requests in the C locale and gives the function %s back as the file left it", l.file, v, v)
+	case line == "E cwd":
+		return fmt.Errorf("%s changes directory, and the worker could not return to its working directory after sourcing it", l.file)
 	case line == "E nofunc":
 		return fmt.Errorf("function %s is not defined in %s", l.function, l.file)
 	default:

@@ -1159,8 +1159,19 @@ def _fnbridge_worker():
             sys.exit(3)
         return header[0], rid, data
 
+    def return_home(after):
+        """Changes back to workdir; returns why it could not, or None."""
+        try:
+            os.chdir(workdir)
+            return None
+        except OSError as exc:
+            return ("the worker could not return to its working directory %s after %s (%s: %s); "
+                    "the function does not run until it can" % (workdir, after, type_name(exc), message_of(exc)))
+
     n = 0
-    lost_dir = None  # why the last invocation could not return to workdir
+    # Why the worker is not in workdir (None: it is). The first invocation
+    # starts there too, whatever the module's import did with os.chdir.
+    lost_dir = return_home("the module's import")
     while True:
         request_id = b""
         kind, request_id, payload = read_request()
@@ -1267,11 +1278,7 @@ def _fnbridge_worker():
         # The next invocation starts in the registered working directory
         # too, whatever this one did with os.chdir (a Bash invocation's
         # subshell gives it the same).
-        try:
-            os.chdir(workdir)
-        except OSError as exc:
-            lost_dir = ("the worker could not return to its working directory %s after an earlier invocation "
-                        "(%s: %s); the function does not run until it can" % (workdir, type_name(exc), message_of(exc)))
+        lost_dir = return_home("an earlier invocation")
         if ctx is not None:
             steps["ctx"] = None
             keep_connection(ctx)

@@ -74,6 +74,8 @@ var conformance = &adaptertest.Adapter{
 	},
 	// The working directory is also "put on sys.path explicitly".
 	Cwd: adaptertest.Handler{Handler: "h.cwd", Files: hPy},
+	CwdAtLoad: adaptertest.Handler{Handler: "moved.cwd", Files: map[string]string{
+		"h.py": handlerPy, "moved.py": "import os\nos.chdir('/')\nfrom h import cwd\n"}},
 	WantCwd: func(dir string) string {
 		b, _ := json.Marshal(map[string]string{"cwd": dir, "path0": dir})
 		return string(b)

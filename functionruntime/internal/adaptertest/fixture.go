@@ -77,6 +77,9 @@ type Adapter struct {
 	// output for working directory dir.
 	Cwd     Handler
 	WantCwd func(dir string) string
+	// CwdAtLoad is Cwd's function in a file that changes directory when
+	// it is loaded; its output must still be WantCwd's.
+	CwdAtLoad Handler
 	// Failures are handlers that fail, each call with the exact
 	// HandlerError it must yield; they run on one worker, which survives.
 	Failures []Failure

@@ -35,6 +35,7 @@ func Run(t *testing.T, a *Adapter) {
 		{"EnvironmentIsIsolated", testEnvironmentIsIsolated},
 		{"InvocationEnvironment", testInvocationEnvironment},
 		{"WorkingDirectory", testWorkingDirectory},
+		{"WorkingDirectoryAfterLoad", testWorkingDirectoryAfterLoad},
 		{"Failures", testFailures},
 		{"OutputsFile", testOutputsFile},
 		{"TimeoutKillsGroupAndNextInvokeRestarts", testTimeout},
@@ -242,6 +243,20 @@ func testWorkingDirectory(t *testing.T, a *Adapter) {
 	for i, input := range []string{"", "/", ""} {
 		if got, want := string(f.MustInvoke(t, w, a.Text(input)).Output), a.WantCwd(f.Dir); got != want {
 			t.Fatalf("invocation %d: output = %s, want %s", i+1, got, want)
+		}
+	}
+}
+
+// Rule: "Both adapters operate beneath the registered working directory":
+// the first invocation of a worker too (after a restart as well, which
+// starts the worker the same way), when the handler's file changed
+// directory as it was loaded (a Python import, a Bash source).
+func testWorkingDirectoryAfterLoad(t *testing.T, a *Adapter) {
+	f := a.NewFixture(t, a.CwdAtLoad.Handler, a.CwdAtLoad.Files)
+	w := f.Start(t)
+	for i := 1; i <= 2; i++ {
+		if got, want := string(f.MustInvoke(t, w, a.Text("")).Output), a.WantCwd(f.Dir); got != want {
+			t.Fatalf("invocation %d: output = %s, want %s", i, got, want)
 		}
 	}
 }
