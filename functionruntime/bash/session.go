@@ -342,7 +342,9 @@ func (s *session) invoke(input []byte, sc *functionruntime.StepContext, env map[
 	var outputs map[string]string
 	if len(outs) > 0 {
 		if outputs, err = proc.ParseOutputs(outs); err != nil {
-			return functionruntime.Result{}, &functionruntime.HandlerError{Type: "InvalidOutputs", Message: err.Error()}
+			// Terminal, as the server's OUTPUTS_INVALID: the function
+			// ran, and a retry would write the same outputs.
+			return functionruntime.Result{}, &functionruntime.HandlerError{Terminal: true, Type: "InvalidOutputs", Message: err.Error()}
 		}
 		if len(outputs) == 0 {
 			outputs = nil

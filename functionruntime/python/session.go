@@ -284,7 +284,9 @@ func mergeOutputs(file []byte, set map[string]string) (map[string]string, error)
 		return nil, nil
 	}
 	bad := func(err error) error {
-		return &functionruntime.HandlerError{Type: "InvalidOutputs", Message: err.Error()}
+		// Terminal, as the server's OUTPUTS_INVALID: the function ran,
+		// and a retry would write the same outputs.
+		return &functionruntime.HandlerError{Terminal: true, Type: "InvalidOutputs", Message: err.Error()}
 	}
 	outputs, err := proc.ParseOutputs(file)
 	if err != nil {

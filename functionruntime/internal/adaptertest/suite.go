@@ -299,6 +299,13 @@ func testOutputsFile(t *testing.T, a *Adapter) {
 	if res := f.MustInvoke(t, w, a.Text("")); res.Outputs != nil {
 		t.Fatalf("outputs of a later invocation = %v, want none (fresh file)", res.Outputs)
 	}
+	// How long a key may be is the server's OutputLimits alone (63 bytes
+	// by default, OUTPUTS_INVALID): the adapter had a bound of its own,
+	// 256, that contradicted it with another message and another class.
+	long := strings.Repeat("k", 300)
+	if res := f.MustInvoke(t, w, a.Text(long+"=v\n")); res.Outputs[long] != "v" {
+		t.Fatalf("outputs = %v, want the 300-byte key passed on for the server to bound", res.Outputs)
+	}
 	for _, tc := range []struct{ in, want string }{
 		{"ok=1\njust text\n", "FNBRIDGE_OUTPUTS line 2: missing '='"},
 		{"no equals sign\n", "line 1: missing '='"},
@@ -308,8 +315,8 @@ func testOutputsFile(t *testing.T, a *Adapter) {
 	} {
 		_, err := f.Invoke(t, w, a.Text(tc.in))
 		var he *functionruntime.HandlerError
-		if !errors.As(err, &he) || he.Type != "InvalidOutputs" || !strings.Contains(he.Message, tc.want) {
-			t.Fatalf("outputs %q: error = %v, want InvalidOutputs %q", tc.in, err, tc.want)
+		if !errors.As(err, &he) || he.Type != "InvalidOutputs" || !he.Terminal || !strings.Contains(he.Message, tc.want) {
+			t.Fatalf("outputs %q: error = %v, want a terminal InvalidOutputs %q (the server's OUTPUTS_INVALID is terminal too)", tc.in, err, tc.want)
 		}
 	}
 }

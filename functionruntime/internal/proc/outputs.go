@@ -13,9 +13,6 @@ const OutputsEnv = "FNBRIDGE_OUTPUTS"
 // MaxOutputsFile bounds the outputs file a handler may write, in bytes.
 const MaxOutputsFile = 1 << 20
 
-// MaxOutputKey bounds an output key's length in bytes.
-const MaxOutputKey = 256
-
 // ParseOutputs parses the outputs file: one key=value per line; the value
 // is everything after the first '=' up to the end of the line (a trailing
 // "\r" is dropped); blank lines are ignored; a later key replaces an
@@ -49,15 +46,13 @@ func ParseOutputs(data []byte) (map[string]string, error) {
 	return out, nil
 }
 
-// CheckOutput validates one output: the key is 1 to [MaxOutputKey] bytes
-// of ASCII letters, digits, '_', '.' and '-', starting with a letter or
-// '_'; the value is valid UTF-8 without NUL bytes.
+// CheckOutput validates one output: the key is ASCII letters, digits, '_',
+// '.' and '-', starting with a letter or '_'; the value is valid UTF-8
+// without NUL bytes. How long a key and a value may be is the server's
+// OutputLimits, checked on every result (here the file's size bounds them).
 func CheckOutput(k, v string) error {
 	if k == "" {
 		return fmt.Errorf("empty output key")
-	}
-	if len(k) > MaxOutputKey {
-		return fmt.Errorf("output key %q is longer than %d bytes", Clip(k, 40), MaxOutputKey)
 	}
 	for i := 0; i < len(k); i++ {
 		c := k[i]

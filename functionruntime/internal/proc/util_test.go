@@ -70,12 +70,11 @@ func TestParseOutputs(t *testing.T) {
 		t.Fatalf("outputs = %v, want %v", got, want)
 	}
 	for in, want := range map[string]string{
-		"novalue\n":                     "line 1: missing '='",
-		"ok=1\n=x\n":                    "line 2: empty output key",
-		"1a=x\n":                        `invalid output key "1a"`,
-		"a b=x\n":                       `invalid output key "a b"`,
-		"k=\xff\n":                      "not valid UTF-8",
-		strings.Repeat("k", 300) + "=v": "longer than 256 bytes",
+		"novalue\n":  "line 1: missing '='",
+		"ok=1\n=x\n": "line 2: empty output key",
+		"1a=x\n":     `invalid output key "1a"`,
+		"a b=x\n":    `invalid output key "a b"`,
+		"k=\xff\n":   "not valid UTF-8",
 	} {
 		if _, err := ParseOutputs([]byte(in)); err == nil || !strings.Contains(err.Error(), want) {
 			t.Errorf("ParseOutputs(%q) = %v, want %q", in, err, want)
