@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math"
 	"net/http"
+	"net/url"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -171,6 +172,14 @@ func (e *Endpoint) lookup(service, handler string) *boundHandler {
 // {prefix}/invoke/{service}/{handler}.
 func (e *Endpoint) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	w.Header()["X-Restate-Server"] = []string{e.server}
+	if r.ProtoMajor == 1 && r.ContentLength != 0 {
+		// Only an invocation reads its body (serveInvoke takes this back).
+		// Any other answer to a request with a body ends the connection:
+		// net/http would otherwise read the unread body before answering,
+		// unbounded, and a client announcing bytes it never sends would
+		// hold the connection, and a descriptor, forever.
+		w.Header()["Connection"] = connectionClose
+	}
 	if e.err != nil {
 		httpError(w, http.StatusInternalServerError, "endpoint misconfigured: %v", e.err)
 		return
@@ -186,7 +195,7 @@ func (e *Endpoint) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if e.serveHealth(w, r, path) { // before identity: probes are unsigned
 		return
 	}
-	if err := e.verifier.Verify(r.URL.EscapedPath(), r.Header); err != nil {
+	if err := e.verifier.Verify(e.audiencePath(r), r.Header); err != nil {
 		e.cfg.Logger.Warn().Err(err).Str("path", r.URL.Path).Msg("rejected request: request identity")
 		httpError(w, http.StatusUnauthorized, "unauthorized: %v", err)
 		return
@@ -194,6 +203,7 @@ func (e *Endpoint) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	switch {
 	case path == "/discover" || path == "/discovery":
 		if r.Method != http.MethodGet && r.Method != http.MethodHead {
+			w.Header()["Allow"] = allowDiscovery // RFC 9110 §15.5.6: a 405 says what is allowed
 			httpError(w, http.StatusMethodNotAllowed, "discovery needs GET, got %s", r.Method)
 			return
 		}
@@ -210,6 +220,7 @@ func (e *Endpoint) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 		if r.Method != http.MethodPost {
+			w.Header()["Allow"] = allowInvoke
 			httpError(w, http.StatusMethodNotAllowed, "invoke needs POST, got %s", r.Method)
 			return
 		}
@@ -264,6 +275,29 @@ func isAre(n int) string {
 		return "is"
 	}
 	return "are"
+}
+
+// The Allow headers of a 405 answer.
+var (
+	allowDiscovery = []string{"GET, HEAD"}
+	allowInvoke    = []string{"POST"}
+)
+
+// connectionClose is the Connection header of an HTTP/1.1 answer that
+// leaves the request's body unread.
+var connectionClose = []string{"close"}
+
+// audiencePath is the path a request identity token is signed for:
+// restate-server signs the path below the deployment's URL, so a
+// PathPrefix (part of that URL) is not in it.
+func (e *Endpoint) audiencePath(r *http.Request) string {
+	p := r.URL.EscapedPath()
+	if e.prefix != "" {
+		if pre := (&url.URL{Path: e.prefix}).EscapedPath(); strings.HasPrefix(p, pre) {
+			return p[len(pre):]
+		}
+	}
+	return p
 }
 
 func httpError(w http.ResponseWriter, code int, format string, args ...any) {

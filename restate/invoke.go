@@ -145,6 +145,7 @@ func (e *Endpoint) serveInvoke(w http.ResponseWriter, r *http.Request, h *boundH
 	inv.freeSlot = freeSlot
 	inv.fl, _ = w.(http.Flusher)
 	inv.frames = wire.NewReader(r.Body, e.cfg.MaxMessageSize)
+	delete(w.Header(), "Connection") // the stream reads its body (see ServeHTTP)
 	inv.serve(version, bidi)
 	inv.release()
 }

@@ -5,7 +5,10 @@ import (
 	"log"
 	"net"
 	"net/http"
+	"strings"
 	"time"
+
+	"github.com/rs/zerolog"
 
 	"github.com/fnbridge/fnbridge/restate/internal/h2"
 )
@@ -32,6 +35,12 @@ func NewHTTPServer(addr string, h http.Handler) *http.Server {
 		ReadHeaderTimeout: 10 * time.Second,
 		IdleTimeout:       5 * time.Minute,
 		MaxHeaderBytes:    1 << 20,
+	}
+	if ep, ok := h.(*Endpoint); ok {
+		// The server's own errors (accept failures, HTTP/2 connection
+		// errors) go to the endpoint's log, in its format and level,
+		// not to stderr as plain text.
+		srv.ErrorLog = log.New(warnWriter{ep.cfg.Logger}, "", 0)
 	}
 	h2s := &h2.Server{
 		// restate-server opens up to 128 streams per connection.
@@ -75,6 +84,14 @@ func logHTTP2(srv *http.Server, format string, args ...any) {
 		return
 	}
 	log.Printf(format, args...)
+}
+
+// warnWriter logs each line written to it as a warning.
+type warnWriter struct{ log zerolog.Logger }
+
+func (w warnWriter) Write(p []byte) (int, error) {
+	w.log.Warn().Str("component", "http server").Msg(strings.TrimRight(string(p), "\n"))
+	return len(p), nil
 }
 
 // h2cKey is the TLSNextProto key through which net/http hands a cleartext
