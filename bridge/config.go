@@ -169,39 +169,124 @@ type RetryPolicyConfig struct {
 type Duration time.Duration
 
 // UnmarshalYAML parses "1m30s"-style durations, with whole days in front
-// ("7d", "1d12h": retentions are counted in days).
+// ("7d", "1d12h": retentions are counted in days). One too long for a
+// duration (some 292 years) is refused naming the longest, in the units
+// the file wrote it in.
 func (d *Duration) UnmarshalYAML(n *yaml.Node) error {
 	var s string
 	if err := n.Decode(&s); err != nil {
 		return fmt.Errorf("want a duration like 30s or 5m, got %s", describeNode(n))
 	}
 	v, err := parseDuration(s)
-	if err != nil {
+	switch {
+	case errors.Is(err, errTooLarge):
+		return fmt.Errorf("%s is more than %s, the longest duration there is (some 292 years)", s, durationIn(math.MaxInt64, s))
+	case errors.Is(err, errTooSmall):
+		return fmt.Errorf("%s is negative: want a positive duration (e.g. 30s, 5m, 7d)", s)
+	case err != nil:
 		return fmt.Errorf("%q is not a duration (want e.g. 30s, 5m, 7d)", s)
 	}
 	*d = Duration(v)
 	return nil
 }
 
-// daysRE is a leading count of days and the rest of a duration.
-var daysRE = regexp.MustCompile(`^([0-9]{1,5})d(.*)$`)
+// errTooLarge and errTooSmall are a size, count or duration written as
+// one but beyond what an int64 holds: a message says so, with the limit,
+// rather than that it is not one.
+var (
+	errTooLarge = errors.New("too large")
+	errTooSmall = errors.New("too far below zero")
+)
 
+// daysRE is a leading count of days and the rest of a duration.
+var daysRE = regexp.MustCompile(`^([0-9]+)d(.*)$`)
+
+// goDurationRE is time.ParseDuration's grammar: what it refuses that
+// matches this only overflowed.
+var goDurationRE = regexp.MustCompile(`^[-+]?(0|(([0-9]+(\.[0-9]*)?|\.[0-9]+)(ns|us|µs|μs|ms|s|m|h))+)$`)
+
+// goDuration is time.ParseDuration, telling an overflow (errTooLarge,
+// errTooSmall) from what is not a duration.
+func goDuration(s string) (time.Duration, error) {
+	v, err := time.ParseDuration(s)
+	if err != nil && goDurationRE.MatchString(s) {
+		if strings.HasPrefix(s, "-") {
+			return 0, errTooSmall
+		}
+		return 0, errTooLarge
+	}
+	return v, err
+}
+
+// parseDuration is goDuration with whole days in front ("7d", "1d12h").
 func parseDuration(s string) (time.Duration, error) {
 	m := daysRE.FindStringSubmatch(s)
 	if m == nil {
-		return time.ParseDuration(s)
+		return goDuration(s)
 	}
-	days, _ := strconv.Atoi(m[1])
-	v := time.Duration(days) * 24 * time.Hour
+	if m[2] != "" && !goDurationRE.MatchString(m[2]) {
+		return 0, fmt.Errorf("bad duration %q", s)
+	}
+	const day = 24 * time.Hour
+	days, err := strconv.ParseInt(m[1], 10, 64)
+	if err != nil || days > math.MaxInt64/int64(day) {
+		return 0, errTooLarge // only digits: too many of them
+	}
+	v := time.Duration(days) * day
 	if m[2] == "" {
 		return v, nil
 	}
-	rest, err := time.ParseDuration(m[2])
-	if err != nil || rest < 0 || rest > math.MaxInt64-v {
-		// (The days alone fit: five digits are at most 273 years.)
+	rest, err := goDuration(m[2])
+	switch {
+	case errors.Is(err, errTooLarge) || err == nil && rest > math.MaxInt64-v:
+		return 0, errTooLarge
+	case err != nil || rest < 0:
 		return 0, fmt.Errorf("bad duration %q", s)
 	}
 	return v + rest, nil
+}
+
+// durationUnits are the units a duration is written in, longest first.
+var durationUnits = []struct {
+	name string
+	d    time.Duration
+}{{"d", 24 * time.Hour}, {"h", time.Hour}, {"m", time.Minute}, {"s", time.Second}, {"ms", time.Millisecond}, {"us", time.Microsecond}, {"µs", time.Microsecond}, {"μs", time.Microsecond}, {"ns", 1}}
+
+// durationUnitRE finds the units of a written duration.
+var durationUnitRE = regexp.MustCompile(`[0-9.]([a-zµμ]+)`)
+
+// durationIn writes limit (positive) in the units of written ("2562048h",
+// "99999999999s", "106752d"): in its one unit, rounded down
+// ("2562047h"), or, written in several, to its smallest one
+// ("2562047h47m"). What is written in none is answered in Go's form.
+func durationIn(limit time.Duration, written string) string {
+	smallest := -1
+	units := map[int]bool{}
+	for _, m := range durationUnitRE.FindAllStringSubmatch(written, -1) {
+		for i, u := range durationUnits {
+			if u.name == m[1] {
+				units[i] = true
+				smallest = max(smallest, i)
+			}
+		}
+	}
+	if smallest < 0 {
+		return Duration(limit).String()
+	}
+	u := durationUnits[smallest]
+	if len(units) == 1 {
+		return fmt.Sprintf("%d%s", limit/u.d, u.name)
+	}
+	limit = limit.Truncate(u.d)
+	days := ""
+	if units[0] { // days written: the same in front
+		days = fmt.Sprintf("%dd", limit/(24*time.Hour))
+		limit %= 24 * time.Hour
+		if limit == 0 {
+			return days
+		}
+	}
+	return days + Duration(limit).String()
 }
 
 // Std returns the value as a time.Duration.
@@ -225,7 +310,8 @@ func (d Duration) String() string {
 // that validation can report it under its field path.
 type ByteSize int64
 
-// UnmarshalYAML parses 65536, 64Ki and -1 alike.
+// UnmarshalYAML parses 65536, 64Ki and -1 alike. One too large for an
+// int64 is refused naming the largest, in the unit the file wrote.
 func (b *ByteSize) UnmarshalYAML(n *yaml.Node) error {
 	var s string
 	if err := n.Decode(&s); err != nil {
@@ -233,8 +319,13 @@ func (b *ByteSize) UnmarshalYAML(n *yaml.Node) error {
 	}
 	s = strings.TrimSpace(s)
 	neg := strings.HasPrefix(s, "-")
-	v, ok := ParseSize(strings.TrimPrefix(s, "-"))
-	if !ok || s == "" {
+	v, err := parseSize(strings.TrimPrefix(s, "-"))
+	switch {
+	case errors.Is(err, errTooLarge) && neg:
+		return fmt.Errorf("%s is negative: want a size (e.g. 65536, 64Ki, 128Mi)", s)
+	case errors.Is(err, errTooLarge):
+		return fmt.Errorf("%s is more than %s, the largest size there is", s, sizeIn(math.MaxInt64, s))
+	case err != nil || s == "":
 		return fmt.Errorf("%q is not a size (want e.g. 65536, 64Ki, 128Mi)", s)
 	}
 	if neg {
@@ -278,7 +369,13 @@ var (
 // (net's own parsing would only refuse it once something listens or
 // dials, after the workers have started). An empty port is any free one,
 // as for net.Listen.
-func checkHostPort(addr string) error {
+func checkHostPort(addr string) error { return checkHostPortFrom(addr, 0) }
+
+// checkHostPortFrom is checkHostPort naming lowest, the least port the
+// caller takes (1 for an address that is dialled), in what its messages
+// say is allowed. A port of 0 or left empty is still for the caller to
+// refuse, in its own words.
+func checkHostPortFrom(addr string, lowest int) error {
 	_, port, err := net.SplitHostPort(addr)
 	if err != nil {
 		return errors.New(strings.TrimPrefix(err.Error(), "address "+addr+": "))
@@ -288,12 +385,12 @@ func checkHostPort(addr string) error {
 	}
 	if n, err := strconv.Atoi(port); err == nil {
 		if n < 0 || n > 65535 {
-			return fmt.Errorf("port %q is not a number from 0 to 65535", port)
+			return fmt.Errorf("port %q is not a number from %d to 65535", port, lowest)
 		}
 		return nil
 	}
 	if _, err := net.LookupPort("tcp", port); err != nil {
-		return fmt.Errorf("port %q is neither a number from 0 to 65535 nor a known service name", port)
+		return fmt.Errorf("port %q is neither a number from %d to 65535 nor a known service name", port, lowest)
 	}
 	return nil
 }
@@ -331,7 +428,7 @@ func checkRuntimeAddress(kind, addr string) error {
 			return fmt.Errorf("%q names no socket: write a unix socket as unix:///absolute/path (%s)", addr, example)
 		}
 	}
-	if err := checkHostPort(addr); err != nil {
+	if err := checkHostPortFrom(addr, 1); err != nil {
 		return fmt.Errorf("%q is neither host:port nor unix:///path: %v", addr, err)
 	}
 	_, port, _ := net.SplitHostPort(addr)

@@ -157,7 +157,11 @@ func TestConfigRuntimeAddressesCanBeDialled(t *testing.T) {
 		{"port 0", runtime("127.0.0.1:0"),
 			[]string{`line 2: runtimes.python: "127.0.0.1:0" has port 0: the bridge dials this address, so it needs a port from 1 to 65535`}},
 		{"port out of range", runtime("127.0.0.1:99999"),
-			[]string{`line 2: runtimes.python: "127.0.0.1:99999" is neither host:port nor unix:///path: port "99999" is not a number from 0 to 65535`}},
+			[]string{`line 2: runtimes.python: "127.0.0.1:99999" is neither host:port nor unix:///path: port "99999" is not a number from 1 to 65535`}},
+		{"port 65536", runtime("localhost:65536"),
+			[]string{`line 2: runtimes.python: "localhost:65536" is neither host:port nor unix:///path: port "65536" is not a number from 1 to 65535`}},
+		{"unknown service name", runtime("localhost:nosuchservice"),
+			[]string{`line 2: runtimes.python: "localhost:nosuchservice" is neither host:port nor unix:///path: port "nosuchservice" is neither a number from 1 to 65535 nor a known service name`}},
 		{"unix: and nothing", runtime("unix:"),
 			[]string{`line 2: runtimes.python: "unix:" names no socket: write a unix socket as unix:///absolute/path (unix:///run/fnbridge/python.sock)`}},
 		{"unix: without the slashes", runtime("unix:/run/x.sock"),
@@ -219,5 +223,48 @@ func TestConfigIsOneYAMLDocument(t *testing.T) {
 		{"a leading ---", "---\n" + servicesStart + goodHandler, nil},
 		{"a trailing ---", servicesStart + goodHandler + "---\n", nil},
 		{"a document end marker", servicesStart + goodHandler + "...\n", nil},
+	})
+}
+
+// A duration, size or whole number written as one but too large for the
+// value it decodes to says it is more than the largest (in the units the
+// file wrote it in), not that it is no duration or size, in every field
+// of the type: the decoder says it, once.
+func TestConfigOverflowNamesTheLargest(t *testing.T) {
+	handler := func(extra string) string {
+		return servicesStart + "      - name: h\n        runtime: python\n        dir: functions\n        handler: greeter.greet\n" + extra
+	}
+	const longest = ", the longest duration there is (some 292 years)"
+	runLoadCases(t, []loadCase{
+		{"timeout in hours", handler("        timeout: 2562048h\n"),
+			[]string{`line 8: services[0].handlers[0].timeout: 2562048h is more than 2562047h` + longest}},
+		{"start_timeout in seconds", "start_timeout: 9999999999999s\n" + servicesStart + goodHandler,
+			[]string{`line 1: start_timeout: 9999999999999s is more than 9223372036s` + longest}},
+		{"shutdown_timeout in days", "shutdown_timeout: 106752d\n" + servicesStart + goodHandler,
+			[]string{`line 1: shutdown_timeout: 106752d is more than 106751d` + longest}},
+		{"days and hours", handler("        journal_retention: 99999d2562047h\n"),
+			[]string{`line 8: services[0].handlers[0].journal_retention: 99999d2562047h is more than 106751d23h` + longest}},
+		{"several units", handler("        idle_timeout: 2562047h47m17s\n"),
+			[]string{`line 8: services[0].handlers[0].idle_timeout: 2562047h47m17s is more than 2562047h47m16s` + longest}},
+		{"retry interval", handler("        retry_policy: {max_interval: 99999999999999999999ns}\n"),
+			[]string{`line 8: services[0].handlers[0].retry_policy.max_interval: 99999999999999999999ns is more than 9223372036854775807ns` + longest}},
+		{"far below zero", handler("        lease_timeout: -2562048h\n"),
+			[]string{`line 8: services[0].handlers[0].lease_timeout: -2562048h is negative: want a positive duration (e.g. 30s, 5m, 7d)`}},
+		{"days too many, then no duration", handler("        journal_retention: 99999999999999999999dsoon\n"),
+			[]string{`line 8: services[0].handlers[0].journal_retention: "99999999999999999999dsoon" is not a duration (want e.g. 30s, 5m, 7d)`}},
+		{"100000 days fit", handler("        journal_retention: 100000d\n"), nil},
+		{"max_journal_bytes in Ei", "max_journal_bytes: 8Ei\n" + servicesStart + goodHandler,
+			[]string{`line 1: max_journal_bytes: 8Ei is more than 9223372036854775807 (8Ei less 1), the largest size there is`}},
+		{"max_journal_bytes in bytes", "max_journal_bytes: 99999999999999999999\n" + servicesStart + goodHandler,
+			[]string{`line 1: max_journal_bytes: 99999999999999999999 is more than 9223372036854775807, the largest size there is`}},
+		{"max_journal_bytes in T", "max_journal_bytes: 9999999T\n" + servicesStart + goodHandler,
+			[]string{`line 1: max_journal_bytes: 9999999T is more than 9223372036854775807 (over 9223372T), the largest size there is`}},
+		{"max_journal_bytes far below zero", "max_journal_bytes: -8Ei\n" + servicesStart + goodHandler,
+			[]string{`line 1: max_journal_bytes: -8Ei is negative: want a size (e.g. 65536, 64Ki, 128Mi)`}},
+		{"max_journal_bytes in Pi", "max_journal_bytes: 1Pi\n" + servicesStart + goodHandler, nil},
+		{"a whole number", "max_concurrent_invocations: 99999999999999999999\n" + servicesStart + goodHandler,
+			[]string{`line 1: max_concurrent_invocations: 99999999999999999999 is more than 9223372036854775807, the largest whole number this field holds`}},
+		{"a whole number far below zero", handler("        concurrency: -99999999999999999999\n"),
+			[]string{`line 8: services[0].handlers[0].concurrency: -99999999999999999999 is less than -9223372036854775808, the smallest whole number this field holds`}},
 	})
 }

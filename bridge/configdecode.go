@@ -227,12 +227,29 @@ func (d *configDecoder) decodeScalar(n *yaml.Node, v reflect.Value, path string)
 	got := describeNode(n)
 	switch {
 	case whole && (n.ShortTag() == "!!int" || n.ShortTag() == "!!float" && digitsRE.MatchString(n.Value)):
-		d.problem(n.Line, path, true, "%s is out of range", n.Value)
+		d.problem(n.Line, path, true, "%s", wholeOutOfRange(n.Value, v.Type()))
 		return
 	case n.Style&(yaml.DoubleQuotedStyle|yaml.SingleQuotedStyle) != 0 && isNumberOrBool(n.Value):
 		got = fmt.Sprintf("the text %s (write it without quotes)", got)
 	}
 	d.problem(n.Line, path, true, "want %s, got %s", want, got)
+}
+
+// wholeOutOfRange says a whole number is past what a field of type t
+// holds, naming the limit: the field's own checks say what it allows
+// within it.
+func wholeOutOfRange(value string, t reflect.Type) string {
+	bits := t.Bits()
+	if t.Kind() >= reflect.Uint && t.Kind() <= reflect.Uintptr {
+		if strings.HasPrefix(value, "-") {
+			return fmt.Sprintf("%s is negative: want a whole number from 0", value)
+		}
+		return fmt.Sprintf("%s is more than %d, the largest whole number this field holds", value, uint64(1)<<bits-1)
+	}
+	if strings.HasPrefix(value, "-") {
+		return fmt.Sprintf("%s is less than %d, the smallest whole number this field holds", value, int64(-1)<<(bits-1))
+	}
+	return fmt.Sprintf("%s is more than %d, the largest whole number this field holds", value, uint64(1)<<(bits-1)-1)
 }
 
 // digitsRE is an integer too long for yaml to resolve it as one.

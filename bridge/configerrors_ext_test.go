@@ -82,7 +82,7 @@ func TestConfigErrorsNameLineFieldAndWhatIsAllowed(t *testing.T) {
 			`line 1: max_concurrent_invocations: want a whole number, got the text "10" (write it without quotes)`},
 		{"a number out of range",
 			"max_concurrent_invocations: 99999999999999999999\n" + servicesStart + goodHandler,
-			`line 1: max_concurrent_invocations: 99999999999999999999 is out of range`},
+			`line 1: max_concurrent_invocations: 99999999999999999999 is more than 9223372036854775807, the largest whole number this field holds`},
 		{"a word for a number",
 			servicesStart + "      - {name: h, runtime: python, dir: functions, handler: greeter.greet, retry_policy: {exponentiation_factor: double}}\n",
 			`line 4: services[0].handlers[0].retry_policy.exponentiation_factor: want a number, got "double"`},

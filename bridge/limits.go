@@ -1,6 +1,7 @@
 package bridge
 
 import (
+	"errors"
 	"fmt"
 	"math"
 	"strconv"
@@ -59,65 +60,134 @@ const (
 	MaxLimitCPU = 2562047 * time.Hour
 )
 
-// resolve parses every key, reporting each bad one under its field path.
+// resolve parses every key, reporting each bad one under its field path;
+// one past its bound (an int64's, if less) names the bound in the units
+// the file wrote.
 func (c *LimitsConfig) resolve(lp string, bad func(path, format string, args ...any)) {
 	d := functionruntime.DefaultWorkerLimits()
-	field := func(key, v string, def int64, parse func(string) (int64, bool), want string, most int64, mostSays string) int64 {
+	field := func(key, v string, def int64, parse func(string) (int64, error), want string, most int64, mostIn func(int64, string) string, mostSays string) int64 {
 		switch strings.TrimSpace(v) {
 		case "":
 			return def
 		case "unlimited":
 			return 0
 		}
-		n, ok := parse(strings.TrimSpace(v))
+		written := strings.TrimSpace(v)
+		n, err := parse(written)
 		switch {
-		case !ok || n <= 0:
+		case errors.Is(err, errTooLarge) || err == nil && n > most:
+			bad(lp+"."+key, "%s is more than %s, %s", written, mostIn(most, written), mostSays)
+		case err != nil || n <= 0:
 			bad(lp+"."+key, "%q is not %s", v, want)
-		case n > most:
-			bad(lp+"."+key, "%s is more than %s", strings.TrimSpace(v), mostSays)
 		}
 		return n
 	}
-	count := func(s string) (int64, bool) {
+	count := func(s string) (int64, error) {
 		n, err := strconv.ParseInt(s, 10, 64)
-		return n, err == nil
+		if errors.Is(err, strconv.ErrRange) && n > 0 {
+			return 0, errTooLarge
+		}
+		return n, err
 	}
-	dur := func(s string) (int64, bool) {
-		t, err := time.ParseDuration(s)
-		return int64(t), err == nil && t >= time.Second
+	countIn := func(most int64, _ string) string { return strconv.FormatInt(most, 10) }
+	dur := func(s string) (int64, error) {
+		t, err := goDuration(s)
+		if err == nil && t < time.Second {
+			err = errUnderASecond
+		}
+		return int64(t), err
 	}
-	size := fmt.Sprintf("%d, the largest size a worker limit takes (unlimited lifts it)", int64(MaxLimitSize))
+	durIn := func(most int64, written string) string { return durationIn(time.Duration(most), written) }
+	const size = "the largest size a worker limit takes (unlimited lifts it)"
 	c.resolved = functionruntime.WorkerLimits{
-		Memory: field("memory", c.Memory, d.Memory, ParseSize, "a size (e.g. 512Mi)", MaxLimitSize, size),
+		Memory: field("memory", c.Memory, d.Memory, parseSize, "a size (e.g. 512Mi)", MaxLimitSize, sizeIn, size),
 		Processes: field("processes", c.Processes, d.Processes, count, "a count (e.g. 256)",
-			MaxProcesses, fmt.Sprintf("%d, the most processes the kernel allows (PID_MAX_LIMIT)", MaxProcesses)),
+			MaxProcesses, countIn, "the most processes the kernel allows (PID_MAX_LIMIT)"),
 		// The runtime caps open_files at its own hard limit, which the
-		// kernel keeps within fs.nr_open: no bound here.
-		OpenFiles: field("open_files", c.OpenFiles, d.OpenFiles, count, "a count (e.g. 1024)", math.MaxInt64, ""),
-		FileSize:  field("file_size", c.FileSize, d.FileSize, ParseSize, "a size (e.g. 1Gi)", MaxLimitSize, size),
+		// kernel keeps within fs.nr_open: no bound here but an int64's.
+		OpenFiles: field("open_files", c.OpenFiles, d.OpenFiles, count, "a count (e.g. 1024)", math.MaxInt64, countIn, "the largest count there is"),
+		FileSize:  field("file_size", c.FileSize, d.FileSize, parseSize, "a size (e.g. 1Gi)", MaxLimitSize, sizeIn, size),
 		CPU: time.Duration(field("cpu", c.CPU, int64(d.CPU), dur, "a duration of at least 1s (e.g. 60s)",
-			int64(MaxLimitCPU), Duration(MaxLimitCPU).String()+", the longest cpu limit (unlimited lifts it)")),
+			int64(MaxLimitCPU), durIn, "the longest cpu limit (unlimited lifts it)")),
 	}
 	c.hasResolved = true
 }
 
 // sizeUnits are the suffixes ParseSize accepts, Kubernetes style.
 var sizeUnits = map[string]int64{
-	"": 1, "k": 1e3, "K": 1e3, "M": 1e6, "G": 1e9, "T": 1e12,
-	"Ki": 1 << 10, "Mi": 1 << 20, "Gi": 1 << 30, "Ti": 1 << 40,
+	"": 1, "k": 1e3, "K": 1e3, "M": 1e6, "G": 1e9, "T": 1e12, "P": 1e15, "E": 1e18,
+	"Ki": 1 << 10, "Mi": 1 << 20, "Gi": 1 << 30, "Ti": 1 << 40, "Pi": 1 << 50, "Ei": 1 << 60,
 }
 
 // ParseSize reads a byte size: an integer with an optional suffix (K, M,
-// G, T decimal; Ki, Mi, Gi, Ti binary), as Kubernetes quantities.
+// G, T, P, E decimal; Ki, Mi, Gi, Ti, Pi, Ei binary), as Kubernetes
+// quantities.
 func ParseSize(s string) (int64, bool) {
+	n, err := parseSize(s)
+	return n, err == nil
+}
+
+// parseSize is ParseSize telling a size too large for an int64
+// (errTooLarge) from what is not a size.
+func parseSize(s string) (int64, error) {
+	unit, digits := sizeUnit(s)
+	u, ok := sizeUnits[unit]
+	if !ok {
+		return 0, errNotSize
+	}
+	n, err := strconv.ParseInt(digits, 10, 64)
+	switch {
+	case errors.Is(err, strconv.ErrRange) && n > 0:
+		return 0, errTooLarge
+	case err != nil || n < 0:
+		return 0, errNotSize
+	case n > math.MaxInt64/u:
+		return 0, errTooLarge
+	}
+	return n * u, nil
+}
+
+var (
+	errNotSize      = errors.New("not a size")
+	errUnderASecond = errors.New("under a second")
+)
+
+// sizeUnit splits a written size into its suffix and its number.
+func sizeUnit(s string) (unit, digits string) {
 	i := len(s)
 	for i > 0 && (s[i-1] < '0' || s[i-1] > '9') {
 		i--
 	}
-	unit, ok := sizeUnits[s[i:]]
-	n, err := strconv.ParseInt(s[:i], 10, 64)
-	if !ok || err != nil || n < 0 || n > math.MaxInt64/unit {
-		return 0, false
+	return s[i:], s[:i]
+}
+
+// sizeIn writes limit for written, a size past it: in bytes and, when
+// written has a unit, in that unit too: "9223372036854774784
+// (9007199254740991Ki)", "9223372036854774784 (8Ei less 1Ki)" or
+// "9223372036854774784 (over 9223372T)".
+func sizeIn(limit int64, written string) string {
+	unit, _ := sizeUnit(strings.TrimSpace(written))
+	u, ok := sizeUnits[unit]
+	if !ok || u == 1 {
+		return strconv.FormatInt(limit, 10)
 	}
-	return n * unit, true
+	q, r := limit/u, limit%u
+	switch short := u - r; {
+	case r == 0:
+		return fmt.Sprintf("%d (%d%s)", limit, q, unit)
+	case short <= u>>10:
+		return fmt.Sprintf("%d (%d%s less %s)", limit, q+1, unit, exactSize(short))
+	}
+	return fmt.Sprintf("%d (over %d%s)", limit, q, unit)
+}
+
+// exactSize writes n in the largest unit that divides it.
+func exactSize(n int64) string {
+	best, bestU := "", int64(1)
+	for name, u := range sizeUnits {
+		if n%u == 0 && (u > bestU || u == bestU && name < best) {
+			best, bestU = name, u
+		}
+	}
+	return fmt.Sprintf("%d%s", n/bestU, best)
 }

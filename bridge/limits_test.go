@@ -60,18 +60,53 @@ func TestLimitsDefaultsAndUnits(t *testing.T) {
 // Config errors name the field and say what was expected.
 func TestLimitsErrorsNameTheField(t *testing.T) {
 	for block, want := range map[string]string{
-		"        limits: {memory: lots}\n":     `services[0].handlers[0].limits.memory: "lots" is not a size (e.g. 512Mi)`,
-		"        limits: {file_size: 1Qi}\n":   `services[0].handlers[0].limits.file_size: "1Qi" is not a size`,
-		"        limits: {processes: -1}\n":    `services[0].handlers[0].limits.processes: "-1" is not a count`,
-		"        limits: {open_files: 0}\n":    `services[0].handlers[0].limits.open_files: "0" is not a count`,
-		"        limits: {cpu: 10}\n":          `services[0].handlers[0].limits.cpu: "10" is not a duration`,
-		"        limits: {cpu: 10ms}\n":        `services[0].handlers[0].limits.cpu: "10ms" is not a duration of at least 1s`,
-		"        limits: {memory: 9999999T}\n": `limits.memory: "9999999T" is not a size`,
+		"        limits: {memory: lots}\n":   `services[0].handlers[0].limits.memory: "lots" is not a size (e.g. 512Mi)`,
+		"        limits: {file_size: 1Qi}\n": `services[0].handlers[0].limits.file_size: "1Qi" is not a size`,
+		"        limits: {processes: -1}\n":  `services[0].handlers[0].limits.processes: "-1" is not a count`,
+		"        limits: {open_files: 0}\n":  `services[0].handlers[0].limits.open_files: "0" is not a count`,
+		"        limits: {cpu: 10}\n":        `services[0].handlers[0].limits.cpu: "10" is not a duration`,
+		"        limits: {cpu: 10ms}\n":      `services[0].handlers[0].limits.cpu: "10ms" is not a duration of at least 1s`,
+		"        limits: {memory: 1.5Gi}\n":  `limits.memory: "1.5Gi" is not a size`,
 	} {
 		_, err := limitsConfig(t, block)
 		if err == nil || !strings.Contains(err.Error(), want) {
 			t.Errorf("%s: error %v, want %q", strings.TrimSpace(block), err, want)
 		}
+	}
+}
+
+// A limit past its bound says so and names the bound, in the unit the
+// file wrote, however far past it is: one too large for an int64 (or,
+// for cpu, a time.Duration) is not "not a size". Each case asserts the
+// whole error.
+func TestLimitsPastTheirBoundNameIt(t *testing.T) {
+	const size = "the largest size a worker limit takes (unlimited lifts it)"
+	for _, tc := range []struct{ limits, want string }{
+		{"{memory: 8Ei}", "line 9: services[0].handlers[0].limits.memory: 8Ei is more than 9223372036854774784 (8Ei less 1Ki), " + size},
+		{"{file_size: 8Ei}", "line 9: services[0].handlers[0].limits.file_size: 8Ei is more than 9223372036854774784 (8Ei less 1Ki), " + size},
+		{"{memory: 9000Pi}", "line 9: services[0].handlers[0].limits.memory: 9000Pi is more than 9223372036854774784 (8192Pi less 1Ki), " + size},
+		{"{memory: 9999999T}", "line 9: services[0].handlers[0].limits.memory: 9999999T is more than 9223372036854774784 (over 9223372T), " + size},
+		{"{memory: 9223372036854774785}", "line 9: services[0].handlers[0].limits.memory: 9223372036854774785 is more than 9223372036854774784, " + size},
+		{"{file_size: 99999999999999999999}", "line 9: services[0].handlers[0].limits.file_size: 99999999999999999999 is more than 9223372036854774784, " + size},
+		{"{memory: 9007199254740992Ki}", "line 9: services[0].handlers[0].limits.memory: 9007199254740992Ki is more than 9223372036854774784 (9007199254740991Ki), " + size},
+		{"{cpu: 2562048h}", "line 9: services[0].handlers[0].limits.cpu: 2562048h is more than 2562047h, the longest cpu limit (unlimited lifts it)"},
+		{"{cpu: 2562047h30m}", "line 9: services[0].handlers[0].limits.cpu: 2562047h30m is more than 2562047h, the longest cpu limit (unlimited lifts it)"},
+		{"{cpu: 9999999999s}", "line 9: services[0].handlers[0].limits.cpu: 9999999999s is more than 9223369200s, the longest cpu limit (unlimited lifts it)"},
+		{"{processes: 99999999999999999999}", "line 9: services[0].handlers[0].limits.processes: 99999999999999999999 is more than 4194304, the most processes the kernel allows (PID_MAX_LIMIT)"},
+		{"{open_files: 99999999999999999999}", "line 9: services[0].handlers[0].limits.open_files: 99999999999999999999 is more than 9223372036854775807, the largest count there is"},
+	} {
+		_, err := limitsConfig(t, "        limits: "+tc.limits+"\n")
+		if err == nil || err.Error() != tc.want {
+			t.Errorf("limits: %s: error:\n%v\nwant:\n%s", tc.limits, err, tc.want)
+		}
+	}
+	// Kubernetes' larger units are sizes, within the bound.
+	cfg, err := limitsConfig(t, "        limits: {memory: 7Ei, file_size: 2Pi}\n")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if w := cfg.Services[0].Handlers[0].Limits.Worker(); w.Memory != 7<<60 || w.FileSize != 2<<50 {
+		t.Errorf("7Ei, 2Pi = %d, %d", w.Memory, w.FileSize)
 	}
 }
 

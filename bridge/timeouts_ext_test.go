@@ -2,6 +2,7 @@ package bridge_test
 
 import (
 	"encoding/json"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -188,8 +189,9 @@ func TestDurationsInDays(t *testing.T) {
 			t.Errorf("journal_retention %s = %s, want %s", in, got, want)
 		}
 	}
-	// 99999d2562047h overflows a duration (it wrapped to a negative one).
-	for _, in := range []string{"7dx", "d", "1d-1h", "99999d2562047h"} {
+	// (99999d2562047h, which overflows a duration, is more than the
+	// longest: TestConfigOverflowNamesTheLargest.)
+	for _, in := range []string{"7dx", "d", "1d-1h"} {
 		_, err := bridge.LoadConfig(writeConfig(t, strings.Replace(validConfig, "idle_timeout: 5m", "idle_timeout: 5m\n        journal_retention: "+in, 1)))
 		if err == nil || !strings.Contains(err.Error(), "is not a duration") {
 			t.Errorf("journal_retention %s: error %v, want it refused as not a duration", in, err)
@@ -198,5 +200,39 @@ func TestDurationsInDays(t *testing.T) {
 	_, err := bridge.LoadConfig(writeConfig(t, strings.Replace(validConfig, "idle_timeout: 5m", "idle_timeout: 5m\n        journal_retention: 500us", 1)))
 	if err == nil || !strings.Contains(err.Error(), "journal_retention: 500µs is under a millisecond") {
 		t.Errorf("journal_retention 500us: error %v, want it refused as under the manifest's unit", err)
+	}
+}
+
+// Only a Restate timeout the file writes is checked for whole
+// milliseconds, on its own line: abort_timeout left out takes
+// inactivity_timeout's value, and a fraction of a millisecond there is
+// reported once, under inactivity_timeout, not also under an abort_timeout
+// the file does not have. Each case asserts the whole error.
+func TestRestateTimeoutsReportOnlyTheWrittenField(t *testing.T) {
+	handler := "services:\n  - name: S\n    handlers:\n      - name: h\n        runtime: python\n        dir: functions\n        handler: greeter.greet\n"
+	dir := filepath.Dir(writeConfig(t, ""))
+	for _, tc := range []struct{ name, extra, want string }{
+		{"inactivity_timeout alone", "        inactivity_timeout: 36000500us\n",
+			"line 8: services[0].handlers[0].inactivity_timeout: 36.0005s is not a whole number of milliseconds, the endpoint manifest's unit"},
+		{"abort_timeout alone", "        abort_timeout: 36000500us\n",
+			"line 8: services[0].handlers[0].abort_timeout: 36.0005s is not a whole number of milliseconds, the endpoint manifest's unit"},
+		{"both", "        inactivity_timeout: 36000500us\n        abort_timeout: 1m0.5ms\n",
+			"line 8: services[0].handlers[0].inactivity_timeout: 36.0005s is not a whole number of milliseconds, the endpoint manifest's unit\n" +
+				"line 9: services[0].handlers[0].abort_timeout: 1m0.0005s is not a whole number of milliseconds, the endpoint manifest's unit"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := bridge.ParseConfig([]byte(handler+tc.extra), dir)
+			if err == nil || err.Error() != tc.want {
+				t.Errorf("error:\n%v\nwant:\n%s", err, tc.want)
+			}
+		})
+	}
+	// A whole inactivity_timeout is what abort_timeout, left out, takes.
+	cfg, err := bridge.ParseConfig([]byte(handler+"        inactivity_timeout: 120s\n"), dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if h := cfg.Services[0].Handlers[0]; h.AbortTimeout.Std() != 120*time.Second {
+		t.Errorf("abort_timeout left out = %s, want inactivity_timeout's 120s", h.AbortTimeout.Std())
 	}
 }
