@@ -112,7 +112,11 @@
 // cancel_in_flight is set, then cancels the in-flight invocation (its caller
 // gets Aborted), closes the worker and removes the registration.
 // Server.Shutdown does the same for every registration and refuses new
-// ones.
+// ones. A request that finds the registration already draining (a second
+// Unregister, Shutdown, a higher attempt) shortens that drain when it asks
+// for less waiting: cancel_in_flight or an earlier drain deadline takes
+// effect at once, and Shutdown cancels every in-flight invocation when its
+// context ends.
 //
 // # Logs
 //

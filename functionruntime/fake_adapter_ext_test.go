@@ -301,21 +301,43 @@ func eventually(t *testing.T, what string, cond func() bool) {
 // TestMain fails the run when goroutines outlive the tests: every worker,
 // invocation and registration goroutine must end.
 func TestMain(m *testing.M) {
-	base := runtime.NumGoroutine()
+	base, _ := goroutines()
 	flag.Parse()
 	fuzzing := flag.Lookup("test.fuzz") != nil && flag.Lookup("test.fuzz").Value.String() != ""
 	code := m.Run()
 	if code == 0 && !fuzzing {
 		deadline := time.Now().Add(5 * time.Second)
-		for runtime.NumGoroutine() > base && time.Now().Before(deadline) {
+		for n, _ := goroutines(); n > base && time.Now().Before(deadline); n, _ = goroutines() {
 			time.Sleep(10 * time.Millisecond)
 		}
-		if n := runtime.NumGoroutine(); n > base {
-			buf := make([]byte, 1<<20)
-			buf = buf[:runtime.Stack(buf, true)]
-			fmt.Fprintf(os.Stderr, "goroutine leak: %d goroutines after tests, %d before\n%s\n", n, base, buf)
+		if n, stacks := goroutines(); n > base {
+			fmt.Fprintf(os.Stderr, "goroutine leak: %d goroutines after tests, %d before\n%s\n", n, base, stacks)
 			code = 1
 		}
 	}
 	os.Exit(code)
+}
+
+// processLifetime marks the goroutines a real worker's start leaves
+// running for the rest of the process by design (package proc's spawn
+// thread and orphan reaper, and the signal loop the reaper's
+// signal.Notify starts): they are no leak.
+var processLifetime = []string{"internal/proc.onSpawnThread", "becomeSubreaper", "os/signal.loop"}
+
+// goroutines counts the goroutines but those of processLifetime, and
+// returns every goroutine's stack.
+func goroutines() (int, []byte) {
+	buf := make([]byte, 1<<20)
+	buf = buf[:runtime.Stack(buf, true)]
+	n := 0
+	for _, g := range bytes.Split(buf, []byte("\n\n")) {
+		lifetime := false
+		for _, fn := range processLifetime {
+			lifetime = lifetime || bytes.Contains(g, []byte(fn))
+		}
+		if !lifetime {
+			n++
+		}
+	}
+	return n, buf
 }

@@ -19,7 +19,9 @@ import (
 // first of: the handler returning, its timeout (DeadlineExceeded, the
 // registration stays READY), the caller's context ending (Canceled), or
 // the registration being torn down (Aborted). In the last three cases the
-// adapter kills the worker and the next invocation gets a fresh one.
+// adapter kills the worker and the next invocation gets a fresh one; when
+// that restart fails, the registration becomes FAILED as soon as it has
+// (FunctionStatus shows it), not at the next invocation.
 func (s *Server) InvokeFunction(ctx context.Context, req *executorv1.InvokeFunctionRequest) (*executorv1.InvokeFunctionResponse, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, contextStatus(err)
@@ -137,6 +139,15 @@ func (s *Server) acquire(ctx context.Context, ref *executorv1.FunctionRegistrati
 	}
 	cancelCtx, cancel := context.WithCancelCause(ctx)
 	invCtx, stopTimeout := context.WithTimeoutCause(cancelCtx, timeout, errInvocationTimeout)
+	// A restart of the worker that fails after this invocation returned
+	// (the worker restarts in the background once an invocation killed it)
+	// makes the registration FAILED at once, for FunctionStatus to show,
+	// rather than at the next invocation.
+	invCtx = proc.WithRestartFailed(invCtx, func(werr error) {
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		reg.workerFailedLocked(werr, invID)
+	})
 	act := &activeInvocation{id: invID, cancel: cancel, done: make(chan struct{}), worker: reg.worker}
 	reg.active = act
 	reg.lastActivity = s.now()
@@ -146,15 +157,28 @@ func (s *Server) acquire(ctx context.Context, ref *executorv1.FunctionRegistrati
 		s.mu.Lock()
 		reg.active = nil
 		reg.lastActivity = s.now()
-		if errors.Is(werr, ErrWorkerFailed) && reg.state == stateReady {
-			reg.state = stateFailed
-			reg.fatalError = fatalText(werr)
-			reg.log.Error().Str("invocation_id", invID).Str("fatal_error", reg.fatalError).Msg("worker could not be restarted; registration failed")
+		if errors.Is(werr, ErrWorkerFailed) {
+			reg.workerFailedLocked(werr, invID)
 		}
 		s.mu.Unlock()
 		close(act.done)
 	}
 	return reg, act, invCtx, release, nil
+}
+
+// workerFailedLocked moves a READY registration whose worker could not be
+// restarted to FAILED, werr (bounded) its fatal_error; invID names the
+// invocation that met the failure or, for a restart that failed in the
+// background, the one after which it began. It does nothing to a
+// registration in any other state: one already FAILED keeps its first
+// fatal_error, a draining one is going away.
+func (reg *registration) workerFailedLocked(werr error, invID string) {
+	if reg.state != stateReady {
+		return
+	}
+	reg.state = stateFailed
+	reg.fatalError = fatalText(werr)
+	reg.log.Error().Str("invocation_id", invID).Str("fatal_error", reg.fatalError).Msg("worker could not be restarted; registration failed")
 }
 
 // invokeError maps an adapter error to the gRPC status the caller sees.

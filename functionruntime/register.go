@@ -146,7 +146,9 @@ func (s *Server) admit(p registerParams, limits WorkerLimits) (*registration, er
 	// and creates a new opaque registration ID": the older one is torn down
 	// (in-flight invocation cancelled, worker closed) before the new worker
 	// starts, so a Run never has two live workers here.
-	ownsPrev := prev != nil && prev.beginTeardownLocked()
+	// When an Unregister is already draining the older one, its drain is
+	// cut short all the same.
+	ownsPrev := prev != nil && prev.beginTeardownLocked(time.Now(), fmt.Sprintf("superseded by registration attempt %d", p.attempt))
 	log.Info().Str("handler", p.handler).Str("working_dir", p.dir).Dur("idle_timeout_ms", p.idleTimeout).Str("limits", limits.Encode()).Msg("registering function")
 	go s.initialize(reg, prev, ownsPrev)
 	return reg, nil
@@ -176,8 +178,10 @@ func (s *Server) initialize(reg, prev *registration, ownsPrev bool) {
 	defer close(reg.initDone)
 	if prev != nil {
 		if ownsPrev {
-			_ = s.teardown(prev, goneCause(fmt.Sprintf("superseded by registration attempt %d", reg.attempt)), 0, context.Background())
+			_ = s.teardown(prev, goneCause(fmt.Sprintf("superseded by registration attempt %d", reg.attempt)), context.Background())
 		} else {
+			// Its teardown's owner cancels the in-flight invocation at
+			// once: admit cut its drain short.
 			<-prev.removed
 		}
 	}

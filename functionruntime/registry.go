@@ -21,11 +21,13 @@ const (
 // registration is one local registration generation of a Run UID.
 //
 // Lifecycle: REGISTERING (Adapter.Start running) → READY or FAILED; a READY
-// registration becomes FAILED when its worker cannot be restarted. Any state
-// moves to DRAINING when the registration is unregistered, superseded by a
-// higher attempt or shut down; the goroutine that made that move owns the
-// teardown, and closes removed when the worker is closed and the table no
-// longer holds the registration.
+// registration becomes FAILED as soon as a restart of its worker fails,
+// also one that runs in the background after an invocation killed it. Any
+// state moves to DRAINING when the registration is unregistered, superseded
+// by a higher attempt or shut down; the goroutine that made that move owns
+// the teardown, and closes removed when the worker is closed and the table
+// no longer holds the registration. Each later request to tear it down may
+// still shorten the drain (see beginTeardownLocked).
 type registration struct {
 	// Immutable after creation.
 	id          string
@@ -52,6 +54,15 @@ type registration struct {
 	lastActivity time.Time
 	active       *activeInvocation
 	tearingDown  bool
+	// drainBy is when the in-flight invocation of a draining registration
+	// is cancelled at the latest; zero: no deadline (the owner's context
+	// alone ends the drain). Every request to tear the registration down
+	// may move it earlier, never later; drainWhy says which one set it.
+	// drainCut is closed (and forgotten) each time drainBy moves, waking
+	// the drain under way so it heeds the new deadline.
+	drainBy  time.Time
+	drainWhy string
+	drainCut chan struct{}
 }
 
 // activeInvocation is the one in-flight invocation of a registration.
@@ -107,10 +118,15 @@ func (r *registration) notUsableLocked() error {
 	}
 }
 
-// beginTeardownLocked moves the registration to DRAINING and reports
-// whether the caller now owns its teardown (false: someone else already
-// does; wait on removed).
-func (r *registration) beginTeardownLocked() bool {
+// beginTeardownLocked moves the registration to DRAINING, asks for its
+// in-flight invocation to be cancelled by the time by at the latest (zero:
+// no deadline of this caller's own; why says who asks) and reports whether
+// the caller now owns the teardown (false: someone else already does; wait
+// on removed). A caller that does not own the teardown still shortens the
+// drain under way: cancel_in_flight, a shorter drain timeout, a superseding
+// attempt or the end of a shutdown's drain take effect at once.
+func (r *registration) beginTeardownLocked(by time.Time, why string) bool {
+	r.limitDrainLocked(by, why)
 	if r.tearingDown {
 		return false
 	}
@@ -119,13 +135,36 @@ func (r *registration) beginTeardownLocked() bool {
 	return true
 }
 
+// limitDrainLocked moves the drain deadline to by when that is earlier
+// (a zero by changes nothing) and wakes the drain under way.
+func (r *registration) limitDrainLocked(by time.Time, why string) {
+	if by.IsZero() || (!r.drainBy.IsZero() && !by.Before(r.drainBy)) {
+		return
+	}
+	r.drainBy, r.drainWhy = by, why
+	if r.drainCut != nil {
+		close(r.drainCut)
+		r.drainCut = nil
+	}
+}
+
+// drainLimitLocked returns the drain deadline, who set it, and a channel
+// closed when it moves.
+func (r *registration) drainLimitLocked() (by time.Time, why string, moved <-chan struct{}) {
+	if r.drainCut == nil {
+		r.drainCut = make(chan struct{})
+	}
+	return r.drainBy, r.drainWhy, r.drainCut
+}
+
 // teardown drains and removes a registration whose teardown the caller owns.
-// drain < 0 waits for the in-flight invocation until ctx ends; drain == 0
-// cancels it at once; drain > 0 waits at most that long (or until ctx ends).
-// Then it waits for initialization to stop, closes the worker and removes
-// the registration from the table if it is still there. It returns the
-// worker's Close error, already logged.
-func (s *Server) teardown(reg *registration, cause error, drain time.Duration, ctx context.Context) error {
+// It waits for the in-flight invocation until the drain deadline (see
+// beginTeardownLocked; requests that arrive during the drain may move it
+// earlier) or until ctx ends, then cancels it. Then it waits for
+// initialization to stop, closes the worker and removes the registration
+// from the table if it is still there. It returns the worker's Close
+// error, already logged.
+func (s *Server) teardown(reg *registration, cause error, ctx context.Context) error {
 	s.mu.Lock()
 	act := reg.active
 	s.mu.Unlock()
@@ -138,21 +177,7 @@ func (s *Server) teardown(reg *registration, cause error, drain time.Duration, c
 	}
 
 	if act != nil {
-		if drain != 0 {
-			var timeout <-chan time.Time
-			if drain > 0 {
-				t := time.NewTimer(drain)
-				defer t.Stop()
-				timeout = t.C
-			}
-			select {
-			case <-act.done:
-			case <-timeout:
-				reg.log.Warn().Str("invocation_id", act.id).Dur("drain_timeout_ms", drain).Msg("drain timeout reached; cancelling the in-flight invocation")
-			case <-ctx.Done():
-				reg.log.Warn().Str("invocation_id", act.id).Msg("drain interrupted; cancelling the in-flight invocation")
-			}
-		}
+		s.drain(reg, act, ctx)
 		act.cancel(cause)
 		<-act.done
 	}
@@ -176,4 +201,46 @@ func (s *Server) teardown(reg *registration, cause error, drain time.Duration, c
 	s.mu.Unlock()
 	reg.log.Info().Str("reason", context.Cause(reg.lifeCtx).Error()).Msg("registration removed")
 	return closeErr
+}
+
+// drain waits until act finished, its registration's drain deadline
+// passed or ctx ended, whichever is first; the deadline is read again
+// whenever another request moves it.
+func (s *Server) drain(reg *registration, act *activeInvocation, ctx context.Context) {
+	for {
+		s.mu.Lock()
+		by, why, moved := reg.drainLimitLocked()
+		s.mu.Unlock()
+		var timeout <-chan time.Time
+		stop := func() bool { return false }
+		if !by.IsZero() {
+			d := time.Until(by)
+			if d <= 0 {
+				select {
+				case <-act.done:
+				default:
+					reg.log.Info().Str("invocation_id", act.id).Str("reason", why).Msg("cancelling the in-flight invocation")
+				}
+				return
+			}
+			t := time.NewTimer(d)
+			timeout = t.C
+			stop = t.Stop
+		}
+		select {
+		case <-act.done:
+			stop()
+			return
+		case <-timeout:
+			reg.log.Warn().Str("invocation_id", act.id).Str("reason", why).Msg("drain timeout reached; cancelling the in-flight invocation")
+			return
+		case <-moved:
+			// Shortened by a later request: wait again, for the new deadline.
+			stop()
+		case <-ctx.Done():
+			stop()
+			reg.log.Warn().Str("invocation_id", act.id).Msg("drain interrupted; cancelling the in-flight invocation")
+			return
+		}
+	}
 }

@@ -116,22 +116,36 @@ func (s *Server) FunctionStatus(ctx context.Context, req *executorv1.FunctionSta
 
 // Shutdown stops the server: new registrations are refused with
 // Unavailable, every registration drains (in-flight invocations may finish
-// until ctx ends, then they are cancelled), every worker is closed and all
-// state is removed. It returns when every worker is closed; that wait is
-// bounded by ctx plus the adapters' kill grace. The error joins the
-// workers' Close errors; it is nil when every worker closed cleanly.
+// until ctx ends, then they are cancelled, also those of registrations an
+// Unregister was already draining with a longer timeout), every worker is
+// closed and all state is removed. It returns when every worker is closed;
+// that wait is bounded by ctx plus the adapters' kill grace. The error
+// joins the workers' Close errors; it is nil when every worker closed
+// cleanly.
 func (s *Server) Shutdown(ctx context.Context) error {
 	s.mu.Lock()
 	s.closing = true
-	var owned, others []*registration
+	var all, owned, others []*registration
 	for _, reg := range s.regs {
-		if reg.beginTeardownLocked() {
+		all = append(all, reg)
+		if reg.beginTeardownLocked(time.Time{}, "") {
 			owned = append(owned, reg)
 		} else {
 			others = append(others, reg)
 		}
 	}
 	s.mu.Unlock()
+	// When ctx ends every drain is cut short, those an Unregister (or a
+	// superseding registration) began before the shutdown too.
+	stopCut := context.AfterFunc(ctx, func() {
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		now := time.Now()
+		for _, reg := range all {
+			reg.limitDrainLocked(now, "server shutting down")
+		}
+	})
+	defer stopCut()
 
 	var wg sync.WaitGroup
 	errs := make([]error, len(owned))
@@ -139,7 +153,7 @@ func (s *Server) Shutdown(ctx context.Context) error {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			errs[i] = s.teardown(reg, goneCause("server shutting down"), -1, ctx)
+			errs[i] = s.teardown(reg, goneCause("server shutting down"), ctx)
 		}()
 	}
 	wg.Wait()

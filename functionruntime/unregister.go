@@ -2,6 +2,7 @@ package functionruntime
 
 import (
 	"context"
+	"time"
 
 	executorv1 "github.com/fnbridge/fnbridge/proto/executor/v1"
 )
@@ -16,8 +17,12 @@ import (
 // still completes.
 //
 // An absent registration succeeds; a stale registration ID returns
-// FailedPrecondition and leaves the current registration alone. A second
-// Unregister of a registration already draining waits for that teardown.
+// FailedPrecondition and leaves the current registration alone. An
+// Unregister of a registration already draining (unregistered, superseded
+// or shut down) waits for that teardown, and shortens its drain first when
+// it asks for less waiting: cancel_in_flight=true cancels the in-flight
+// invocation at once, a drain timeout ending sooner than the drain under
+// way becomes its deadline.
 func (s *Server) UnregisterFunction(ctx context.Context, req *executorv1.UnregisterFunctionRequest) (*executorv1.UnregisterFunctionResponse, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, contextStatus(err)
@@ -30,8 +35,9 @@ func (s *Server) UnregisterFunction(ctx context.Context, req *executorv1.Unregis
 		return nil, invalidArgument("drain_timeout_millis", "must not be negative, got %d (0 means the default of %s)", req.GetDrainTimeoutMillis(), s.limits.DefaultDrainTimeout)
 	}
 	drain := s.limits.drainTimeout(req.GetDrainTimeoutMillis())
+	why := "drain timeout of " + drain.String()
 	if req.GetCancelInFlight() {
-		drain = 0
+		drain, why = 0, "cancel_in_flight"
 	}
 
 	s.mu.Lock()
@@ -45,14 +51,15 @@ func (s *Server) UnregisterFunction(ctx context.Context, req *executorv1.Unregis
 		s.mu.Unlock()
 		return nil, err
 	}
-	owns := reg.beginTeardownLocked()
+	owns := reg.beginTeardownLocked(time.Now().Add(drain), "unregistered with "+why)
 	s.mu.Unlock()
 
 	if owns {
 		reg.log.Info().Bool("cancel_in_flight", req.GetCancelInFlight()).Dur("drain_timeout_ms", drain).Msg("unregistering")
 		// A Close failure is logged; the registration is gone either way.
-		_ = s.teardown(reg, goneCause("unregistered"), drain, ctx)
+		_ = s.teardown(reg, goneCause("unregistered"), ctx)
 	} else {
+		reg.log.Info().Bool("cancel_in_flight", req.GetCancelInFlight()).Dur("drain_timeout_ms", drain).Msg("unregistering a registration already draining; its drain ends no later than this request's")
 		select {
 		case <-reg.removed:
 		case <-ctx.Done():

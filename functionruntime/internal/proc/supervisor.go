@@ -19,6 +19,23 @@ var ErrClosed = errors.New("worker is closed")
 // being restarted: the handler did not run. The restart goes on.
 var ErrRestarting = errors.New("the worker was still restarting")
 
+// restartFailedKey is the context key of [WithRestartFailed]'s report.
+type restartFailedKey struct{}
+
+// WithRestartFailed returns ctx carrying report, for the contexts of the
+// invocations a [Supervisor] runs ([Supervisor.Do]). Once an invocation
+// under such a context ran, a restart of the worker that fails (one begun
+// in the background after an invocation killed or lost the worker, or one
+// an invocation waits for) is reported at once: the supervisor calls
+// report with the error the next invocation would return, wrapping
+// SupervisorConfig.ErrFailed, instead of leaving the failure unseen until
+// that invocation. report is called without any of the supervisor's locks
+// held, never for a restart Close ended, and may run while the invocation
+// that waits for the restart returns the same error.
+func WithRestartFailed(ctx context.Context, report func(error)) context.Context {
+	return context.WithValue(ctx, restartFailedKey{}, report)
+}
+
 // Session is an adapter's live worker: a process plus its protocol state.
 type Session interface {
 	// Proc is the worker process.
@@ -72,6 +89,7 @@ type Supervisor struct {
 	cur        Session  // nil when no live session
 	restarting *restart // the restart in progress, if any
 	closed     bool
+	onFailed   func(error) // from the last invocation's context (WithRestartFailed)
 }
 
 // restart is one start of a fresh session; done is closed once sess or
@@ -168,6 +186,9 @@ func (s *Supervisor) acquire(ctx context.Context) (Session, error) {
 	if s.closed {
 		return nil, fmt.Errorf("%s: %w", s.cfg.Name, ErrClosed)
 	}
+	if report, ok := ctx.Value(restartFailedKey{}).(func(error)); ok && report != nil {
+		s.onFailed = report
+	}
 	if s.cur != nil && s.cur.Proc().Alive() {
 		return s.cur, nil
 	}
@@ -189,14 +210,21 @@ func (s *Supervisor) acquire(ctx context.Context) (Session, error) {
 		if s.life.Err() != nil {
 			return nil, fmt.Errorf("%s: %w", s.cfg.Name, ErrClosed)
 		}
-		return nil, fmt.Errorf("%w: restarting %s: %w", s.cfg.ErrFailed, s.cfg.Name, r.err)
+		return nil, s.failed(r.err)
 	}
 	return r.sess, nil
 }
 
+// failed is the error of an invocation whose worker could not be
+// restarted: err is why the restart failed.
+func (s *Supervisor) failed(err error) error {
+	return fmt.Errorf("%w: restarting %s: %w", s.cfg.ErrFailed, s.cfg.Name, err)
+}
+
 // restartLocked returns the restart in progress, or begins one: a fresh
 // session started under the supervisor's life (and StartTimeout), never
-// under an invocation's context, which may end first. s.mu is held.
+// under an invocation's context, which may end first. A restart that fails
+// is reported (see [WithRestartFailed]) as soon as it has. s.mu is held.
 func (s *Supervisor) restartLocked() *restart {
 	if s.restarting != nil {
 		return s.restarting
@@ -211,7 +239,6 @@ func (s *Supervisor) restartLocked() *restart {
 		sess, err := s.cfg.Start(ctx)
 		cancel()
 		s.mu.Lock()
-		defer s.mu.Unlock()
 		if err == nil && s.closed {
 			sess.Stop(s.cfg.Grace)
 			sess, err = nil, ErrClosed
@@ -222,6 +249,14 @@ func (s *Supervisor) restartLocked() *restart {
 		r.sess, r.err = sess, err
 		s.restarting = nil
 		close(r.done)
+		var report func(error)
+		if err != nil && !s.closed && s.life.Err() == nil {
+			report = s.onFailed
+		}
+		s.mu.Unlock()
+		if report != nil {
+			report(s.failed(err))
+		}
 	}()
 	return r
 }

@@ -3,6 +3,7 @@ package proc
 import (
 	"context"
 	"errors"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -64,5 +65,81 @@ func TestRestartOutlivesTheInvocationThatWaitsForIt(t *testing.T) {
 	}
 	if n := starts.Load(); n != 2 {
 		t.Fatalf("%d starts, want 2: the first and one restart, not abandoned and begun again", n)
+	}
+}
+
+// A restart that fails in the background, after an invocation killed the
+// worker, is reported at once to the WithRestartFailed of the invocation's
+// context, with the error the next invocation returns. (Unreported, the
+// registration read READY until that invocation found the failure.)
+func TestFailedBackgroundRestartIsReported(t *testing.T) {
+	var starts atomic.Int32
+	start := func(ctx context.Context) (Session, error) {
+		if starts.Add(1) > 1 {
+			return nil, errors.New("broken module now")
+		}
+		return shSession(t, `while read x <&3; do echo ok >&4; done`, Limits{})
+	}
+	s := superviseStart(t, start)
+	reported := make(chan error, 4)
+	l := zerolog.Nop()
+
+	// An invocation whose context ends mid-call kills the worker; the
+	// restart begins in the background and fails.
+	ctx, cancel := context.WithCancel(WithRestartFailed(context.Background(), func(err error) { reported <- err }))
+	defer cancel()
+	err := s.Do(ctx, &l, func(sess Session) error {
+		cancel()
+		buf := make([]byte, 8)
+		_, err := sess.Proc().Responses().Read(buf) // nothing comes: Interrupt cuts it
+		return &ProtocolError{Err: err}
+	})
+	if !errors.Is(err, context.Canceled) {
+		t.Fatalf("killed invocation: %v, want it cancelled", err)
+	}
+	var got error
+	select {
+	case got = <-reported:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the failed background restart was not reported")
+	}
+	if !errors.Is(got, s.cfg.ErrFailed) || !strings.Contains(got.Error(), "broken module now") {
+		t.Fatalf("reported %v, want the restart's error wrapping ErrFailed", got)
+	}
+	_, next := invokeLine(s)
+	if next == nil || next.Error() != got.Error() {
+		t.Fatalf("next invocation: %v, want the reported %v", next, got)
+	}
+}
+
+// A restart that Close ends is not a failure to report.
+func TestRestartEndedByCloseIsNotReported(t *testing.T) {
+	var starts atomic.Int32
+	entered := make(chan struct{}, 4)
+	start := func(ctx context.Context) (Session, error) {
+		if starts.Add(1) > 1 {
+			entered <- struct{}{}
+			<-ctx.Done() // a slow restart, until Close
+			return nil, ctx.Err()
+		}
+		return shSession(t, `while read x <&3; do echo ok >&4; done`, Limits{})
+	}
+	s := superviseStart(t, start)
+	var reports atomic.Int32
+	l := zerolog.Nop()
+	ctx, cancel := context.WithCancel(WithRestartFailed(context.Background(), func(error) { reports.Add(1) }))
+	defer cancel()
+	_ = s.Do(ctx, &l, func(sess Session) error {
+		cancel()
+		buf := make([]byte, 8)
+		_, err := sess.Proc().Responses().Read(buf)
+		return &ProtocolError{Err: err}
+	})
+	<-entered
+	if err := s.Close(); err != nil { // returns once the restart ended
+		t.Fatal(err)
+	}
+	if n := reports.Load(); n != 0 {
+		t.Fatalf("%d reports of a restart Close ended, want none", n)
 	}
 }

@@ -1,0 +1,84 @@
+package functionruntime_test
+
+import (
+	"context"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/rs/zerolog"
+	"google.golang.org/grpc/codes"
+
+	"github.com/fnbridge/fnbridge/functionruntime"
+	"github.com/fnbridge/fnbridge/functionruntime/bash"
+	executorv1 "github.com/fnbridge/fnbridge/proto/executor/v1"
+)
+
+// "Permanent initialization failure is surfaced as FAILED with a bounded
+// fatal_error through FunctionStatus", also when it is the worker's
+// restart that fails: after an invocation reached its timeout the worker
+// is killed and restarts in the background, and when that restart fails
+// (the handler file broke meanwhile) FunctionStatus reads FAILED with its
+// fatal_error at once, not READY until the next InvokeFunction finds out.
+// The real bash adapter runs the worker: the failure comes from its
+// supervisor.
+func TestFailedBackgroundRestartIsFailedInStatus(t *testing.T) {
+	if _, err := exec.LookPath("bash"); err != nil {
+		t.Skip("bash not found:", err)
+	}
+	dir := t.TempDir()
+	file := filepath.Join(dir, "h.sh")
+	if err := os.WriteFile(file, []byte("slow() { sleep 60; }\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	logs := &syncBuffer{}
+	srv := functionruntime.NewServer(functionruntime.Options{
+		Adapter: bash.New(bash.Options{Grace: 100 * time.Millisecond, NoContextCommand: true}),
+		Logger:  zerolog.New(logs),
+	})
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		if err := srv.Shutdown(ctx); err != nil {
+			t.Errorf("Shutdown: %v", err)
+		}
+	})
+	cli := functionruntime.NewLocalClient(srv)
+	ctx := context.Background()
+	reg, err := cli.RegisterFunction(ctx, &executorv1.RegisterFunctionRequest{
+		RunUid: "run-broken", RegistrationAttempt: 1, WorkingDir: dir, Handler: "h.slow",
+		IdleTimeoutSeconds: 300, RegistrationDigest: digest("run-broken"),
+	})
+	if err != nil || reg.GetState() != stateReady {
+		t.Fatalf("RegisterFunction: %v, %v\n%s", reg.GetState(), err, logs)
+	}
+	ref := reg.GetRegistration()
+
+	// The running worker has the function; a restart sources the file again.
+	if err := os.WriteFile(file, []byte("slow() {\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	_, err = cli.InvokeFunction(ctx, &executorv1.InvokeFunctionRequest{Registration: ref, TimeoutMillis: 500})
+	wantCode(t, err, codes.DeadlineExceeded, functionruntime.ReasonInvocationTimeout)
+
+	var st *executorv1.FunctionStatusResponse
+	eventually(t, "FunctionStatus to read FAILED", func() bool {
+		st, err = cli.FunctionStatus(ctx, &executorv1.FunctionStatusRequest{Registration: ref})
+		if err != nil {
+			t.Fatalf("FunctionStatus: %v", err)
+		}
+		return st.GetState() == stateFailed
+	})
+	if !strings.Contains(st.GetFatalError(), "syntax error") || len(st.GetFatalError()) > 4096 {
+		t.Fatalf("fatal_error = %q, want the bounded restart failure naming the syntax error", st.GetFatalError())
+	}
+	// The next invocation finds the same state and error.
+	_, err = cli.InvokeFunction(ctx, &executorv1.InvokeFunctionRequest{Registration: ref, TimeoutMillis: 500})
+	wantCode(t, err, codes.FailedPrecondition, functionruntime.ReasonRegistrationFailed)
+	if got := functionruntime.ErrorInfo(err).GetMetadata()["fatal_error"]; got != st.GetFatalError() {
+		t.Fatalf("next invocation's fatal_error = %q, want FunctionStatus's %q", got, st.GetFatalError())
+	}
+}
