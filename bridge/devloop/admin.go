@@ -80,7 +80,7 @@ func Register(ctx context.Context, client *http.Client, admin, uri string) (*Dep
 // registerWhenUp is Register that waits, up to wait, for an admin API that
 // refuses connections: restate-server started together with the bridge
 // may not listen yet. Any other failure is returned at once.
-func registerWhenUp(ctx context.Context, client *http.Client, admin, uri string, wait time.Duration, waiting func()) (*Deployment, error) {
+func registerWhenUp(ctx context.Context, client *http.Client, admin, uri string, wait time.Duration, waiting func(why error)) (*Deployment, error) {
 	deadline := time.Now().Add(wait)
 	delay := 100 * time.Millisecond
 	for first := true; ; first = false {
@@ -92,7 +92,7 @@ func registerWhenUp(ctx context.Context, client *http.Client, admin, uri string,
 			return d, err
 		}
 		if first {
-			waiting()
+			waiting(err)
 		}
 		select {
 		case <-ctx.Done():

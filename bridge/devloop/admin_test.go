@@ -1,12 +1,20 @@
 package devloop
 
 import (
+	"bytes"
 	"context"
+	"errors"
 	"net"
 	"net/http"
+	"path/filepath"
 	"strings"
+	"sync"
+	"syscall"
 	"testing"
 	"time"
+
+	"github.com/fnbridge/fnbridge/bridge"
+	"github.com/rs/zerolog"
 )
 
 // An admin API that refuses connections is waited for, then named in the
@@ -20,11 +28,79 @@ func TestRegisterWaitsForTheAdminAPIThenSaysWhatToCheck(t *testing.T) {
 	ln.Close() // nothing listens there now
 	waited := false
 	start := time.Now()
-	_, err = registerWhenUp(context.Background(), &http.Client{Timeout: time.Second}, admin, "http://127.0.0.1:9080", 500*time.Millisecond, func() { waited = true })
+	_, err = registerWhenUp(context.Background(), &http.Client{Timeout: time.Second}, admin, "http://127.0.0.1:9080", 500*time.Millisecond, func(why error) { waited = errors.Is(why, syscall.ECONNREFUSED) })
 	if err == nil || !strings.Contains(err.Error(), admin) || !strings.Contains(err.Error(), "is restate-server running there? --admin") {
 		t.Fatalf("err = %v, want one naming %s and --admin", err, admin)
 	}
 	if !waited || time.Since(start) > 5*time.Second {
-		t.Fatalf("waited=%v after %s, want a bounded wait that was announced", waited, time.Since(start))
+		t.Fatalf("waited=%v after %s, want a bounded wait that was announced with its reason", waited, time.Since(start))
 	}
+}
+
+// Stopped while it still waits for the admin API, the dev loop ends as
+// gracefully as after it registered (nil: bridge dev exits 0), not with
+// "context canceled".
+func TestRunStoppedWhileWaitingForTheAdminAPIIsGraceful(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	admin := "http://" + ln.Addr().String()
+	ln.Close()
+	var logs syncBuffer
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() {
+		done <- Run(ctx, Config{Live: newTestLive(t), Admin: admin, Advertise: "http://127.0.0.1:9080", Log: zerolog.New(&logs), registerWait: time.Hour})
+	}()
+	deadline := time.Now().Add(10 * time.Second)
+	for !strings.Contains(logs.String(), "waiting for restate-server's admin API") {
+		if time.Now().After(deadline) {
+			t.Fatalf("no waiting line; logs %q", logs.String())
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatalf("Run = %v, want nil after a stop while waiting", err)
+	}
+	if line := logs.String(); !strings.Contains(line, `"level":"warn"`) || !strings.Contains(line, "connection refused") {
+		t.Errorf("waiting line %q: want a warning with the dial error", line)
+	}
+}
+
+// newTestLive is a Live serving one Bash handler, not started: Run reads
+// only its configuration and manifest before it registers.
+func newTestLive(t *testing.T) *bridge.Live {
+	t.Helper()
+	dir := t.TempDir()
+	write(t, filepath.Join(dir, "s.sh"), "g() { :; }\n")
+	cfg, err := bridge.ParseConfig([]byte("services:\n  - name: S\n    handlers:\n      - {name: g, runtime: bash, dir: ., handler: s.g}\n"), dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.Path = filepath.Join(dir, "bridge.yaml")
+	live, err := bridge.NewLive(cfg, bridge.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return live
+}
+
+// syncBuffer is a log sink safe for the loop's goroutine and the test's.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
 }

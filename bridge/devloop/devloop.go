@@ -49,7 +49,7 @@ const defaultRegisterWait = 10 * time.Second
 const adminTimeout = 30 * time.Second
 
 // Run registers the deployment, then watches and reloads until ctx ends
-// (nil) or the watcher fails. A first registration that fails is its
+// (nil, also while it still waits for the admin API) or the watcher fails. A first registration that fails is its
 // error: a dev loop Restate does not know about serves no one.
 func Run(ctx context.Context, c Config) error {
 	w, err := newWatcher(c.Log)
@@ -72,10 +72,15 @@ func Run(ctx context.Context, c Config) error {
 		wait = defaultRegisterWait
 	}
 	manifest := encode(c.Live.Manifest())
-	d, err := registerWhenUp(ctx, l.client, c.Admin, c.Advertise, wait, func() {
-		c.Log.Info().Str("admin", c.Admin).Msg("waiting for restate-server's admin API")
+	d, err := registerWhenUp(ctx, l.client, c.Admin, c.Advertise, wait, func(why error) {
+		// A warning: starting bridge dev before restate-server is the
+		// usual mistake, and the dial error says where it looked.
+		c.Log.Warn().Err(why).Str("admin", c.Admin).Msg("waiting for restate-server's admin API")
 	})
 	if err != nil {
+		if ctx.Err() != nil {
+			return nil // stopped while waiting: as graceful as any other stop
+		}
 		return err
 	}
 	l.registered = manifest
