@@ -91,6 +91,11 @@ func (e *Error) Error() string {
 		}
 		what += " " + strconv.Itoa(int(code))
 	}
+	if e.Class == ClassTerminal && e.Message == "" {
+		// The handler's own (empty) message is what Restate's caller
+		// sees; the cause is the gRPC status around it.
+		return what + ": (the handler gave no message)"
+	}
 	if e.Cause != nil && e.Message == "" {
 		return what + ": " + e.Cause.Error()
 	}

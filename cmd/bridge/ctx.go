@@ -39,6 +39,11 @@ const (
 	ctxExitTerminal = 100
 )
 
+// noFailMessage is the failure's message of a `fnbridge fail` given none
+// (the shell function's too): still terminal, as asked, and never an
+// empty message at the caller.
+const noFailMessage = "the function failed (fnbridge fail was given no message)"
+
 // ctxExit is an error that carries the command's exit status; msg, when
 // set, goes to stderr.
 type ctxExit struct {
@@ -714,7 +719,11 @@ func newCtxFailCmd() *cobra.Command {
 			} else if n != 500 {
 				note = fmt.Sprintf(" (fnbridge fail --code %d works in the function's own shell only; from a child process the failure's code is 500)", n)
 			}
-			return exitf(ctxExitTerminal, "%s%s", strings.Join(args, " "), note)
+			msg := strings.Join(args, " ")
+			if msg == "" {
+				msg = noFailMessage
+			}
+			return exitf(ctxExitTerminal, "%s%s", msg, note)
 		},
 	}
 }

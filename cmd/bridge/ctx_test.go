@@ -401,6 +401,9 @@ func TestCtxFailOutsideTheFunctionsShell(t *testing.T) {
 	fnbridge(t, "", "fail", "--code=abc", "bad").want(t, 100, "", `bad (fnbridge fail --code "abc": want a code from 1 to 65535; failing with 500)`)
 	fnbridge(t, "", "fail", "--code").want(t, 100, "", `(fnbridge fail --code "": want a code from 1 to 65535; failing with 500)`)
 	fnbridge(t, "", "fail", "--code", "500", "plain").want(t, 100, "", "plain\n")
+	// Without a message it is still terminal, as asked, with a message
+	// saying so rather than an empty one.
+	fnbridge(t, "", "fail").want(t, 100, "", "fnbridge: the function failed (fnbridge fail was given no message)\n")
 }
 
 // A mistyped or missing subcommand of a command that only groups others

@@ -80,6 +80,13 @@ func newServeCmd(g *globalFlags, dev *devFlags) *cobra.Command {
 			}
 			if err := b.Start(ctx); err != nil {
 				_ = shutdownBridge()
+				if ctx.Err() != nil {
+					// Stopped while warming up (a slow min_warm import):
+					// as graceful as a stop while serving, exit 0, so a
+					// rollout during a slow start is no failure.
+					log.Info().Msg("stopped before serving")
+					return nil
+				}
 				return err
 			}
 			lis, err := net.Listen("tcp", cfg.Listen)

@@ -1,12 +1,15 @@
 package main
 
 import (
+	"context"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/fnbridge/fnbridge/bridge"
+	"github.com/fnbridge/fnbridge/internal/testtool"
 )
 
 func writeServeConfig(t *testing.T, head string) string {
@@ -74,5 +77,53 @@ func TestServeRejectsABadIdentityKeysFile(t *testing.T) {
 	_, err := loadServeConfig(writeServeConfig(t, ""), "", bad)
 	if err == nil || !strings.Contains(err.Error(), "--identity-keys-file") || !strings.Contains(err.Error(), bad+":1") {
 		t.Fatalf("err = %v, want one naming --identity-keys-file and %s:1", err, bad)
+	}
+}
+
+// A stop (SIGTERM, through the command's context) while a min_warm
+// registration is still starting is graceful: serve returns nil (exit 0),
+// as it does when stopped while serving, not the interrupted registration.
+func TestServeStoppedWhileWarmingUpIsGraceful(t *testing.T) {
+	testtool.Require(t, "", "python3", "to start the Python worker")
+	dir := t.TempDir()
+	// The import says it began, then waits for a file nobody writes.
+	src := "import os, time\nopen('importing', 'w').close()\nwhile not os.path.exists('never'):\n    time.sleep(0.05)\ndef f(x):\n    return x\n"
+	if err := os.WriteFile(filepath.Join(dir, "slow.py"), []byte(src), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	cfg := filepath.Join(dir, "bridge.yaml")
+	body := "services:\n  - name: S\n    handlers:\n      - {name: f, runtime: python, dir: ., handler: slow.f, min_warm: 1}\n"
+	if err := os.WriteFile(cfg, []byte(body), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	root := newRootCmd()
+	root.SetArgs([]string{"serve", "--config", cfg, "--listen", "127.0.0.1:0", "--log-level", "error"})
+	done := make(chan error, 1)
+	go func() { done <- root.ExecuteContext(ctx) }()
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		if _, err := os.Stat(filepath.Join(dir, "importing")); err == nil {
+			break
+		}
+		select {
+		case err := <-done:
+			t.Fatalf("serve ended before the import began: %v", err)
+		default:
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the warm-up import never began")
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	cancel()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatalf("serve stopped while warming up = %v, want nil (exit 0)", err)
+		}
+	case <-time.After(60 * time.Second):
+		t.Fatal("serve did not stop")
 	}
 }

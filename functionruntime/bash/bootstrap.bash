@@ -175,6 +175,9 @@ __fnb_fail() {
 		builtin printf 'fnbridge: fail --code %s: want a code from 1 to 65535; failing with 500\n' "$__fnb_code" >&2
 		__fnb_code=500
 	fi
+	# Still terminal without a message, as asked, but never an empty one at
+	# the caller (the fnbridge command says the same).
+	(($#)) || builtin set -- "the function failed (fnbridge fail was given no message)"
 	# The record first: with errexit on, a failed print to a closed stderr
 	# would end the shell before it (and || : keeps it from doing so).
 	builtin printf '%d %s' "$((10#$__fnb_code))" "$*" >|"$__fnb_dir/f.$__fnb_f"

@@ -176,6 +176,7 @@ run() {
 	case $1 in
 	gone) fnbridge fail --code 410 "order" "C-3 is gone"; echo "not reached" >&2 ;;
 	plain) fnbridge fail "no reason given" ;;
+	bare) fnbridge fail ;;
 	bad) fnbridge fail --code=70000 "too big a code" ;;
 	exit) echo "refused by exit" >&2; exit 100 ;;
 	long) fnbridge fail --code 409 "$(printf '%070000d' 0)" ;;
@@ -191,6 +192,7 @@ run() {
 	}{
 		{"gone", "order C-3 is gone", 410},
 		{"plain", "no reason given", 500},
+		{"bare", "the function failed (fnbridge fail was given no message)", 500},
 		{"bad", "too big a code", 500},
 		{"exit", "refused by exit", 0},
 		{"nostderr", "no stderr to say it", 422},
