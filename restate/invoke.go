@@ -37,7 +37,14 @@ func negotiateVersion(ct string) (int, bool) {
 	if len(ct) <= len(invocationContentTypePrefix) || !strings.EqualFold(ct[:len(invocationContentTypePrefix)], invocationContentTypePrefix) {
 		return 0, false
 	}
-	v, err := strconv.Atoi(ct[len(invocationContentTypePrefix):])
+	// Only the canonical decimal version (no sign, no leading zero): the
+	// response echoes the content type with the version as it is written
+	// here, and the protocol wants the same content type back.
+	digits := ct[len(invocationContentTypePrefix):]
+	if digits[0] == '0' || strings.Trim(digits, "0123456789") != "" {
+		return 0, false
+	}
+	v, err := strconv.Atoi(digits)
 	if err != nil || v < journal.MinVersion || v > journal.MaxVersion {
 		return 0, false
 	}

@@ -52,6 +52,16 @@ func FuzzServerConn(f *testing.F) {
 		_ = fr.WriteData(1, false, []byte("bo"))
 		_ = fr.WriteHeaders(http2.HeadersFrameParam{StreamID: 1, BlockFragment: block, EndHeaders: true, EndStream: true})
 	}))
+	f.Add(frames(func(fr *http2.Framer) {
+		// A malformed request (trailers without END_STREAM) beside a
+		// good one, under a zero stream window.
+		_ = fr.WriteSettings(http2.Setting{ID: http2.SettingInitialWindowSize, Val: 0})
+		_ = fr.WriteHeaders(http2.HeadersFrameParam{StreamID: 1, BlockFragment: block, EndHeaders: true})
+		_ = fr.WriteHeaders(http2.HeadersFrameParam{StreamID: 3, BlockFragment: block, EndHeaders: true})
+		_ = fr.WriteHeaders(http2.HeadersFrameParam{StreamID: 3, BlockFragment: nil, EndHeaders: true})
+		_ = fr.WriteData(1, true, []byte("body"))
+		_ = fr.WriteWindowUpdate(1, 4)
+	}))
 	f.Fuzz(func(t *testing.T, data []byte) {
 		client, server := net.Pipe()
 		srv := &h2.Server{}

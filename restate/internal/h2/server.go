@@ -165,7 +165,7 @@ type serverConn struct {
 	recvUnacked   int64  // read or discarded, not yet returned in a WINDOW_UPDATE
 	open          uint32 // streams open on the wire (MAX_CONCURRENT_STREAMS)
 	ended         closedStreams
-	idleFor       time.Duration
+	lastActive    time.Time // the last time a stream was open (or opened)
 	pingOut       bool
 	silentFor     time.Duration
 	pingSentAt    time.Duration // silentFor when the PING went out
@@ -180,7 +180,7 @@ func (s *Server) newConn(nc net.Conn, h http.Handler) *serverConn {
 	sc := &serverConn{
 		srv: s, nc: nc, h: h, baseCtx: context.Background(), remote: nc.RemoteAddr().String(),
 		streams: map[uint32]*stream{}, sendWindow: initialWindow, initialSend: initialWindow,
-		maxFrameSize: 16384, recvWindow: initialWindow,
+		maxFrameSize: 16384, recvWindow: initialWindow, lastActive: time.Now(),
 	}
 	if b, ok := h.(interface{ BaseContext() context.Context }); ok {
 		sc.baseCtx = b.BaseContext()
@@ -544,6 +544,9 @@ func (sc *serverConn) forgetLocked(st *stream) {
 		return
 	}
 	delete(sc.streams, st.id)
+	if len(sc.streams) == 0 {
+		sc.lastActive = time.Now() // idle from now on
+	}
 	how := st.how
 	if how == 0 {
 		// Not reset by either side: ended both ways, or the connection
@@ -655,7 +658,10 @@ func (sc *serverConn) handleHeaders(f *http2.MetaHeadersFrame) error {
 			// and RST_STREAM may follow (§5.1).
 			sc.streamError(id, http2.ErrCodeStreamClosed, errors.New("the client sent HEADERS after ending the stream"))
 		case !f.StreamEnded():
-			return protocolError("trailers without END_STREAM on stream %d", id)
+			// Malformed (§8.1): a second header block must end the
+			// stream. A stream error, as every malformed request is
+			// (§8.1.1): the connection's other streams go on.
+			sc.streamError(id, http2.ErrCodeProtocol, errors.New("trailers without END_STREAM"))
 		case len(f.PseudoFields()) > 0:
 			// Malformed (§8.1): pseudo-headers only open a request.
 			sc.streamError(id, http2.ErrCodeProtocol, errors.New("a pseudo-header field in the trailers"))
@@ -681,6 +687,7 @@ func (sc *serverConn) handleHeaders(f *http2.MetaHeadersFrame) error {
 	}
 	sc.mu.Lock()
 	sc.maxClientID = id
+	sc.lastActive = time.Now()
 	max := sc.srv.maxStreams()
 	refuse := sc.goingAway || sc.open >= max || uint32(len(sc.streams)) >= 2*max
 	var st *stream
@@ -856,17 +863,15 @@ func (sc *serverConn) checkHealth() {
 		sc.mu.Unlock()
 		return
 	}
-	if len(sc.streams) == 0 {
-		sc.idleFor += healthTick
-	} else {
-		sc.idleFor = 0
-	}
 	if heard {
 		sc.silentFor, sc.pingOut, sc.stuckFor = 0, false, 0
 	} else {
 		sc.silentFor += healthTick
 	}
-	idle := s.IdleTimeout > 0 && sc.idleFor >= s.IdleTimeout
+	// Idle: no stream now, and none since IdleTimeout ago. Streams open
+	// and close between two checks, so the check reads when the last one
+	// ended rather than sampling whether one is open.
+	idle := s.IdleTimeout > 0 && len(sc.streams) == 0 && time.Since(sc.lastActive) >= s.IdleTimeout
 	ping := s.PingAfter > 0 && !sc.pingOut && sc.silentFor >= s.PingAfter
 	dead := s.PingTimeout > 0 && ((sc.pingOut && sc.silentFor-sc.pingSentAt >= s.PingTimeout) || sc.stuckFor >= s.PingTimeout)
 	sc.mu.Unlock()

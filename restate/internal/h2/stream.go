@@ -470,8 +470,11 @@ func (w *responseWriter) flush(end, finish bool) error {
 	defer func() { w.buf = w.buf[:0] }()
 	for {
 		n := 0
+		// Only DATA is flow controlled (RFC 9113 §5.2): the headers go
+		// out whatever the windows, and the body waits for room after
+		// them.
 		sc.mu.Lock()
-		for len(data) > 0 && sc.broken == nil && !st.reset && (sc.sendWindow <= 0 || st.sendWindow <= 0) {
+		for w.sentHeader && len(data) > 0 && sc.broken == nil && !st.reset && (sc.sendWindow <= 0 || st.sendWindow <= 0) {
 			sc.sendCond.Wait()
 		}
 		sc.mu.Unlock()
@@ -485,12 +488,12 @@ func (w *responseWriter) flush(end, finish bool) error {
 			sc.wmu.Unlock()
 			return st.writeErr()
 		}
-		if len(data) > 0 && (sc.sendWindow <= 0 || st.sendWindow <= 0) {
+		if w.sentHeader && len(data) > 0 && (sc.sendWindow <= 0 || st.sendWindow <= 0) {
 			sc.mu.Unlock()
 			sc.wmu.Unlock()
 			continue // shrunk meanwhile
 		}
-		if len(data) > 0 {
+		if len(data) > 0 && sc.sendWindow > 0 && st.sendWindow > 0 {
 			n = int(min(int64(len(data)), sc.sendWindow, st.sendWindow))
 			sc.sendWindow -= int64(n)
 			st.sendWindow -= int64(n)
