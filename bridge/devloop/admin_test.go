@@ -1,14 +1,12 @@
 package devloop
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"net"
 	"net/http"
 	"path/filepath"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -47,24 +45,27 @@ func TestRunStoppedWhileWaitingForTheAdminAPIIsGraceful(t *testing.T) {
 	}
 	admin := "http://" + ln.Addr().String()
 	ln.Close()
-	var logs syncBuffer
+	logs := make(logLines, 64)
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() {
-		done <- Run(ctx, Config{Live: newTestLive(t), Admin: admin, Advertise: "http://127.0.0.1:9080", Log: zerolog.New(&logs), registerWait: time.Hour})
+		done <- Run(ctx, Config{Live: newTestLive(t), Admin: admin, Advertise: "http://127.0.0.1:9080", Log: zerolog.New(logs), registerWait: time.Hour})
 	}()
-	deadline := time.Now().Add(10 * time.Second)
-	for !strings.Contains(logs.String(), "waiting for restate-server's admin API") {
-		if time.Now().After(deadline) {
-			t.Fatalf("no waiting line; logs %q", logs.String())
+	var line string
+	for !strings.Contains(line, "waiting for restate-server's admin API") {
+		select {
+		case line = <-logs:
+		case err := <-done:
+			t.Fatalf("Run ended before it waited: %v", err)
+		case <-time.After(10 * time.Second):
+			t.Fatal("no waiting line")
 		}
-		time.Sleep(10 * time.Millisecond)
 	}
 	cancel()
 	if err := <-done; err != nil {
 		t.Fatalf("Run = %v, want nil after a stop while waiting", err)
 	}
-	if line := logs.String(); !strings.Contains(line, `"level":"warn"`) || !strings.Contains(line, "connection refused") {
+	if !strings.Contains(line, `"level":"warn"`) || !strings.Contains(line, "connection refused") {
 		t.Errorf("waiting line %q: want a warning with the dial error", line)
 	}
 }
@@ -87,20 +88,11 @@ func newTestLive(t *testing.T) *bridge.Live {
 	return live
 }
 
-// syncBuffer is a log sink safe for the loop's goroutine and the test's.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
+// logLines is a log sink that hands each line to the test as it is
+// written.
+type logLines chan string
 
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
+func (l logLines) Write(p []byte) (int, error) {
+	l <- string(p)
+	return len(p), nil
 }
