@@ -29,6 +29,28 @@ func await(t *testing.T, what string, errc <-chan error) error {
 	}
 }
 
+// pending is a request whose error arrives on errc.
+type pending struct {
+	what string
+	errc <-chan error
+}
+
+// wantCut checks that a drain was cut short: the in-flight invocation
+// (its error on invErr) ends Aborted, each request then returns without
+// error, in order, and the registration's worker is closed.
+func wantCut(t *testing.T, ad *fakeAdapter, invErr <-chan error, reqs ...pending) {
+	t.Helper()
+	wantCode(t, await(t, "the in-flight invocation to be cancelled", invErr), codes.Aborted, functionruntime.ReasonInvocationAborted)
+	for _, r := range reqs {
+		if err := await(t, r.what, r.errc); err != nil {
+			t.Fatalf("%s: %v", r.what, err)
+		}
+	}
+	if !ad.allWorkers()[0].closed.Load() {
+		t.Error("worker not closed")
+	}
+}
+
 // drainLong starts an UnregisterFunction of ref with a ten-minute drain and
 // waits until the registration is DRAINING; its error arrives on the
 // channel.
@@ -73,16 +95,7 @@ func TestLaterUnregisterCutsADrainUnderWay(t *testing.T) {
 				_, err := h.unregister(ref, tt.cancel, tt.drainMillis)
 				second <- err
 			}()
-			wantCode(t, await(t, "the in-flight invocation to be cancelled", invErr), codes.Aborted, functionruntime.ReasonInvocationAborted)
-			if err := await(t, "the second UnregisterFunction", second); err != nil {
-				t.Fatalf("second UnregisterFunction: %v", err)
-			}
-			if err := await(t, "the first UnregisterFunction", first); err != nil {
-				t.Fatalf("first UnregisterFunction: %v", err)
-			}
-			if !ad.allWorkers()[0].closed.Load() {
-				t.Error("worker not closed")
-			}
+			wantCut(t, ad, invErr, pending{"the second UnregisterFunction", second}, pending{"the first UnregisterFunction", first})
 			_, err := h.status(ref)
 			wantCode(t, err, codes.NotFound, functionruntime.ReasonRegistrationNotFound)
 		})
@@ -105,16 +118,7 @@ func TestShutdownCutsADrainUnderWay(t *testing.T) {
 	defer cancel()
 	shut := make(chan error, 1)
 	go func() { shut <- h.srv.Shutdown(ctx) }()
-	wantCode(t, await(t, "the in-flight invocation to be cancelled", invErr), codes.Aborted, functionruntime.ReasonInvocationAborted)
-	if err := await(t, "Shutdown", shut); err != nil {
-		t.Fatalf("Shutdown: %v", err)
-	}
-	if err := await(t, "the UnregisterFunction", first); err != nil {
-		t.Fatalf("UnregisterFunction: %v", err)
-	}
-	if !ad.allWorkers()[0].closed.Load() {
-		t.Error("worker not closed")
-	}
+	wantCut(t, ad, invErr, pending{"Shutdown", shut}, pending{"the UnregisterFunction", first})
 }
 
 // A higher registration attempt tears the older registration down, its
