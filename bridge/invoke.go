@@ -155,14 +155,31 @@ func (b *Bridge) InvokeKeyed(ctx context.Context, service, handler, key string, 
 }
 
 // invoke leases a registration and calls InvokeFunction. A registration
-// that turns out stale, draining or failed before dispatch is re-leased
-// (re-registered) once; only then does the invocation fail with 503.
+// that turns out stale, draining or failed before dispatch is
+// re-registered once; only then does the invocation fail with 503.
 func (p *pool) invoke(ctx context.Context, invocationID string, input []byte, contentType string) (*Result, string, error) {
 	return p.invokeLeased(ctx, nil, invocationID, input, contentType)
 }
 
+// InvokeDeadlineMargin is how long past the handler's timeout the bridge
+// waits for InvokeFunction to answer before it gives up on its own. The
+// runtime enforces the timeout itself (timeout_millis) and answers
+// DeadlineExceeded once it has stopped the worker (TERM, then KILL after
+// its 2s grace): the margin covers that and the answer's way back. A
+// runtime that has not answered by then is hung or unreachable, and the
+// invocation fails as a timeout would (504, retried). The deadline
+// travels with the call (grpc-timeout), so a runtime that comes back
+// stops the invocation too and frees its registration.
+const InvokeDeadlineMargin = 5 * time.Second
+
+// errNoAnswer is why an InvokeFunction call's own deadline ended it.
+var errNoAnswer = errors.New("the runtime did not answer within the handler's timeout and margin")
+
 // invokeLeased is invoke whose first try uses leased, a registration the
-// caller already leased (nil: lease one); a retry leases afresh.
+// caller already leased (nil: lease one). A registration found stale or
+// failed is re-registered in place for the retry: leasing the next free
+// one instead would, after a runtime restart, pick one just as stale and
+// fail again without registering anything.
 func (p *pool) invokeLeased(ctx context.Context, leased *slot, invocationID string, input []byte, contentType string) (*Result, string, error) {
 	var lastErr error
 	for try := 0; try < 2; try++ {
@@ -175,19 +192,38 @@ func (p *pool) invokeLeased(ctx context.Context, leased *slot, invocationID stri
 			}
 		}
 		ictx, exec := p.tel.startExecution(ctx, s)
-		resp, err := p.client.InvokeFunction(ictx, &executorv1.InvokeFunctionRequest{
+		deadline := time.Now().Add(p.h.Timeout.Std() + InvokeDeadlineMargin)
+		callCtx, cancelCall := context.WithDeadlineCause(ictx, deadline, errNoAnswer)
+		resp, err := p.client.InvokeFunction(callCtx, &executorv1.InvokeFunctionRequest{
 			Registration:  &executorv1.FunctionRegistration{RunUid: s.runUID, RegistrationId: s.regID},
 			InvocationId:  invocationID,
 			Input:         input,
 			ContentType:   contentType,
 			TimeoutMillis: p.h.Timeout.Std().Milliseconds(),
 		})
+		// Past the deadline, the call ended by it: on this side, or on the
+		// runtime's, which got it with the call (grpc-timeout) and whose
+		// own timer may fire first; either way the runtime did not answer
+		// by its own timeout.
+		class := functionruntime.Classify(err)
+		noAnswer := err != nil && ctx.Err() == nil && !time.Now().Before(deadline) &&
+			(class == functionruntime.ClassTimeout || class == functionruntime.ClassAborted)
+		cancelCall()
 		exec.end(ictx, err)
 		if err == nil {
 			p.release(s)
 			return &Result{Output: resp.GetOutput(), ContentType: resp.GetContentType(), Outputs: resp.GetOutputs()}, s.runUID, nil
 		}
-		class := functionruntime.Classify(err)
+		if noAnswer {
+			// The runtime may still run the invocation (it was hung, or
+			// the network partitioned): the registration goes back once
+			// the runtime reports it idle, or at the latest after
+			// settleTimeout, so the next attempt is not refused as busy
+			// by this one.
+			p.settle(s)
+			return nil, s.runUID, &Error{Class: ClassTimeout, Message: fmt.Sprintf("timed out after %s: the %s runtime did not answer within %s more (hung or unreachable)",
+				p.h.Timeout.Std(), p.h.Runtime, InvokeDeadlineMargin), Cause: err}
+		}
 		switch class {
 		case functionruntime.ClassStale:
 			s.regID = "" // never use this ID again; resolve afresh
@@ -199,13 +235,23 @@ func (p *pool) invokeLeased(ctx context.Context, leased *slot, invocationID stri
 		}
 		if ctx.Err() != nil {
 			p.settle(s)
-		} else {
-			p.release(s)
+			return nil, s.runUID, p.classifyInvoke(ctx, err)
 		}
 		lastErr = err
 		if class != functionruntime.ClassStale && class != functionruntime.ClassRegistrationFailed {
+			p.release(s)
 			return nil, s.runUID, p.classifyInvoke(ctx, err)
 		}
+		if try > 0 {
+			p.release(s)
+			break
+		}
+		// Nothing was dispatched: register this same registration afresh
+		// (still held, so no other invocation can take it meanwhile).
+		if err := p.reRegister(ctx, s); err != nil {
+			return nil, s.runUID, classifyCtx(ctx, err)
+		}
+		leased = s
 	}
 	return nil, "", &Error{Class: ClassUnavailable, Message: "registration stayed unusable after re-registering: " + status.Convert(lastErr).Message(), Cause: lastErr}
 }

@@ -3,6 +3,7 @@ package bridge
 import (
 	"context"
 	"fmt"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -29,8 +30,15 @@ type pool struct {
 	log     zerolog.Logger
 	now     func() time.Time
 
-	free  chan *slot
 	slots []*slot
+	// freeMu guards free, the registrations no one holds, and each slot's
+	// lastUsed. avail holds one token per slot in free: a lease waits for
+	// one in a select, then takes the best slot (take). A holder of a token
+	// is owed a slot, so one is only taken by name (takeSlot) with a token.
+	freeMu sync.Mutex
+	free   []*slot
+	avail  chan struct{}
+	useSeq uint64
 
 	pollEvery time.Duration
 	stop      chan struct{}
@@ -47,15 +55,21 @@ type pool struct {
 	tel                 *poolTelemetry // metrics and spans (telemetry.go)
 }
 
-// slot is one registration position. Only the holder of the slot (a lease
-// or the janitor, having taken it from free) touches its fields.
+// slot is one registration position. Only the holder of the slot (a lease,
+// the janitor, or a registration its lease abandoned, having taken it from
+// free) touches its fields; the free list reads regID, and owns lastUsed,
+// under freeMu.
 type slot struct {
 	index   int
 	runUID  string
 	attempt int32
 	regID   string // "" while not registered
+	// digest is the registration digest the slot last registered (or tried
+	// to) with; "" when the handler's sources could not be read.
+	digest string
 	// fatal is the last permanent initialization failure; while set and
-	// retryAt is in the future, leases fail fast instead of re-registering.
+	// retryAt is in the future, leases fail fast instead of re-registering,
+	// unless the handler's digest changed since (its files were edited).
 	fatal   string
 	retryAt time.Time
 	backoff time.Duration
@@ -65,6 +79,9 @@ type slot struct {
 	invalid bool
 	// state is the slot's telemetry.RegistrationState (slot.publish).
 	state atomic.Uint32
+	// lastUsed orders the free slots, most recently released by a lease
+	// first (guarded by pool.freeMu).
+	lastUsed uint64
 }
 
 // permanentAfter is how many failed initializations in a row (each already
@@ -98,7 +115,7 @@ func newPool(instance, service string, h *HandlerConfig, client executorv1.Funct
 		client:              client,
 		log:                 log.With().Str("service", service).Str("handler", h.Name).Logger(),
 		now:                 time.Now,
-		free:                make(chan *slot, h.Concurrency),
+		avail:               make(chan struct{}, h.Concurrency),
 		pollEvery:           min(max(h.IdleTimeout.Std()/4, time.Second), 30*time.Second),
 		stop:                make(chan struct{}),
 		stopCtx:             stopCtx,
@@ -109,9 +126,80 @@ func newPool(instance, service string, h *HandlerConfig, client executorv1.Funct
 	for i := range h.Concurrency {
 		s := &slot{index: i, runUID: runUID(instance, service, h.Name, i), attempt: 1}
 		p.slots = append(p.slots, s)
-		p.free <- s
+		p.put(s, false)
 	}
 	return p
+}
+
+// put returns s to the free slots; used says a lease released it, which
+// makes it the first one leased next (take).
+func (p *pool) put(s *slot, used bool) {
+	s.publish(false)
+	p.freeMu.Lock()
+	if used {
+		p.useSeq++
+		s.lastUsed = p.useSeq
+	}
+	p.free = append(p.free, s)
+	p.freeMu.Unlock()
+	p.avail <- struct{}{} // never blocks: at most len(slots) tokens
+}
+
+// take removes the best free slot; the caller has taken a token from
+// avail. The best is a registered one (a warm worker) before one to
+// register, and among those the most recently used: sequential traffic
+// keeps using one warm registration, and the others go idle and are
+// unregistered after idle_timeout (first in, first out would cycle
+// through, and cold-start, every slot). Ties go to the lowest index, the
+// min_warm slots.
+func (p *pool) take() *slot {
+	p.freeMu.Lock()
+	defer p.freeMu.Unlock()
+	best := 0
+	for i, s := range p.free {
+		if b := p.free[best]; (s.regID != "") != (b.regID != "") {
+			if s.regID != "" {
+				best = i
+			}
+		} else if s.lastUsed != b.lastUsed {
+			if s.lastUsed > b.lastUsed {
+				best = i
+			}
+		} else if s.index < b.index {
+			best = i
+		}
+	}
+	s := p.free[best]
+	p.free = append(p.free[:best], p.free[best+1:]...)
+	return s
+}
+
+// tryTake takes the best free slot, nil when none is free.
+func (p *pool) tryTake() *slot {
+	select {
+	case <-p.avail:
+		return p.take()
+	default:
+		return nil
+	}
+}
+
+// takeSlot takes s itself when it is free and no lease waiting for a slot
+// is owed it.
+func (p *pool) takeSlot(s *slot) bool {
+	p.freeMu.Lock()
+	defer p.freeMu.Unlock()
+	i := slices.Index(p.free, s)
+	if i < 0 {
+		return false
+	}
+	select {
+	case <-p.avail:
+	default:
+		return false
+	}
+	p.free = append(p.free[:i], p.free[i+1:]...)
+	return true
 }
 
 // start registers the min_warm registrations and starts the janitor. A
@@ -120,12 +208,17 @@ func newPool(instance, service string, h *HandlerConfig, client executorv1.Funct
 // trying to warm it.
 func (p *pool) start(ctx context.Context) error {
 	var err error
-	for i := 0; i < p.h.MinWarm && err == nil; i++ {
-		s := <-p.free
-		if err = p.ensureRegistered(ctx, s); err != nil {
-			err = fmt.Errorf("%s/%s: warming registration %d: %w", p.service, p.h.Name, i, err)
+	for _, s := range p.slots[:min(p.h.MinWarm, len(p.slots))] {
+		if err != nil || !p.takeSlot(s) {
+			continue // leased meanwhile: its lease registers it
 		}
-		p.release(s)
+		detached, rerr := p.ensureRegistered(ctx, s)
+		if rerr != nil {
+			err = fmt.Errorf("%s/%s: warming registration %d: %w", p.service, p.h.Name, s.index, rerr)
+		}
+		if !detached {
+			p.put(s, false)
+		}
 	}
 	p.started = true
 	go p.janitor()
@@ -137,13 +230,12 @@ func (p *pool) start(ctx context.Context) error {
 func (p *pool) lease(ctx context.Context) (*slot, error) {
 	var s *slot
 	waited := time.Now()
-	select {
-	case s = <-p.free:
-	default:
+	if s = p.tryTake(); s == nil {
 		t := time.NewTimer(p.h.LeaseTimeout.Std())
 		defer t.Stop()
 		select {
-		case s = <-p.free:
+		case <-p.avail:
+			s = p.take()
 		case <-t.C:
 			p.tel.leaseWaited(waited, true)
 			return nil, &Error{Class: ClassBusy, Message: fmt.Sprintf("all %d registrations of %s/%s are busy (waited %s)", p.h.Concurrency, p.service, p.h.Name, p.h.LeaseTimeout.Std())}
@@ -156,15 +248,30 @@ func (p *pool) lease(ctx context.Context) (*slot, error) {
 		}
 	}
 	p.tel.leaseWaited(waited, false)
-	if err := p.ensureRegistered(ctx, s); err != nil {
-		p.release(s)
+	if detached, err := p.ensureRegistered(ctx, s); err != nil {
+		if !detached {
+			p.release(s)
+		}
 		return nil, err
 	}
 	s.publish(true)
 	return s, nil
 }
 
-func (p *pool) release(s *slot) { s.publish(false); p.free <- s }
+// reRegister registers s afresh, a registration the caller holds whose
+// registration ID it cleared, as lease does for a slot it takes; on
+// failure s is no longer the caller's (released, or left to a
+// registration that outlives ctx), else it stays leased.
+func (p *pool) reRegister(ctx context.Context, s *slot) error {
+	detached, err := p.ensureRegistered(ctx, s)
+	if err != nil && !detached {
+		p.release(s)
+	}
+	return err
+}
+
+// release returns a leased registration to the pool, to be leased first.
+func (p *pool) release(s *slot) { p.put(s, true) }
 
 // settleTimeout bounds how long a registration whose caller gave up is
 // kept out of the pool: the runtime's kill grace (2s by default) and
@@ -196,23 +303,84 @@ func (p *pool) settle(s *slot) {
 }
 
 // ensureRegistered registers s when it has no current registration.
-func (p *pool) ensureRegistered(ctx context.Context, s *slot) error {
+//
+// The registration does not end with ctx: a worker whose initialization
+// is under way when its caller gives up (an invocation cancelled, its
+// stream closed, a shutdown) becomes READY in the runtime all the same,
+// and a registration the pool does not record is one that neither
+// idle_timeout nor close ever unregisters. So when ctx ends first,
+// ensureRegistered returns at once with detached set, and the slot belongs
+// to the registration until it ends (adopt): the caller must neither
+// touch nor release s.
+func (p *pool) ensureRegistered(ctx context.Context, s *slot) (detached bool, err error) {
 	if s.regID != "" {
-		return nil
+		return false, nil
 	}
+	digest, derr := registrationDigest(p.h)
 	if s.fatal != "" && p.now().Before(s.retryAt) {
-		return &Error{Class: s.failedClass(), Message: fmt.Sprintf("registration %s failed: %s (next retry in %s)", s.runUID, s.fatal, s.retryAt.Sub(p.now()).Round(time.Second))}
+		if derr != nil || digest == s.digest {
+			return false, &Error{Class: s.failedClass(), Message: fmt.Sprintf("registration %s failed: %s (next retry in %s)", s.runUID, s.fatal, s.retryAt.Sub(p.now()).Round(time.Second))}
+		}
+		// The handler's files changed since its registration failed: the
+		// backoff was for the code that failed, and a fix on disk is
+		// registered now, not minutes later (markFailed has already moved
+		// to a new attempt).
+		p.log.Info().Str("run_uid", s.runUID).Msg("handler source changed since its registration failed; registering again at once")
+		s.fatal, s.backoff, s.retryAt, s.invalid = "", 0, time.Time{}, false
 	}
-	digest, err := registrationDigest(p.h)
-	if err != nil {
+	if derr != nil {
 		// The handler's source is missing or unreadable: an initialization
 		// failure like an import error (a deploy may still be copying the
 		// file), so the same rounds of backoff pass before it is permanent.
-		p.markFailed(s, err.Error())
-		return &Error{Class: s.failedClass(), Message: fmt.Sprintf("registration %s failed: %s", s.runUID, err)}
+		s.digest = ""
+		p.markFailed(s, derr.Error())
+		return false, &Error{Class: s.failedClass(), Message: fmt.Sprintf("registration %s failed: %s", s.runUID, derr)}
 	}
-	ctx, cancel := context.WithTimeout(ctx, registerTimeout)
-	defer cancel()
+	if ctx.Err() != nil {
+		return false, &Error{Class: ClassUnavailable, Message: "registration interrupted", Cause: ctx.Err()}
+	}
+	s.digest = digest
+	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), registerTimeout)
+	done := make(chan error, 1)
+	go func() {
+		defer cancel()
+		done <- p.register(rctx, s, digest)
+	}()
+	select {
+	case err := <-done:
+		return false, err
+	case <-ctx.Done():
+		go p.adopt(s, done)
+		return true, &Error{Class: ClassUnavailable, Message: "registration interrupted", Cause: ctx.Err()}
+	}
+}
+
+// adopt ends, for a caller that gave up on it, the registration of s that
+// done reports: whatever it became (READY, FAILED) is recorded in s, and
+// s returned to the pool, where idle_timeout and close unregister it as
+// any other. When the pool is closing by then, it is unregistered at once:
+// close may have stopped waiting for it.
+func (p *pool) adopt(s *slot, done <-chan error) {
+	<-done
+	p.put(s, false)
+	select {
+	case <-p.stop:
+	default:
+		return // close, when it comes, finds s free
+	}
+	if !p.takeSlot(s) {
+		return // close (or a lease, returning it to close) has it
+	}
+	if s.regID != "" {
+		p.unregister(context.Background(), s.runUID, s.regID, true)
+		s.regID = ""
+	}
+	p.put(s, false)
+}
+
+// register registers s with digest, within ctx, and waits for it to be
+// READY or FAILED.
+func (p *pool) register(ctx context.Context, s *slot, digest string) error {
 	// A digest or attempt conflict with what the runtime holds (an edited
 	// source, a registration left by an earlier bridge process) is resolved
 	// by moving to a newer attempt; bounded so a misbehaving server cannot
@@ -354,30 +522,35 @@ func (p *pool) janitor() {
 			return
 		case <-t.C:
 		}
-		for range len(p.slots) {
-			var s *slot
-			select {
-			case s = <-p.free:
-			default:
+		// Each free slot in turn, taken by name and put back unused, so
+		// the poll leaves the most recently used first (take).
+		for _, s := range p.slots {
+			if !p.takeSlot(s) {
+				continue // leased, or owed to a waiting lease
 			}
-			if s == nil {
-				break
+			if !p.check(s) {
+				p.put(s, false)
 			}
-			p.check(s)
-			p.release(s)
 		}
 	}
 }
 
-func (p *pool) check(s *slot) {
+// check polls the status of s, which the caller holds, and does what it
+// calls for. detached says a min_warm registration ended with the pool's
+// close while under way and now holds s (ensureRegistered).
+func (p *pool) check(s *slot) (detached bool) {
+	if s.regID == "" {
+		if s.index < p.h.MinWarm {
+			// Within the backoff this fails fast, without registering,
+			// unless the handler's files changed since it failed.
+			rctx, rcancel := context.WithTimeout(p.stopCtx, 10*time.Second)
+			defer rcancel()
+			detached, _ = p.ensureRegistered(rctx, s)
+		}
+		return detached
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	if s.regID == "" {
-		if s.index < p.h.MinWarm && !p.now().Before(s.retryAt) {
-			_ = p.ensureRegistered(ctx, s)
-		}
-		return
-	}
 	ref := &executorv1.FunctionRegistration{RunUid: s.runUID, RegistrationId: s.regID}
 	// The poll alone ends with close too: one to a runtime that does not
 	// answer must not hold its slot past the shutdown deadline. What
@@ -404,6 +577,7 @@ func (p *pool) check(s *slot) {
 		p.unregister(ctx, s.runUID, s.regID, false)
 		s.regID = ""
 	}
+	return false
 }
 
 // close stops the janitor, and unregisters every registration as it comes
@@ -420,14 +594,11 @@ func (p *pool) close(ctx context.Context) error {
 	var wg sync.WaitGroup
 	defer wg.Wait()
 	for back := range len(p.slots) {
-		var s *slot
-		select { // a free slot first: ctx may have ended already
-		case s = <-p.free:
-		default:
-		}
+		s := p.tryTake() // a free slot first: ctx may have ended already
 		if s == nil {
 			select {
-			case s = <-p.free:
+			case <-p.avail:
+				s = p.take()
 			case <-ctx.Done():
 				return fmt.Errorf("%s/%s: %d of %d registrations still leased by invocations when closing ended",
 					p.service, p.h.Name, len(p.slots)-back, len(p.slots))

@@ -352,11 +352,17 @@ func (l *Live) candidate(ctx context.Context, service string, h *HandlerConfig) 
 	// describe a pool that is discarded; the reload reports it instead.
 	log := p.log
 	p.log = zerolog.Nop()
-	s := <-p.free
-	err = p.ensureRegistered(ctx, s)
-	fatal := s.fatal
-	p.free <- s
-	p.log = log
+	// The slot it warms is the first the new version leases (take), and
+	// release reports it warm at once, not from the first status poll.
+	var fatal string
+	<-p.avail
+	s := p.take()
+	detached, err := p.ensureRegistered(ctx, s)
+	if !detached { // else the registration holds s, and may log: the pool is discarded
+		fatal = s.fatal
+		p.release(s)
+		p.log = log
+	}
 	if err == nil {
 		err = p.start(ctx)
 	}
