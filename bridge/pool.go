@@ -64,12 +64,12 @@ type slot struct {
 	runUID  string
 	attempt int32
 	regID   string // "" while not registered
-	// digest is the registration digest the slot last registered (or tried
-	// to) with; "" when the handler's sources could not be read.
-	digest string
+	// source is the sum of the handler's files (sourceSum) when the slot
+	// last registered or tried to; "" when they could not be read.
+	source string
 	// fatal is the last permanent initialization failure; while set and
 	// retryAt is in the future, leases fail fast instead of re-registering,
-	// unless the handler's digest changed since (its files were edited).
+	// unless the handler's files changed since (they were edited).
 	fatal   string
 	retryAt time.Time
 	backoff time.Duration
@@ -316,9 +316,13 @@ func (p *pool) ensureRegistered(ctx context.Context, s *slot) (detached bool, er
 	if s.regID != "" {
 		return false, nil
 	}
-	digest, derr := registrationDigest(p.h)
 	if s.fatal != "" && p.now().Before(s.retryAt) {
-		if derr != nil || digest == s.digest {
+		// Only the handler's files are compared here, not the whole
+		// digest: that resolves the interpreter, a probe process when
+		// its answer is not cached (a failed probe never is), and a fail
+		// fast that starts a process on every lease made registrations
+		// under load fail for longer still.
+		if src, err := sourceSum(p.h); err != nil || src == s.source {
 			return false, &Error{Class: s.failedClass(), Message: fmt.Sprintf("registration %s failed: %s (next retry in %s)", s.runUID, s.fatal, s.retryAt.Sub(p.now()).Round(time.Second))}
 		}
 		// The handler's files changed since its registration failed: the
@@ -328,18 +332,18 @@ func (p *pool) ensureRegistered(ctx context.Context, s *slot) (detached bool, er
 		p.log.Info().Str("run_uid", s.runUID).Msg("handler source changed since its registration failed; registering again at once")
 		s.fatal, s.backoff, s.retryAt, s.invalid = "", 0, time.Time{}, false
 	}
+	s.source, _ = sourceSum(p.h)
+	digest, derr := registrationDigest(p.h)
 	if derr != nil {
 		// The handler's source is missing or unreadable: an initialization
 		// failure like an import error (a deploy may still be copying the
 		// file), so the same rounds of backoff pass before it is permanent.
-		s.digest = ""
 		p.markFailed(s, derr.Error())
 		return false, &Error{Class: s.failedClass(), Message: fmt.Sprintf("registration %s failed: %s", s.runUID, derr)}
 	}
 	if ctx.Err() != nil {
 		return false, &Error{Class: ClassUnavailable, Message: "registration interrupted", Cause: ctx.Err()}
 	}
-	s.digest = digest
 	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), registerTimeout)
 	done := make(chan error, 1)
 	go func() {

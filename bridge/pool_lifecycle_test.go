@@ -5,6 +5,7 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -404,5 +405,40 @@ func TestReloadLeasesTheRegistrationItWarmedFirst(t *testing.T) {
 	rt.mu.Unlock()
 	if s != warmed || after != before {
 		t.Fatalf("the first lease after the reload got slot %d (the reload warmed %d) and registered %d more", s.index, warmed.index, after-before)
+	}
+}
+
+// Within the backoff a lease fails fast without starting a process: only
+// the handler's files are compared, not the interpreter, whose probe is
+// a process when its answer is not cached (a failed probe never is). A
+// probe on every lease of a failing handler made registrations under load
+// fail for longer still (a chaos run: probes through a pyenv shim, killed
+// with the workers, on every lease of 32).
+func TestPoolFailFastStartsNoProcess(t *testing.T) {
+	rt := &failingRuntime{failures: 1000}
+	p := failingPool(t, rt)
+	count := filepath.Join(t.TempDir(), "probes")
+	py := filepath.Join(t.TempDir(), "py")
+	if err := os.WriteFile(py, []byte("#!/bin/sh\necho >> \""+count+"\"\nexit 1\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	p.h.Python = &PythonConfig{Interpreter: py}
+	now := time.Unix(1_000_000, 0)
+	p.now = func() time.Time { return now }
+	if _, err := p.lease(context.Background()); err == nil {
+		t.Fatal("lease of a handler whose initialization fails succeeded")
+	}
+	probes := func() int {
+		b, _ := os.ReadFile(count)
+		return strings.Count(string(b), "\n")
+	}
+	before := probes()
+	for range 5 {
+		if _, err := p.lease(context.Background()); err == nil {
+			t.Fatal("lease within the backoff succeeded")
+		}
+	}
+	if n := probes() - before; n != 0 {
+		t.Fatalf("%d interpreter probes during 5 leases within the backoff, want none", n)
 	}
 }

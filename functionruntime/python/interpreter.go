@@ -179,11 +179,23 @@ type probeAnswer struct {
 // probes caches what each interpreter answered, keyed by its path and the
 // identity of the file (and link) there: a registration then costs no
 // extra process, and a venv made again, or an interpreter replaced, is
-// asked again.
+// asked again. Registrations starting together (a bridge's first
+// invocations at concurrency 32, its min_warm) share one probe in flight
+// rather than running one each: through a pyenv shim a probe is a dozen
+// bash processes.
 var probes = struct {
 	sync.Mutex
-	m map[string]probeAnswer
-}{m: map[string]probeAnswer{}}
+	m map[string]*probeCall
+}{m: map[string]*probeCall{}}
+
+// probeCall is one probe of an interpreter: done is closed once ans or
+// err is set. A failed one is forgotten, so the next registration asks
+// again (the interpreter may be installed by then).
+type probeCall struct {
+	done chan struct{}
+	ans  probeAnswer
+	err  error
+}
 
 // probeKey identifies the interpreter file at path.
 func probeKey(path string) string {
@@ -202,17 +214,37 @@ func probeKey(path string) string {
 func probeInterpreter(ctx context.Context, it *Interpreter) error {
 	key := probeKey(it.Path)
 	probes.Lock()
-	ans, ok := probes.m[key]
-	probes.Unlock()
+	call, ok := probes.m[key]
 	if !ok {
-		var err error
-		if ans, err = runProbe(ctx, it.Path); err != nil {
-			return fmt.Errorf("python interpreter %s (%s) %w", it.Path, it.ChosenBy, err)
+		call = &probeCall{done: make(chan struct{})}
+		probes.m[key] = call
+		// Not under this caller's context alone: others may wait for
+		// the answer; runProbe bounds it when ctx has no deadline.
+		pctx, cancel := context.WithoutCancel(ctx), func() {}
+		if d, ok := ctx.Deadline(); ok {
+			pctx, cancel = context.WithDeadline(pctx, d)
 		}
-		probes.Lock()
-		probes.m[key] = ans
-		probes.Unlock()
+		go func() {
+			defer cancel()
+			call.ans, call.err = runProbe(pctx, it.Path)
+			if call.err != nil {
+				probes.Lock()
+				delete(probes.m, key)
+				probes.Unlock()
+			}
+			close(call.done)
+		}()
 	}
+	probes.Unlock()
+	select {
+	case <-call.done:
+	case <-ctx.Done():
+		return fmt.Errorf("python interpreter %s (%s): probe interrupted: %w", it.Path, it.ChosenBy, ctx.Err())
+	}
+	if call.err != nil {
+		return fmt.Errorf("python interpreter %s (%s) %w", it.Path, it.ChosenBy, call.err)
+	}
+	ans := call.ans
 	v := ans.Version
 	it.Version = fmt.Sprintf("%d.%d.%d", v[0], v[1], v[2])
 	if v[0] < MinVersion[0] || v[0] == MinVersion[0] && v[1] < MinVersion[1] {

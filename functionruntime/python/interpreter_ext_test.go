@@ -3,11 +3,13 @@ package python_test
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"regexp"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -215,5 +217,48 @@ func TestCheckInterpreter(t *testing.T) {
 		if err := ic.CheckInterpreter(bad); err == nil {
 			t.Errorf("%q accepted", bad)
 		}
+	}
+}
+
+// Registrations that resolve one interpreter at once share one probe: a
+// bridge starting 32 registrations through a pyenv shim ran 32 probes, a
+// dozen bash processes each, while its first invocations waited.
+func TestConcurrentResolutionsShareOneProbe(t *testing.T) {
+	python3, err := exec.LookPath("python3")
+	if err != nil {
+		t.Skip("python3 not found")
+	}
+	dir := t.TempDir()
+	count := filepath.Join(dir, "probes")
+	// Counts its runs, then waits for all resolutions to have begun.
+	py := fakeInterpreter(t, dir, "py", `echo >> "`+count+`"; sleep 0.3; exec "`+python3+`" "$@"`)
+	var wg sync.WaitGroup
+	errs := make(chan error, 16)
+	for range 16 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+			defer cancel()
+			it, err := python.ResolveInterpreter(ctx, dir, py, "")
+			if err == nil && !versionRE.MatchString(it.Version) {
+				err = fmt.Errorf("version %q", it.Version)
+			}
+			errs <- err
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	b, err := os.ReadFile(count)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := strings.Count(string(b), "\n"); n != 1 {
+		t.Fatalf("%d probes for 16 resolutions at once, want 1", n)
 	}
 }
