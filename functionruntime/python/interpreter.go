@@ -190,7 +190,9 @@ var probes = struct {
 
 // probeCall is one probe of an interpreter: done is closed once ans or
 // err is set. A failed one is forgotten, so the next registration asks
-// again (the interpreter may be installed by then).
+// again (the interpreter may be installed by then), and those that shared
+// it ask once on their own: one probe killed (an OOM kill, a chaos test)
+// fails one registration, not all that waited for it.
 type probeCall struct {
 	done chan struct{}
 	ans  probeAnswer
@@ -214,8 +216,8 @@ func probeKey(path string) string {
 func probeInterpreter(ctx context.Context, it *Interpreter) error {
 	key := probeKey(it.Path)
 	probes.Lock()
-	call, ok := probes.m[key]
-	if !ok {
+	call, shared := probes.m[key]
+	if !shared {
 		call = &probeCall{done: make(chan struct{})}
 		probes.m[key] = call
 		// Not under this caller's context alone: others may wait for
@@ -241,10 +243,24 @@ func probeInterpreter(ctx context.Context, it *Interpreter) error {
 	case <-ctx.Done():
 		return fmt.Errorf("python interpreter %s (%s): probe interrupted: %w", it.Path, it.ChosenBy, ctx.Err())
 	}
-	if call.err != nil {
-		return fmt.Errorf("python interpreter %s (%s) %w", it.Path, it.ChosenBy, call.err)
+	ans, err := call.ans, call.err
+	if err != nil && shared {
+		// Another registration's probe failed: perhaps only that probe
+		// (killed, timed out under its caller's deadline). This one asks
+		// on its own before it fails, as it would have without sharing.
+		if ans, err = runProbe(ctx, it.Path); err == nil {
+			probes.Lock()
+			if _, ok := probes.m[key]; !ok {
+				done := &probeCall{done: make(chan struct{}), ans: ans}
+				close(done.done)
+				probes.m[key] = done
+			}
+			probes.Unlock()
+		}
 	}
-	ans := call.ans
+	if err != nil {
+		return fmt.Errorf("python interpreter %s (%s) %w", it.Path, it.ChosenBy, err)
+	}
 	v := ans.Version
 	it.Version = fmt.Sprintf("%d.%d.%d", v[0], v[1], v[2])
 	if v[0] < MinVersion[0] || v[0] == MinVersion[0] && v[1] < MinVersion[1] {

@@ -262,3 +262,43 @@ func TestConcurrentResolutionsShareOneProbe(t *testing.T) {
 		t.Fatalf("%d probes for 16 resolutions at once, want 1", n)
 	}
 }
+
+// A shared probe that dies (an OOM kill, a chaos test's SIGKILL) fails
+// the registration that started it, not every one that waited for it:
+// those ask on their own.
+func TestASharedProbeThatDiesFailsOnlyItsOwnRegistration(t *testing.T) {
+	python3, err := exec.LookPath("python3")
+	if err != nil {
+		t.Skip("python3 not found")
+	}
+	dir := t.TempDir()
+	first := filepath.Join(dir, "first")
+	// The first run waits for the others to share it, then is killed.
+	py := fakeInterpreter(t, dir, "py", `if mkdir "`+first+`" 2>/dev/null; then sleep 0.5; kill -KILL $$; fi; exec "`+python3+`" "$@"`)
+	var wg sync.WaitGroup
+	errs := make(chan error, 8)
+	for range 8 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+			defer cancel()
+			_, err := python.ResolveInterpreter(ctx, dir, py, "")
+			errs <- err
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	failed := 0
+	for err := range errs {
+		if err != nil {
+			failed++
+			if !strings.Contains(err.Error(), "killed") {
+				t.Errorf("failure %v, want the killed probe", err)
+			}
+		}
+	}
+	if failed != 1 {
+		t.Fatalf("%d of 8 resolutions failed, want only the one whose probe was killed", failed)
+	}
+}
