@@ -29,6 +29,29 @@ func await(t *testing.T, what string, errc <-chan error) error {
 	}
 }
 
+// draining is a READY registration with an invocation held in flight
+// (its error on invErr) and an UnregisterFunction of ten minutes' drain
+// under way (its error on first).
+type draining struct {
+	g      *gate
+	ad     *fakeAdapter
+	h      *harness
+	ref    *executorv1.FunctionRegistration
+	invErr <-chan error
+	first  <-chan error
+}
+
+func startDraining(t *testing.T) *draining {
+	t.Helper()
+	g := newGate()
+	t.Cleanup(g.open)
+	ad := &fakeAdapter{invoke: g.invoke}
+	h := newHarness(t, ad, functionruntime.Limits{}, nil)
+	ref := h.mustReady("run-1", 1)
+	invErr := h.hold(t, g, ref)
+	return &draining{g: g, ad: ad, h: h, ref: ref, invErr: invErr, first: h.drainLong(t, ref)}
+}
+
 // pending is a request whose error arrives on errc.
 type pending struct {
 	what string
@@ -82,13 +105,8 @@ func TestLaterUnregisterCutsADrainUnderWay(t *testing.T) {
 		{"shorter drain_timeout_millis", false, 50},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
-			g := newGate()
-			defer g.open()
-			ad := &fakeAdapter{invoke: g.invoke}
-			h := newHarness(t, ad, functionruntime.Limits{}, nil)
-			ref := h.mustReady("run-1", 1)
-			invErr := h.hold(t, g, ref)
-			first := h.drainLong(t, ref)
+			d := startDraining(t)
+			h, ad, ref, invErr, first := d.h, d.ad, d.ref, d.invErr, d.first
 
 			second := make(chan error, 1)
 			go func() {
@@ -106,13 +124,8 @@ func TestLaterUnregisterCutsADrainUnderWay(t *testing.T) {
 // cancels in-flight invocations: a registration another Unregister is
 // already draining for longer is cut short too.
 func TestShutdownCutsADrainUnderWay(t *testing.T) {
-	g := newGate()
-	defer g.open()
-	ad := &fakeAdapter{invoke: g.invoke}
-	h := newHarness(t, ad, functionruntime.Limits{}, nil)
-	ref := h.mustReady("run-1", 1)
-	invErr := h.hold(t, g, ref)
-	first := h.drainLong(t, ref)
+	d := startDraining(t)
+	h, ad, invErr, first := d.h, d.ad, d.invErr, d.first
 
 	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
 	defer cancel()
@@ -125,13 +138,8 @@ func TestShutdownCutsADrainUnderWay(t *testing.T) {
 // in-flight invocation cancelled, before the new worker starts — also when
 // an Unregister is already draining the older one.
 func TestHigherAttemptCutsADrainUnderWay(t *testing.T) {
-	g := newGate()
-	defer g.open()
-	ad := &fakeAdapter{invoke: g.invoke}
-	h := newHarness(t, ad, functionruntime.Limits{}, nil)
-	old := h.mustReady("run-1", 1)
-	invErr := h.hold(t, g, old)
-	first := h.drainLong(t, old)
+	d := startDraining(t)
+	h, ad, g, invErr, first := d.h, d.ad, d.g, d.invErr, d.first
 
 	type result struct {
 		resp *executorv1.RegisterFunctionResponse
