@@ -220,28 +220,24 @@ func probeInterpreter(ctx context.Context, it *Interpreter) error {
 	if !shared {
 		call = &probeCall{done: make(chan struct{})}
 		probes.m[key] = call
-		// Not under this caller's context alone: others may wait for
-		// the answer; runProbe bounds it when ctx has no deadline.
-		pctx, cancel := context.WithoutCancel(ctx), func() {}
-		if d, ok := ctx.Deadline(); ok {
-			pctx, cancel = context.WithDeadline(pctx, d)
-		}
-		go func() {
-			defer cancel()
-			call.ans, call.err = runProbe(pctx, it.Path)
-			if call.err != nil {
-				probes.Lock()
-				delete(probes.m, key)
-				probes.Unlock()
-			}
-			close(call.done)
-		}()
 	}
 	probes.Unlock()
-	select {
-	case <-call.done:
-	case <-ctx.Done():
-		return fmt.Errorf("python interpreter %s (%s): probe interrupted: %w", it.Path, it.ChosenBy, ctx.Err())
+	if !shared {
+		// This registration probes, under its own context; the others
+		// wait for its answer.
+		call.ans, call.err = runProbe(ctx, it.Path)
+		if call.err != nil {
+			probes.Lock()
+			delete(probes.m, key)
+			probes.Unlock()
+		}
+		close(call.done)
+	} else {
+		select {
+		case <-call.done:
+		case <-ctx.Done():
+			return fmt.Errorf("python interpreter %s (%s): probe interrupted: %w", it.Path, it.ChosenBy, ctx.Err())
+		}
 	}
 	ans, err := call.ans, call.err
 	if err != nil && shared {

@@ -103,7 +103,36 @@ type restart struct {
 // NewSupervisor supervises first, the session the adapter's Start created.
 func NewSupervisor(cfg SupervisorConfig, first Session) *Supervisor {
 	life, stop := context.WithCancel(context.Background())
-	return &Supervisor{cfg: cfg, life: life, stop: stop, cur: first}
+	s := &Supervisor{cfg: cfg, life: life, stop: stop, cur: first}
+	if first != nil {
+		s.watch(first)
+	}
+	return s
+}
+
+// watch discards sess when its worker exits while no invocation holds it
+// (killed between invocations: an OOM kill, an operator, a chaos test):
+// its pipes and cgroup go at once, not at the next invocation, which may
+// not come before idle_timeout when the registration is seldom leased, and
+// a fresh worker starts, as after a worker lost in an invocation. An
+// invocation in flight deals with the death itself; the watcher waits for
+// it to end, then finds sess no longer current.
+func (s *Supervisor) watch(sess Session) {
+	go func() {
+		select {
+		case <-sess.Proc().Exited():
+		case <-s.life.Done():
+			return
+		}
+		s.callMu.Lock()
+		defer s.callMu.Unlock()
+		s.mu.Lock()
+		current := s.cur == sess
+		s.mu.Unlock()
+		if current {
+			s.discard(sess)
+		}
+	}()
 }
 
 // Do runs one invocation: it obtains a live session (starting a fresh one
@@ -245,6 +274,7 @@ func (s *Supervisor) restartLocked() *restart {
 		}
 		if err == nil {
 			s.cur = sess
+			s.watch(sess)
 		}
 		r.sess, r.err = sess, err
 		s.restarting = nil

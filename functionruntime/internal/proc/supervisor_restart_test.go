@@ -3,8 +3,10 @@ package proc
 import (
 	"context"
 	"errors"
+	"os"
 	"strings"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
@@ -141,5 +143,44 @@ func TestRestartEndedByCloseIsNotReported(t *testing.T) {
 	}
 	if n := reports.Load(); n != 0 {
 		t.Fatalf("%d reports of a restart Close ended, want none", n)
+	}
+}
+
+// A worker killed between invocations is discarded at once (its pipes and
+// cgroup released) and a fresh one started, without waiting for the next
+// invocation: a registration seldom leased (the pool leases the most
+// recently used first) held a dead worker's descriptors until its
+// idle_timeout, which `make chaos` saw as descriptors leaking.
+func TestWorkerKilledWhileIdleIsReplacedAtOnce(t *testing.T) {
+	var starts atomic.Int32
+	started := make(chan Session, 4)
+	s := superviseStart(t, func(context.Context) (Session, error) {
+		sess, err := shSession(t, `while read x <&3; do echo ok >&4; done`, Limits{})
+		if err == nil {
+			starts.Add(1)
+			started <- sess
+		}
+		return sess, err
+	})
+	first := <-started
+	if err := syscall.Kill(first.Proc().Pid(), syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case next := <-started:
+		if next == first {
+			t.Fatal("the killed worker's session came back")
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("no fresh worker after the idle one was killed")
+	}
+	if _, err := first.Proc().Requests().Write([]byte("x\n")); err == nil || !errors.Is(err, os.ErrClosed) {
+		t.Errorf("the dead worker's request pipe is still open (write: %v)", err)
+	}
+	if pid, err := invokeLine(s); err != nil || pid == first.Proc().Pid() {
+		t.Fatalf("next invocation: pid %d, %v; want the fresh worker", pid, err)
+	}
+	if n := starts.Load(); n != 2 {
+		t.Errorf("%d starts, want the first and one restart", n)
 	}
 }
