@@ -81,6 +81,25 @@ func newHarnessConfigWith(t *testing.T, config func(dir string) string, opts bri
 // before the bridge starts (its min_warm registrations included).
 func newHarnessFake(t *testing.T, config func(dir string) string, opts bridge.Options, fake *fakeRuntime) *harness {
 	t.Helper()
+	logs := &logRecords{}
+	opts.Logger = zerolog.New(logs).Level(zerolog.DebugLevel)
+	b := startBridge(t, config, opts, fake)
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := restate.NewHTTPServer(ln.Addr().String(), b.Handler())
+	go func() { _ = srv.Serve(ln) }()
+	t.Cleanup(func() { _ = srv.Close() })
+	return &harness{t: t, fake: fake, url: "http://" + ln.Addr().String(), client: restatetest.NewH2CClient(), logs: logs, b: b}
+}
+
+// startBridge starts a bridge, closed when the test ends, on the
+// configuration config makes for a fresh handler directory dir (holding
+// mod.py), with rt as its python runtime: the one place the bridge tests
+// build a bridge, whatever runtime plays the other side.
+func startBridge(t *testing.T, config func(dir string) string, opts bridge.Options, rt executorv1.FunctionRuntimeClient) *bridge.Bridge {
+	t.Helper()
 	dir := t.TempDir()
 	if err := os.WriteFile(filepath.Join(dir, "mod.py"), []byte("def fn(x):\n    return x\n"), 0o644); err != nil {
 		t.Fatal(err)
@@ -89,9 +108,7 @@ func newHarnessFake(t *testing.T, config func(dir string) string, opts bridge.Op
 	if err != nil {
 		t.Fatal(err)
 	}
-	logs := &logRecords{}
-	opts.Logger = zerolog.New(logs).Level(zerolog.DebugLevel)
-	opts.Clients = map[string]executorv1.FunctionRuntimeClient{"python": fake}
+	opts.Clients = map[string]executorv1.FunctionRuntimeClient{"python": rt}
 	b, err := bridge.New(cfg, opts)
 	if err != nil {
 		t.Fatal(err)
@@ -99,19 +116,12 @@ func newHarnessFake(t *testing.T, config func(dir string) string, opts bridge.Op
 	if err := b.Start(context.Background()); err != nil {
 		t.Fatal(err)
 	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv := restate.NewHTTPServer(ln.Addr().String(), b.Handler())
-	go func() { _ = srv.Serve(ln) }()
 	t.Cleanup(func() {
-		_ = srv.Close()
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		defer cancel()
 		_ = b.Close(ctx)
 	})
-	return &harness{t: t, fake: fake, url: "http://" + ln.Addr().String(), client: restatetest.NewH2CClient(), logs: logs, b: b}
+	return b
 }
 
 // play runs one invocation stream: start frames in, every frame out.

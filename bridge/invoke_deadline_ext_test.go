@@ -3,8 +3,6 @@ package bridge_test
 import (
 	"context"
 	"errors"
-	"os"
-	"path/filepath"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -105,24 +103,6 @@ func (r *stoppingRuntime) FunctionStatus(_ context.Context, in *executorv1.Funct
 // attempt before it.
 func TestUnansweredInvocationSettlesBeforeTheNextLease(t *testing.T) {
 	t.Parallel() // waits out the margin
-	dir := t.TempDir()
-	if err := os.WriteFile(filepath.Join(dir, "mod.py"), []byte("def fn(x):\n    return x\n"), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	cfg, err := bridge.ParseConfig([]byte(`
-services:
-  - name: Svc
-    handlers:
-      - name: fn
-        runtime: python
-        dir: `+dir+`
-        handler: mod.fn
-        timeout: 100ms
-        concurrency: 1
-`), dir)
-	if err != nil {
-		t.Fatal(err)
-	}
 	rt := &stoppingRuntime{fakeRuntime: newFakeRuntime(), polled: make(chan struct{}, 1)}
 	hung := hungInvoke(nil)
 	rt.setInvoke(func(ctx context.Context, r *executorv1.InvokeFunctionRequest) (*executorv1.InvokeFunctionResponse, error) {
@@ -135,20 +115,21 @@ services:
 		defer rt.busy.Store(false)
 		return &executorv1.InvokeFunctionResponse{Output: r.Input, ContentType: "application/json"}, nil
 	})
-	b, err := bridge.New(cfg, bridge.Options{Logger: zerolog.Nop(), Clients: map[string]executorv1.FunctionRuntimeClient{"python": rt}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := b.Start(context.Background()); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer cancel()
-		_ = b.Close(ctx)
-	})
+	b := startBridge(t, func(dir string) string {
+		return `
+services:
+  - name: Svc
+    handlers:
+      - name: fn
+        runtime: python
+        dir: ` + dir + `
+        handler: mod.fn
+        timeout: 100ms
+        concurrency: 1
+`
+	}, bridge.Options{Logger: zerolog.Nop()}, rt)
 
-	_, err = b.Invoke(context.Background(), "Svc", "fn", []byte(`"hang"`))
+	_, err := b.Invoke(context.Background(), "Svc", "fn", []byte(`"hang"`))
 	var be *bridge.Error
 	if !errors.As(err, &be) || be.Class != bridge.ClassTimeout {
 		t.Fatalf("unanswered invocation: %v, want a timeout", err)

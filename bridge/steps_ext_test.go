@@ -34,33 +34,30 @@ func newStepsBridge(t *testing.T, durability string, fn func(ctx context.Context
 // runtime clients are the fake's).
 func newStepsBridgeWith(t *testing.T, durability string, opts bridge.Options, fn func(ctx context.Context, c *stepctx.Client, in []byte) ([]byte, error)) (*bridge.Bridge, *fakeRuntime) {
 	t.Helper()
-	dir := t.TempDir()
-	if err := os.WriteFile(filepath.Join(dir, "mod.py"), []byte("def fn(x):\n    return x\n"), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	cfg, err := bridge.ParseConfig([]byte(`
+	config := func(dir string) string {
+		return `
 services:
   - name: Svc
     handlers:
       - name: fn
         runtime: python
-        dir: `+dir+`
+        dir: ` + dir + `
         handler: mod.fn
         timeout: 5s
         lease_timeout: 200ms
-        durability: `+durability+`
-`), dir)
-	if err != nil {
-		t.Fatal(err)
+        durability: ` + durability + `
+`
 	}
 	fake := newFakeRuntime()
 	fake.setInvoke(func(ctx context.Context, r *executorv1.InvokeFunctionRequest) (*executorv1.InvokeFunctionResponse, error) {
 		md, _ := metadata.FromOutgoingContext(ctx)
 		var c *stepctx.Client
 		if addr, tok := md.Get(functionruntime.MetadataContext), md.Get(functionruntime.MetadataContextToken); len(addr) == 1 && len(tok) == 1 {
-			if c, err = stepctx.NewClient(addr[0], tok[0]); err != nil {
+			nc, err := stepctx.NewClient(addr[0], tok[0])
+			if err != nil {
 				return nil, err
 			}
+			c = nc
 			defer c.Close()
 		}
 		out, err := fn(ctx, c, r.Input)
@@ -69,13 +66,7 @@ services:
 		}
 		return &executorv1.InvokeFunctionResponse{Registration: r.Registration, InvocationId: r.InvocationId, Output: out}, nil
 	})
-	opts.Clients = map[string]executorv1.FunctionRuntimeClient{"python": fake}
-	b, err := bridge.New(cfg, opts)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = b.Close(context.Background()) })
-	return b, fake
+	return startBridge(t, config, opts, fake), fake
 }
 
 func runSteps(t *testing.T, b *bridge.Bridge, j stepctx.Journal) (*bridge.Result, error) {
