@@ -33,7 +33,10 @@ KEY=$("$BRIDGE" keygen --out "$WORK/restate-identity.pem" 2>/dev/null)
 echo "   public key: $KEY"
 
 echo "== starting restate-server (ingress :$INGRESS, admin :$ADMIN)"
-setsid env RESTATE_DISABLE_TELEMETRY=true \
+# TMPDIR: the server leaves a directory per partition in the temporary
+# directory; keep them in $WORK, which goes when the demo ends.
+mkdir -p "$WORK/restate-tmp"
+setsid env RESTATE_DISABLE_TELEMETRY=true TMPDIR="$WORK/restate-tmp" \
   RESTATE_WORKER__INVOKER__REQUEST_IDENTITY_PRIVATE_KEY_PEM_FILE="$WORK/restate-identity.pem" \
   RESTATE_INGRESS__BIND_ADDRESS=127.0.0.1:$INGRESS \
   RESTATE_ADMIN__BIND_ADDRESS=127.0.0.1:$ADMIN \

@@ -237,13 +237,18 @@ func (s *Server) env() []string {
 	var env []string
 	for _, kv := range os.Environ() {
 		// Inherited RESTATE_* variables (RESTATE_SERVER_BIN, a developer's
-		// own settings) would be read as server configuration.
-		if !strings.HasPrefix(kv, "RESTATE_") {
+		// own settings) would be read as server configuration; TMPDIR is
+		// set below.
+		if !strings.HasPrefix(kv, "RESTATE_") && !strings.HasPrefix(kv, "TMPDIR=") {
 			env = append(env, kv)
 		}
 	}
 	fabric := "127.0.0.1:" + strconv.Itoa(s.fabric)
 	env = append(env,
+		// The invoker makes a directory per partition in the system's
+		// temporary directory and leaves it there: keep them in the
+		// server's own directory, which goes with it.
+		"TMPDIR="+s.tmpDir(),
 		"RESTATE_DISABLE_TELEMETRY=true",
 		"RESTATE_LOG_FILTER=warn",
 		"RESTATE_LOG_DISABLE_ANSI_CODES=true",
@@ -261,6 +266,10 @@ func (s *Server) env() []string {
 	return append(env, s.opts.ExtraEnv...)
 }
 
+// tmpDir is the server's temporary directory: beside its base directory,
+// whose subdirectories the server takes for nodes' data.
+func (s *Server) tmpDir() string { return filepath.Join(s.root, "tmp") }
+
 // startError is a start that did not become ready, with the tail of the
 // server's log; portRace marks one that lost a port to another process.
 type startError struct {
@@ -277,6 +286,9 @@ func (e *startError) Unwrap() error { return e.err }
 
 // start starts one server process and waits for readiness.
 func (s *Server) start(ctx context.Context) error {
+	if err := os.MkdirAll(s.tmpDir(), 0o700); err != nil {
+		return err
+	}
 	logFile, err := os.OpenFile(s.logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
 	if err != nil {
 		return err

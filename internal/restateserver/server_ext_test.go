@@ -5,9 +5,11 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"path/filepath"
 	"strings"
 	"syscall"
 	"testing"
+	"time"
 
 	"github.com/fnbridge/fnbridge/internal/restateserver"
 )
@@ -20,6 +22,18 @@ func get(t *testing.T, url string) int {
 	}
 	resp.Body.Close()
 	return resp.StatusCode
+}
+
+// eventually polls cond until it holds or d has passed.
+func eventually(d time.Duration, cond func() bool) bool {
+	for end := time.Now().Add(d); ; time.Sleep(20 * time.Millisecond) {
+		if cond() {
+			return true
+		}
+		if time.Now().After(end) {
+			return false
+		}
+	}
 }
 
 // groupGone reports whether no process of group pgid is left.
@@ -44,6 +58,16 @@ func TestStartRestartStop(t *testing.T) {
 	}
 	if _, err := s.Query(ctx, "SELECT id FROM sys_invocation LIMIT 1"); err != nil {
 		t.Fatalf("query after start: %v", err)
+	}
+
+	// The invoker's per-partition directories go to the server's own
+	// temporary directory, removed with it, not to the machine's /tmp
+	// (3,000 of them had piled up there after a day of test runs).
+	if !eventually(10*time.Second, func() bool {
+		m, _ := filepath.Glob(filepath.Join(filepath.Dir(s.BaseDir()), "tmp", "invoker-*"))
+		return len(m) > 0
+	}) {
+		t.Errorf("no invoker-* directory under %s within 10s: the server's temporary files go elsewhere", filepath.Join(filepath.Dir(s.BaseDir()), "tmp"))
 	}
 
 	admin, ingress, base, pgid := s.AdminURL(), s.IngressURL(), s.BaseDir(), s.Pgid()
