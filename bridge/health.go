@@ -11,6 +11,8 @@ import (
 	"google.golang.org/grpc/codes"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	"google.golang.org/grpc/status"
+
+	executorv1 "github.com/fnbridge/fnbridge/proto/executor/v1"
 )
 
 // Readiness of a replica for a load balancer (GET /health/ready): the
@@ -72,7 +74,10 @@ func (f *runtimeFailure) Error() string {
 
 // checkRuntimes asks every remote runtime's grpc.health.v1 service (as
 // `bridge runtime serve` offers) whether it serves. A server without the
-// health service answered, so it is reachable: that counts as serving.
+// health service is asked for FunctionStatus instead: any answer but
+// Unimplemented shows a reachable FunctionRuntime server. An HTTP server
+// that is not gRPC at all also reads as Unimplemented (its 404), and must
+// not count as serving.
 func (b *Bridge) checkRuntimes(ctx context.Context) error {
 	kinds := make([]string, 0, len(b.runtimes))
 	for k, rc := range b.runtimes {
@@ -86,6 +91,10 @@ func (b *Bridge) checkRuntimes(ctx context.Context) error {
 		resp, err := healthpb.NewHealthClient(rc.conn).Check(ctx, &healthpb.HealthCheckRequest{})
 		switch {
 		case status.Code(err) == codes.Unimplemented:
+			_, err := rc.client.FunctionStatus(ctx, &executorv1.FunctionStatusRequest{})
+			if c := status.Code(err); c == codes.Unimplemented || c == codes.Unavailable || c == codes.DeadlineExceeded || c == codes.Canceled {
+				return &runtimeFailure{k, b.cfg.Runtimes[k], "not a FunctionRuntime server: FunctionStatus: " + status.Convert(err).Message()}
+			}
 		case err != nil:
 			return &runtimeFailure{k, b.cfg.Runtimes[k], status.Convert(err).Message()}
 		case resp.GetStatus() != healthpb.HealthCheckResponse_SERVING:

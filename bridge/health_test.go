@@ -3,6 +3,7 @@ package bridge
 import (
 	"context"
 	"net"
+	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
@@ -10,10 +11,14 @@ import (
 	"time"
 
 	"github.com/rs/zerolog"
+	"golang.org/x/net/http2"
+	"golang.org/x/net/http2/h2c"
+	"google.golang.org/grpc"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 
 	"github.com/fnbridge/fnbridge/functionruntime"
 	"github.com/fnbridge/fnbridge/functionruntime/kinds"
+	executorv1 "github.com/fnbridge/fnbridge/proto/executor/v1"
 )
 
 // A replica is ready once started and while its remote runtime serves;
@@ -78,5 +83,66 @@ func TestReadyFollowsStartAndRemoteRuntime(t *testing.T) {
 	stopped = true
 	if err := recheck(); err == nil || !strings.HasPrefix(err.Error(), "runtimes.python ("+addr+"): ") {
 		t.Fatalf("runtime gone: %v", err)
+	}
+}
+
+// A remote runtime address that serves HTTP but not gRPC (a web server, a
+// wrong port) answers every call with 404, which gRPC reads as
+// Unimplemented, as a runtime without the health service answers the
+// health check: the replica must not call itself ready on it. A
+// FunctionRuntime server without the health service still counts.
+func TestReadyRefusesAnHTTPServerThatIsNotARuntime(t *testing.T) {
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	notFound := &http.Server{Handler: h2c.NewHandler(http.NotFoundHandler(), &http2.Server{}), ReadHeaderTimeout: 5 * time.Second}
+	go func() { _ = notFound.Serve(lis) }()
+	t.Cleanup(func() { _ = notFound.Close() })
+
+	k, _ := kinds.Lookup("python")
+	fn := functionruntime.NewServer(functionruntime.Options{Adapter: k.New(), Logger: zerolog.Nop()})
+	t.Cleanup(func() { _ = fn.Shutdown(context.Background()) })
+	bare := grpc.NewServer() // FunctionRuntime without grpc.health.v1
+	executorv1.RegisterFunctionRuntimeServer(bare, fn)
+	lis2, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	go func() { _ = bare.Serve(lis2) }()
+	t.Cleanup(bare.Stop)
+
+	for _, tc := range []struct {
+		name, addr string
+		wantErr    string
+	}{
+		{"HTTP 404", lis.Addr().String(), "not a FunctionRuntime server"},
+		{"runtime without health", lis2.Addr().String(), ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			dir := t.TempDir()
+			cfg, err := ParseConfig([]byte("runtimes: {python: \""+tc.addr+"\"}\nservices:\n  - name: S\n    handlers:\n      - {name: f, runtime: python, dir: ., handler: m.f}\n"), dir)
+			if err != nil {
+				t.Fatal(err)
+			}
+			b, err := New(cfg, Options{Logger: zerolog.Nop()})
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { _ = b.Close(context.Background()) })
+			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			defer cancel()
+			if err := b.Start(ctx); err != nil {
+				t.Fatal(err)
+			}
+			err = b.Ready(ctx)
+			t.Logf("Ready: %v", err)
+			switch {
+			case tc.wantErr == "" && err != nil:
+				t.Fatalf("Ready: %v, want ready", err)
+			case tc.wantErr != "" && (err == nil || !strings.Contains(err.Error(), tc.wantErr)):
+				t.Fatalf("Ready: %v, want an error saying %q", err, tc.wantErr)
+			}
+		})
 	}
 }
