@@ -51,7 +51,15 @@ func newHarness(t *testing.T, extra string) *harness {
 func newHarnessWith(t *testing.T, extra string, opts bridge.Options) *harness {
 	t.Helper()
 	return newHarnessConfigWith(t, func(dir string) string {
-		return `
+		return svcFnConfig(dir, "        timeout: 2s\n"+extra)
+	}, opts)
+}
+
+// svcFnConfig is the configuration of the handler the bridge tests serve,
+// Svc/fn (python, mod.fn in dir), followed by more (its further settings,
+// indented as its keys, or anything after them).
+func svcFnConfig(dir, more string) string {
+	return `
 services:
   - name: Svc
     handlers:
@@ -59,9 +67,7 @@ services:
         runtime: python
         dir: ` + dir + `
         handler: mod.fn
-        timeout: 2s
-` + extra
-	}, opts)
+` + more
 }
 
 // newHarnessConfig is newHarness with the configuration config makes for

@@ -21,6 +21,26 @@ import (
 	executorv1 "github.com/fnbridge/fnbridge/proto/executor/v1"
 )
 
+// remoteBridge is a bridge, not started, whose one handler S/f runs on the
+// remote python runtime at addr.
+func remoteBridge(t *testing.T, addr string) *Bridge {
+	t.Helper()
+	dir := t.TempDir()
+	if err := os.WriteFile(filepath.Join(dir, "m.py"), []byte("def f(x):\n    return x\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	cfg, err := ParseConfig([]byte("runtimes: {python: \""+addr+"\"}\nservices:\n  - name: S\n    handlers:\n      - {name: f, runtime: python, dir: ., handler: m.f}\n"), dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := New(cfg, Options{Logger: zerolog.Nop()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = b.Close(context.Background()) })
+	return b
+}
+
 // A replica is ready once started and while its remote runtime serves;
 // the reason it is not names the runtime.
 func TestReadyFollowsStartAndRemoteRuntime(t *testing.T) {
@@ -40,20 +60,8 @@ func TestReadyFollowsStartAndRemoteRuntime(t *testing.T) {
 		_ = fn.Shutdown(context.Background())
 	})
 
-	dir := t.TempDir()
-	if err := os.WriteFile(filepath.Join(dir, "m.py"), []byte("def f(x):\n    return x\n"), 0o644); err != nil {
-		t.Fatal(err)
-	}
 	addr := lis.Addr().String()
-	cfg, err := ParseConfig([]byte("runtimes: {python: \""+addr+"\"}\nservices:\n  - name: S\n    handlers:\n      - {name: f, runtime: python, dir: ., handler: m.f}\n"), dir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	b, err := New(cfg, Options{Logger: zerolog.Nop()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = b.Close(context.Background()) })
+	b := remoteBridge(t, addr)
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	recheck := func() error { b.ready.checked = time.Time{}; return b.Ready(ctx) }
@@ -120,22 +128,13 @@ func TestReadyRefusesAnHTTPServerThatIsNotARuntime(t *testing.T) {
 		{"runtime without health", lis2.Addr().String(), ""},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			dir := t.TempDir()
-			cfg, err := ParseConfig([]byte("runtimes: {python: \""+tc.addr+"\"}\nservices:\n  - name: S\n    handlers:\n      - {name: f, runtime: python, dir: ., handler: m.f}\n"), dir)
-			if err != nil {
-				t.Fatal(err)
-			}
-			b, err := New(cfg, Options{Logger: zerolog.Nop()})
-			if err != nil {
-				t.Fatal(err)
-			}
-			t.Cleanup(func() { _ = b.Close(context.Background()) })
+			b := remoteBridge(t, tc.addr)
 			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 			defer cancel()
 			if err := b.Start(ctx); err != nil {
 				t.Fatal(err)
 			}
-			err = b.Ready(ctx)
+			err := b.Ready(ctx)
 			t.Logf("Ready: %v", err)
 			switch {
 			case tc.wantErr == "" && err != nil:

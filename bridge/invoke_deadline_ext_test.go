@@ -43,18 +43,7 @@ func hungInvoke(deadlines chan<- time.Duration) func(context.Context, *executorv
 func TestUnansweredInvocationTimesOutWith504(t *testing.T) {
 	t.Parallel() // waits out the margin
 	const timeout = 100 * time.Millisecond
-	h := newHarnessConfig(t, func(dir string) string {
-		return `
-services:
-  - name: Svc
-    handlers:
-      - name: fn
-        runtime: python
-        dir: ` + dir + `
-        handler: mod.fn
-        timeout: 100ms
-`
-	})
+	h := newHarnessConfig(t, func(dir string) string { return svcFnConfig(dir, "        timeout: 100ms\n") })
 	deadlines := make(chan time.Duration, 1)
 	h.fake.setInvoke(hungInvoke(deadlines))
 	frames := h.play(6, fresh(`{}`), nil)
@@ -116,17 +105,7 @@ func TestUnansweredInvocationSettlesBeforeTheNextLease(t *testing.T) {
 		return &executorv1.InvokeFunctionResponse{Output: r.Input, ContentType: "application/json"}, nil
 	})
 	b := startBridge(t, func(dir string) string {
-		return `
-services:
-  - name: Svc
-    handlers:
-      - name: fn
-        runtime: python
-        dir: ` + dir + `
-        handler: mod.fn
-        timeout: 100ms
-        concurrency: 1
-`
+		return svcFnConfig(dir, "        timeout: 100ms\n        concurrency: 1\n")
 	}, bridge.Options{Logger: zerolog.Nop()}, rt)
 
 	_, err := b.Invoke(context.Background(), "Svc", "fn", []byte(`"hang"`))

@@ -37,18 +37,10 @@ func restartingRuntime(f *fakeRuntime) (restart func()) {
 	return func() { gen.Add(1) }
 }
 
-const twoWarm = `
-services:
-  - name: Svc
-    handlers:
-      - name: fn
-        runtime: python
-        dir: %s
-        handler: mod.fn
-        timeout: 2s
-        concurrency: 2
-        min_warm: 2
-`
+// twoWarm is Svc/fn with two warm registrations.
+func twoWarm(dir string) string {
+	return svcFnConfig(dir, "        timeout: 2s\n        concurrency: 2\n        min_warm: 2\n")
+}
 
 // After the runtime restarted, every warm registration is gone: the
 // first invocation re-registers the one it found gone and runs, rather
@@ -57,7 +49,7 @@ services:
 func TestRestartedRuntimeIsReRegisteredNotRetriedOnAnotherStaleRegistration(t *testing.T) {
 	fake := newFakeRuntime()
 	restart := restartingRuntime(fake)
-	h := newHarnessFake(t, func(dir string) string { return fmt.Sprintf(twoWarm, dir) }, bridge.Options{}, fake)
+	h := newHarnessFake(t, twoWarm, bridge.Options{}, fake)
 	warmed := h.fake.registers.Load()
 	if warmed != 2 {
 		t.Fatalf("min_warm 2 registered %d", warmed)
@@ -73,7 +65,7 @@ func TestRestartedRuntimeIsReRegisteredNotRetriedOnAnotherStaleRegistration(t *t
 // A registration still unusable after its re-registration ends with 503,
 // and the re-registration its message names really happened.
 func TestStillStaleAfterReRegisteringSaysSoTruly(t *testing.T) {
-	h := newHarnessConfig(t, func(dir string) string { return fmt.Sprintf(twoWarm, dir) })
+	h := newHarnessConfig(t, twoWarm)
 	before := h.fake.registers.Load()
 	h.fake.setInvoke(func(_ context.Context, r *executorv1.InvokeFunctionRequest) (*executorv1.InvokeFunctionResponse, error) {
 		return nil, runtimeError(codes.NotFound, functionruntime.ReasonRegistrationNotFound, "no registration for run_uid "+r.Registration.RunUid)

@@ -35,18 +35,7 @@ func newStepsBridge(t *testing.T, durability string, fn func(ctx context.Context
 func newStepsBridgeWith(t *testing.T, durability string, opts bridge.Options, fn func(ctx context.Context, c *stepctx.Client, in []byte) ([]byte, error)) (*bridge.Bridge, *fakeRuntime) {
 	t.Helper()
 	config := func(dir string) string {
-		return `
-services:
-  - name: Svc
-    handlers:
-      - name: fn
-        runtime: python
-        dir: ` + dir + `
-        handler: mod.fn
-        timeout: 5s
-        lease_timeout: 200ms
-        durability: ` + durability + `
-`
+		return svcFnConfig(dir, "        timeout: 5s\n        lease_timeout: 200ms\n        durability: "+durability+"\n")
 	}
 	fake := newFakeRuntime()
 	fake.setInvoke(func(ctx context.Context, r *executorv1.InvokeFunctionRequest) (*executorv1.InvokeFunctionResponse, error) {
