@@ -3,6 +3,7 @@ package stepctx_test
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"net"
 	"net/http"
 	"strings"
@@ -174,5 +175,26 @@ func TestKeyedProtocolOnTheWire(t *testing.T) {
 	}
 	if a.Err() != nil {
 		t.Errorf("attempt ended: %v", a.Err())
+	}
+}
+
+// A step name is journaled with the step and shown in Restate's UI: one
+// bound for every caller (Python, a Bash function's shell, a child
+// process), not whatever fits the largest request body (48 MiB).
+func TestRunNameIsBounded(t *testing.T) {
+	s, addr := serve(t, "unix", stepctx.Config{})
+	j := &stepctxtest.Journal{}
+	a, err := s.Open("", j)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer a.Close()
+	r := newRaw(t, addr, a.Token())
+	r.want("/v1/run/start", `{"name":"`+strings.Repeat("n", stepctx.MaxRunNameBytes)+`"}`, 200, `{"execute":"run-1"}`)
+	r.want("/v1/run/complete", `{"handle":"run-1","value":1}`, 200, `{"result":{"value":1}}`)
+	r.want("/v1/run/start", `{"name":"`+strings.Repeat("n", stepctx.MaxRunNameBytes+1)+`"}`, 400,
+		fmt.Sprintf(`{"error":"run's \"name\" is %d bytes; a step name may have at most %d"}`, stepctx.MaxRunNameBytes+1, stepctx.MaxRunNameBytes))
+	if n := len(j.Entries()); n != 1 {
+		t.Fatalf("%d journal entries, want the one step whose name was allowed", n)
 	}
 }

@@ -25,6 +25,12 @@ import (
 // a value close to Restate's default 32 MiB message limit.
 const DefaultMaxBodyBytes = 48 << 20
 
+// MaxRunNameBytes bounds a step's name, which is journaled with the step
+// and shown in Restate's UI: one bound whoever asks (Python, a Bash
+// function's shell through its step agent, a child process), rather than
+// whatever fits the request.
+const MaxRunNameBytes = 16 << 10
+
 // MaxBodyLimit is the largest MaxBodyBytes: a framed length over it is
 // never a request, so a preface sent again on a framed connection ("FNBR"
 // read as a length) cannot be taken for one.
@@ -560,6 +566,9 @@ func (a *Attempt) runStart(_ context.Context, body []byte) (any, *apiError) {
 	}
 	if req.Name == "" {
 		return nil, badRequest("run needs a non-empty \"name\"")
+	}
+	if len(req.Name) > MaxRunNameBytes {
+		return nil, badRequest("run's \"name\" is %d bytes; a step name may have at most %d", len(req.Name), MaxRunNameBytes)
 	}
 	if e := a.notInRun(); e != nil {
 		return nil, e

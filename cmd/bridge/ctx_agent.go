@@ -49,7 +49,7 @@ const (
 	agentAns     = "a.ans"
 	agentOut     = "a.out"
 	agentVal     = "a.val"
-	agentMaxLine = 64 << 10 // a request line: a step name and the endpoint
+	agentMaxLine = 64 << 10 // a request line: a step name (at most stepctx.MaxRunNameBytes) and the endpoint
 	agentMaxMsg  = 3000     // an answer stays one atomic FIFO write
 )
 
@@ -117,7 +117,9 @@ func runAgent(ctx context.Context, dir string, worker int, ready io.Writer) erro
 		var status int
 		var kind, msg string
 		if tooLong {
-			status, kind, msg = ctxExitUsage, "e", fmt.Sprintf("run: the step's name and endpoint are longer than %d bytes", agentMaxLine)
+			// Only a step name makes a line this long, and the context
+			// endpoint refuses one past MaxRunNameBytes: say so as it does.
+			status, kind, msg = ctxExitError, "e", fmt.Sprintf("run's \"name\" is longer than a step name may be (at most %d bytes)", stepctx.MaxRunNameBytes)
 		} else {
 			status, kind, msg = a.serve(ctx, fields)
 		}
