@@ -11,8 +11,6 @@ import (
 	"time"
 
 	"github.com/rs/zerolog"
-	"golang.org/x/net/http2"
-	"golang.org/x/net/http2/h2c"
 	"google.golang.org/grpc"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 
@@ -104,7 +102,8 @@ func TestReadyRefusesAnHTTPServerThatIsNotARuntime(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	notFound := &http.Server{Handler: h2c.NewHandler(http.NotFoundHandler(), &http2.Server{}), ReadHeaderTimeout: 5 * time.Second}
+	notFound := &http.Server{Handler: http.NotFoundHandler(), ReadHeaderTimeout: 5 * time.Second, Protocols: new(http.Protocols)}
+	notFound.Protocols.SetUnencryptedHTTP2(true) // gRPC's prior-knowledge h2c
 	go func() { _ = notFound.Serve(lis) }()
 	t.Cleanup(func() { _ = notFound.Close() })
 
