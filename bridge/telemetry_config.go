@@ -6,6 +6,8 @@ import (
 	"strings"
 
 	"golang.org/x/net/http/httpguts"
+
+	"github.com/fnbridge/fnbridge/bridge/telemetry"
 )
 
 // TracingConfig is the tracing: block: where the bridge exports its spans.
@@ -14,14 +16,17 @@ type TracingConfig struct {
 	// optional path; empty: no span export (functions still get the trace
 	// context Restate sends).
 	OTLPEndpoint string `yaml:"otlp_endpoint"`
-	// ServiceName is the service.name resource of the exported spans.
+	// ServiceName is the service.name resource of the exported spans;
+	// empty: the environment's, else DefaultTracingServiceName.
 	ServiceName string `yaml:"service_name"`
 	// Headers are sent with every export request (an API key, a tenant).
 	Headers map[string]string `yaml:"headers"`
 }
 
-// DefaultTracingServiceName is tracing.service_name when left out.
-const DefaultTracingServiceName = "fnbridge"
+// DefaultTracingServiceName is the spans' service.name when neither
+// tracing.service_name nor the environment (OTEL_SERVICE_NAME,
+// OTEL_RESOURCE_ATTRIBUTES) names one.
+const DefaultTracingServiceName = telemetry.DefaultServiceName
 
 // otlpTracesPath is the OTLP/HTTP path of trace exports, added to an
 // endpoint given without a path (as OTEL_EXPORTER_OTLP_ENDPOINT is).
@@ -51,9 +56,6 @@ func (c *Config) resolveTelemetry(bad func(path, format string, args ...any)) {
 		}
 	}
 	t := &c.Tracing
-	if t.ServiceName == "" {
-		t.ServiceName = DefaultTracingServiceName
-	}
 	if t.OTLPEndpoint != "" {
 		u, err := url.Parse(t.OTLPEndpoint)
 		switch {

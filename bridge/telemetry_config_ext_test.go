@@ -15,9 +15,11 @@ func TestTelemetryConfigDefaultsAndTracesURL(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if cfg.MetricsListen != "" || cfg.Tracing.TracesURL() != "" || cfg.Tracing.ServiceName != bridge.DefaultTracingServiceName {
-		t.Errorf("defaults: metrics_listen %q, traces URL %q, service_name %q; want off, off, %q",
-			cfg.MetricsListen, cfg.Tracing.TracesURL(), cfg.Tracing.ServiceName, bridge.DefaultTracingServiceName)
+	// service_name stays empty: the environment may name the service, and
+	// the exporter falls back to DefaultTracingServiceName only then.
+	if cfg.MetricsListen != "" || cfg.Tracing.TracesURL() != "" || cfg.Tracing.ServiceName != "" {
+		t.Errorf("defaults: metrics_listen %q, traces URL %q, service_name %q; want off, off, unset",
+			cfg.MetricsListen, cfg.Tracing.TracesURL(), cfg.Tracing.ServiceName)
 	}
 	for endpoint, want := range map[string]string{
 		"http://127.0.0.1:4318":              "http://127.0.0.1:4318/v1/traces",

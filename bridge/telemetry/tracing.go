@@ -21,13 +21,21 @@ type TracingConfig struct {
 	// Endpoint is the OTLP/HTTP traces URL, path included
 	// (http://127.0.0.1:4318/v1/traces). Empty: no export.
 	Endpoint string
-	// ServiceName is the service.name resource attribute.
+	// ServiceName is the service.name resource attribute. Empty: the
+	// environment's (OTEL_SERVICE_NAME, or service.name in
+	// OTEL_RESOURCE_ATTRIBUTES), else DefaultServiceName.
 	ServiceName string
 	// Headers are added to every export request (an API key, a tenant).
 	Headers map[string]string
 	// Version is the service.version resource attribute.
 	Version string
 }
+
+// DefaultServiceName is the spans' service.name when neither the
+// configuration nor the environment names one.
+const DefaultServiceName = "fnbridge"
+
+const serviceNameKey = "service.name"
 
 // Tracing is the tracer provider the bridge's spans go to.
 type Tracing struct {
@@ -58,7 +66,10 @@ func NewTracing(ctx context.Context, cfg TracingConfig) (*Tracing, error) {
 	if err != nil {
 		return nil, fmt.Errorf("tracing.otlp_endpoint %s: %w", cfg.Endpoint, err)
 	}
-	attrs := []attribute.KeyValue{attribute.String("service.name", cfg.ServiceName)}
+	var attrs []attribute.KeyValue
+	if cfg.ServiceName != "" {
+		attrs = append(attrs, attribute.String(serviceNameKey, cfg.ServiceName))
+	}
 	if cfg.Version != "" {
 		attrs = append(attrs, attribute.String("service.version", cfg.Version))
 	}
@@ -66,6 +77,12 @@ func NewTracing(ctx context.Context, cfg TracingConfig) (*Tracing, error) {
 	res, err := resource.New(ctx, resource.WithFromEnv(), resource.WithTelemetrySDK(), resource.WithHost(), resource.WithAttributes(attrs...))
 	if err != nil && !errors.Is(err, resource.ErrPartialResource) {
 		return nil, errors.Join(fmt.Errorf("tracing: resource: %w", err), exp.Shutdown(ctx))
+	}
+	if _, named := res.Set().Value(serviceNameKey); !named {
+		res, err = resource.Merge(res, resource.NewSchemaless(attribute.String(serviceNameKey, DefaultServiceName)))
+		if err != nil {
+			return nil, errors.Join(fmt.Errorf("tracing: resource: %w", err), exp.Shutdown(ctx))
+		}
 	}
 	tp := sdktrace.NewTracerProvider(sdktrace.WithBatcher(exp), sdktrace.WithResource(res))
 	return &Tracing{provider: tp, Tracer: tp.Tracer(TracerName)}, nil

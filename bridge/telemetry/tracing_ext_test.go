@@ -93,3 +93,43 @@ func TestTraceHeaders(t *testing.T) {
 		t.Errorf("TraceHeaders without a span context = %q, %q; want empty", tp, ts)
 	}
 }
+
+// service.name: the configuration's, else the environment's (the OTEL_*
+// variables apply where the configuration says nothing), else fnbridge.
+func TestServiceNameConfigThenEnvironmentThenDefault(t *testing.T) {
+	for _, tc := range []struct {
+		name, configured, envName, envAttrs, want string
+	}{
+		{"configured wins", "bridge-eu", "billing", "service.name=attrs", "bridge-eu"},
+		{"OTEL_SERVICE_NAME", "", "billing", "deployment.environment=prod", "billing"},
+		{"OTEL_RESOURCE_ATTRIBUTES", "", "", "service.name=attrs,deployment.environment=prod", "attrs"},
+		{"default", "", "", "deployment.environment=prod", telemetry.DefaultServiceName},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Setenv("OTEL_SERVICE_NAME", tc.envName)
+			t.Setenv("OTEL_RESOURCE_ATTRIBUTES", tc.envAttrs)
+			rcv := telemetrytest.NewReceiver(t)
+			tr, err := telemetry.NewTracing(context.Background(), telemetry.TracingConfig{Endpoint: rcv.URL() + "/v1/traces", ServiceName: tc.configured})
+			if err != nil {
+				t.Fatal(err)
+			}
+			_, span := tr.Tracer.Start(context.Background(), "Svc/fn")
+			span.End()
+			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			defer cancel()
+			if err := tr.Shutdown(ctx); err != nil {
+				t.Fatal(err)
+			}
+			spans := rcv.Spans()
+			if len(spans) != 1 {
+				t.Fatalf("received %d spans, want 1", len(spans))
+			}
+			if got := spans[0].Resource["service.name"]; got != tc.want {
+				t.Errorf("service.name %q, want %q (resource %v)", got, tc.want, spans[0].Resource)
+			}
+			if got := spans[0].Resource["deployment.environment"]; tc.envAttrs != "" && tc.name != "configured wins" && got != "prod" {
+				t.Errorf("deployment.environment %q, want prod from OTEL_RESOURCE_ATTRIBUTES", got)
+			}
+		})
+	}
+}
