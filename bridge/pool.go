@@ -38,6 +38,10 @@ type pool struct {
 	freeMu sync.Mutex
 	free   []*slot
 	avail  chan struct{}
+	// newest is the digest of the latest registration made (guarded by
+	// freeMu): a registration of another digest is of an earlier version
+	// of the handler (code, interpreter), replaced when next leased.
+	newest string
 	useSeq uint64
 
 	pollEvery time.Duration
@@ -64,6 +68,8 @@ type slot struct {
 	runUID  string
 	attempt int32
 	regID   string // "" while not registered
+	// digest is the registration's registration_digest.
+	digest string
 	// source is the sum of the handler's files (sourceSum) when the slot
 	// last registered or tried to; "" when they could not be read.
 	source string
@@ -248,6 +254,16 @@ func (p *pool) lease(ctx context.Context) (*slot, error) {
 		}
 	}
 	p.tel.leaseWaited(waited, false)
+	if s.regID != "" && s.digest != p.newestDigest() {
+		// A later registration found the handler changed on disk (a
+		// deploy, a .venv made): this worker runs the earlier version.
+		// Without this, traffic that keeps it warm would keep both
+		// versions serving side by side for good.
+		p.log.Info().Str("run_uid", s.runUID).Msg("the handler changed since this registration (source or interpreter): registering the current version")
+		p.unregister(ctx, s.runUID, s.regID, false)
+		s.regID = ""
+		s.attempt++
+	}
 	if detached, err := p.ensureRegistered(ctx, s); err != nil {
 		if !detached {
 			p.release(s)
@@ -256,6 +272,13 @@ func (p *pool) lease(ctx context.Context) (*slot, error) {
 	}
 	s.publish(true)
 	return s, nil
+}
+
+// newestDigest is the digest of the latest registration made.
+func (p *pool) newestDigest() string {
+	p.freeMu.Lock()
+	defer p.freeMu.Unlock()
+	return p.newest
 }
 
 // reRegister registers s afresh, a registration the caller holds whose
@@ -432,6 +455,10 @@ func (p *pool) register(ctx context.Context, s *slot, digest string) error {
 		switch st {
 		case executorv1.FunctionRegistrationState_FUNCTION_REGISTRATION_STATE_READY:
 			s.regID, s.fatal, s.backoff, s.invalid = regID, "", 0, false
+			s.digest = digest
+			p.freeMu.Lock()
+			p.newest = digest
+			p.freeMu.Unlock()
 			p.tel.workerStarted(registering)
 			p.log.Debug().Str("run_uid", s.runUID).Int32("attempt", s.attempt).Msg("registration ready")
 			return nil

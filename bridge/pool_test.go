@@ -27,6 +27,7 @@ type poolRuntime struct {
 	status       *executorv1.FunctionStatusResponse
 	statusErr    error
 	registered   []int32 // attempts
+	digests      []string
 	unregistered []string
 	nextReg      int
 	// hang makes UnregisterFunction wait for its context's end: a
@@ -38,6 +39,7 @@ func (r *poolRuntime) RegisterFunction(_ context.Context, in *executorv1.Registe
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.registered = append(r.registered, in.RegistrationAttempt)
+	r.digests = append(r.digests, in.RegistrationDigest)
 	r.nextReg++
 	return &executorv1.RegisterFunctionResponse{
 		Registration: &executorv1.FunctionRegistration{RunUid: in.RunUid, RegistrationId: "reg_" + string(rune('a'+r.nextReg))},
@@ -215,5 +217,53 @@ func TestPoolCloseKeepsTheShutdownDeadline(t *testing.T) {
 	defer rt.mu.Unlock()
 	if len(rt.unregistered) != 4 {
 		t.Fatalf("unregistered %v, want all 4 registrations asked for", rt.unregistered)
+	}
+}
+
+// A registration made after the handler changed on disk (a .venv created
+// under a serving bridge, a deploy copying new files) makes the earlier
+// ones stale: each is replaced when next leased, so the handler does not
+// serve two versions (one perhaps missing its packages) for as long as
+// traffic keeps the earlier workers warm.
+func TestPoolReplacesRegistrationsOfAnEarlierVersion(t *testing.T) {
+	p, rt, _ := testPoolOf(t, 2, 0)
+	ctx := context.Background()
+	a := leaseAndRelease(t, p)
+	oldReg := a.regID
+	if err := os.WriteFile(filepath.Join(p.h.Dir, "m.py"), []byte("def f(x): return [x]\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	// a, warm and leased first, still runs the first version; b, leased
+	// while a is busy, registers the new one.
+	first, err := p.lease(ctx)
+	if err != nil || first != a {
+		t.Fatalf("lease: %v, %v; want the warm registration", first, err)
+	}
+	b, err := p.lease(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p.release(first)
+	p.release(b)
+	if b.digest == a.digest {
+		t.Fatalf("b registered the digest of before the edit")
+	}
+	// Both leased again: a is replaced by a registration of the new version.
+	x, err := p.lease(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	y, err := p.lease(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if x.digest != b.digest || y.digest != b.digest {
+		t.Fatalf("leased digests %.12s and %.12s, want both the new version's %.12s", x.digest, y.digest, b.digest)
+	}
+	if len(rt.unregistered) != 1 || rt.unregistered[0] != oldReg {
+		t.Fatalf("unregistered %v, want the earlier version's %s", rt.unregistered, oldReg)
+	}
+	if len(rt.digests) != 3 || rt.digests[0] == rt.digests[1] || rt.digests[1] != rt.digests[2] {
+		t.Fatalf("registered digests %v, want the first version's then the new one's twice", rt.digests)
 	}
 }
