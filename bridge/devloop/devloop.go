@@ -119,7 +119,8 @@ func encode(m discovery.Manifest) []byte {
 // says what changed and how it went.
 func (l *loop) reload(ctx context.Context, files []string) {
 	live := l.c.Live
-	cfg := live.Config()
+	cur := live.Config()
+	cfg := cur
 	if slices.Contains(files, cfg.Path) || slices.Contains(files, lostEvents) {
 		next, err := l.c.Load()
 		if err != nil {
@@ -130,8 +131,19 @@ func (l *loop) reload(ctx context.Context, files []string) {
 		cfg = next
 	}
 	// Re-read every time: a handler's files may only now be nameable.
-	l.w.set(watchSet(cfg))
+	// While Reload runs, both configurations' files are watched, so a save
+	// made meanwhile is a change whichever ends up served.
+	spec := watchSet(cfg)
+	if cfg != cur {
+		spec = spec.and(watchSet(cur))
+	}
+	l.w.set(spec)
 	rep, err := live.Reload(ctx, cfg)
+	if cfg != cur {
+		// Then only the served one's: a refused configuration's files
+		// (another handler dir) serve nothing.
+		l.w.set(watchSet(live.Config()))
+	}
 	if err != nil {
 		if ctx.Err() != nil {
 			return

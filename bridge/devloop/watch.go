@@ -3,10 +3,12 @@ package devloop
 import (
 	"context"
 	"errors"
+	"maps"
 	"os"
 	"path/filepath"
 	"slices"
 	"sort"
+	"strings"
 	"sync"
 	"time"
 
@@ -15,6 +17,8 @@ import (
 
 	"github.com/fnbridge/fnbridge/bridge"
 	"github.com/fnbridge/fnbridge/functionruntime"
+	"github.com/fnbridge/fnbridge/functionruntime/bash"
+	"github.com/fnbridge/fnbridge/functionruntime/python"
 )
 
 // Debounce bounds: a batch of changes is due once no relevant event came
@@ -44,7 +48,10 @@ type watcher struct {
 	anyIn    map[string]bool            // directories where any entry's event counts
 	extIn    map[string]map[string]bool // directories where an event on a file with one of these extensions counts
 	treeDirs map[string]bool            // directories of handlers' trees, where a new directory counts
-	watched  map[string]bool            // directories watched
+	dirs     map[string]bool            // directories to watch; one removed or moved away counts
+	// awaited are directories to watch that do not exist: creating one, or
+	// a directory on the way to it, counts.
+	awaited map[string]bool
 }
 
 func newWatcher(log zerolog.Logger) (*watcher, error) {
@@ -53,7 +60,7 @@ func newWatcher(log zerolog.Logger) (*watcher, error) {
 		return nil, err
 	}
 	return &watcher{fs: fs, log: log, quiet: defaultQuiet, maxDelay: defaultMaxDelay,
-		files: map[string]bool{}, anyIn: map[string]bool{}, extIn: map[string]map[string]bool{}, treeDirs: map[string]bool{}, watched: map[string]bool{}}, nil
+		files: map[string]bool{}, anyIn: map[string]bool{}, extIn: map[string]map[string]bool{}, treeDirs: map[string]bool{}, dirs: map[string]bool{}, awaited: map[string]bool{}}, nil
 }
 
 func (w *watcher) close() error { return w.fs.Close() }
@@ -77,33 +84,56 @@ type watchSpec struct {
 // tree is one handler's dir and its sources' extension (".py", ".sh").
 type tree struct{ dir, ext string }
 
+// sourceExt is each runtime kind's source file extension, for a handler
+// whose files cannot be named.
+var sourceExt = map[string]string{python.Kind: ".py", bash.Kind: ".sh"}
+
 // watchSet is what a configuration makes the dev loop watch: the file
 // itself and every handler's source files (the files its registration
-// digest covers). A handler whose files cannot be named yet (its module
-// does not exist) has its whole directory watched, so creating the file
-// is seen.
+// digest covers). A handler whose files cannot be named (its module does
+// not exist, maybe no longer) has its whole directory watched, and its
+// tree for its language's files, so creating the file is seen.
 func watchSet(cfg *bridge.Config) watchSpec {
 	ws := watchSpec{files: []string{cfg.Path}}
+	addTree := func(t tree) {
+		if !slices.Contains(ws.trees, t) {
+			ws.trees = append(ws.trees, t)
+		}
+	}
 	for _, svc := range cfg.Services {
 		for i := range svc.Handlers {
 			h := &svc.Handlers[i]
 			src, err := h.SourceFiles()
 			if err != nil && !errors.Is(err, functionruntime.ErrTooManySources) {
 				ws.anyIn = append(ws.anyIn, h.Dir)
+				if ext, ok := sourceExt[h.Runtime]; ok {
+					addTree(tree{h.Dir, ext})
+				}
 				continue
 			}
 			ws.sources = append(ws.sources, src...)
 			if err == nil && len(src) > 0 {
 				// Beyond the bound only main counts: nothing else to see.
-				ws.trees = append(ws.trees, tree{h.Dir, filepath.Ext(src[0])})
+				addTree(tree{h.Dir, filepath.Ext(src[0])})
 			}
 		}
 	}
 	return ws
 }
 
-// set replaces the watched files and directories. A directory that cannot
-// be watched (it does not exist) is logged and skipped.
+// and is ws with o's files and directories added.
+func (ws watchSpec) and(o watchSpec) watchSpec {
+	return watchSpec{
+		files:   slices.Concat(ws.files, o.files),
+		anyIn:   slices.Concat(ws.anyIn, o.anyIn),
+		sources: slices.Concat(ws.sources, o.sources),
+		trees:   slices.Concat(ws.trees, o.trees),
+	}
+}
+
+// set replaces the watched files and directories. A directory that does
+// not exist is awaited: its nearest existing ancestor is watched for it.
+// One that cannot be watched otherwise is logged and skipped.
 func (w *watcher) set(spec watchSpec) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
@@ -140,27 +170,68 @@ func (w *watcher) set(spec watchSpec) {
 		w.anyIn[d] = true
 		dirs[d] = true
 	}
-	for d := range w.watched {
-		if !dirs[d] {
-			_ = w.fs.Remove(d)
-			delete(w.watched, d)
-		}
+	w.dirs, w.awaited = maps.Clone(dirs), map[string]bool{}
+	// fsnotify's list, not a record of what was added: the kernel drops
+	// the watch of a directory removed or moved away (fsnotify forgets it
+	// as it reads that event, which relevant counts), so the directory
+	// made again at that path is added afresh.
+	keep := map[string]bool{}
+	for _, d := range w.fs.WatchList() {
+		keep[d] = false
 	}
 	for d := range dirs {
-		if w.watched[d] {
+		if _, ok := keep[d]; ok {
+			keep[d] = true
 			continue
 		}
-		if err := w.fs.Add(d); err != nil {
+		err := w.fs.Add(d)
+		if err == nil {
+			keep[d] = true
+			continue
+		}
+		if !errors.Is(err, os.ErrNotExist) {
 			w.log.Warn().Err(err).Str("dir", d).Msg("cannot watch directory; changes in it are not seen")
 			continue
 		}
-		w.watched[d] = true
+		w.awaited[d] = true
+		if a := w.watchAncestor(d, keep); a != "" {
+			keep[a] = true
+			w.dirs[a] = true // its removal or move is a change too: d's way goes with it
+		}
+	}
+	// Removed only now: a directory watched before and still wanted
+	// (perhaps as an ancestor) is never unwatched in between.
+	for d, kept := range keep {
+		if !kept {
+			_ = w.fs.Remove(d)
+		}
+	}
+}
+
+// watchAncestor watches the nearest existing ancestor of the missing
+// directory d, where its making starts, and returns it ("" if none can
+// be watched). watching holds the directories already watched.
+func (w *watcher) watchAncestor(d string, watching map[string]bool) string {
+	for a := filepath.Dir(d); ; a = filepath.Dir(a) {
+		if _, ok := watching[a]; ok {
+			return a
+		}
+		err := w.fs.Add(a)
+		if err == nil {
+			return a
+		}
+		if !errors.Is(err, os.ErrNotExist) || a == filepath.Dir(a) {
+			w.log.Warn().Err(err).Str("dir", d).Msg("cannot watch directory, nor where it would be made; changes in it are not seen")
+			return ""
+		}
 	}
 }
 
 // relevant reports whether an event may change what is served: a write,
 // creation, removal or rename of a watched file, or of a new file of a
-// handler's language beside its sources (a chmod alone does not).
+// handler's language beside its sources (a chmod alone does not); the
+// removal or move of a watched directory, whose watch went with it; the
+// making of an awaited directory, or of one on the way to it.
 func (w *watcher) relevant(ev fsnotify.Event) bool {
 	if ev.Op&^fsnotify.Chmod == 0 {
 		return false
@@ -171,6 +242,16 @@ func (w *watcher) relevant(ev fsnotify.Event) bool {
 	dir := filepath.Dir(name)
 	if w.files[name] || w.anyIn[dir] || w.extIn[dir][filepath.Ext(name)] {
 		return true
+	}
+	if ev.Op&(fsnotify.Remove|fsnotify.Rename) != 0 && w.dirs[name] {
+		return true
+	}
+	if ev.Op&fsnotify.Create != 0 {
+		for d := range w.awaited {
+			if d == name || strings.HasPrefix(d, name+string(filepath.Separator)) {
+				return true
+			}
+		}
 	}
 	// A directory made (or moved) into a handler's tree may hold or get
 	// sources; the reload it starts watches it.

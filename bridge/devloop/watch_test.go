@@ -216,3 +216,106 @@ func TestWatcherSeesAHelperInANewDirectory(t *testing.T) {
 		t.Fatalf("reported %v, want [%s]", got, mod)
 	}
 }
+
+func mkdir(t *testing.T, dir string) {
+	t.Helper()
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// parseConfig is the configuration text as if read from dir/bridge.yaml.
+func parseConfig(t *testing.T, dir, text string) *bridge.Config {
+	t.Helper()
+	cfg, err := bridge.ParseConfig([]byte(text), dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.Path = filepath.Join(dir, "bridge.yaml")
+	return cfg
+}
+
+// A directory of a handler's tree deleted and made again (rm -rf
+// functions/app && cp -r backup/app functions/app) took its watch with it:
+// the reload this starts watches the new directory.
+func TestWatcherSeesEditsInADirectoryDeletedAndMadeAgain(t *testing.T) {
+	w, dir := watchFixture(t)
+	app := filepath.Join(dir, "app")
+	mkdir(t, app)
+	write(t, filepath.Join(dir, "h.py"), "def f(x):\n    return x\n")
+	util := filepath.Join(app, "util.py")
+	write(t, util, "X = 1\n")
+	cfg := parseConfig(t, dir, "services:\n  - name: S\n    handlers:\n      - {name: f, runtime: python, dir: ., handler: h.f}\n")
+	w.set(watchSet(cfg))
+	if err := os.RemoveAll(app); err != nil {
+		t.Fatal(err)
+	}
+	mkdir(t, app)
+	write(t, util, "X = 2\n")
+	if got := nextBatch(t, w); !slices.Contains(got, app) {
+		t.Fatalf("deleting and making %s again reported %v, want it named", app, got)
+	}
+	w.set(watchSet(cfg)) // the reload's
+	write(t, util, "X = 3\n")
+	if got := nextBatch(t, w); !slices.Equal(got, []string{util}) {
+		t.Fatalf("an edit in the directory made again reported %v, want [%s]", got, util)
+	}
+}
+
+// The handler's directory itself moved away, and put back after a reload
+// found it missing (a restore, a checkout): both are changes, and the
+// directory put back is watched again.
+func TestWatcherSeesAHandlerDirectoryReplaced(t *testing.T) {
+	w, root := watchFixture(t)
+	// The configuration apart, so that only the handler's tree is watched.
+	conf, fn, backup := filepath.Join(root, "conf"), filepath.Join(root, "src", "fn"), filepath.Join(root, "backup", "fn")
+	for _, d := range []string{conf, fn, backup} {
+		mkdir(t, d)
+	}
+	py := filepath.Join(fn, "h.py")
+	write(t, py, "def f(x):\n    return x\n")
+	write(t, filepath.Join(backup, "h.py"), "def f(x):\n    return [x]\n")
+	cfg := parseConfig(t, conf, "services:\n  - name: S\n    handlers:\n      - {name: f, runtime: python, dir: ../src/fn, handler: h.f}\n")
+	w.set(watchSet(cfg))
+	if err := os.Rename(fn, fn+".old"); err != nil {
+		t.Fatal(err)
+	}
+	if got := nextBatch(t, w); !slices.Equal(got, []string{fn}) {
+		t.Fatalf("moving the handler's directory away reported %v, want [%s]", got, fn)
+	}
+	w.set(watchSet(cfg)) // the reload's, which finds no directory
+	if err := os.Rename(backup, fn); err != nil {
+		t.Fatal(err)
+	}
+	if got := nextBatch(t, w); !slices.Equal(got, []string{fn}) {
+		t.Fatalf("putting the handler's directory back reported %v, want [%s]", got, fn)
+	}
+	w.set(watchSet(cfg))
+	write(t, py, "def f(x):\n    return {'x': x}\n")
+	if got := nextBatch(t, w); !slices.Equal(got, []string{py}) {
+		t.Fatalf("an edit in the directory put back reported %v, want [%s]", got, py)
+	}
+}
+
+// A handler in a subpackage (app.handlers.run) whose module is deleted
+// cannot be named, and so fails to reload; creating the module again is a
+// change, so the fix is picked up.
+func TestWatcherSeesAMissingModuleMadeAgain(t *testing.T) {
+	w, dir := watchFixture(t)
+	mod := filepath.Join(dir, "app", "handlers.py")
+	mkdir(t, filepath.Dir(mod))
+	write(t, mod, "def run(x):\n    return x\n")
+	cfg := parseConfig(t, dir, "services:\n  - name: S\n    handlers:\n      - {name: run, runtime: python, dir: ., handler: app.handlers.run}\n")
+	w.set(watchSet(cfg))
+	if err := os.Remove(mod); err != nil {
+		t.Fatal(err)
+	}
+	if got := nextBatch(t, w); !slices.Equal(got, []string{mod}) {
+		t.Fatalf("deleting the module reported %v, want [%s]", got, mod)
+	}
+	w.set(watchSet(cfg)) // the reload's, which finds no module
+	write(t, mod, "def run(x):\n    return [x]\n")
+	if got := nextBatch(t, w); !slices.Equal(got, []string{mod}) {
+		t.Fatalf("creating the module again reported %v, want [%s]", got, mod)
+	}
+}
