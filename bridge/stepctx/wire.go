@@ -224,12 +224,15 @@ type errorResponse struct {
 
 type emptyRequest struct{}
 
-// encodeResult is r as it goes on the wire.
+// encodeResult is r as it goes on the wire: a value inline only when it
+// is JSON, which is UTF-8 (json.Valid lets other bytes through in
+// strings, and a client decoding the answer as JSON text then fails);
+// anything else as bytes.
 func encodeResult(r Result, asBytes bool) *wireResult {
 	if r.Failure != nil {
 		return &wireResult{Failure: &wireFailure{Code: int(orInternal(r.Failure.Code)), Message: r.Failure.Message}}
 	}
-	if !asBytes && len(r.Value) > 0 && json.Valid(r.Value) {
+	if !asBytes && len(r.Value) > 0 && json.Valid(r.Value) && utf8.Valid(r.Value) {
 		return &wireResult{Value: json.RawMessage(r.Value)}
 	}
 	b := base64.StdEncoding.EncodeToString(r.Value)

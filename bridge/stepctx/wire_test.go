@@ -31,3 +31,23 @@ func TestRunDecodersMatchDecode(t *testing.T) {
 		}
 	}
 }
+
+// A value goes inline only when it is JSON text, which is UTF-8: a Bash
+// step or state value holding other bytes in a JSON string passed
+// json.Valid and reached Python inline, whose decoding of the answer then
+// failed every attempt ("the context endpoint is unreachable").
+func TestEncodeResultSendsOnlyUTF8JSONInline(t *testing.T) {
+	for _, tc := range []struct {
+		value  string
+		inline bool
+	}{{`"ab"`, true}, {`{"é":1}`, true}, {"\"a\xffb\"", false}, {"{\"k\":\"\xc3\"}", false}, {`not json`, false}} {
+		w := encodeResult(Result{Value: []byte(tc.value)}, false)
+		if got := w.Value != nil; got != tc.inline {
+			t.Errorf("%q: inline %v, want %v", tc.value, got, tc.inline)
+		}
+		back, err := decodeResult(w)
+		if err != nil || string(back.Value) != tc.value {
+			t.Errorf("%q: decoded back as %q, %v", tc.value, back.Value, err)
+		}
+	}
+}

@@ -12,6 +12,7 @@ import (
 	"strings"
 	"syscall"
 	"time"
+	"unicode/utf8"
 
 	"github.com/spf13/cobra"
 	"golang.org/x/sys/unix"
@@ -552,6 +553,9 @@ func (f *callFlags) request(cmd *cobra.Command, args []string) (stepctx.CallRequ
 		}
 		if !json.Valid(in) {
 			return req, exitf(ctxExitUsage, "the payload is not valid JSON")
+		}
+		if !utf8.Valid(in) {
+			return req, exitf(ctxExitUsage, "the payload holds bytes that are not UTF-8: JSON text is UTF-8")
 		}
 		req.Input = in
 	}

@@ -7,6 +7,7 @@ import (
 	"io"
 	"os"
 	"strings"
+	"unicode/utf8"
 
 	"github.com/spf13/cobra"
 
@@ -34,7 +35,7 @@ func clientCmd(use, short string, n int, run func(ctx context.Context, cmd *cobr
 			if len(args) != n {
 				return exitf(ctxExitUsage, "usage: %s", strings.TrimSpace(cmd.CommandPath()+" "+operands))
 			}
-			return nil
+			return nonEmptyOperands(cmd, operands, args)
 		},
 		RunE: func(cmd *cobra.Command, args []string) error {
 			c, err := ctxClient()
@@ -52,6 +53,21 @@ func clientCmd(use, short string, n int, run func(ctx context.Context, cmd *cobr
 			return nil
 		},
 	}
+}
+
+// nonEmptyOperands refuses an empty name or id operand as the bad
+// argument it is (exit 2), before any call: the endpoint would refuse it
+// too, as a failed call (exit 3).
+func nonEmptyOperands(cmd *cobra.Command, operands string, args []string) error {
+	for i, op := range strings.Fields(operands) {
+		switch op {
+		case "NAME", "ID", "INVOCATION_ID":
+			if i < len(args) && args[i] == "" {
+				return exitf(ctxExitUsage, "%s: %s is empty", cmd.CommandPath(), op)
+			}
+		}
+	}
+	return nil
 }
 
 // valueCmd is a command NAME|ID JSON|- writing the JSON value with write.
@@ -77,6 +93,11 @@ func jsonArg(cmd *cobra.Command, arg string) ([]byte, error) {
 	}
 	if !json.Valid(in) {
 		return nil, exitf(ctxExitUsage, "the value is not valid JSON (quote a string: '\"text\"')")
+	}
+	if !utf8.Valid(in) {
+		// json.Valid lets such bytes through in strings; JSON is UTF-8,
+		// and a Python function reading the value could not decode it.
+		return nil, exitf(ctxExitUsage, "the value holds bytes that are not UTF-8: JSON text is UTF-8")
 	}
 	return in, nil
 }
@@ -220,6 +241,9 @@ func newCtxPromiseGetCmd() *cobra.Command {
 		Short: "Wait for the promise NAME and print its value; --async prints a handle for await",
 		Args:  exactArgs(1, "fnbridge promise get [--async] NAME"),
 		RunE: func(cmd *cobra.Command, args []string) error {
+			if err := nonEmptyOperands(cmd, "NAME", args); err != nil {
+				return err
+			}
 			return awaitable(cmd, async,
 				func(ctx context.Context, c *stepctx.Client) (string, error) { return c.PromiseAsync(ctx, args[0]) },
 				func(ctx context.Context, c *stepctx.Client) (stepctx.Result, error) { return c.Promise(ctx, args[0]) },

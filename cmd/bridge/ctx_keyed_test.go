@@ -50,6 +50,16 @@ func TestCtxState(t *testing.T) {
 	fnbridge(t, "", "state", "clear-all").want(t, 0, "", "")
 	fnbridge(t, "", "state", "keys").want(t, 0, "", "")
 	fnbridge(t, "", "state", "get").want(t, 2, "", "usage: fnbridge state get NAME")
+	// Bad arguments are exit 2 before any call, as in Python (a TypeError):
+	// an empty name, a value that is not UTF-8 (JSON is; json.Valid lets
+	// such bytes through and a Python reader could not decode them).
+	fnbridge(t, "", "state", "get", "").want(t, 2, "", "NAME is empty")
+	fnbridge(t, "", "state", "set", "", "1").want(t, 2, "", "NAME is empty")
+	fnbridge(t, "", "promise", "get", "").want(t, 2, "", "NAME is empty")
+	fnbridge(t, "", "resolve-awakeable", "", "1").want(t, 2, "", "ID is empty")
+	fnbridge(t, "", "state", "set", "bad", "\"a\xffb\"").want(t, 2, "", "not UTF-8")
+	fnbridge(t, "\"a\xffb\"", "state", "set", "bad", "-").want(t, 2, "", "not UTF-8")
+	fnbridge(t, "", "call", "Svc/h", "\"a\xffb\"").want(t, 2, "", "not UTF-8")
 	// A read that could not be made is not "absent": 3, not 1.
 	e.a.Close()
 	fnbridge(t, "", "state", "get", "profile").want(t, 3, "", "belongs to an attempt that has ended")

@@ -920,6 +920,7 @@ def _fnbridge_worker():
         check_str("reject_awakeable", "awakeable_id", awakeable_id)
         if not isinstance(message, str):
             raise TypeError("fnbridge.reject_awakeable: message must be str, not %s" % type(message).__name__)
+        check_text("reject_awakeable", "message", message)
         context_op("reject_awakeable", "awakeable/reject",
                    {"id": awakeable_id, "message": message, "code": check_code("reject_awakeable", code)})
 
@@ -965,6 +966,7 @@ def _fnbridge_worker():
             """Reject the promise: its waiters get TerminalError(message, code)."""
             if not isinstance(message, str):
                 raise TypeError("fnbridge.promise.reject: message must be str, not %s" % type(message).__name__)
+            check_text("promise.reject", "message", message)
             context_op("promise.reject", "promise/reject",
                        {"name": self.name, "message": message, "code": check_code("promise.reject", code)})
 

@@ -72,12 +72,14 @@ def completer(event):
     for call in (lambda: fnbridge.resolve_awakeable("sign_1AAAA", 1),
                  lambda: fnbridge.reject_awakeable("nonsense", "no"),
                  lambda: fnbridge.cancel("inv_1abc"),
-                 lambda: fnbridge.reject_awakeable(event["other"], "no", code=0)):
+                 lambda: fnbridge.reject_awakeable(event["other"], "no", code=0),
+                 lambda: fnbridge.reject_awakeable(event["other"], "bad \udce9"),
+                 lambda: fnbridge.promise("p").reject("bad \udce9")):
         try:
             call()
         except fnbridge.TerminalError as e:
             caught.append(e.code)
-        except TypeError as e:
+        except (TypeError, ValueError) as e:
             caught.append(str(e))
     return ["done", caught]
 
@@ -255,7 +257,9 @@ func TestKeyedCompleteAndCancel(t *testing.T) {
 	// Ids as restate-server prints them.
 	const id, other, victim = "sign_16MThzWyQU_UkS5kx_hYOdYGSSOJcQnVbAAAAEQ", "sign_1vPE8HO1CPEmElYB-9PP0t30AmLlXUo4BAAAAEQ", "inv_1jZ1vppOUVxj16ugSTA4IHb26d8Zo1CWOT"
 	res, err := s.invokeKeyed(t, s.Open(t, j), nil, `{"id":"`+id+`","other":"`+other+`","victim":"`+victim+`"}`)
-	steptest.MustOutput(t, res, err, `["done",[400,400,400,"fnbridge.reject_awakeable: code must be an int from 1 to 65535, not 0"]]`)
+	steptest.MustOutput(t, res, err, `["done",[400,400,400,"fnbridge.reject_awakeable: code must be an int from 1 to 65535, not 0",`+
+		`"fnbridge.reject_awakeable: message 'bad \\udce9' is not valid Unicode text (a lone surrogate): Restate takes text as UTF-8 only",`+
+		`"fnbridge.promise.reject: message 'bad \\udce9' is not valid Unicode text (a lone surrogate): Restate takes text as UTF-8 only"]]`)
 	var got []string
 	for _, e := range j.Entries() {
 		got = append(got, e.Kind+" "+e.Name)
