@@ -6,8 +6,11 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
+	"math"
 	"os"
 	"os/exec"
+	"regexp"
 	"strconv"
 	"strings"
 	"syscall"
@@ -337,9 +340,13 @@ func executeStep(cmd *cobra.Command, c *stepctx.Client, name, h string, argv []s
 				why = fmt.Sprintf("%s was killed by signal %d (%v)", argv[0], int(ws.Signal()), ws.Signal())
 			}
 		case errors.Is(err, exec.ErrNotFound):
-			status, why = 127, err.Error()
+			status, why = 127, fmt.Sprintf("%s: no such program on PATH (a shell function is not one: a step runs a program)", argv[0])
+		case errors.Is(err, fs.ErrNotExist):
+			status, why = 127, fmt.Sprintf("%s: no such file", argv[0])
+		case errors.Is(err, fs.ErrPermission):
+			status, why = 126, fmt.Sprintf("%s is not executable (permission denied)", argv[0])
 		default:
-			status, why = 126, err.Error()
+			status, why = 126, fmt.Sprintf("%s could not be started: %v", argv[0], err)
 		}
 	}
 	out, err := readAll(outFile)
@@ -432,13 +439,20 @@ func parseCtxDuration(what, s string) (time.Duration, error) {
 	}
 	d, err := time.ParseDuration(s)
 	switch {
+	case err != nil && durationSyntax.MatchString(strings.TrimPrefix(s, "-")):
+		// Well formed, so too long for a duration: say the bound, as
+		// Python's fnbridge.sleep does.
+		return 0, exitf(ctxExitUsage, "%s %q: must be at most %d seconds (about 292 years)", what, in, int64(math.MaxInt64/time.Second))
 	case err != nil:
-		return 0, exitf(ctxExitUsage, "%s %q: want seconds (90, 1.5) or a Go duration (90s, 5m, 1h)", what, in)
+		return 0, exitf(ctxExitUsage, "%s %q: want seconds (90, 1.5) or a number with a unit (90s, 5m, 1h, 250ms)", what, in)
 	case d < 0:
 		return 0, exitf(ctxExitUsage, "%s %q: must not be negative", what, in)
 	}
 	return d, nil
 }
+
+// durationSyntax is what time.ParseDuration reads, whatever the size.
+var durationSyntax = regexp.MustCompile(`^([0-9]*(\.[0-9]*)?(ns|us|µs|μs|ms|s|m|h))+$`)
 
 // isDigits reports whether s is one or more ASCII digits.
 func isDigits(s string) bool {

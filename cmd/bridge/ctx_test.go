@@ -154,7 +154,14 @@ func TestCtxRunRetryableFailure(t *testing.T) {
 		want(t, 128+15, "", "sh was killed by signal 15 (terminated)")
 	e.attempt()
 	fnbridge(t, "", "run", "flaky", "--", "no-such-command-fnbridge").
-		want(t, 127, "", "executable file not found")
+		want(t, 127, "", "fnbridge: run flaky: no-such-command-fnbridge: no such program on PATH (a shell function is not one: a step runs a program)")
+	e.attempt()
+	noexec := filepath.Join(t.TempDir(), "noexec")
+	if err := os.WriteFile(noexec, []byte("echo hi\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	fnbridge(t, "", "run", "flaky", "--", noexec).
+		want(t, 126, "", "fnbridge: run flaky: "+noexec+" is not executable (permission denied)")
 	if e.j.Entries()[0].Result != nil {
 		t.Error("a retryable failure journaled a result")
 	}
@@ -228,6 +235,10 @@ func TestCtxSleep(t *testing.T) {
 		fnbridge(t, "", "sleep", "--", neg).want(t, 2, "", `duration "`+neg+`": must not be negative`)
 	}
 	fnbridge(t, "", "sleep", "-1").want(t, 2, "", `duration "-1": must not be negative`)
+	// Past the longest duration: the bound, as Python says it, not "want seconds".
+	for _, long := range []string{"9223372037", "99999999999999999999", "2562048h", "9999999999999m"} {
+		fnbridge(t, "", "sleep", long).want(t, 2, "", `duration "`+long+`": must be at most 9223372036 seconds (about 292 years)`)
+	}
 	fnbridge(t, "", "sleep", "--", "-").want(t, 2, "", `duration "-": want seconds (90, 1.5)`)
 	fnbridge(t, "", "sleep").want(t, 2, "", "usage: fnbridge sleep")
 
@@ -265,7 +276,7 @@ func TestCtxCallSendAwait(t *testing.T) {
 	}
 	// A bad delay names the flag, and sends nothing.
 	fnbridge(t, "", "send", "--delay", "-1s", "Mail/send", `"hi"`).want(t, 2, "", `--delay "-1s": must not be negative`)
-	fnbridge(t, "", "send", "--delay", "soon", "Mail/send", `"hi"`).want(t, 2, "", `--delay "soon": want seconds (90, 1.5) or a Go duration`)
+	fnbridge(t, "", "send", "--delay", "soon", "Mail/send", `"hi"`).want(t, 2, "", `--delay "soon": want seconds (90, 1.5) or a number with a unit (90s, 5m, 1h, 250ms)`)
 	if n := len(e.j.Entries()); n != 4 {
 		t.Errorf("%d journal entries after the refused sends, want 4", n)
 	}

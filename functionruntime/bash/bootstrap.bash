@@ -75,6 +75,12 @@ __fnb_run() {
 		builtin return
 	fi
 	builtin shift 2
+	if builtin declare -F -- "$1" >/dev/null && ! builtin type -P -- "$1" >/dev/null; then
+		# exec would say "environment: line N: exec: f: not found" on
+		# every attempt: say what a step runs instead.
+		builtin printf 'fnbridge: run %s: %s is a shell function; a step runs a program (CMD is never shell code): export -f %s, then fnbridge run %s -- bash -c '\''%s "$@"'\'' %s ARG...\n' "$__fnb_name" "$1" "$1" "$__fnb_name" "$1" "$1" >&2
+		builtin return 2
+	fi
 	__fnb_agent || builtin return
 	((++__fnb_rq))
 	builtin printf 'S\t%s.%d\t%s\t%s\t%s\n' "$__fnb_f" "$__fnb_rq" "$FNBRIDGE_CONTEXT" "$FNBRIDGE_CONTEXT_TOKEN" "$__fnb_name" >&"$__fnb_areq"

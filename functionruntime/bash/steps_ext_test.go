@@ -106,6 +106,14 @@ inshell_help() {
 
 inshell_long() {
 	fnbridge run "$(printf '%070000d' 0)" -- printf x 2>&1 || echo " $?"
+	fnbridge run "$(printf '%017000d' 0)" -- printf x 2>&1 || echo " $?"
+}
+
+greet() { echo "hello $1"; }
+
+inshell_fncmd() {
+	fnbridge run hi -- greet you 2>&1 || echo "fn $?"
+	fnbridge run t -- true || return  # a builtin's name, not a function
 }
 
 inshell_values() {
@@ -450,9 +458,19 @@ func TestSteps(t *testing.T) {
 		// --help alone shows the command's help, as in any other shell.
 		res, err := e.start(t, "inshell_help", nil).invoke(t, e.Open(t, &stepctxtest.Journal{}), "")
 		steptest.MustOutput(t, res, err, "help 0\nRun CMD (executed directly, not through a shell) as the durable step NAME.")
-		// A request line the agent cannot take is a usage error, said once.
+		// A step name past the bound is refused, said once, whether the
+		// agent's line or the endpoint finds it too long.
 		res, err = e.start(t, "inshell_long", nil).invoke(t, e.Open(t, &stepctxtest.Journal{}), "")
-		steptest.MustOutput(t, res, err, "fnbridge: run: the step's name and endpoint are longer than 65536 bytes\n 2")
+		steptest.MustOutput(t, res, err, "fnbridge: run: the step name is longer than 16384 bytes, the most a step name may have\n 3\n"+
+			"fnbridge: fnbridge context: run's \"name\" is 17000 bytes; a step name may have at most 16384 (HTTP 400)\n 3")
+		// A shell function as CMD is refused before the step starts, saying
+		// what a step runs, not bash's "exec: greet: not found".
+		j = &stepctxtest.Journal{}
+		res, err = e.start(t, "inshell_fncmd", nil).invoke(t, e.Open(t, j), "")
+		steptest.MustOutput(t, res, err, "fnbridge: run hi: greet is a shell function; a step runs a program (CMD is never shell code): export -f greet, then fnbridge run hi -- bash -c 'greet \"$@\"' greet ARG...\nfn 2")
+		if en := j.Entries(); len(en) != 1 || en[0].Name != "t" {
+			t.Fatalf("journal = %+v, want only step t", en)
+		}
 	})
 
 	// Rule: the context is in the environment, so a child process the

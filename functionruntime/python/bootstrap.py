@@ -752,7 +752,9 @@ def _fnbridge_worker():
             leave(ctx)
 
     def call(service, handler, input=None, *, key=None, idempotency_key=None, headers=None):
-        """Call another handler durably and return its result.
+        """Call another handler durably and return its result: its output
+        decoded from JSON, bytes when the output is not JSON (a Bash
+        handler's plain text), None when it is empty.
 
         A terminal failure of the callee raises TerminalError with its code
         and message."""
