@@ -129,6 +129,9 @@ func ctxMain(args []string) int {
 func runCtx(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	root := newCtxCmd()
 	root.Use = "fnbridge"
+	// A function's command, not an interactive tool: no shell completion
+	// scripts among its subcommands.
+	root.CompletionOptions.DisableDefaultCmd = true
 	root.SetArgs(numbersAsOperands(root, args))
 	root.SetIn(stdin)
 	root.SetOut(stdout)
@@ -643,7 +646,12 @@ func newCtxAwaitCmd() *cobra.Command {
 (an empty line for a timer or a failed one); any terminal failure is reported
 on stderr and the exit status is 100. With --any, wait for the first to
 complete and print its handle, then its result.`,
-		Args: cobra.MinimumNArgs(1),
+		Args: func(_ *cobra.Command, args []string) error {
+			if len(args) == 0 {
+				return exitf(ctxExitUsage, "usage: fnbridge await [--any] HANDLE...")
+			}
+			return nil
+		},
 		RunE: func(cmd *cobra.Command, args []string) error {
 			c, err := ctxClient()
 			if err != nil {

@@ -294,6 +294,7 @@ func TestCtxCallSendAwait(t *testing.T) {
 	fnbridge(t, "", "await", "--any", ch, th).want(t, 0, ch+"\n"+`{"to":"k2"}`+"\n", "")
 	fnbridge(t, "", "await", th, fh, ch).want(t, 100, "\n\n"+`{"to":"k2"}`+"\n", fh+" failed (code 404): no such user")
 	fnbridge(t, "", "await", "fut-404").want(t, 3, "", `unknown handle "fut-404"`)
+	fnbridge(t, "", "await").want(t, 2, "", "usage: fnbridge await [--any] HANDLE...")
 
 	fnbridge(t, "", "invocation-id").want(t, 0, "inv_abc\n", "")
 	r1 := fnbridge(t, "", "random")
@@ -424,6 +425,7 @@ func TestCtxFailOutsideTheFunctionsShell(t *testing.T) {
 func TestGroupCommandsRefuseUnknownSubcommands(t *testing.T) {
 	e := newCtxEnv(t, &stepctxtest.Journal{})
 	fnbridge(t, "", "state", "gte", "count").want(t, 2, "", `unknown command "gte" for "fnbridge state"; its subcommands: clear, clear-all, get, keys, set`)
+	fnbridge(t, "", "bogus").want(t, 2, "", `unknown command "bogus" for "fnbridge"; its subcommands: await, awakeable, call, cancel, fail, invocation-id, key, promise, random, reject-awakeable, resolve-awakeable, run, send, sleep, state, uuid`)
 	fnbridge(t, "", "promise", "reslove", "p", "1").want(t, 2, "", `unknown command "reslove" for "fnbridge promise"`)
 	fnbridge(t, "", "state").want(t, 2, "", "fnbridge state needs a subcommand")
 	if n := len(e.j.Entries()); n != 0 {
