@@ -39,7 +39,7 @@
 // that many bytes: the operation's name (the route without "/v1/"), "\n",
 // and the JSON body ("run/start\n{\"name\":\"fetch\"}"). Every request gets
 // one answer frame: a 4-byte length, then the status in decimal, "\n"
-// and the JSON answer ("200\n{\"execute\":\"run-1\"}"). Requests of a
+// and the JSON answer ("200\n{\"execute\":\"run-3f2a9c01-1\"}"). Requests of a
 // connection are served in order; an empty token gets 401 on every
 // request; a frame longer than the body limit gets 413 and the connection
 // goes on. Between requests a client may send the preface again with
@@ -91,31 +91,37 @@
 //
 // # Operations
 //
-// Handles are opaque strings, valid within their attempt: "run-N" for a
-// run being executed, "fut-N" for a timer or call. A future may be
-// awaited any number of times, in any order, long after it was created.
+// Handles are opaque strings: "run-T-N" for a run being executed,
+// "fut-T-N" for a timer or call, T a tag of the invocation (8 hex digits)
+// and N counting the attempt's handles, so a replaying attempt mints the
+// same handles as the first. A handle is valid in the attempt that minted
+// it; one of another invocation is refused (400) rather than read as this
+// one's. A future may be awaited any number of times, in any order, long
+// after it was created. A framed connection that closes while a run it
+// started is open (its process was killed) ends the attempt: the step
+// failed retryably, and later calls get 410.
 //
 //	/v1/run/start      {"name": "fetch"}
 //	  → {"recorded": <result>}  replay: do NOT run the closure; return/raise the result
-//	  → {"execute": "run-1"}    the run command is journaled; run the closure, then:
-//	/v1/run/complete   {"handle": "run-1", "value": <JSON>} | "bytes": "<b64>"
+//	  → {"execute": "run-3f2a9c01-1"}    the run command is journaled; run the closure, then:
+//	/v1/run/complete   {"handle": "run-3f2a9c01-1", "value": <JSON>} | "bytes": "<b64>"
 //	                   | "failure": {"code": 400, "message": "..."}   terminal: journaled
 //	                   | "retryable": {"message": "..."}              nothing journaled
 //	  → {"result": <result>}    the journaled result
 //	  → {"attempt_failed": true} after "retryable": the attempt fails and Restate
 //	                            retries it; every later request gets 410
 //	/v1/sleep          {"millis": 90000, "async": false}
-//	  → {"result": {"bytes": ""}}, or with async {"handle": "fut-2"}
+//	  → {"result": {"bytes": ""}}, or with async {"handle": "fut-3f2a9c01-2"}
 //	/v1/call           {"service": "S", "handler": "h", "key": "", "idempotency_key": "",
 //	                    "headers": {"k": "v"}, "input": <JSON> | "input_bytes": "<b64>",
 //	                    "async": false}
-//	  → {"result": <result>}, or with async {"handle": "fut-3"}
+//	  → {"result": <result>}, or with async {"handle": "fut-3f2a9c01-3"}
 //	/v1/send           {"service", "handler", "key", "idempotency_key", "headers",
 //	                    "input" | "input_bytes", "delay_millis": 0}
 //	  → {"invocation_id": "inv_..."}
-//	/v1/await          {"handles": ["fut-2", "fut-3"], "mode": "all" | "any"}
+//	/v1/await          {"handles": ["fut-3f2a9c01-2", "fut-3f2a9c01-3"], "mode": "all" | "any"}
 //	  all → {"results": [<result>, <result>]}   in request order (settled, not fail-fast)
-//	  any → {"index": 1, "handle": "fut-3", "result": <result>}
+//	  any → {"index": 1, "handle": "fut-3f2a9c01-3", "result": <result>}
 //	/v1/invocation-id  {} → {"invocation_id": "inv_..."}
 //	/v1/random         {} → {"float": 0.37, "int": 3332424118245261}  float = int / 2^53
 //	/v1/uuid           {} → {"uuid": "xxxxxxxx-xxxx-4xxx-yxxx-xxxxxxxxxxxx"}
@@ -131,7 +137,7 @@
 //	/v1/awakeable        {} → {"id": "sign_1...", "handle": "sign_1..."}  (the id is its own handle for await)
 //	/v1/awakeable/resolve {"id": "sign_1...", "value": <JSON>} | "bytes" → {}
 //	/v1/awakeable/reject {"id": "sign_1...", "message": "...", "code": 500} → {}  (code optional, 500)
-//	/v1/promise/get      {"name": "approval", "async": false} → {"result": <result>}, or with async {"handle": "fut-N"}
+//	/v1/promise/get      {"name": "approval", "async": false} → {"result": <result>}, or with async {"handle": "fut-T-N"}
 //	/v1/promise/peek     {"name": "approval"} → {"found": true, "result": <result>} | {"found": false} (unresolved)
 //	/v1/promise/resolve  {"name": "approval", "value": <JSON>} | "bytes" → {}
 //	/v1/promise/reject   {"name": "approval", "message": "...", "code": 500} → {}  (code optional, 500)

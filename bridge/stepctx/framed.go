@@ -215,7 +215,7 @@ func (s *Server) Shutdown(ctx context.Context) error {
 		n := len(s.framed)
 		for fc := range s.framed {
 			if ctx.Err() != nil {
-				fc.c.Close()
+				fc.forceClose()
 			} else {
 				fc.closeIfIdle()
 			}
@@ -251,6 +251,38 @@ type framedConn struct {
 	gen   int
 	idle  bool
 	until time.Time
+	// runs are the attempts where the connection started a run (maybe
+	// completed since); only the connection's own goroutine touches it.
+	runs map[*Attempt]struct{}
+}
+
+// started records that fc started a run of a, forgetting the attempts
+// that ended: a worker's connection serves attempt after attempt.
+func (fc *framedConn) started(a *Attempt) {
+	if fc.runs == nil {
+		fc.runs = map[*Attempt]struct{}{}
+	}
+	for x := range fc.runs {
+		if x.Err() != nil {
+			delete(fc.runs, x)
+		}
+	}
+	fc.runs[a] = struct{}{}
+}
+
+// abandonRuns fails the runs fc started and left open, once it closed:
+// no outcome can come for them. Not after Shutdown, which closed it
+// rather than the client.
+func (fc *framedConn) abandonRuns() {
+	fc.mu.Lock()
+	shut := fc.shut
+	fc.mu.Unlock()
+	if shut {
+		return
+	}
+	for a := range fc.runs {
+		a.abandon(fc)
+	}
 }
 
 // track makes fc wait for the attempt of token (key): the connection
@@ -287,6 +319,14 @@ func (fc *framedConn) goIdle(gen int) {
 	if !fc.busy {
 		_ = fc.c.SetReadDeadline(fc.until)
 	}
+}
+
+// forceClose closes the connection, served or not (Shutdown's deadline).
+func (fc *framedConn) forceClose() {
+	fc.mu.Lock()
+	fc.shut = true
+	fc.mu.Unlock()
+	fc.c.Close()
 }
 
 // closeIfIdle closes the connection unless a request is being served; it
@@ -333,6 +373,9 @@ func (s *Server) serveFramed(c net.Conn, br *bufio.Reader) {
 		delete(s.framed, fc)
 		s.mu.Unlock()
 	}()
+	// Runs first (defers run last first): whoever sees the connection
+	// gone (Shutdown, a test) finds its runs failed.
+	defer fc.abandonRuns()
 	if _, err := br.Discard(len(FramedPreface)); err != nil {
 		return
 	}
@@ -398,7 +441,7 @@ func (s *Server) serveFramed(c net.Conn, br *bufio.Reader) {
 			if _, err := io.CopyN(io.Discard, br, n-maxUnheldFrame); err != nil {
 				return
 			}
-			status, v = s.serveFrame(c, br, token, key, head)
+			status, v = s.serveFrame(fc, br, token, key, head)
 		default:
 			// One buffer per connection serves every frame: operations copy
 			// what they keep (see serveFrame). A large one is not kept.
@@ -409,7 +452,7 @@ func (s *Server) serveFramed(c net.Conn, br *bufio.Reader) {
 			if _, err := io.ReadFull(br, frame); err != nil {
 				return
 			}
-			status, v = s.serveFrame(c, br, token, key, frame)
+			status, v = s.serveFrame(fc, br, token, key, frame)
 			if cap(frame) > maxKeptFrame {
 				frame = nil
 			}
@@ -465,7 +508,7 @@ func (s *Server) live(key [32]byte) bool {
 
 // serveFrame serves one request frame. The frame's buffer is reused for
 // the next one, so nothing may keep a slice of it: decoding copies.
-func (s *Server) serveFrame(c net.Conn, br *bufio.Reader, token string, key [32]byte, frame []byte) (int, any) {
+func (s *Server) serveFrame(fc *framedConn, br *bufio.Reader, token string, key [32]byte, frame []byte) (int, any) {
 	name, body, _ := bytes.Cut(frame, []byte{'\n'})
 	op, ok := framedRoutes[string(name)]
 	if !ok {
@@ -484,10 +527,10 @@ func (s *Server) serveFrame(c net.Conn, br *bufio.Reader, token string, key [32]
 	ctx := context.Background()
 	if waitingOps[string(name)] {
 		var stop func()
-		ctx, stop = watchHangUp(c, br)
+		ctx, stop = watchHangUp(fc.c, br)
 		defer stop()
 	}
-	return a.serveOp(ctx, op, body)
+	return a.serveOp(ctx, op, body, fc)
 }
 
 // frameTooLarge answers a frame of n bytes, over the body limit: the

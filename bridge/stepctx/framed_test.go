@@ -86,8 +86,9 @@ func TestFramedProtocolOnTheWire(t *testing.T) {
 			a, _ := open(t, s, addr, j)
 			f := dialFramed(t, addr, a.Token())
 
-			f.want("run/start", `{"name":"fetch"}`, 200, `{"execute":"run-1"}`)
-			f.want("run/complete", `{"handle":"run-1","value":{"n": 1}}`, 200, `{"result":{"value":{"n":1}}}`)
+			run1 := handleOf("run-", "inv_fake", 1)
+			f.want("run/start", `{"name":"fetch"}`, 200, `{"execute":"`+run1+`"}`)
+			f.want("run/complete", `{"handle":"`+run1+`","value":{"n": 1}}`, 200, `{"result":{"value":{"n":1}}}`)
 			f.want("v1/run/start", `{}`, 404, `no fnbridge context operation \"v1/run/start\"`)
 			f.want("sleep", `{"milis":5}`, 400, `unknown field \"milis\"`)
 			f.want("sleep", `{"name":"`+strings.Repeat("x", 2000)+`"}`, 413, `exceeds 1024 bytes`)
@@ -174,13 +175,13 @@ func TestFramedValuesSurviveTheNextFrame(t *testing.T) {
 		t.Fatal(err)
 	}
 	f := &framed{t: t, c: c, r: bufio.NewReader(c)}
-	if _, err := io.ReadFull(f.r, make([]byte, 4+len(`200`+"\n"+`{"execute":"run-1"}`))); err != nil {
+	if _, err := io.ReadFull(f.r, make([]byte, 4+len(`200`+"\n"+`{"execute":"`+handleOf("run-", "inv_fake", 1)+`"}`))); err != nil {
 		t.Fatal(err)
 	}
 	values := []string{`{"v":"` + strings.Repeat("a", 300) + `"}`, `{"v":"` + strings.Repeat("b", 200) + `"}`, `"` + strings.Repeat("c", 100<<10) + `"`, `[1, 2]`}
-	f.want("run/complete", `{"handle":"run-1","value":`+values[0]+`}`, 200, `"result"`)
+	f.want("run/complete", `{"handle":"`+handleOf("run-", "inv_fake", 1)+`","value":`+values[0]+`}`, 200, `"result"`)
 	for i, v := range values[1:] {
-		h := "run-" + strconv.Itoa(i+2)
+		h := handleOf("run-", "inv_fake", i+2)
 		f.want("run/start", `{"name":"s`+strconv.Itoa(i+2)+`"}`, 200, `{"execute":"`+h+`"}`)
 		f.want("run/complete", `{"handle":"`+h+`","value":`+v+`}`, 200, `"result"`)
 	}
@@ -212,8 +213,9 @@ func TestFramedPrefaceAgainSwitchesAttempt(t *testing.T) {
 		t.Fatal(err)
 	}
 	f.want("invocation-id", `{}`, 200, `"inv_two"`)
-	f.want("run/start", `{"name":"s"}`, 200, `{"execute":"run-1"}`)
-	f.want("run/complete", `{"handle":"run-1","value":1}`, 200, `"result"`)
+	run1 := handleOf("run-", "inv_two", 1)
+	f.want("run/start", `{"name":"s"}`, 200, `{"execute":"`+run1+`"}`)
+	f.want("run/complete", `{"handle":"`+run1+`","value":1}`, 200, `"result"`)
 	if _, err := io.WriteString(f.c, stepctx.FramedPreface+a1.Token()+"\n"); err != nil {
 		t.Fatal(err)
 	}
@@ -241,10 +243,11 @@ func TestFramedIdleAfterItsAttempt(t *testing.T) {
 	a2, _ := open(t, s, addr, &stepctxtest.Journal{ID: "inv_two"})
 	kept := dialFramed(t, addr, a1.Token())
 	dropped := dialFramed(t, addr, a1.Token())
-	kept.want("run/start", `{"name":"s"}`, 200, `{"execute":"run-1"}`)
+	run1 := handleOf("run-", "inv_fake", 1)
+	kept.want("run/start", `{"name":"s"}`, 200, `{"execute":"`+run1+`"}`)
 	// Four idle times with the attempt open: the connection must stay.
 	time.Sleep(200 * time.Millisecond)
-	kept.want("run/complete", `{"handle":"run-1","value":1}`, 200, `"result"`)
+	kept.want("run/complete", `{"handle":"`+run1+`","value":1}`, 200, `"result"`)
 	if _, err := io.WriteString(kept.c, stepctx.FramedPreface+a2.Token()+"\n"); err != nil {
 		t.Fatal(err)
 	}
@@ -430,9 +433,10 @@ func TestFramedLargeAnswerIsNotKept(t *testing.T) {
 	a, _ := open(t, s, addr, forgetfulRuns{&stepctxtest.Journal{}})
 	f := dialFramed(t, addr, a.Token())
 	base := heapInUse()
-	f.want("run/start", `{"name":"x"}`, 200, `run-1`)
+	run1 := handleOf("run-", "inv_fake", 1)
+	f.want("run/start", `{"name":"x"}`, 200, run1)
 	big := base64.StdEncoding.EncodeToString(make([]byte, 24<<20))
-	f.want("run/complete", `{"handle":"run-1","bytes":"`+big+`"}`, 200, `"result"`)
+	f.want("run/complete", `{"handle":"`+run1+`","bytes":"`+big+`"}`, 200, `"result"`)
 	big = ""
 	f.want("invocation-id", `{}`, 200, `inv`) // a small answer after it
 	if grown := int64(heapInUse()) - int64(base); grown > 8<<20 {
@@ -486,7 +490,8 @@ func TestConnectionsAreBounded(t *testing.T) {
 // refused as made inside a run that stays open. Without an open run a
 // request over the limit is refused alone.
 func TestStepValueOverTheLimitEndsTheAttempt(t *testing.T) {
-	big := `{"handle":"run-1","value":"` + strings.Repeat("x", 2000) + `"}`
+	run1 := handleOf("run-", "inv_fake", 1)
+	big := `{"handle":"` + run1 + `","value":"` + strings.Repeat("x", 2000) + `"}`
 	for _, transport := range []string{"framed", "http"} {
 		t.Run(transport, func(t *testing.T) {
 			s, addr := serve(t, "unix", stepctx.Config{MaxBodyBytes: 1024})
@@ -504,7 +509,7 @@ func TestStepValueOverTheLimitEndsTheAttempt(t *testing.T) {
 				}
 			}
 			want("sleep", `{"name":"`+strings.Repeat("x", 2000)+`"}`, 413, `exceeds 1024 bytes`)
-			want("run/start", `{"name":"fetch"}`, 200, `{"execute":"run-1"}`)
+			want("run/start", `{"name":"fetch"}`, 200, `{"execute":"`+run1+`"}`)
 			want("run/complete", big, 410, `step \"fetch\": its value makes a request of`)
 			var tl *stepctx.StepTooLargeError
 			if err := a.Err(); !errors.As(err, &tl) || tl.Name != "fetch" || tl.Limit != 1024 || tl.Size <= 1024 {

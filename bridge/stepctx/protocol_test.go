@@ -78,29 +78,31 @@ func TestProtocolOnTheWire(t *testing.T) {
 	}
 	defer a.Close()
 	r := newRaw(t, addr, a.Token())
+	run1, run2, run3 := handleOf("run-", "inv_x", 1), handleOf("run-", "inv_x", 2), handleOf("run-", "inv_x", 3)
+	fut4, fut5 := handleOf("fut-", "inv_x", 4), handleOf("fut-", "inv_x", 5)
 
-	r.want("/v1/run/start", `{"name":"a"}`, 200, `{"execute":"run-1"}`)
-	r.want("/v1/run/complete", `{"handle":"run-1","value":{"n": 1}}`, 200, `{"result":{"value":{"n":1}}}`)
-	r.want("/v1/run/start", `{"name":"b"}`, 200, `{"execute":"run-2"}`)
-	r.want("/v1/run/complete", `{"handle":"run-2","bytes":"aGk="}`, 200, `{"result":{"bytes":"aGk="}}`)
-	r.want("/v1/run/start", `{"name":"c"}`, 200, `{"execute":"run-3"}`)
-	r.want("/v1/run/complete", `{"handle":"run-3","failure":{"code":0,"message":"no"}}`, 200, `{"result":{"failure":{"code":500,"message":"no"}}}`)
+	r.want("/v1/run/start", `{"name":"a"}`, 200, `{"execute":"`+run1+`"}`)
+	r.want("/v1/run/complete", `{"handle":"`+run1+`","value":{"n": 1}}`, 200, `{"result":{"value":{"n":1}}}`)
+	r.want("/v1/run/start", `{"name":"b"}`, 200, `{"execute":"`+run2+`"}`)
+	r.want("/v1/run/complete", `{"handle":"`+run2+`","bytes":"aGk="}`, 200, `{"result":{"bytes":"aGk="}}`)
+	r.want("/v1/run/start", `{"name":"c"}`, 200, `{"execute":"`+run3+`"}`)
+	r.want("/v1/run/complete", `{"handle":"`+run3+`","failure":{"code":0,"message":"no"}}`, 200, `{"result":{"failure":{"code":500,"message":"no"}}}`)
 	r.want("/v1/sleep", `{"millis":10}`, 200, `{"result":{"bytes":""}}`)
-	r.want("/v1/sleep", `{"millis":10,"async":true}`, 200, `{"handle":"fut-4"}`)
+	r.want("/v1/sleep", `{"millis":10,"async":true}`, 200, `{"handle":"`+fut4+`"}`)
 	r.want("/v1/call", `{"service":"S","handler":"h","input":{"a":[1,2]}}`, 200, `{"result":{"value":{"a":[1,2]}}}`)
 	r.want("/v1/call", `{"service":"S","handler":"h","input":"x","as_bytes":true}`, 200, `{"result":{"bytes":"Ingi"}}`)
-	r.want("/v1/call", `{"service":"S","handler":"fail","async":true}`, 200, `{"handle":"fut-5"}`)
-	r.want("/v1/await", `{"handles":["fut-5","fut-4"]}`, 200, `{"results":[{"failure":{"code":404,"message":"no such user"}},{"bytes":""}]}`)
-	r.want("/v1/await", `{"handles":["fut-4"],"mode":"any"}`, 200, `{"handle":"fut-4","index":0,"result":{"bytes":""}}`)
+	r.want("/v1/call", `{"service":"S","handler":"fail","async":true}`, 200, `{"handle":"`+fut5+`"}`)
+	r.want("/v1/await", `{"handles":["`+fut5+`","`+fut4+`"]}`, 200, `{"results":[{"failure":{"code":404,"message":"no such user"}},{"bytes":""}]}`)
+	r.want("/v1/await", `{"handles":["`+fut4+`"],"mode":"any"}`, 200, `{"handle":"`+fut4+`","index":0,"result":{"bytes":""}}`)
 	r.want("/v1/send", `{"service":"S","handler":"h","delay_millis":5,"input":1}`, 200, `{"invocation_id":"inv_send_1"}`)
 	r.want("/v1/invocation-id", ``, 200, `{"invocation_id":"inv_x"}`)
 
 	// Requests refused without touching the journal.
 	before := len(j.Entries())
 	r.want("/v1/sleep", `{"milis":10}`, 400, `{"error":"request body: json: unknown field \"milis\""}`)
-	r.want("/v1/await", `{"handles":["run-1"]}`, 400, `{"error":"handle \"run-1\" is a run: runs are completed with /v1/run/complete, not awaited"}`)
+	r.want("/v1/await", `{"handles":["`+run1+`"]}`, 400, `{"error":"handle \"`+run1+`\" is a run: runs are completed with /v1/run/complete, not awaited"}`)
 	r.want("/v1/await", `{"handles":["fut-99"]}`, 400, `{"error":"unknown handle \"fut-99\": not issued by sleep, call, awakeable or promise/get in this attempt"}`)
-	r.want("/v1/await", `{"handles":["fut-4"],"mode":"race"}`, 400, `{"error":"await \"mode\" \"race\": want \"all\" or \"any\""}`)
+	r.want("/v1/await", `{"handles":["`+fut4+`"],"mode":"race"}`, 400, `{"error":"await \"mode\" \"race\": want \"all\" or \"any\""}`)
 	r.want("/v1/call", `{"service":"S"}`, 400, `{"error":"a call needs a non-empty \"service\" and \"handler\""}`)
 	r.want("/v1/sleep", `{"millis":-1}`, 400, `{"error":"sleep \"millis\" is -1; want 0 to 9223372036854 (about 292 years)"}`)
 	// Past the largest duration, which would wrap to a negative one: a
@@ -154,7 +156,7 @@ func TestKeyedProtocolOnTheWire(t *testing.T) {
 	r.want("/v1/promise/resolve", `{"name":"p","value":"again"}`, 200, `{"failure":{"code":409,"message":"promise \"p\" was completed already"}}`)
 	r.want("/v1/promise/peek", `{"name":"p"}`, 200, `{"found":true,"result":{"value":"yes"}}`)
 	r.want("/v1/promise/get", `{"name":"p"}`, 200, `{"result":{"value":"yes"}}`)
-	r.want("/v1/promise/get", `{"name":"p","async":true}`, 200, `{"handle":"fut-1"}`)
+	r.want("/v1/promise/get", `{"name":"p","async":true}`, 200, `{"handle":"`+handleOf("fut-", "inv_fake", 1)+`"}`)
 	r.want("/v1/promise/reject", `{"name":"q","message":"denied"}`, 200, `{}`)
 	r.want("/v1/cancel", `{"invocation_id":"`+realInvocationID+`"}`, 200, `{}`)
 
@@ -190,8 +192,8 @@ func TestRunNameIsBounded(t *testing.T) {
 	}
 	defer a.Close()
 	r := newRaw(t, addr, a.Token())
-	r.want("/v1/run/start", `{"name":"`+strings.Repeat("n", stepctx.MaxRunNameBytes)+`"}`, 200, `{"execute":"run-1"}`)
-	r.want("/v1/run/complete", `{"handle":"run-1","value":1}`, 200, `{"result":{"value":1}}`)
+	r.want("/v1/run/start", `{"name":"`+strings.Repeat("n", stepctx.MaxRunNameBytes)+`"}`, 200, `{"execute":"`+handleOf("run-", "inv_fake", 1)+`"}`)
+	r.want("/v1/run/complete", `{"handle":"`+handleOf("run-", "inv_fake", 1)+`","value":1}`, 200, `{"result":{"value":1}}`)
 	r.want("/v1/run/start", `{"name":"`+strings.Repeat("n", stepctx.MaxRunNameBytes+1)+`"}`, 400,
 		fmt.Sprintf(`{"error":"run's \"name\" is %d bytes; a step name may have at most %d"}`, stepctx.MaxRunNameBytes+1, stepctx.MaxRunNameBytes))
 	if n := len(j.Entries()); n != 1 {

@@ -6,6 +6,7 @@ import (
 	"crypto/rand"
 	"crypto/sha256"
 	"encoding/base64"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -243,15 +244,21 @@ type Attempt struct {
 	ctx          context.Context // cancelled by Close: cuts in-flight Journal calls
 	cancel       context.CancelFunc
 
-	// busy is set while a request is served; it also guards handles,
-	// next, openRun and rng, which only a request's operation touches.
+	// busy is set while a request is served.
 	busy atomic.Bool
+	// openBy is the framed connection that started the open run, if one
+	// did: read without running, so a closed connection that started none
+	// need not wait for an operation in flight.
+	openBy atomic.Pointer[framedConn]
 	// running is held while an operation runs, so that Close returns
-	// only once none does: nothing is journaled after it.
+	// only once none does: nothing is journaled after it. It guards
+	// handles, next, tag, openRun, caller and rng, and changes of openBy.
 	running sync.Mutex
 	handles map[string]*handle
 	next    int
+	tag     string      // of the invocation's handles (handleTag)
 	openRun string      // handle of the run whose closure is executing
+	caller  *framedConn // the framed connection of the request served; nil over HTTP
 	rng     *randSource // created at the first random or uuid request
 
 	mu   sync.Mutex
@@ -269,13 +276,20 @@ type handle struct {
 // ErrClosed is Attempt.Err after Close when nothing else ended it.
 var ErrClosed = errors.New("the attempt was closed")
 
-// StepFailedError is Attempt.Err after a run's closure failed retryably.
+// StepFailedError is Attempt.Err after a run's closure failed retryably,
+// or was abandoned: the framed connection that started the run closed
+// before the run was completed (the process running it was killed, say).
 type StepFailedError struct {
 	Name    string
 	Message string
+	// Abandoned: no outcome was reported; Message says why.
+	Abandoned bool
 }
 
 func (e *StepFailedError) Error() string {
+	if e.Abandoned {
+		return fmt.Sprintf("step %q was abandoned: %s; the attempt is retried", e.Name, e.Message)
+	}
 	return fmt.Sprintf("step %q failed and will be retried: %s", e.Name, e.Message)
 }
 
@@ -420,7 +434,7 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		writeError(w, badRequest("reading the request body: %v", err))
 		return
 	}
-	status, resp := a.serveOp(r.Context(), op, body)
+	status, resp := a.serveOp(r.Context(), op, body, nil)
 	writeJSON(w, status, resp)
 }
 
@@ -429,8 +443,8 @@ type opFunc = func(a *Attempt, ctx context.Context, body []byte) (any, *apiError
 
 // serveOp runs one operation of a, whichever transport carried it, and
 // gives the status and the answer to encode. ctx ends when the client went
-// away.
-func (a *Attempt) serveOp(ctx context.Context, op opFunc, body []byte) (int, any) {
+// away; fc is the framed connection that carried it (nil over HTTP).
+func (a *Attempt) serveOp(ctx context.Context, op opFunc, body []byte, fc *framedConn) (int, any) {
 	// Refuse rather than queue: the order of two concurrent calls would be
 	// the scheduler's, and a replay could not reproduce it.
 	if !a.busy.CompareAndSwap(false, true) {
@@ -444,6 +458,8 @@ func (a *Attempt) serveOp(ctx context.Context, op opFunc, body []byte) (int, any
 	if err := a.Err(); err != nil {
 		return errorAnswer(endedError(err))
 	}
+	a.caller = fc
+	defer func() { a.caller = nil }()
 	resp, aerr := op(a, ctx, body)
 	if aerr != nil {
 		return errorAnswer(aerr)
@@ -472,8 +488,7 @@ func (a *Attempt) tooLarge(size, limit int64) *apiError {
 		return refused
 	}
 	h := a.handles[a.openRun]
-	h.finished = true
-	a.openRun = ""
+	a.closeRun(h)
 	if size < limit {
 		size = limit + 1 // "more than limit" is all that is known
 	}
@@ -552,11 +567,52 @@ func (a *Attempt) notInRun() *apiError {
 	return &apiError{status: http.StatusConflict, msg: fmt.Sprintf("step %q (%s) is executing: context calls cannot be made inside a run step; complete it first", h.name, a.openRun)}
 }
 
+// handleTagLen is the length of a handle's tag: 32 bits of hex.
+const handleTagLen = 8
+
+// handleTag is the tag of the invocation's handles ("fut-<tag>-<n>"):
+// the start of the SHA-256 of its id, so a handle from another
+// invocation is told from one of this, and every attempt of the
+// invocation (which replays) mints the same handles.
+func (a *Attempt) handleTag() string {
+	if a.tag == "" {
+		sum := sha256.Sum256([]byte(a.j.InvocationID()))
+		a.tag = hex.EncodeToString(sum[:handleTagLen/2])
+	}
+	return a.tag
+}
+
 func (a *Attempt) newHandle(prefix string, h *handle) string {
 	a.next++
-	id := prefix + strconv.Itoa(a.next)
+	id := prefix + a.handleTag() + "-" + strconv.Itoa(a.next)
 	a.handles[id] = h
 	return id
+}
+
+// handleTagOf is the tag of a handle newHandle could have minted, in any
+// invocation; ok is false for anything else.
+func handleTagOf(id string) (tag string, ok bool) {
+	rest, ok := strings.CutPrefix(id, "fut-")
+	if !ok {
+		rest, ok = strings.CutPrefix(id, "run-")
+	}
+	if !ok {
+		return "", false
+	}
+	tag, n, ok := strings.Cut(rest, "-")
+	if !ok || len(tag) != handleTagLen || n == "" || strings.Trim(tag, "0123456789abcdef") != "" || strings.Trim(n, "0123456789") != "" {
+		return "", false
+	}
+	return tag, true
+}
+
+// unknownHandle refuses a handle this attempt did not issue; issuers
+// names the operations that issue the kind expected.
+func (a *Attempt) unknownHandle(id, issuers string) *apiError {
+	if tag, ok := handleTagOf(id); ok && tag != a.handleTag() {
+		return badRequest("handle %q was issued to another invocation: a handle is valid only in the invocation that created it", id)
+	}
+	return badRequest("unknown handle %q: not issued by %s in this attempt", id, issuers)
 }
 
 func (a *Attempt) runStart(_ context.Context, body []byte) (any, *apiError) {
@@ -578,10 +634,17 @@ func (a *Attempt) runStart(_ context.Context, body []byte) (any, *apiError) {
 		return nil, a.journalFailed(err)
 	}
 	if recorded != nil {
+		// The number the run had when it executed, so that later handles
+		// are those of the attempts before.
+		a.next++
 		return runStartResponse{Recorded: encodeResult(*recorded, req.AsBytes)}, nil
 	}
 	id := a.newHandle("run-", &handle{f: f, run: true, name: req.Name})
 	a.openRun = id
+	if a.caller != nil {
+		a.openBy.Store(a.caller)
+		a.caller.started(a)
+	}
 	return runStartResponse{Execute: id}, nil
 }
 
@@ -593,7 +656,7 @@ func (a *Attempt) runComplete(_ context.Context, body []byte) (any, *apiError) {
 	h := a.handles[req.Handle]
 	switch {
 	case h == nil:
-		return nil, badRequest("unknown handle %q: not issued by run/start in this attempt", req.Handle)
+		return nil, a.unknownHandle(req.Handle, "run/start")
 	case !h.run:
 		return nil, badRequest("handle %q is not a run: futures are awaited, not completed", req.Handle)
 	case h.finished:
@@ -615,7 +678,10 @@ func (a *Attempt) runComplete(_ context.Context, body []byte) (any, *apiError) {
 		if msg == "" {
 			msg = "the step failed"
 		}
-		out.Retryable = &RetryableFailure{Step: h.name, Message: msg}
+		if e := a.failStep(h, &StepFailedError{Name: h.name, Message: msg}); e != nil {
+			return nil, e
+		}
+		return runCompleteResponse{AttemptFailed: true}, nil
 	case req.Failure != nil:
 		code, err := failureCode(req.Failure.Code)
 		if err != nil {
@@ -629,16 +695,49 @@ func (a *Attempt) runComplete(_ context.Context, body []byte) (any, *apiError) {
 		}
 		out.Result.Value = v
 	}
-	h.finished = true
-	a.openRun = ""
+	a.closeRun(h)
 	if err := a.j.RunComplete(a.ctx, h.f, out); err != nil {
 		return nil, a.journalFailed(err)
 	}
-	if out.Retryable != nil {
-		a.end(&StepFailedError{Name: h.name, Message: out.Retryable.Message})
-		return runCompleteResponse{AttemptFailed: true}, nil
-	}
 	return runCompleteResponse{Result: encodeResult(out.Result, req.AsBytes)}, nil
+}
+
+// failStep ends the attempt with the retryable failure sf of run h: the
+// Journal records it (nothing is journaled) and Restate retries the
+// attempt.
+func (a *Attempt) failStep(h *handle, sf *StepFailedError) *apiError {
+	a.closeRun(h)
+	if err := a.j.RunComplete(a.ctx, h.f, RunOutcome{Retryable: &RetryableFailure{Step: h.name, Message: sf.Message}}); err != nil {
+		return a.journalFailed(err)
+	}
+	a.end(sf)
+	return nil
+}
+
+// closeRun marks run h, the open one, finished.
+func (a *Attempt) closeRun(h *handle) {
+	h.finished = true
+	a.openRun = ""
+	a.openBy.Store(nil)
+}
+
+// abandon fails the open run of the attempt if fc started it: fc closed,
+// so its outcome can never be reported, and the open run would refuse
+// every later call of the attempt as made inside it.
+func (a *Attempt) abandon(fc *framedConn) {
+	if a.openBy.Load() != fc {
+		return
+	}
+	// running alone (not busy): a request arriving meanwhile waits for
+	// this, then finds the attempt ended.
+	a.running.Lock()
+	defer a.running.Unlock()
+	if a.Err() != nil || a.openRun == "" || a.openBy.Load() != fc {
+		return
+	}
+	h := a.handles[a.openRun]
+	_ = a.failStep(h, &StepFailedError{Name: h.name, Abandoned: true,
+		Message: "the process running it went away before reporting its outcome"})
 }
 
 func (a *Attempt) sleep(ctx context.Context, body []byte) (any, *apiError) {
@@ -781,7 +880,7 @@ func (a *Attempt) await(ctx context.Context, body []byte) (any, *apiError) {
 		h := a.handles[id]
 		switch {
 		case h == nil:
-			return nil, badRequest("unknown handle %q: not issued by sleep, call, awakeable or promise/get in this attempt", id)
+			return nil, a.unknownHandle(id, "sleep, call, awakeable or promise/get")
 		case h.run:
 			return nil, badRequest("handle %q is a run: runs are completed with %s, not awaited", id, RouteRunComplete)
 		}
