@@ -113,10 +113,23 @@ func (b *Bridge) Drain(ctx context.Context) error { return b.endpoint.Drain(ctx)
 // InFlight is the number of invocation streams being served.
 func (b *Bridge) InFlight() int { return b.endpoint.InFlight() }
 
-// Drain drains the bridge serving new requests (Bridge.Drain); the
-// streams of earlier generations finish on theirs, and the HTTP server's
-// shutdown waits for them.
-func (l *Live) Drain(ctx context.Context) error { return l.cur.Load().Drain(ctx) }
+// Drain drains every generation's bridge (Bridge.Drain), the current one
+// first: the streams a reload left on a replaced bridge are in flight too.
+func (l *Live) Drain(ctx context.Context) error {
+	for _, b := range l.serving() {
+		if err := b.Drain(ctx); err != nil {
+			return err
+		}
+	}
+	return nil
+}
 
-// InFlight is the current bridge's invocation streams (Bridge.InFlight).
-func (l *Live) InFlight() int { return l.cur.Load().InFlight() }
+// InFlight is the number of invocation streams being served, by every
+// generation (Bridge.InFlight).
+func (l *Live) InFlight() int {
+	n := 0
+	for _, b := range l.serving() {
+		n += b.InFlight()
+	}
+	return n
+}

@@ -37,6 +37,14 @@ type Live struct {
 	cur     atomic.Pointer[Bridge]
 	handler http.Handler
 
+	// genMu guards curGen's swap and replaced, so InFlight and Drain see
+	// each generation once. curGen is cur's generation, which the handler
+	// serves with; replaced are those a reload replaced that still serve
+	// requests or have pools to close (retire).
+	genMu    sync.Mutex
+	curGen   atomic.Pointer[generation]
+	replaced map[*generation]struct{}
+
 	mu      sync.Mutex // one Reload or Close at a time; guards what follows
 	desired *Config    // the configuration last applied (the file as read)
 	// versions is what each serving pool runs; a pool is kept while the
@@ -48,11 +56,54 @@ type Live struct {
 	gen           int
 	closed        bool
 
-	// retiring counts the replaced pools still draining; drainCtx ends
-	// their wait when the Live closes.
+	// retiring counts the replaced generations still winding down
+	// (retire); drainCtx ends their wait when the Live closes.
 	retiring    sync.WaitGroup
 	drainCtx    context.Context
 	cancelDrain context.CancelFunc
+}
+
+// generation is one bridge a Live has served with, and the HTTP requests
+// it serves, so that a replaced one is known to serve no more.
+type generation struct {
+	b        *Bridge
+	requests atomic.Int64
+	stopped  atomic.Bool
+	idleOnce sync.Once
+	idle     chan struct{} // closed once stopped and serving no request
+}
+
+func newGeneration(b *Bridge) *generation { return &generation{b: b, idle: make(chan struct{})} }
+
+// enter counts a request in on the current generation. One that finds the
+// generation replaced after counting itself in moves to the next, so a
+// request stays only on a generation it counted itself in on before the
+// swap, and the replaced generation's idle waits for it.
+func (l *Live) enter() *generation {
+	for {
+		g := l.curGen.Load()
+		g.requests.Add(1)
+		if l.curGen.Load() == g {
+			return g
+		}
+		g.leave()
+	}
+}
+
+// leave counts a request out.
+func (g *generation) leave() {
+	if g.requests.Add(-1) == 0 && g.stopped.Load() {
+		g.idleOnce.Do(func() { close(g.idle) })
+	}
+}
+
+// stop marks g replaced (it gets no new request): idle closes once it
+// serves none.
+func (g *generation) stop() {
+	g.stopped.Store(true)
+	if g.requests.Load() == 0 {
+		g.idleOnce.Do(func() { close(g.idle) })
+	}
 }
 
 // handlerVersion is what a handler's registrations run: its settings and
@@ -104,14 +155,18 @@ func NewLive(cfg *Config, opts Options) (*Live, error) {
 		versions:      map[*pool]handlerVersion{},
 		runtimes:      b.runtimes,
 		unimplemented: map[string]*sync.Once{},
+		replaced:      map[*generation]struct{}{},
 	}
 	for _, p := range b.pools {
 		l.versions[p] = versionOf(p.h)
 	}
 	l.drainCtx, l.cancelDrain = context.WithCancel(context.Background())
 	l.cur.Store(b)
+	l.curGen.Store(newGeneration(b))
 	l.handler = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		l.cur.Load().Handler().ServeHTTP(w, r)
+		g := l.enter()
+		defer g.leave()
+		g.b.Handler().ServeHTTP(w, r)
 	})
 	return l, nil
 }
@@ -300,12 +355,13 @@ func (l *Live) Reload(ctx context.Context, cfg *Config) (*ReloadReport, error) {
 	nb.runtimes = l.runtimes
 	nb.started.Store(true) // its pools are carried over or started candidates
 	rep.ManifestChanged = !sameManifest(old.Manifest(), nb.Manifest())
+	l.genMu.Lock()
 	l.cur.Store(nb)
+	prev := l.curGen.Swap(newGeneration(nb))
+	l.replaced[prev] = struct{}{}
+	l.genMu.Unlock()
 	l.desired = cfg
-	// The new generation reports the pools it carried over; the old one
-	// reporting them too counted each once per reload, and a removed
-	// handler's pools for ever.
-	old.unobserve()
+	var gone []*pool
 	for key, p := range old.pools {
 		if carry.pools[key] == p {
 			continue
@@ -313,8 +369,10 @@ func (l *Live) Reload(ctx context.Context, cfg *Config) (*ReloadReport, error) {
 		if !cfg.hasHandler(key) {
 			rep.Removed = append(rep.Removed, key)
 		}
-		l.retire(p)
+		delete(l.versions, p)
+		gone = append(gone, p)
 	}
+	l.retire(prev, gone)
 	for _, s := range [][]string{rep.Reloaded, rep.Added, rep.Removed} {
 		sort.Strings(s)
 	}
@@ -383,11 +441,13 @@ func (l *Live) candidate(ctx context.Context, service string, h *HandlerConfig) 
 }
 
 // discardPool closes a candidate pool nothing has leased, whatever became
-// of the reload's context: its registrations must not outlive it.
+// of the reload's context: its registrations must not outlive it, nor its
+// series a handler that is not served.
 func discardPool(p *pool) {
 	ctx, cancel := context.WithTimeout(context.Background(), unregisterDrain+10*time.Second)
 	defer cancel()
 	_ = p.close(ctx)
+	p.tel.release()
 }
 
 // runtime returns the connection of a runtime kind, connecting it the
@@ -412,17 +472,54 @@ func (l *Live) runtime(kind string) (*runtimeConn, error) {
 	return rc, nil
 }
 
-// retire closes a replaced pool once the invocations that leased its
-// registrations have finished (bounded by the Live's Close).
-func (l *Live) retire(p *pool) {
-	delete(l.versions, p)
+// retire winds down g, which a reload replaced. Its pools the successor
+// did not take over close once the invocations leasing their
+// registrations have finished; until each has, and while g still serves
+// requests, the gauges count what g has left (replacedSource: its streams,
+// those pools' registrations) but not the pools the successor counts. All
+// is bounded by the Live's Close.
+func (l *Live) retire(g *generation, pools []*pool) {
+	src := &replacedSource{b: g.b, pools: slices.Clone(pools)}
+	remove := l.opts.Metrics.AddSource(src)
+	g.b.unobserve()
+	g.stop()
 	l.retiring.Add(1)
 	go func() {
 		defer l.retiring.Done()
-		if err := p.close(l.drainCtx); err != nil {
-			p.log.Warn().Err(err).Msg("replaced registrations not drained")
+		var wg sync.WaitGroup
+		for _, p := range pools {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				if err := p.close(l.drainCtx); err != nil {
+					p.log.Warn().Err(err).Msg("replaced registrations not drained")
+				}
+				src.closed(p)
+				p.tel.release() // a handler no pool serves leaves /metrics
+			}()
 		}
+		wg.Wait()
+		select {
+		case <-g.idle:
+		case <-l.drainCtx.Done():
+		}
+		remove()
+		l.genMu.Lock()
+		delete(l.replaced, g)
+		l.genMu.Unlock()
 	}()
+}
+
+// serving is the bridge of every generation that may have streams in
+// flight: the current one first, then those replaced still winding down.
+func (l *Live) serving() []*Bridge {
+	l.genMu.Lock()
+	defer l.genMu.Unlock()
+	out := []*Bridge{l.curGen.Load().b}
+	for g := range l.replaced {
+		out = append(out, g.b)
+	}
+	return out
 }
 
 // sameManifest compares manifests as restate-server would read them.
@@ -432,9 +529,10 @@ func sameManifest(a, b discovery.Manifest) bool {
 	return errA == nil && errB == nil && bytes.Equal(ea, eb)
 }
 
-// Close waits (until ctx ends) for replaced registrations to drain, then
-// closes the current bridge, which unregisters its registrations and
-// stops the context endpoint and every runtime.
+// Close waits (until ctx ends) for replaced registrations to drain and
+// replaced generations' requests to end, then closes the current bridge,
+// which unregisters its registrations and stops the context endpoint and
+// every runtime.
 func (l *Live) Close(ctx context.Context) error {
 	l.mu.Lock()
 	defer l.mu.Unlock()

@@ -3,6 +3,8 @@ package bridge
 import (
 	"context"
 	"errors"
+	"slices"
+	"sync"
 	"time"
 
 	"go.opentelemetry.io/otel/attribute"
@@ -205,6 +207,14 @@ func (pt *poolTelemetry) workerStarted(start time.Time) {
 	}
 }
 
+// release gives the handler's metrics back once the pool is closed: the
+// handler's series go when no other pool serves it.
+func (pt *poolTelemetry) release() {
+	if pt != nil {
+		pt.m.Release()
+	}
+}
+
 // workerStartFailed records a registration that became FAILED.
 func (pt *poolTelemetry) workerStartFailed() {
 	if pt != nil {
@@ -277,16 +287,54 @@ func (s bridgeSource) Registrations() []telemetry.RegistrationCount {
 	keys := s.b.poolKeys()
 	out := make([]telemetry.RegistrationCount, 0, len(keys))
 	for _, k := range keys {
-		p := s.b.pools[k]
-		rc := telemetry.RegistrationCount{Service: p.service, Handler: p.h.Name}
-		for _, sl := range p.slots {
-			if st := sl.state.Load(); st < uint32(telemetry.NumRegistrationStates) {
-				rc.Slots[st]++
-			}
-		}
-		out = append(out, rc)
+		out = append(out, slotCounts(s.b.pools[k], false))
 	}
 	return out
 }
 
 func (s bridgeSource) InflightStreams() int { return s.b.endpoint.InflightStreams() }
+
+// slotCounts counts p's slots by published state; heldOnly counts only
+// those holding a registration or a lease (idle, busy).
+func slotCounts(p *pool, heldOnly bool) telemetry.RegistrationCount {
+	rc := telemetry.RegistrationCount{Service: p.service, Handler: p.h.Name}
+	for _, sl := range p.slots {
+		st := telemetry.RegistrationState(sl.state.Load())
+		if st < telemetry.NumRegistrationStates && (!heldOnly || st == telemetry.RegistrationIdle || st == telemetry.RegistrationBusy) {
+			rc.Slots[st]++
+		}
+	}
+	return rc
+}
+
+// replacedSource reports what a bridge a reload replaced still has
+// (Live.retire): its endpoint's streams, and the registrations and leases
+// of its pools the successor did not take over, each pool until it has
+// closed. The successor reports the pools it took over, and the slots that
+// hold nothing are the new version's slots' to report (a removed handler
+// has none), so nothing counts twice.
+type replacedSource struct {
+	b     *Bridge
+	mu    sync.Mutex
+	pools []*pool // retiring, not closed yet
+}
+
+// closed stops reporting p.
+func (s *replacedSource) closed(p *pool) {
+	s.mu.Lock()
+	s.pools = slices.DeleteFunc(s.pools, func(q *pool) bool { return q == p })
+	s.mu.Unlock()
+}
+
+func (s *replacedSource) Registrations() []telemetry.RegistrationCount {
+	s.mu.Lock()
+	pools := slices.Clone(s.pools)
+	s.mu.Unlock()
+	out := make([]telemetry.RegistrationCount, 0, len(pools))
+	for _, p := range pools {
+		out = append(out, slotCounts(p, true))
+	}
+	return out
+}
+
+func (s *replacedSource) InflightStreams() int { return s.b.endpoint.InflightStreams() }

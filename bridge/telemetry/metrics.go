@@ -4,6 +4,7 @@ import (
 	"net/http"
 	"runtime"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -131,16 +132,23 @@ type Metrics struct {
 
 	mu      sync.Mutex
 	sources map[*sourceEntry]struct{}
+
+	// bindMu serializes binding and deleting a handler's series, so a
+	// deletion never leaves a new binding's handles outside the registry.
+	bindMu sync.Mutex
+	bound  map[handlerKey]int // bindings not released, by handler
 }
 
 type sourceEntry struct{ Source }
+
+type handlerKey struct{ service, handler string }
 
 var handlerLabels = []string{"service", "handler"}
 
 // NewMetrics makes the registry with every fnbridge metric, the Go runtime
 // and process collectors, and fnbridge_build_info for version.
 func NewMetrics(version string) *Metrics {
-	m := &Metrics{reg: prometheus.NewRegistry(), sources: map[*sourceEntry]struct{}{}}
+	m := &Metrics{reg: prometheus.NewRegistry(), sources: map[*sourceEntry]struct{}{}, bound: map[handlerKey]int{}}
 	counter := func(name, help string, labels ...string) *prometheus.CounterVec {
 		v := prometheus.NewCounterVec(prometheus.CounterOpts{Name: name, Help: help}, labels)
 		m.reg.MustRegister(v)
@@ -211,6 +219,10 @@ func (m *Metrics) AddSource(s Source) (remove func()) {
 // HandlerMetrics are one handler's metric handles, resolved once so that
 // recording takes no label lookup (Metrics.For). A nil *HandlerMetrics records nothing.
 type HandlerMetrics struct {
+	m        *Metrics
+	key      handlerKey
+	released atomic.Bool
+
 	outcomes            [numOutcomes]prometheus.Counter
 	functionDuration    prometheus.Observer
 	attemptDuration     prometheus.Observer
@@ -226,13 +238,20 @@ type HandlerMetrics struct {
 
 // For binds the handles of a configured handler. Every series is
 // created now, at zero, so a scrape shows each handler and outcome before
-// anything happened (and rates never start from a missing series). A nil
-// Metrics gives a nil *HandlerMetrics.
+// anything happened (and rates never start from a missing series). Each
+// binding holds the handler's series until it is released
+// (HandlerMetrics.Release). A nil Metrics gives a nil *HandlerMetrics.
 func (m *Metrics) For(service, handler string) *HandlerMetrics {
 	if m == nil {
 		return nil
 	}
+	m.bindMu.Lock()
+	defer m.bindMu.Unlock()
+	k := handlerKey{service, handler}
+	m.bound[k]++
 	h := &HandlerMetrics{
+		m:                   m,
+		key:                 k,
 		functionDuration:    m.functionDuration.WithLabelValues(service, handler),
 		attemptDuration:     m.attemptDuration.WithLabelValues(service, handler),
 		leaseWait:           m.leaseWait.WithLabelValues(service, handler),
@@ -248,6 +267,32 @@ func (m *Metrics) For(service, handler string) *HandlerMetrics {
 		h.outcomes[o] = m.invocations.WithLabelValues(service, handler, o.String())
 	}
 	return h
+}
+
+// Release ends h's binding. When no other binding of its handler is left,
+// the handler's series are deleted: a handler a reload removed, or whose
+// addition failed, leaves /metrics, while one still served (by a newer
+// binding) keeps its counts. Recordings on h after the deletion are not
+// exposed; binding the handler again starts its series at zero. A second
+// Release, or one on a nil h, does nothing.
+func (h *HandlerMetrics) Release() {
+	if h == nil || !h.released.CompareAndSwap(false, true) {
+		return
+	}
+	m := h.m
+	m.bindMu.Lock()
+	defer m.bindMu.Unlock()
+	if m.bound[h.key]--; m.bound[h.key] > 0 {
+		return
+	}
+	delete(m.bound, h.key)
+	match := prometheus.Labels{"service": h.key.service, "handler": h.key.handler}
+	for _, v := range []interface{ DeletePartialMatch(prometheus.Labels) int }{
+		m.invocations, m.functionDuration, m.attemptDuration, m.leaseWait, m.leaseTimeouts, m.resourceExhausted,
+		m.workerStarts, m.workerStartFailures, m.workerStartDuration, m.workerCrashes, m.journalReplays,
+	} {
+		v.DeletePartialMatch(match)
+	}
 }
 
 // Attempt records one attempt's outcome and duration.

@@ -185,3 +185,61 @@ func TestHTTPHandlerServesTextExposition(t *testing.T) {
 		}
 	}
 }
+
+// handlerSeries lists every fnbridge_ series of handler Svc/name.
+func handlerSeries(f telemetrytest.Families, name string) []string {
+	var out []string
+	for family := range f {
+		if !strings.HasPrefix(family, "fnbridge_") {
+			continue
+		}
+		for _, l := range f.Labels(family) {
+			if strings.Contains(l, "handler="+name+",") && strings.Contains(l, "service=Svc") {
+				out = append(out, family+"{"+l+"}")
+			}
+		}
+	}
+	return out
+}
+
+// A handler's series go with its last binding (a reload removed the
+// handler, or its addition failed), not before: another binding of the
+// same handler (a reloaded version beside the one it replaces) keeps them
+// and their counts. Bound again, they start at zero; a second Release of
+// a binding changes nothing.
+func TestReleasedHandlerSeriesGoWithTheLastBinding(t *testing.T) {
+	m := telemetry.NewMetrics("dev")
+	old, b := m.For("Svc", "a"), m.For("Svc", "b")
+	old.Attempt(telemetry.OutcomeOK, time.Millisecond)
+	cur := m.For("Svc", "a")
+	old.Release()
+	cur.Attempt(telemetry.OutcomeOK, time.Millisecond)
+	f := telemetrytest.Gather(t, m.Registry())
+	if v := value(t, f, "fnbridge_invocations_total", "handler", "a", "outcome", "ok"); v != 2 {
+		t.Fatalf("ok = %v after the old binding's release, want 2: the current one keeps the counts", v)
+	}
+	cur.Release()
+	f = telemetrytest.Gather(t, m.Registry())
+	if s := handlerSeries(f, "a"); len(s) != 0 {
+		t.Fatalf("%d series of the released Svc/a stay: %v", len(s), s)
+	}
+	if got := len(handlerSeries(f, "b")); got != 17 {
+		t.Fatalf("Svc/b has %d series, want all 17 still", got)
+	}
+	again := m.For("Svc", "a")
+	old.Release()
+	cur.Release()
+	f = telemetrytest.Gather(t, m.Registry())
+	if v := value(t, f, "fnbridge_invocations_total", "handler", "a", "outcome", "ok"); v != 0 {
+		t.Fatalf("ok = %v for Svc/a bound again, want 0", v)
+	}
+	again.Release()
+	b.Release()
+	for name, mf := range telemetrytest.Gather(t, m.Registry()) {
+		if n := len(mf.GetMetric()); strings.HasPrefix(name, "fnbridge_") && n > 0 && name != "fnbridge_build_info" && name != "fnbridge_inflight_streams" {
+			t.Errorf("%d series of %s left after every binding's release", n, name)
+		}
+	}
+	var none *telemetry.HandlerMetrics
+	none.Release()
+}
