@@ -244,23 +244,9 @@ func (b *Bridge) stepsHandlerFunc(p *pool) restate.HandlerFunc {
 	}
 }
 
-// invokeSteps is `bridge invoke` of a steps-mode handler: one run of the
-// function against a localJournal.
+// invokeSteps is `bridge invoke` of a steps-mode handler: attempts of the
+// function against a localJournal, suspending as under Restate
+// (invokeLocalSteps).
 func (b *Bridge) invokeSteps(ctx context.Context, p *pool, input []byte) (*Result, error) {
-	j := newLocalJournal()
-	res, _, err := b.runSteps(ctx, p, j, j.id, input, "application/json")
-	var nr *NeedsRestateError
-	var sf *stepctx.StepFailedError
-	var tl *stepctx.StepTooLargeError
-	switch {
-	case err == nil:
-		return res, nil
-	case errors.As(err, &nr):
-		return nil, &Error{Class: ClassTerminal, Message: nr.Error(), Cause: err}
-	case errors.As(err, &tl):
-		return nil, &Error{Class: ClassPermanent, Message: tl.Error() + " (under Restate the invocation is paused)", Cause: err}
-	case errors.As(err, &sf):
-		return nil, &Error{Class: ClassHandler, Message: sf.Error() + " (under Restate the attempt is retried)", Cause: err}
-	}
-	return nil, err
+	return b.invokeLocalSteps(ctx, p, input, nil)
 }

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os/signal"
 	"strings"
+	"time"
 
 	"github.com/spf13/cobra"
 
@@ -18,12 +19,14 @@ func newInvokeCmd(g *globalFlags) *cobra.Command {
 		Use:   "invoke Service/handler 'JSON'",
 		Short: "Run one configured function once, locally, without Restate",
 		Long: "Run one configured function once through the same FunctionRuntime path\n" +
-			"as bridge serve, without Restate or a journal: a developer's inner loop.\n" +
+			"as bridge serve, without Restate: a developer's inner loop.\n" +
 			"The output goes to stdout; outputs and logs go to stderr: on a terminal,\n" +
 			"console logs at warn unless --log-level/--log-format say otherwise\n" +
 			"(JSON at info when stderr is redirected).\n" +
 			"A durability: steps function runs against a local journal: every step\n" +
-			"executes, sleeps really wait, and calls/sends fail (they need Restate).\n" +
+			"executes once and calls/sends fail (they need Restate). A wait longer\n" +
+			"than the handler's suspend_after suspends as under Restate: the attempt\n" +
+			"ends, and when the wait is over a new attempt replays the journal.\n" +
 			"A virtual object's or workflow's handler gets --key (default empty) and,\n" +
 			"with durable steps, state that starts empty and lasts for this one run.",
 		Args: cobra.ExactArgs(2),
@@ -53,13 +56,18 @@ func newInvokeCmd(g *globalFlags) *cobra.Command {
 			}
 			ctx, stop := signal.NotifyContext(cmd.Context(), stopSignals()...)
 			defer stop()
-			res, err := b.InvokeKeyed(ctx, service, handler, key, []byte(args[1]))
+			stderr := cmd.ErrOrStderr()
+			res, err := b.InvokeLocal(ctx, service, handler, key, []byte(args[1]), func(s bridge.LocalSuspension) {
+				// Why the function's code runs again from the top.
+				fmt.Fprintf(stderr, "bridge invoke: suspended until %s (%s, longer than suspend_after %s); resuming then by replay (attempt %d)\n",
+					clockTime(s.Until), s.Waiting, s.SuspendAfter, s.Attempt+1)
+			})
 			_ = b.Close(context.Background())
 			if err != nil {
 				return err
 			}
 			for k, v := range res.Outputs {
-				fmt.Fprintf(cmd.ErrOrStderr(), "output %s=%s\n", k, v)
+				fmt.Fprintf(stderr, "output %s=%s\n", k, v)
 			}
 			out := res.Output
 			if len(out) == 0 || out[len(out)-1] != '\n' {
@@ -72,4 +80,13 @@ func newInvokeCmd(g *globalFlags) *cobra.Command {
 	addConfigFlag(cmd, &configPath)
 	cmd.Flags().StringVar(&key, "key", "", "the virtual object key or workflow id (FNBRIDGE_KEY) of a keyed handler")
 	return cmd
+}
+
+// clockTime is t as the local wall clock, with the date when not today.
+func clockTime(t time.Time) string {
+	t = t.Local()
+	if t.Format(time.DateOnly) == time.Now().Format(time.DateOnly) {
+		return t.Format(time.TimeOnly)
+	}
+	return t.Format(time.DateTime)
 }
