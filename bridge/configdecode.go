@@ -217,9 +217,12 @@ func (d *configDecoder) decodeScalar(n *yaml.Node, v reflect.Value, path string)
 		return
 	}
 	whole := want == "a whole number"
+	// yaml takes a quoted "yes" as true but refuses a quoted "false": a
+	// switch is never text, whatever it says.
+	quotedBool := v.Kind() == reflect.Bool && n.Style&(yaml.DoubleQuotedStyle|yaml.SingleQuotedStyle) != 0
 	// yaml would truncate 2.5 into an int field: a whole number must be
 	// one.
-	if !whole || n.ShortTag() == "!!int" {
+	if !quotedBool && (!whole || n.ShortTag() == "!!int") {
 		if err := n.Decode(v.Addr().Interface()); err == nil {
 			return
 		}
@@ -229,7 +232,7 @@ func (d *configDecoder) decodeScalar(n *yaml.Node, v reflect.Value, path string)
 	case whole && (n.ShortTag() == "!!int" || n.ShortTag() == "!!float" && digitsRE.MatchString(n.Value)):
 		d.problem(n.Line, path, true, "%s", wholeOutOfRange(n.Value, v.Type()))
 		return
-	case n.Style&(yaml.DoubleQuotedStyle|yaml.SingleQuotedStyle) != 0 && isNumberOrBool(n.Value):
+	case quotedBool || n.Style&(yaml.DoubleQuotedStyle|yaml.SingleQuotedStyle) != 0 && isNumberOrBool(n.Value):
 		got = fmt.Sprintf("the text %s (write it without quotes)", got)
 	}
 	d.problem(n.Line, path, true, "want %s, got %s", want, got)

@@ -1,8 +1,11 @@
 package bridge
 
 import (
+	"crypto/ecdh"
+	"crypto/ecdsa"
 	"crypto/ed25519"
 	"crypto/rand"
+	"crypto/rsa"
 	"crypto/x509"
 	"encoding/pem"
 	"errors"
@@ -95,9 +98,22 @@ func PublicKeyOfPEM(data []byte) (string, error) {
 	}
 	priv, ok := k.(ed25519.PrivateKey)
 	if !ok {
-		return "", fmt.Errorf("a %T, want an ed25519 key", k)
+		return "", fmt.Errorf("%s, want an ed25519 key (bridge keygen --force writes one)", keyKind(k))
 	}
 	return identity.EncodeKey(priv.Public().(ed25519.PublicKey)), nil
+}
+
+// keyKind names a private key's algorithm in words.
+func keyKind(k any) string {
+	switch k.(type) {
+	case *ecdsa.PrivateKey:
+		return "an ECDSA key"
+	case *rsa.PrivateKey:
+		return "an RSA key"
+	case *ecdh.PrivateKey:
+		return "an X25519 or ECDH key"
+	}
+	return "a key of another algorithm"
 }
 
 // samePath reports whether a and b name one file: the same path once

@@ -1,7 +1,10 @@
 package bridge_test
 
 import (
+	"crypto/ecdsa"
 	"crypto/ed25519"
+	"crypto/elliptic"
+	"crypto/rand"
 	"crypto/x509"
 	"encoding/pem"
 	"os"
@@ -99,6 +102,26 @@ func TestKeygenReuseRejectsAForeignFile(t *testing.T) {
 	}
 	if _, err := bridge.Keygen(bridge.KeygenOptions{Out: out, Reuse: true}); err == nil || !strings.Contains(err.Error(), "PKCS#8") {
 		t.Fatalf("err = %v, want one saying the file is not a PKCS#8 key", err)
+	}
+}
+
+// A PKCS#8 key of another algorithm is named in words, not as a Go type.
+func TestKeygenReuseNamesAnotherAlgorithm(t *testing.T) {
+	k, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	der, err := x509.MarshalPKCS8PrivateKey(k)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := filepath.Join(t.TempDir(), "ec.pem")
+	if err := os.WriteFile(out, pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: der}), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	_, err = bridge.Keygen(bridge.KeygenOptions{Out: out, Reuse: true})
+	if err == nil || !strings.Contains(err.Error(), "an ECDSA key, want an ed25519 key") || strings.Contains(err.Error(), "*") {
+		t.Fatalf("err = %v, want one naming an ECDSA key in words", err)
 	}
 }
 
