@@ -205,11 +205,15 @@ type ReloadReport struct {
 	// ManifestChanged says the manifest served now differs from the one
 	// served before.
 	ManifestChanged bool
+	// Endpoint names the endpoint settings changed (identity_keys,
+	// allow_unauthenticated, protocol_mode, the bounds), which apply to
+	// new requests.
+	Endpoint []string
 }
 
 // Changed reports whether the reload changed what is served.
 func (r *ReloadReport) Changed() bool {
-	return len(r.Reloaded)+len(r.Added)+len(r.Removed) > 0 || r.ManifestChanged
+	return len(r.Reloaded)+len(r.Added)+len(r.Removed)+len(r.Endpoint) > 0 || r.ManifestChanged
 }
 
 // Err joins the failures of the handlers whose new version did not
@@ -264,6 +268,32 @@ func restartOnly(old, cfg *Config) []string {
 	return fields
 }
 
+// endpointChanges lists the endpoint settings cfg changes: they apply to
+// new requests, and a reload that changes only them still changed what is
+// served (request identity above all).
+func endpointChanges(old, cfg *Config) []string {
+	var fields []string
+	if !slices.Equal(old.IdentityKeys, cfg.IdentityKeys) {
+		fields = append(fields, "identity_keys")
+	}
+	if old.AllowUnauthenticated != cfg.AllowUnauthenticated {
+		fields = append(fields, "allow_unauthenticated")
+	}
+	if old.ProtocolMode != cfg.ProtocolMode {
+		fields = append(fields, "protocol_mode")
+	}
+	if old.StartTimeout != cfg.StartTimeout {
+		fields = append(fields, "start_timeout")
+	}
+	if old.MaxConcurrentInvocations != cfg.MaxConcurrentInvocations {
+		fields = append(fields, "max_concurrent_invocations")
+	}
+	if old.MaxJournalBytes != cfg.MaxJournalBytes {
+		fields = append(fields, "max_journal_bytes")
+	}
+	return fields
+}
+
 // Reload applies cfg (already loaded and checked, as for serve): each
 // handler whose settings or source files changed is registered anew and,
 // once a registration of the new version is READY, served by it; handlers
@@ -283,7 +313,7 @@ func (l *Live) Reload(ctx context.Context, cfg *Config) (*ReloadReport, error) {
 		return nil, &RestartRequiredError{Fields: fields}
 	}
 	old := l.cur.Load()
-	rep := &ReloadReport{Failed: map[string]string{}}
+	rep := &ReloadReport{Failed: map[string]string{}, Endpoint: endpointChanges(l.desired, cfg)}
 	carry := &carryOver{pools: map[string]*pool{}, ctxEnd: old.ctxEnd}
 	var fresh []*pool
 	// served is cfg as it will be served: a handler whose new version

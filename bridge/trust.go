@@ -29,6 +29,11 @@ func IsLoopback(listen string) bool {
 	return ip != nil && ip.IsLoopback()
 }
 
+// UnauthenticatedWarning is logged, as a warning with the listen address,
+// whenever a bridge starts or reloads into serving unsigned requests on an
+// address other machines can reach (CheckExposure's unsigned).
+const UnauthenticatedWarning = "allow_unauthenticated: serving unsigned requests on an address other machines can reach; anyone who can connect can run these functions"
+
 // CheckExposure refuses a configuration whose endpoint other machines can
 // reach without identity keys, unless allow_unauthenticated says so: such a
 // bridge runs functions for anyone who can connect, bypassing

@@ -162,6 +162,12 @@ func (l *loop) reload(ctx context.Context, files []string) {
 			l.registered = m
 		}
 	}
+	if cur := live.Config(); slices.ContainsFunc(rep.Endpoint, func(f string) bool { return f == "identity_keys" || f == "allow_unauthenticated" }) {
+		// As serve warns at start: a reload may be what turned signing off.
+		if unsigned, _ := cur.CheckExposure("listen"); unsigned {
+			l.c.Log.Warn().Str("listen", cur.Listen).Msg(bridge.UnauthenticatedWarning)
+		}
+	}
 	ev := l.c.Log.Info()
 	msg := "reloaded"
 	switch {
@@ -188,6 +194,9 @@ func (l *loop) reload(ctx context.Context, files []string) {
 	}
 	if len(rep.Failed) > 0 {
 		ev = ev.Strs("failed", slices.Sorted(maps.Keys(rep.Failed))).Str("error", rep.Err().Error())
+	}
+	if len(rep.Endpoint) > 0 {
+		ev = ev.Strs("endpoint", rep.Endpoint)
 	}
 	ev = ev.Bool("manifest_changed", rep.ManifestChanged)
 	switch {
