@@ -9,9 +9,12 @@ import (
 	"time"
 
 	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/connectivity"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	"google.golang.org/grpc/status"
 
+	"github.com/fnbridge/fnbridge/functionruntime"
+	"github.com/fnbridge/fnbridge/functionruntime/kinds"
 	executorv1 "github.com/fnbridge/fnbridge/proto/executor/v1"
 )
 
@@ -73,22 +76,30 @@ func (f *runtimeFailure) Error() string {
 }
 
 // checkRuntimes asks every remote runtime's grpc.health.v1 service (as
-// `bridge runtime serve` offers) whether it serves. A server without the
+// `bridge runtime serve` offers) whether it serves, and whether it serves
+// the kind it is configured for (runtimeKindFailure). A server without the
 // health service is asked for FunctionStatus instead: any answer but
 // Unimplemented shows a reachable FunctionRuntime server. An HTTP server
 // that is not gRPC at all also reads as Unimplemented (its 404), and must
 // not count as serving.
 func (b *Bridge) checkRuntimes(ctx context.Context) error {
-	kinds := make([]string, 0, len(b.runtimes))
+	names := make([]string, 0, len(b.runtimes))
 	for k, rc := range b.runtimes {
 		if rc.conn != nil {
-			kinds = append(kinds, k)
+			names = append(names, k)
 		}
 	}
-	sort.Strings(kinds)
-	for _, k := range kinds {
+	sort.Strings(names)
+	for _, k := range names {
 		rc := b.runtimes[k]
-		resp, err := healthpb.NewHealthClient(rc.conn).Check(ctx, &healthpb.HealthCheckRequest{})
+		if rc.conn.GetState() == connectivity.TransientFailure {
+			// Connecting is backing off: try again now, so a runtime
+			// that is back is seen by the next probe, not after the
+			// backoff (this runs at most once a second, readyCacheFor).
+			rc.conn.ResetConnectBackoff()
+		}
+		hc := healthpb.NewHealthClient(rc.conn)
+		resp, err := hc.Check(ctx, &healthpb.HealthCheckRequest{})
 		switch {
 		case status.Code(err) == codes.Unimplemented:
 			_, err := rc.client.FunctionStatus(ctx, &executorv1.FunctionStatusRequest{})
@@ -99,9 +110,41 @@ func (b *Bridge) checkRuntimes(ctx context.Context) error {
 			return &runtimeFailure{k, b.cfg.Runtimes[k], status.Convert(err).Message()}
 		case resp.GetStatus() != healthpb.HealthCheckResponse_SERVING:
 			return &runtimeFailure{k, b.cfg.Runtimes[k], resp.GetStatus().String()}
+		default:
+			if why := runtimeKindFailure(ctx, hc, k); why != "" {
+				return &runtimeFailure{k, b.cfg.Runtimes[k], why}
+			}
 		}
 	}
 	return nil
+}
+
+// runtimeKindFailure says why a serving runtime is not of the kind it is
+// configured for, or "". A server publishes its kind as a health service
+// (functionruntime.KindHealthService); one of another kind answers
+// NotFound for ours, and its own kind is found by asking for the others.
+// A server that publishes no kind at all (an older `bridge runtime
+// serve`, another implementation of the contract) cannot be told apart
+// and counts, as before.
+func runtimeKindFailure(ctx context.Context, hc healthpb.HealthClient, kind string) string {
+	resp, err := hc.Check(ctx, &healthpb.HealthCheckRequest{Service: functionruntime.KindHealthService(kind)})
+	switch {
+	case status.Code(err) == codes.NotFound:
+		for _, other := range kinds.Names() {
+			if other == kind {
+				continue
+			}
+			if _, err := hc.Check(ctx, &healthpb.HealthCheckRequest{Service: functionruntime.KindHealthService(other)}); err == nil {
+				return "serves another runtime kind (" + other + ")"
+			}
+		}
+		return ""
+	case err != nil:
+		return status.Convert(err).Message()
+	case resp.GetStatus() != healthpb.HealthCheckResponse_SERVING:
+		return resp.GetStatus().String()
+	}
+	return ""
 }
 
 // Drain stops taking invocations (readiness 503, new streams refused so

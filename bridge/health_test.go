@@ -7,11 +7,13 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
 	"github.com/rs/zerolog"
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/health"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 
 	"github.com/fnbridge/fnbridge/functionruntime"
@@ -140,6 +142,80 @@ func TestReadyRefusesAnHTTPServerThatIsNotARuntime(t *testing.T) {
 				t.Fatalf("Ready: %v, want ready", err)
 			case tc.wantErr != "" && (err == nil || !strings.Contains(err.Error(), tc.wantErr)):
 				t.Fatalf("Ready: %v, want an error saying %q", err, tc.wantErr)
+			}
+		})
+	}
+}
+
+// serveRuntime serves a FunctionRuntime server of the given kind, as
+// `bridge runtime serve --runtime KIND` does, on lis; stop (also run at
+// the test's end) stops it at once, as a SIGKILL would.
+func serveRuntime(t *testing.T, kind string, lis net.Listener) (stop func()) {
+	t.Helper()
+	k, ok := kinds.Lookup(kind)
+	if !ok {
+		t.Fatalf("no runtime kind %q", kind)
+	}
+	fn := functionruntime.NewServer(functionruntime.Options{Adapter: k.New(), Logger: zerolog.Nop()})
+	gs := functionruntime.NewGRPCServer(fn)
+	go func() { _ = gs.Server.Serve(lis) }()
+	var once sync.Once
+	stop = func() {
+		once.Do(func() {
+			gs.Stop()
+			_ = fn.Shutdown(context.Background())
+		})
+	}
+	t.Cleanup(stop)
+	return stop
+}
+
+// A runtime of another kind at a runtimes: address (runtimes.python
+// pointing at `bridge runtime serve --runtime bash`) fails every handler
+// of that kind, so the replica is not ready, and the reason names the
+// kind it serves. A server that publishes no kind (an older `bridge
+// runtime serve`, another implementation of the contract) cannot be told
+// apart and still counts.
+func TestReadyRefusesARuntimeOfAnotherKind(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		serve   func(t *testing.T, lis net.Listener)
+		wantErr string // "" for ready; ADDR stands for the address
+	}{
+		{"bash", func(t *testing.T, lis net.Listener) { serveRuntime(t, "bash", lis) },
+			"runtimes.python (ADDR): serves another runtime kind (bash)"},
+		{"python", func(t *testing.T, lis net.Listener) { serveRuntime(t, "python", lis) }, ""},
+		{"no kind published", func(t *testing.T, lis net.Listener) {
+			k, _ := kinds.Lookup("bash")
+			fn := functionruntime.NewServer(functionruntime.Options{Adapter: k.New(), Logger: zerolog.Nop()})
+			gs := grpc.NewServer()
+			executorv1.RegisterFunctionRuntimeServer(gs, fn)
+			hs := health.NewServer() // "" SERVING only
+			healthpb.RegisterHealthServer(gs, hs)
+			go func() { _ = gs.Serve(lis) }()
+			t.Cleanup(func() { gs.Stop(); _ = fn.Shutdown(context.Background()) })
+		}, ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			lis, err := net.Listen("tcp", "127.0.0.1:0")
+			if err != nil {
+				t.Fatal(err)
+			}
+			addr := lis.Addr().String()
+			tc.serve(t, lis)
+			b := remoteBridge(t, addr)
+			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			defer cancel()
+			if err := b.Start(ctx); err != nil {
+				t.Fatal(err)
+			}
+			err = b.Ready(ctx)
+			want := strings.ReplaceAll(tc.wantErr, "ADDR", addr)
+			switch {
+			case want == "" && err != nil:
+				t.Fatalf("Ready: %v, want ready", err)
+			case want != "" && (err == nil || err.Error() != want):
+				t.Fatalf("Ready: %v, want %q", err, want)
 			}
 		})
 	}

@@ -8,6 +8,7 @@ import (
 
 	"github.com/rs/zerolog"
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/backoff"
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/keepalive"
 
@@ -46,6 +47,7 @@ func dialRuntime(kind, address string, log zerolog.Logger) (*runtimeConn, error)
 	conn, err := grpc.NewClient(target,
 		grpc.WithTransportCredentials(insecure.NewCredentials()),
 		grpc.WithKeepaliveParams(remoteKeepalive),
+		grpc.WithConnectParams(remoteConnect),
 		grpc.WithDefaultCallOptions(functionruntime.ClientCallOptions()...))
 	if err != nil {
 		return nil, fmt.Errorf("runtimes.%s: %w", kind, err)
@@ -68,6 +70,25 @@ var remoteKeepalive = keepalive.ClientParameters{
 	Time:                5 * time.Minute,
 	Timeout:             20 * time.Second,
 	PermitWithoutStream: false,
+}
+
+// remoteConnect paces reconnecting to a remote runtime. gRPC's default
+// (1 s growing 1.6 times per failure up to 120 s) leaves a runtime that
+// was down a few minutes unused for up to 2 minutes after it is back:
+// readiness fails, min_warm registrations and invocations wait. One
+// runtime serves a few bridge replicas, and a refused connection is cheap,
+// so retrying at least every 2 s (jittered, so replicas do not retry in
+// step) costs it little. A connection attempt, handshake included, gets 5
+// s: on a loopback, a Unix socket or a LAN one that takes longer finds a
+// runtime that would not answer calls either.
+var remoteConnect = grpc.ConnectParams{
+	Backoff: backoff.Config{
+		BaseDelay:  100 * time.Millisecond,
+		Multiplier: 1.6,
+		Jitter:     0.2,
+		MaxDelay:   2 * time.Second,
+	},
+	MinConnectTimeout: 5 * time.Second,
 }
 
 func (r *runtimeConn) close(ctx context.Context) error {

@@ -40,9 +40,19 @@ type GRPCServer struct {
 	fn     *Server
 }
 
+// KindHealthService is the grpc.health.v1 service name under which a
+// server of the given runtime kind reports its status
+// ("executor.v1.FunctionRuntime/python"). RegisterFunctionRequest names no
+// runtime, so this is how a client learns which kind an address serves;
+// a server of another kind answers NotFound for it.
+func KindHealthService(kind string) string {
+	return executorv1.FunctionRuntime_ServiceDesc.ServiceName + "/" + kind
+}
+
 // NewGRPCServer builds the gRPC server for s. Health reports SERVING for the
-// empty service name and for executor.v1.FunctionRuntime. opts are appended
-// after the defaults, so they can override the message size limits.
+// empty service name, for executor.v1.FunctionRuntime and for
+// [KindHealthService] of s's kind. opts are appended after the defaults, so
+// they can override the message size limits.
 func NewGRPCServer(s *Server, opts ...grpc.ServerOption) *GRPCServer {
 	lim := s.Limits()
 	base := []grpc.ServerOption{
@@ -54,6 +64,7 @@ func NewGRPCServer(s *Server, opts ...grpc.ServerOption) *GRPCServer {
 	hs := health.NewServer()
 	hs.SetServingStatus("", healthpb.HealthCheckResponse_SERVING)
 	hs.SetServingStatus(executorv1.FunctionRuntime_ServiceDesc.ServiceName, healthpb.HealthCheckResponse_SERVING)
+	hs.SetServingStatus(KindHealthService(s.Kind()), healthpb.HealthCheckResponse_SERVING)
 	healthpb.RegisterHealthServer(gs, hs)
 	reflection.Register(gs)
 	return &GRPCServer{Server: gs, Health: hs, fn: s}

@@ -429,3 +429,23 @@ func TestWarnIfExposed(t *testing.T) {
 		})
 	}
 }
+
+// The server publishes its runtime kind as the health service
+// "executor.v1.FunctionRuntime/KIND", so a client can tell a server of
+// another kind at the address it was given (RegisterFunctionRequest names
+// no runtime). The name is a wire contract between bridge versions.
+func TestGRPCServerPublishesItsKind(t *testing.T) {
+	h := newHarness(t, &fakeAdapter{}, functionruntime.Limits{}, nil)
+	conn, _, stop := served(t, h, time.Second)
+	hc := healthpb.NewHealthClient(conn)
+	ctx := context.Background()
+	resp, err := hc.Check(ctx, &healthpb.HealthCheckRequest{Service: "executor.v1.FunctionRuntime/fake"})
+	if err != nil || resp.GetStatus() != healthpb.HealthCheckResponse_SERVING {
+		t.Fatalf("health of executor.v1.FunctionRuntime/fake = %v, %v; want SERVING", resp.GetStatus(), err)
+	}
+	_, err = hc.Check(ctx, &healthpb.HealthCheckRequest{Service: "executor.v1.FunctionRuntime/python"})
+	wantCode(t, err, codes.NotFound, "")
+	if err := stop(); err != nil {
+		t.Fatal(err)
+	}
+}
