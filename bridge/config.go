@@ -74,6 +74,14 @@ type Config struct {
 	// InstanceFrom says where Instance came from (InstanceFromHostname,
 	// ...), for the start-up log.
 	InstanceFrom string `yaml:"-"`
+	// ContextListenFrom says where ContextListen came from
+	// (ContextListenFromConfig, ...), for its errors; "" when it is empty
+	// or the Config was built in code.
+	ContextListenFrom string `yaml:"-"`
+
+	// oneOffRun is the one handler ("Service/handler") a one-off run
+	// invokes, set by ForOneOffRun; "" when serving (steps.go).
+	oneOffRun string
 }
 
 // ServiceConfig is one Restate service.

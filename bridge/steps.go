@@ -30,32 +30,23 @@ type contextEndpoint struct {
 }
 
 // startContext serves the context endpoint when a handler is in steps
-// mode; it warns when the runtimes may not reach it.
+// mode (for a one-off run, when its handler is); it warns when the
+// runtimes may not reach it.
 func (b *Bridge) startContext() error {
+	run := b.cfg.oneOffRun
 	steps := false
-	for _, p := range b.pools {
-		steps = steps || p.h.StepsMode()
+	for key, p := range b.pools {
+		steps = steps || (run == "" || key == run) && p.h.StepsMode()
 	}
 	if !steps {
 		return nil
 	}
 	ce := &contextEndpoint{srv: stepctx.NewServer(stepctx.Config{}), served: make(chan error, 1)}
-	addr := b.cfg.ContextListen
-	if addr == "" {
-		dir, err := functionruntime.PrivateTempDir("ctx") // 0700, swept once its bridge is dead
-		if err != nil {
-			return fmt.Errorf("context_listen: creating the private socket directory: %w", err)
-		}
-		ce.dir = dir
-		addr = "unix://" + filepath.Join(dir, "ctx.sock")
-	}
-	l, err := stepctx.Listen(addr)
+	l, dir, err := b.listenContext()
 	if err != nil {
-		if ce.dir != "" {
-			_ = os.RemoveAll(ce.dir)
-		}
-		return fmt.Errorf("context_listen %s: %w", addr, err)
+		return err
 	}
+	ce.dir = dir
 	ce.l, ce.url = l, stepctx.URL(l)
 	go func() {
 		err := ce.srv.Serve(l)
@@ -67,6 +58,9 @@ func (b *Bridge) startContext() error {
 	b.ctxEnd = ce
 	unix := l.Addr().Network() == "unix"
 	for kind, raddr := range b.cfg.Runtimes {
+		if run != "" && kind != b.pools[run].h.Runtime {
+			continue // a one-off run uses its handler's runtime only
+		}
 		if unix && raddr != "" && !strings.HasPrefix(raddr, "unix://") {
 			b.log.Warn().Str("runtime", kind).Str("context", ce.url).
 				Msgf("runtimes.%s is reached over TCP but the context endpoint is a unix socket: durability: steps handlers of that runtime work only if it shares this host's filesystem; otherwise set context_listen to a host:port it can reach", kind)
@@ -80,6 +74,71 @@ func (b *Bridge) startContext() error {
 	b.log.Info().Str("context", ce.url).Msg("serving the durable-steps context endpoint")
 	return nil
 }
+
+// listenContext listens where the context endpoint serves; dir is the
+// private socket directory it created, if any.
+func (b *Bridge) listenContext() (l net.Listener, dir string, err error) {
+	addr := b.cfg.ContextListen
+	what := b.cfg.contextListenSource()
+	if run := b.cfg.oneOffRun; run != "" && addr != "" {
+		// A serving replica of this configuration may hold addr.
+		what = fmt.Sprintf("the one-off context endpoint (beside %s %s)", what, addr)
+		network, address, _ := stepctx.ParseAddr(addr) // checked at load
+		switch {
+		case network == "tcp":
+			host, _, _ := net.SplitHostPort(address)
+			addr = net.JoinHostPort(host, "0") // the host a remote runtime dials
+		case b.cfg.Runtimes[b.pools[run].h.Runtime] == "":
+			addr = "" // embedded: a private socket is reachable
+		default:
+			if l, err = listenBeside(address); err != nil {
+				return nil, "", fmt.Errorf("%s: %w", what, err)
+			}
+			return l, "", nil
+		}
+	}
+	if addr == "" {
+		dir, err = functionruntime.PrivateTempDir("ctx") // 0700, swept once its bridge is dead
+		if err != nil {
+			return nil, "", fmt.Errorf("%s: creating the private socket directory: %w", what, err)
+		}
+		addr = "unix://" + filepath.Join(dir, "ctx.sock")
+	}
+	if l, err = stepctx.Listen(addr); err != nil {
+		if dir != "" {
+			_ = os.RemoveAll(dir)
+		}
+		return nil, "", fmt.Errorf("%s %s: %w", what, addr, err)
+	}
+	return l, dir, nil
+}
+
+// maxBesideSockets bounds the socket names listenBeside tries.
+const maxBesideSockets = 32
+
+// listenBeside listens on a socket of its own next to path, in the
+// directory a remote runtime shares: the first of path.invoke-1, -2, ...
+// that is free or stale, so a killed run's socket is taken over rather
+// than left to pile up.
+func listenBeside(path string) (net.Listener, error) {
+	var err error
+	for i := 1; i <= maxBesideSockets; i++ {
+		var l net.Listener
+		if l, err = stepctx.Listen(fmt.Sprintf("unix://%s.invoke-%d", path, i)); err == nil {
+			return l, nil
+		}
+	}
+	return nil, err
+}
+
+// ForOneOffRun readies c for a one-off run of service/handler (`bridge
+// invoke`), which may run beside a serving replica of c holding
+// context_listen: the context endpoint starts only if that handler is in
+// steps mode, and on an address of its own: a TCP context_listen's host
+// on a port the system picks; for a unix one, a socket next to it (in the
+// directory a remote runtime shares) or, for an embedded runtime, a
+// private one, as with context_listen empty.
+func (c *Config) ForOneOffRun(service, handler string) { c.oneOffRun = service + "/" + handler }
 
 // closeContext stops the context endpoint and removes its private
 // directory.

@@ -1,6 +1,7 @@
 package bridge
 
 import (
+	"fmt"
 	"net"
 	"time"
 
@@ -56,28 +57,69 @@ func (h *HandlerConfig) resolveDurability(hp string, bad func(path, format strin
 	}
 }
 
+// Where a context_listen came from, in the order the later ones win, as
+// for the instance identity.
+const (
+	ContextListenFromConfig = "context_listen"
+	ContextListenFromEnv    = "FNBRIDGE_CONTEXT_LISTEN"
+	ContextListenFromFlag   = "--context-listen"
+)
+
+// ContextListenEnv is the environment variable that sets context_listen
+// (over the file's, under --context-listen): replicas sharing one file
+// each need an address of their own, such as the pod's IP.
+const ContextListenEnv = "FNBRIDGE_CONTEXT_LISTEN"
+
+// SetContextListen sets context_listen from source (ContextListenFromEnv,
+// ContextListenFromFlag), checked as the file's is; an error, naming
+// source, leaves c as it was.
+func (c *Config) SetContextListen(raw, source string) error {
+	if problem := checkContextListen(raw); problem != "" {
+		return fmt.Errorf("%s: %s", source, problem)
+	}
+	c.ContextListen, c.ContextListenFrom = raw, source
+	return nil
+}
+
+// contextListenSource names where context_listen came from, for errors.
+func (c *Config) contextListenSource() string {
+	if c.ContextListenFrom == "" {
+		return ContextListenFromConfig
+	}
+	return c.ContextListenFrom
+}
+
 // resolveContextListen checks context_listen. Empty is kept: the bridge
 // then listens on a unix socket in a private (0700) temporary directory
-// it creates and removes. A TCP address is also what functions dial, so
-// it must name a host they can reach, not a wildcard.
+// it creates and removes.
 func (c *Config) resolveContextListen(bad func(path, format string, args ...any)) {
 	if c.ContextListen == "" {
 		return
 	}
-	network, address, err := stepctx.ParseAddr(c.ContextListen)
-	if err != nil {
-		bad("context_listen", "%q: want unix:///absolute/path or host:port", c.ContextListen)
+	if problem := checkContextListen(c.ContextListen); problem != "" {
+		bad("context_listen", "%s", problem)
 		return
+	}
+	c.ContextListenFrom = ContextListenFromConfig
+}
+
+// checkContextListen is what is wrong with a non-empty context listen
+// address, or "". A TCP address is also what functions dial, so it must
+// name a host they can reach, not a wildcard.
+func checkContextListen(v string) string {
+	network, address, err := stepctx.ParseAddr(v)
+	if err != nil {
+		return fmt.Sprintf("%q: want unix:///absolute/path or host:port", v)
 	}
 	if network == "unix" {
-		return
+		return ""
 	}
 	if err := checkHostPort(address); err != nil {
-		bad("context_listen", "%q is not host:port: %v", c.ContextListen, err)
-		return
+		return fmt.Sprintf("%q is not host:port: %v", v, err)
 	}
 	host, _, _ := net.SplitHostPort(address)
 	if ip := net.ParseIP(host); host == "" || ip != nil && ip.IsUnspecified() {
-		bad("context_listen", "%q: name the address functions dial (e.g. 10.0.0.5:9091), not a wildcard host", c.ContextListen)
+		return fmt.Sprintf("%q: name the address functions dial (e.g. 10.0.0.5:9091), not a wildcard host", v)
 	}
+	return ""
 }

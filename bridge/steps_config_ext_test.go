@@ -76,3 +76,32 @@ func TestContextListenAccepted(t *testing.T) {
 		}
 	}
 }
+
+// SetContextListen checks a value as the file's is, naming its source;
+// a refused one leaves the configuration as it was.
+func TestSetContextListen(t *testing.T) {
+	cfg, err := bridge.LoadConfig(writeConfig(t, stepsConfig("context_listen: 10.0.0.5:9091\n", "")))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cfg.ContextListenFrom != bridge.ContextListenFromConfig {
+		t.Fatalf("from %q, want %q", cfg.ContextListenFrom, bridge.ContextListenFromConfig)
+	}
+	for _, tc := range []struct{ raw, source, want string }{
+		{"http://x:1", bridge.ContextListenFromFlag, `--context-listen: "http://x:1": want unix:///absolute/path or host:port`},
+		{"0.0.0.0:9091", bridge.ContextListenFromEnv, `FNBRIDGE_CONTEXT_LISTEN: "0.0.0.0:9091": name the address functions dial (e.g. 10.0.0.5:9091), not a wildcard host`},
+	} {
+		if err := cfg.SetContextListen(tc.raw, tc.source); err == nil || err.Error() != tc.want {
+			t.Fatalf("%s: err = %v, want %s", tc.raw, err, tc.want)
+		}
+		if cfg.ContextListen != "10.0.0.5:9091" || cfg.ContextListenFrom != bridge.ContextListenFromConfig {
+			t.Fatalf("after a refusal: %q from %q, want the file's kept", cfg.ContextListen, cfg.ContextListenFrom)
+		}
+	}
+	if err := cfg.SetContextListen("unix:///run/fnbridge/ctx.sock", bridge.ContextListenFromEnv); err != nil {
+		t.Fatal(err)
+	}
+	if cfg.ContextListen != "unix:///run/fnbridge/ctx.sock" || cfg.ContextListenFrom != bridge.ContextListenFromEnv {
+		t.Fatalf("%q from %q, want the variable's", cfg.ContextListen, cfg.ContextListenFrom)
+	}
+}

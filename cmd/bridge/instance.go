@@ -26,3 +26,23 @@ func applyInstance(cfg *bridge.Config, flag string) error {
 	}
 	return nil
 }
+
+// addContextListenFlag registers --context-listen on a command that
+// serves.
+func addContextListenFlag(cmd *cobra.Command, contextListen *string) {
+	cmd.Flags().StringVar(contextListen, "context-listen", "", "context endpoint of durability: steps handlers, unix:///abs/path or host:port (overrides "+bridge.ContextListenEnv+" and the file's context_listen)")
+}
+
+// applyContextListen gives context_listen the instance identity's
+// precedence (applyInstance): --context-listen, then
+// FNBRIDGE_CONTEXT_LISTEN, then the file's context_listen (which the
+// loaded configuration already holds). An empty variable counts as unset.
+func applyContextListen(cfg *bridge.Config, flag string) error {
+	if flag != "" {
+		return cfg.SetContextListen(flag, bridge.ContextListenFromFlag)
+	}
+	if env := os.Getenv(bridge.ContextListenEnv); env != "" {
+		return cfg.SetContextListen(env, bridge.ContextListenFromEnv)
+	}
+	return nil
+}

@@ -54,3 +54,38 @@ func TestInstanceEnvRefused(t *testing.T) {
 		}
 	}
 }
+
+// --context-listen wins over FNBRIDGE_CONTEXT_LISTEN, which wins over the
+// file's context_listen, as for the instance identity.
+func TestContextListenPrecedence(t *testing.T) {
+	cases := []struct {
+		name, head, env, flag string
+		setEnv                bool
+		want, from            string
+	}{
+		{"none", "", "", "", false, "", ""},
+		{"file", "context_listen: 127.0.0.1:9091\n", "", "", false, "127.0.0.1:9091", bridge.ContextListenFromConfig},
+		{"env over file", "context_listen: 127.0.0.1:9091\n", "10.0.0.5:9091", "", true, "10.0.0.5:9091", bridge.ContextListenFromEnv},
+		{"env without file", "", "unix:///run/fnbridge/ctx.sock", "", true, "unix:///run/fnbridge/ctx.sock", bridge.ContextListenFromEnv},
+		{"flag over env", "context_listen: 127.0.0.1:9091\n", "10.0.0.5:9091", "10.0.0.6:9091", true, "10.0.0.6:9091", bridge.ContextListenFromFlag},
+		{"empty env is unset", "context_listen: 127.0.0.1:9091\n", "", "", true, "127.0.0.1:9091", bridge.ContextListenFromConfig},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Setenv(bridge.ContextListenEnv, "")
+			if tc.setEnv {
+				t.Setenv(bridge.ContextListenEnv, tc.env)
+			}
+			cfg, err := loadServeConfig(writeServeConfig(t, tc.head), "", "")
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := applyContextListen(cfg, tc.flag); err != nil {
+				t.Fatal(err)
+			}
+			if cfg.ContextListen != tc.want || cfg.ContextListenFrom != tc.from {
+				t.Errorf("context_listen %q from %q, want %q from %q", cfg.ContextListen, cfg.ContextListenFrom, tc.want, tc.from)
+			}
+		})
+	}
+}

@@ -50,6 +50,12 @@ func newInvokeCmd(g *globalFlags) *cobra.Command {
 			// share, nor unregister at its end, the registrations of a
 			// `bridge serve` with the same instance.
 			cfg.Instance = bridge.OneOffInstance(cfg.Instance)
+			// Nor bind the context endpoint such a serve holds; the
+			// variable still says which host a remote runtime dials.
+			if err := applyContextListen(cfg, ""); err != nil {
+				return err
+			}
+			cfg.ForOneOffRun(service, handler)
 			b, err := bridge.New(cfg, bridge.Options{Logger: log})
 			if err != nil {
 				return err

@@ -25,7 +25,23 @@ func newServeCmd(g *globalFlags, dev *devFlags) *cobra.Command {
 		identityKeysFile   string
 		holdAfterRun       string
 		instance           string
+		contextListen      string
 	)
+	// load reads the configuration with this replica's own settings, at
+	// start and on each of dev's reloads alike.
+	load := func() (*bridge.Config, error) {
+		cfg, err := loadServeConfig(configPath, listen, identityKeysFile)
+		if err != nil {
+			return nil, err
+		}
+		if err := applyInstance(cfg, instance); err != nil {
+			return nil, err
+		}
+		if err := applyContextListen(cfg, contextListen); err != nil {
+			return nil, err
+		}
+		return cfg, nil
+	}
 	cmd := &cobra.Command{
 		Use:   "serve",
 		Short: "Serve the configured functions as a Restate deployment",
@@ -43,11 +59,8 @@ func newServeCmd(g *globalFlags, dev *devFlags) *cobra.Command {
 			if holdAfterRun != "" {
 				opts.AfterRunJournaled = holdForever(holdAfterRun)
 			}
-			cfg, err := loadServeConfig(configPath, listen, identityKeysFile)
+			cfg, err := load()
 			if err != nil {
-				return err
-			}
-			if err := applyInstance(cfg, instance); err != nil {
 				return err
 			}
 			stopTelemetry, err := startTelemetry(cfg, log, &opts)
@@ -99,13 +112,7 @@ func newServeCmd(g *globalFlags, dev *devFlags) *cobra.Command {
 			go func() { serveErr <- srv.Serve(lis) }()
 			log.Info().Str("listen", lis.Addr().String()).Str("protocol_mode", cfg.ProtocolMode).Int("services", len(cfg.Services)).
 				Str("instance", cfg.Instance).Str("instance_from", cfg.InstanceFrom).Msg("serving Restate endpoint")
-			devDone, stopDev := dev.start(ctx, log, b, lis.Addr().String(), func() (*bridge.Config, error) {
-				cfg, err := loadServeConfig(configPath, listen, identityKeysFile)
-				if err != nil {
-					return nil, err
-				}
-				return cfg, applyInstance(cfg, instance)
-			})
+			devDone, stopDev := dev.start(ctx, log, b, lis.Addr().String(), load)
 
 			select {
 			case err := <-serveErr:
@@ -151,6 +158,7 @@ func newServeCmd(g *globalFlags, dev *devFlags) *cobra.Command {
 	cmd.Flags().StringVar(&listen, "listen", "", "listen address host:port (overrides the file's listen)")
 	cmd.Flags().StringVar(&identityKeysFile, "identity-keys-file", "", "file of publickeyv1_ keys, one per line (as bridge keygen writes FILE.pub), added to identity_keys")
 	addInstanceFlag(cmd, &instance)
+	addContextListenFlag(cmd, &contextListen)
 	cmd.Flags().StringVar(&holdAfterRun, "test-hold-after-run", "", "testing only: after a run is journaled, write the invocation id to this file and block")
 	_ = cmd.Flags().MarkHidden("test-hold-after-run")
 	return cmd
