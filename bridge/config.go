@@ -82,6 +82,8 @@ type Config struct {
 	// oneOffRun is the one handler ("Service/handler") a one-off run
 	// invokes, set by ForOneOffRun; "" when serving (steps.go).
 	oneOffRun string
+	// manifestOnly: nothing will be invoked (ForManifest).
+	manifestOnly bool
 }
 
 // ServiceConfig is one Restate service.

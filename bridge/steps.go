@@ -33,6 +33,9 @@ type contextEndpoint struct {
 // mode (for a one-off run, when its handler is); it warns when the
 // runtimes may not reach it.
 func (b *Bridge) startContext() error {
+	if b.cfg.manifestOnly {
+		return nil
+	}
 	run := b.cfg.oneOffRun
 	steps := false
 	for key, p := range b.pools {
@@ -139,6 +142,11 @@ func listenBeside(path string) (net.Listener, error) {
 // directory a remote runtime shares) or, for an embedded runtime, a
 // private one, as with context_listen empty.
 func (c *Config) ForOneOffRun(service, handler string) { c.oneOffRun = service + "/" + handler }
+
+// ForManifest readies c for a bridge that only answers what it serves
+// (`bridge manifest`): it starts no context endpoint, so it neither needs
+// nor takes a context_listen a serving replica holds.
+func (c *Config) ForManifest() { c.manifestOnly = true }
 
 // closeContext stops the context endpoint and removes its private
 // directory.

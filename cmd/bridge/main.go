@@ -224,17 +224,3 @@ func loadConfig(path, listen string) (*bridge.Config, error) {
 	}
 	return cfg, nil
 }
-
-// loadBridge loads the configuration (loadConfig) and builds its bridge:
-// the start of every subcommand that runs the configuration.
-func loadBridge(path, listen string, opts bridge.Options) (*bridge.Config, *bridge.Bridge, error) {
-	cfg, err := loadConfig(path, listen)
-	if err != nil {
-		return nil, nil, err
-	}
-	b, err := bridge.New(cfg, opts)
-	if err != nil {
-		return nil, nil, err
-	}
-	return cfg, b, nil
-}

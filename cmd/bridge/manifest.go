@@ -28,7 +28,12 @@ func newManifestCmd(g *globalFlags) *cobra.Command {
 			if version < discovery.MinVersion || version > discovery.MaxVersion {
 				return fmt.Errorf("--manifest-version %d: want %d to %d", version, discovery.MinVersion, discovery.MaxVersion)
 			}
-			_, b, err := loadBridge(configPath, "", bridge.Options{Logger: log})
+			cfg, err := loadConfig(configPath, "")
+			if err != nil {
+				return err
+			}
+			cfg.ForManifest()
+			b, err := bridge.New(cfg, bridge.Options{Logger: log})
 			if err != nil {
 				return err
 			}

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"net"
 	"os"
 	"path/filepath"
 	"strings"
@@ -46,5 +47,34 @@ func TestManifestRefusesAVersionThatWouldMakeAHandlerPublic(t *testing.T) {
 	root.SetOut(&out)
 	if err := root.Execute(); err != nil || !strings.Contains(out.String(), `"ingressPrivate":true`) {
 		t.Fatalf("manifest v3: %v, %q; want the handler marked private", err, out.String())
+	}
+}
+
+// bridge manifest answers beside a serving replica of the same file that
+// holds its context_listen: it starts no context endpoint ("address
+// already in use" before).
+func TestManifestBesideAServingContextListen(t *testing.T) {
+	held, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer held.Close()
+	dir := t.TempDir()
+	if err := os.Mkdir(filepath.Join(dir, "fn"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "fn", "h.py"), []byte("def f(x):\n    return x\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	cfg := filepath.Join(dir, "bridge.yaml")
+	if err := os.WriteFile(cfg, []byte("context_listen: "+held.Addr().String()+"\nservices:\n  - name: Svc\n    handlers:\n      - {name: s, runtime: python, dir: fn, handler: h.f, durability: steps}\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	root := newRootCmd()
+	root.SetArgs([]string{"manifest", "--config", cfg})
+	out := new(strings.Builder)
+	root.SetOut(out)
+	if err := root.Execute(); err != nil || !strings.Contains(out.String(), `"Svc"`) {
+		t.Fatalf("manifest: %v, output %q; want the manifest", err, out.String())
 	}
 }
