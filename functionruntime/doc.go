@@ -55,8 +55,9 @@
 //     POSIXLY_CORRECT, GLIBC_TUNABLES, GCONV_PATH, LD_*: see
 //     EnvNameProblem); values have no NUL; at most 1024 variables and 128 KiB in total,
 //     counted as len(name)+len(value)+2 each.
-//   - idle_timeout_seconds: 0 to 7 days. The server only stores it;
-//     runtimed enforces idle timeouts from last_activity_unix_nano.
+//   - idle_timeout_seconds: 0 to 7 days. runtimed enforces idle timeouts
+//     from last_activity_unix_nano; the server uses it only to bound how
+//     long it keeps an orphan (below).
 //   - registration_digest: "sha256:" and 64 lowercase hex digits.
 //
 // # Invocation
@@ -117,6 +118,20 @@
 // for less waiting: cancel_in_flight or an earlier drain deadline takes
 // effect at once, and Shutdown cancels every in-flight invocation when its
 // context ends.
+//
+// # Orphans
+//
+// Idle unregistration is the caller's: runtimed (the bridge's pool) polls
+// FunctionStatus and unregisters what it no longer wants. A caller killed
+// outright never does, so with Options.OrphanGrace (bridge runtime serve's
+// --orphan-grace, default DefaultOrphanGrace) the server unregisters a
+// READY or FAILED registration with nothing in flight once it has had no
+// activity and no FunctionStatus naming it for its idle_timeout_seconds
+// plus the grace, and logs why at info; its caller, if alive after all,
+// gets NotFound and registers again. A live caller's polls keep
+// registrations it keeps past their idle timeout (min_warm). A call with a
+// stale ID is not contact. In-process servers (the bridge's embedded
+// runtime) leave OrphanGrace zero: their caller lives as long as they do.
 //
 // # Logs
 //

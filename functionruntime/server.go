@@ -29,8 +29,16 @@ type Options struct {
 	Logger zerolog.Logger
 	// Limits bounds requests and results; zero fields take their defaults.
 	Limits Limits
-	// Now is the clock for last_activity_unix_nano; nil means time.Now.
+	// Now is the clock for last_activity_unix_nano and for the orphan
+	// timeout; nil means time.Now.
 	Now func() time.Time
+	// OrphanGrace, when positive, has the server unregister a
+	// registration whose caller is gone: nothing in flight, and no
+	// activity (last_activity_unix_nano) nor FunctionStatus call naming
+	// it for its idle_timeout_seconds plus OrphanGrace (see ReapOrphans).
+	// Zero, right for a server whose caller lives in the same process,
+	// never does; Shutdown stops the sweeps.
+	OrphanGrace time.Duration
 }
 
 // Server implements executorv1.FunctionRuntimeServer for one Adapter. It
@@ -47,6 +55,8 @@ type Server struct {
 	mu      sync.Mutex
 	regs    map[string]*registration // by Run UID; guarded by mu
 	closing bool                     // Shutdown started; guarded by mu
+
+	orphans orphanReaper
 }
 
 var _ executorv1.FunctionRuntimeServer = (*Server)(nil)
@@ -61,13 +71,15 @@ func NewServer(opts Options) *Server {
 	if now == nil {
 		now = time.Now
 	}
-	return &Server{
+	s := &Server{
 		adapter: opts.Adapter,
 		log:     opts.Logger,
 		limits:  opts.Limits.withDefaults(),
 		now:     now,
 		regs:    make(map[string]*registration),
 	}
+	s.startOrphanReaper(opts.OrphanGrace)
+	return s
 }
 
 // Kind is the runtime kind of the server's adapter.
@@ -94,6 +106,7 @@ func (s *Server) FunctionStatus(ctx context.Context, req *executorv1.FunctionSta
 	if err != nil {
 		return nil, err
 	}
+	s.contactLocked(reg)
 	switch reg.state {
 	case executorv1.FunctionRegistrationState_FUNCTION_REGISTRATION_STATE_READY,
 		executorv1.FunctionRegistrationState_FUNCTION_REGISTRATION_STATE_FAILED:
@@ -160,6 +173,7 @@ func (s *Server) Shutdown(ctx context.Context) error {
 	for _, reg := range others {
 		<-reg.removed
 	}
+	s.stopOrphanReaper()
 	s.log.Info().Int("registrations", len(owned)+len(others)).Msg("function runtime server shut down")
 	return errors.Join(errs...)
 }

@@ -8,6 +8,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/rs/zerolog"
 	"github.com/spf13/cobra"
 	"google.golang.org/grpc"
 
@@ -43,9 +44,16 @@ type runtimeServeFlags struct {
 	maxTimeout          time.Duration
 	registrationTimeout time.Duration
 	allowedRoots        []string
+	orphanGrace         time.Duration
 }
 
 func newRuntimeServeCmd(g *globalFlags) *cobra.Command {
+	cmd, _ := runtimeServeCmd(g)
+	return cmd
+}
+
+// runtimeServeCmd is newRuntimeServeCmd, with the flags it parses into.
+func runtimeServeCmd(g *globalFlags) (*cobra.Command, *runtimeServeFlags) {
 	f := &runtimeServeFlags{}
 	cmd := &cobra.Command{
 		Use:   "serve",
@@ -58,6 +66,12 @@ The server authenticates no caller: listen on loopback or a Unix socket
 (created with mode 0600), and confine registrations with --allowed-root.
 Without --allowed-root a registration's working_dir may be any directory
 the server can enter, and a warning says so at start.
+
+A registration whose caller is gone (a bridge killed without SIGTERM, a
+killed bridge invoke) is unregistered once it has had nothing in flight,
+no invocation and no FunctionStatus naming it (a live bridge polls each
+of its registrations) for its idle_timeout_seconds plus --orphan-grace;
+with 0 it stays until it is unregistered or the server stops.
 
 On SIGTERM, SIGINT or SIGHUP the server stops accepting connections, drains every
 registration for at most --drain-timeout (then cancels in-flight
@@ -73,8 +87,24 @@ invocations), closes every worker and exits 0.`,
 	fl.DurationVar(&f.defaultTimeout, "default-timeout", functionruntime.DefaultInvokeTimeout, "invocation timeout when a request sets timeout_millis 0")
 	fl.DurationVar(&f.maxTimeout, "max-timeout", functionruntime.DefaultMaxInvokeTimeout, "cap on a requested invocation timeout")
 	fl.DurationVar(&f.registrationTimeout, "registration-timeout", functionruntime.DefaultRegistrationTimeout, "how long a registration may take to import or source its handler")
+	fl.DurationVar(&f.orphanGrace, "orphan-grace", functionruntime.DefaultOrphanGrace, "unregister a registration with no invocation and no FunctionStatus from its caller for its idle_timeout_seconds plus this long (0: never)")
 	fl.StringArrayVar(&f.allowedRoots, "allowed-root", nil, "directory a registration's working_dir must be or lie beneath, symlinks resolved (repeatable; default: any directory)")
-	return cmd
+	return cmd, f
+}
+
+// serverOptions are the Server options the flags ask for.
+func (f *runtimeServeFlags) serverOptions(ad functionruntime.Adapter, log zerolog.Logger) functionruntime.Options {
+	return functionruntime.Options{
+		Adapter: ad,
+		Logger:  log,
+		Limits: functionruntime.Limits{
+			MaxInputBytes:       f.maxInputBytes,
+			DefaultTimeout:      f.defaultTimeout,
+			MaxTimeout:          f.maxTimeout,
+			RegistrationTimeout: f.registrationTimeout,
+		},
+		OrphanGrace: f.orphanGrace,
+	}
 }
 
 func runRuntimeServe(cmd *cobra.Command, g *globalFlags, f *runtimeServeFlags) error {
@@ -98,21 +128,15 @@ func runRuntimeServe(cmd *cobra.Command, g *globalFlags, f *runtimeServeFlags) e
 	if f.maxInputBytes <= 0 {
 		return fmt.Errorf("--max-input-bytes %d: must be positive", f.maxInputBytes)
 	}
+	if f.orphanGrace < 0 {
+		return fmt.Errorf("--orphan-grace %s: must not be negative (0 turns reaping off)", f.orphanGrace)
+	}
 	if f.defaultTimeout > f.maxTimeout {
 		return fmt.Errorf("--default-timeout %s: must not exceed --max-timeout %s", f.defaultTimeout, f.maxTimeout)
 	}
 
 	log = log.With().Str("runtime", f.kind).Logger()
-	srv := functionruntime.NewServer(functionruntime.Options{
-		Adapter: kind.New(),
-		Logger:  log,
-		Limits: functionruntime.Limits{
-			MaxInputBytes:       f.maxInputBytes,
-			DefaultTimeout:      f.defaultTimeout,
-			MaxTimeout:          f.maxTimeout,
-			RegistrationTimeout: f.registrationTimeout,
-		},
-	})
+	srv := functionruntime.NewServer(f.serverOptions(kind.New(), log))
 	var grpcOpts []grpc.ServerOption
 	if len(f.allowedRoots) > 0 {
 		opt, err := functionruntime.AllowedRoots(f.allowedRoots)
@@ -142,6 +166,11 @@ func runRuntimeServe(cmd *cobra.Command, g *globalFlags, f *runtimeServeFlags) e
 		log.Warn().Msg("no --allowed-root: a registration may run its handler in any directory this server can enter; pass --allowed-root DIR to confine working_dir")
 	} else {
 		log.Info().Strs("allowed_roots", f.allowedRoots).Msg("working_dir confined to the allowed roots")
+	}
+	if f.orphanGrace > 0 {
+		log.Info().Dur("orphan_grace_ms", f.orphanGrace).Msg("a registration with no invocation and no FunctionStatus from its caller for its idle timeout plus the orphan grace is unregistered as an orphan")
+	} else {
+		log.Info().Msg("--orphan-grace 0: registrations whose caller is gone stay until the server stops")
 	}
 	log.Info().Str("listen", addr).Msg("serving FunctionRuntime")
 	if err := functionruntime.NewGRPCServer(srv, grpcOpts...).Serve(ctx, lis, f.drainTimeout); err != nil {

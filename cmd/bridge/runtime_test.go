@@ -11,12 +11,14 @@ import (
 	"testing"
 	"time"
 
+	"github.com/rs/zerolog"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials/insecure"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	"google.golang.org/grpc/status"
 
+	"github.com/fnbridge/fnbridge/functionruntime"
 	"github.com/fnbridge/fnbridge/internal/testtool"
 	executorv1 "github.com/fnbridge/fnbridge/proto/executor/v1"
 )
@@ -31,6 +33,7 @@ func TestRuntimeServeRejectsBadFlags(t *testing.T) {
 		{"bad listen address", []string{"--listen", "unix://"}, "--listen"},
 		{"default above max timeout", []string{"--default-timeout", "2h", "--max-timeout", "1h"}, "--default-timeout 2h0m0s: must not exceed --max-timeout"},
 		{"non-positive drain timeout", []string{"--drain-timeout", "0s"}, "--drain-timeout 0s: must be positive"},
+		{"negative --orphan-grace", []string{"--orphan-grace", "-1s"}, "--orphan-grace -1s: must not be negative"},
 		{"missing --allowed-root", []string{"--allowed-root", "/nonexistent/fnbridge-root"}, `--allowed-root: "/nonexistent/fnbridge-root" does not exist`},
 		{"empty --allowed-root", []string{"--allowed-root", ""}, "--allowed-root: an empty directory name"},
 		{"bad log format", []string{"--log-format", "xml"}, `--log-format "xml"`},
@@ -118,5 +121,106 @@ func TestRuntimeServeBashOverUnixSocket(t *testing.T) {
 	_, err = cli.FunctionStatus(context.Background(), &executorv1.FunctionStatusRequest{Registration: reg.GetRegistration()})
 	if status.Code(err) != codes.Unavailable {
 		t.Errorf("call after shutdown: %v, want Unavailable", err)
+	}
+}
+
+// --orphan-grace parses, defaults to functionruntime.DefaultOrphanGrace and
+// reaches the server's options; 0 turns reaping off.
+func TestRuntimeServeOrphanGraceFlag(t *testing.T) {
+	tests := []struct {
+		args []string
+		want time.Duration
+	}{
+		{nil, functionruntime.DefaultOrphanGrace},
+		{[]string{"--orphan-grace", "90s"}, 90 * time.Second},
+		{[]string{"--orphan-grace", "0"}, 0},
+	}
+	for _, tt := range tests {
+		cmd, f := runtimeServeCmd(&globalFlags{})
+		if err := cmd.ParseFlags(tt.args); err != nil {
+			t.Fatalf("%v: %v", tt.args, err)
+		}
+		if got := f.serverOptions(nil, zerolog.Nop()).OrphanGrace; got != tt.want {
+			t.Errorf("%v: OrphanGrace = %v, want %v", tt.args, got, tt.want)
+		}
+	}
+}
+
+// A registration nobody calls on `bridge runtime serve --orphan-grace` is
+// unregistered after its idle_timeout_seconds (0 here) plus the grace.
+func TestRuntimeServeReapsOrphans(t *testing.T) {
+	testtool.Require(t, "", "bash", "to run the Bash runtime")
+	dir := t.TempDir()
+	if err := os.WriteFile(filepath.Join(dir, "fn.sh"), []byte("shout() { :; }\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	sock := filepath.Join(t.TempDir(), "rt.sock")
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	root := newRootCmd()
+	root.SetArgs([]string{"runtime", "serve", "--runtime", "bash", "--listen", "unix://" + sock, "--orphan-grace", "200ms", "--log-level", "error"})
+	done := make(chan error, 1)
+	go func() { done <- root.ExecuteContext(ctx) }()
+	conn, err := grpc.NewClient("unix://"+sock, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	cli := executorv1.NewFunctionRuntimeClient(conn)
+
+	sum := sha256.Sum256([]byte("fn.shout"))
+	req := &executorv1.RegisterFunctionRequest{
+		RunUid: "run-orphan", RegistrationAttempt: 1, WorkingDir: dir, Handler: "fn.shout",
+		RegistrationDigest: "sha256:" + hex.EncodeToString(sum[:]),
+	}
+	var reg *executorv1.RegisterFunctionResponse
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		// WaitForReady: the server may not listen yet.
+		cctx, ccancel := context.WithTimeout(ctx, 2*time.Second)
+		reg, err = cli.RegisterFunction(cctx, req, grpc.WaitForReady(true))
+		ccancel()
+		if err == nil {
+			break
+		}
+		select {
+		case err := <-done:
+			t.Fatalf("serve exited early: %v", err)
+		default:
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("RegisterFunction: %v", err)
+		}
+	}
+	if reg.GetState() != executorv1.FunctionRegistrationState_FUNCTION_REGISTRATION_STATE_READY {
+		t.Fatalf("RegisterFunction: %v", reg)
+	}
+
+	// Watch with a stale registration ID: not the caller's contact.
+	stale := &executorv1.FunctionStatusRequest{Registration: &executorv1.FunctionRegistration{RunUid: "run-orphan", RegistrationId: "reg_watcher"}}
+	deadline = time.Now().Add(20 * time.Second)
+	for {
+		_, err := cli.FunctionStatus(ctx, stale)
+		if status.Code(err) == codes.NotFound {
+			break
+		}
+		if status.Code(err) != codes.FailedPrecondition || time.Now().After(deadline) {
+			t.Fatalf("FunctionStatus with a stale ID: %v; want NotFound once the orphan is reaped", err)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	_, err = cli.FunctionStatus(ctx, &executorv1.FunctionStatusRequest{Registration: reg.GetRegistration()})
+	if status.Code(err) != codes.NotFound {
+		t.Fatalf("FunctionStatus of the reaped registration: %v, want NotFound", err)
+	}
+
+	cancel()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatalf("serve after shutdown: %v", err)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("serve did not stop after its context ended")
 	}
 }
