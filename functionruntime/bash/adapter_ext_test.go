@@ -212,16 +212,22 @@ func TestLostScratchDirectoryReplacesTheWorker(t *testing.T) {
 // invocation gets a fresh worker. (README: end background jobs with
 // `kill $(jobs -p)` instead.)
 func TestKillZeroEndsTheWorker(t *testing.T) {
-	files := map[string]string{"k.sh": `work() {
+	// Each waits until its job runs sleep: a signal that reaches a child
+	// bash has only forked can be lost while bash resets its traps there
+	// (seen on a loaded machine), which is bash's race, not the worker's.
+	files := map[string]string{"k.sh": `started() { local c; until read -r c <"/proc/$1/comm" 2>/dev/null && [ "$c" = sleep ]; do :; done; }
+work() {
   trap 'trap "" TERM; kill 0' EXIT
   sleep 30 &
   echo $! >"pid.$1"
+  started $!
   printf 'result %s' "$1"
 }
 jobs_done() {
   trap 'kill $(jobs -p) 2>/dev/null' EXIT
   sleep 30 &
   echo $! >"pid.$1"
+  started $!
   printf 'result %s' "$1"
 }
 `}
