@@ -60,9 +60,25 @@ const (
 	MaxLimitCPU = 2562047 * time.Hour
 )
 
+// Lower bounds of the limits: under them no worker of any runtime starts
+// (functionruntime.MinWorkerOpenFiles and the others say what was
+// measured), and every registration of the handler would fail. Each says
+// why in words that follow the value the file wrote.
+var limitLeast = map[string]struct {
+	n    int64
+	says string
+}{
+	"open_files": {functionruntime.MinWorkerOpenFiles, fmt.Sprintf("is fewer than %d, the fewest open files a worker starts with (a Python worker: stdio and its 3 pipes at 6 and up; a Bash worker needs %d)",
+		functionruntime.MinWorkerOpenFiles, functionruntime.MinWorkerLimits("bash").OpenFiles)},
+	"processes": {functionruntime.MinWorkerProcesses, fmt.Sprintf("is fewer than %d, the fewest processes a worker starts with (a Python worker and its guardian; a Bash worker needs %d)",
+		functionruntime.MinWorkerProcesses, functionruntime.MinWorkerLimits("bash").Processes)},
+	"memory": {functionruntime.MinWorkerMemory, "is less than " + functionruntime.FormatSize(functionruntime.MinWorkerMemory) +
+		", the least memory a worker starts with (a Bash worker without a memory cgroup; a Python worker needs 8Mi to 13Mi)"},
+}
+
 // resolve parses every key, reporting each bad one under its field path;
 // one past its bound (an int64's, if less) names the bound in the units
-// the file wrote.
+// the file wrote, and one under what any worker needs names that.
 func (c *LimitsConfig) resolve(lp string, bad func(path, format string, args ...any)) {
 	d := functionruntime.DefaultWorkerLimits()
 	field := func(key, v string, def int64, parse func(string) (int64, error), want string, most int64, mostIn func(int64, string) string, mostSays string) int64 {
@@ -79,6 +95,8 @@ func (c *LimitsConfig) resolve(lp string, bad func(path, format string, args ...
 			bad(lp+"."+key, "%s is more than %s, %s", written, mostIn(most, written), mostSays)
 		case err != nil || n <= 0:
 			bad(lp+"."+key, "%q is not %s", v, want)
+		case n < limitLeast[key].n:
+			bad(lp+"."+key, "%s %s", written, limitLeast[key].says)
 		}
 		return n
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"net/http"
+	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
@@ -22,6 +23,9 @@ func TestTrustLimits(t *testing.T) {
 	requireInterpreters(t)
 	srv := restateserver.Start(t, restateserver.Options{})
 	ws := newWorkspace(t, "trust_limits_hog.py", "trust_limits_yes.sh", "echo.py")
+	// A command a Bash function runs goes past the worker's memory.
+	writeFile(t, filepath.Join(ws.fn, "trust_limits_child.sh"),
+		"child() { python3 -c 'x = bytearray(300 * 1024 * 1024)' && echo '{}'; }\n")
 	// The timeouts bound the damage should a limit ever not be in force:
 	// `yes` would otherwise fill the disk.
 	cfg := ws.config(t, `services:
@@ -31,6 +35,7 @@ func TestTrustLimits(t *testing.T) {
       - {name: hoard, runtime: python, dir: fn, handler: trust_limits_hog.hoard, timeout: 20s, limits: {memory: 128Mi}}
       - {name: bomb, runtime: python, dir: fn, handler: trust_limits_hog.bomb, timeout: 20s, limits: {processes: 32}}
       - {name: flood, runtime: bash, dir: fn, handler: trust_limits_yes.flood, timeout: 3s, limits: {file_size: 1Mi}}
+      - {name: child, runtime: bash, dir: fn, handler: trust_limits_child.child, timeout: 20s, limits: {memory: 128Mi}}
       - {name: orphan, runtime: bash, dir: fn, handler: trust_limits_yes.orphan}
   - name: TrustBystander
     handlers:
@@ -56,6 +61,7 @@ func TestTrustLimits(t *testing.T) {
 		{"hoard", "memory limit of 128Mi exceeded"},
 		{"bomb", "processes limit of 32 exceeded"},
 		{"flood", "file_size limit of 1Mi exceeded"},
+		{"child", "memory limit of 128Mi exceeded"},
 	}
 	var wg sync.WaitGroup
 	results := make([]string, len(cases))
@@ -92,8 +98,8 @@ func TestTrustLimits(t *testing.T) {
 			t.Logf("processes limit not in force here (the bridge says so); bomb: %s", results[i])
 			continue
 		}
-		if c.handler == "hoard" && !groupMemory {
-			t.Logf("no memory cgroup here (the bridge says so); hoard: %s", results[i])
+		if (c.handler == "hoard" || c.handler == "child") && !groupMemory {
+			t.Logf("no memory cgroup here (the bridge says so); %s: %s", c.handler, results[i])
 			continue
 		}
 		t.Errorf("%s: got %s, want a 500 naming %q", c.handler, results[i], c.want)

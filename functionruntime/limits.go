@@ -174,3 +174,34 @@ func requestedTimeout(millis int64, def, max time.Duration) time.Duration {
 	}
 	return time.Duration(millis) * time.Millisecond
 }
+
+// The smallest worker limits any built-in runtime's worker starts with;
+// the configuration refuses less. Measured on Linux 6.18 with CPython 3.9
+// to 3.13 and bash 5.2; [MinWorkerLimits] has each kind's own.
+const (
+	// MinWorkerOpenFiles is a Python worker's stdio and its three pipes,
+	// moved to 6 and up while it still holds 3 to 5.
+	MinWorkerOpenFiles = 9
+	// MinWorkerProcesses is a Python worker and its guardian.
+	MinWorkerProcesses = 2
+	// MinWorkerMemory is what a Bash worker needs under RLIMIT_DATA
+	// alone (1.75 MiB in a memory cgroup); a Python worker needs 8 to 13
+	// MiB, as its version and build go.
+	MinWorkerMemory = 1 << 20
+)
+
+// MinWorkerLimits returns the fewest open files and processes a worker of
+// a built-in runtime kind starts with (nothing for another kind); a
+// registration asking for less is refused. Both are fixed by how the
+// worker starts, unlike memory, which depends on the interpreter's build.
+func MinWorkerLimits(kind string) WorkerLimits {
+	switch kind {
+	case "python":
+		return WorkerLimits{OpenFiles: MinWorkerOpenFiles, Processes: MinWorkerProcesses}
+	case "bash":
+		// bash puts the descriptors it opens at 10 and up; the worker
+		// runs a guardian and a subshell per invocation beside itself.
+		return WorkerLimits{OpenFiles: 14, Processes: 3}
+	}
+	return WorkerLimits{}
+}

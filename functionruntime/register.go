@@ -53,10 +53,15 @@ func (s *Server) RegisterFunction(ctx context.Context, req *executorv1.RegisterF
 	if err != nil {
 		return nil, err
 	}
+	if err := checkLeastWorkerLimits(s.adapter.Kind(), limits); err != nil {
+		return nil, err
+	}
 	if p.interpreter, err = interpreterOf(ctx, s.adapter); err != nil {
 		return nil, err
 	}
 	LogWorkerLimitMechanisms(s.log)
+	procs, mem := proc.Enforced()
+	warnUnenforced(s.log, p.handler, p.dir, limits, procs, mem)
 
 	reg, err := s.admit(p, limits)
 	if err != nil {
@@ -272,6 +277,21 @@ func workerLimitsOf(ctx context.Context) (WorkerLimits, error) {
 	return WorkerLimits{}, invalidArgument(WorkerLimitsMetadata+" metadata", "given %d times, want once", len(vals))
 }
 
+// checkLeastWorkerLimits refuses limits under what a worker of kind
+// starts with ([MinWorkerLimits]): every start would fail.
+func checkLeastWorkerLimits(kind string, l WorkerLimits) error {
+	least := MinWorkerLimits(kind)
+	for _, c := range []struct {
+		name     string
+		v, least int64
+	}{{"open_files", l.OpenFiles, least.OpenFiles}, {"processes", l.Processes, least.Processes}} {
+		if c.v > 0 && c.v < c.least {
+			return invalidArgument(WorkerLimitsMetadata+" metadata", "%s %d is fewer than %d, the fewest a %s worker starts with", c.name, c.v, c.least, kind)
+		}
+	}
+	return nil
+}
+
 var mechanismsOnce sync.Once
 
 // LogWorkerLimitMechanisms logs, once per process, how worker limits are
@@ -294,6 +314,35 @@ func logWorkerLimits(log zerolog.Logger, desc string, processes bool, killed []s
 	}
 }
 
+// unenforcedWarned keeps the handlers (working directory and handler) and
+// fields already warned about by warnUnenforced.
+var unenforcedWarned sync.Map
+
+// warnUnenforced warns, once per handler and field, that a processes or
+// memory limit it sets is not enforced as configured here. The defaults
+// are left to the info line of LogWorkerLimitMechanisms: the runtime
+// cannot tell them from the same value written out.
+func warnUnenforced(log zerolog.Logger, handler, dir string, l WorkerLimits, processes, memory bool) {
+	d := DefaultWorkerLimits()
+	for _, c := range []struct {
+		field    string
+		set      bool
+		msg, cfg string
+	}{
+		{"processes", !processes && l.Processes > 0 && l.Processes != d.Processes,
+			"processes limit NOT enforced: no writable pids cgroup here (RLIMIT_NPROC counts per user, so it is not used)", fmt.Sprint(l.Processes)},
+		{"memory", !memory && l.Memory > 0 && l.Memory != d.Memory,
+			"memory limit bounds each process alone (RLIMIT_DATA), not the worker as a whole: no writable memory cgroup here", FormatSize(l.Memory)},
+	} {
+		if !c.set {
+			continue
+		}
+		if _, seen := unenforcedWarned.LoadOrStore(dir+"\x00"+handler+"\x00"+c.field, true); !seen {
+			log.Warn().Str("handler", handler).Str("working_dir", dir).Str("limit", c.field).Str("configured", c.cfg).Msg(c.msg)
+		}
+	}
+}
+
 // limitedWorker turns a worker's limit hit into a HandlerError naming the
 // limit. It is terminal: the same input under the same limits fails again
 // (the worker is fresh for the next try either way), except for cpu, which
@@ -312,11 +361,41 @@ func (w *limitedWorker) Invoke(ctx context.Context, inv Invocation) (Result, err
 	he := &HandlerError{
 		Terminal: le.Limit != proc.LimitCPU,
 		Type:     "LimitExceeded",
-		Message:  fmt.Sprintf("%s exceeded (%s); the next invocation gets a fresh worker: %v", w.limits.Describe(le.Limit), le.Detail, le.Err),
+		Message:  fmt.Sprintf("%s exceeded (%s); the next invocation gets a fresh worker: %v", describeInForce(w.limits, le), le.Detail, le.Err),
 	}
 	var inner *HandlerError
 	if errors.As(le.Err, &inner) {
 		he.ExitCode = inner.ExitCode
 	}
 	return Result{}, he
+}
+
+// describeInForce names the limit le hit with the value the worker ran
+// under, and the configured one beside it when the server lowered it to
+// its own hard limit. A limit error that does not know the limits in
+// force (zero) names the configured one.
+func describeInForce(configured WorkerLimits, le *proc.LimitError) string {
+	inForce := WorkerLimits(le.InForce)
+	was, now := limitValue(configured, le.Limit), limitValue(inForce, le.Limit)
+	if inForce == (WorkerLimits{}) || now == was {
+		return configured.Describe(le.Limit)
+	}
+	return fmt.Sprintf("%s (%s configured, lowered to the server's hard limit)", inForce.Describe(le.Limit), was)
+}
+
+// limitValue writes one limit's value as Describe does.
+func limitValue(l WorkerLimits, limit string) string {
+	switch limit {
+	case proc.LimitMemory:
+		return FormatSize(l.Memory)
+	case proc.LimitFileSize:
+		return FormatSize(l.FileSize)
+	case proc.LimitProcesses:
+		return fmt.Sprint(l.Processes)
+	case proc.LimitOpenFiles:
+		return fmt.Sprint(l.OpenFiles)
+	case proc.LimitCPU:
+		return l.CPU.String()
+	}
+	return ""
 }

@@ -31,11 +31,22 @@ def _fnbridge_worker():
     # Close whatever descriptors the server may have leaked to us, then move
     # the protocol pipes and a copy of the lifeline off fds 3 to 5 and make
     # them close-on-exec, so neither the handler's own files nor its
-    # children ever hold them.
-    os.closerange(6, os.sysconf("SC_OPEN_MAX"))
-    req_fd = fcntl.fcntl(3, fcntl.F_DUPFD_CLOEXEC, 64)
-    resp_fd = fcntl.fcntl(4, fcntl.F_DUPFD_CLOEXEC, 64)
-    life_fd = fcntl.fcntl(5, fcntl.F_DUPFD_CLOEXEC, 64)
+    # children ever hold them. They go to 64 and up, out of the way of the
+    # low descriptors a handler opens or dup2s onto, or, under an
+    # open_files limit too low for that, to the top three below it (F_DUPFD
+    # refuses a start at or past the soft limit).
+    open_max = os.sysconf("SC_OPEN_MAX")
+    os.closerange(6, open_max)
+    try:  # closerange stops at a low soft limit; a leak may lie above it
+        leaked = [int(n) for n in os.listdir("/proc/self/fd") if int(n) >= open_max]
+    except OSError:
+        leaked = []
+    for fd in leaked:
+        os.close(fd)
+    high = max(6, min(64, open_max - 3))
+    req_fd = fcntl.fcntl(3, fcntl.F_DUPFD_CLOEXEC, high)
+    resp_fd = fcntl.fcntl(4, fcntl.F_DUPFD_CLOEXEC, high)
+    life_fd = fcntl.fcntl(5, fcntl.F_DUPFD_CLOEXEC, high)
     os.close(3)
     os.close(4)
 
@@ -46,16 +57,20 @@ def _fnbridge_worker():
     # handler holding the GIL cannot delay it; it keeps nothing else open
     # and dies of the group SIGTERM like the rest. /bin/sh costs a few
     # hundred KiB where a forked copy of this interpreter would keep its
-    # whole heap alive; the copy is only the fallback.
+    # whole heap alive; the copy is only the fallback. The lifeline is its
+    # stdin: a redirection would have dash save a descriptor at 10 or
+    # above, which a low open_files refuses, and the guardian would kill
+    # the group at once.
     try:
         os.posix_spawn(
             "/bin/sh",
-            ["fnbridge-python-guardian", "-c", "read x <&5; kill -9 0"],
+            ["fnbridge-python-guardian", "-c", "read x; kill -9 0"],
             {},
             file_actions=[
-                (os.POSIX_SPAWN_OPEN, 0, os.devnull, os.O_RDWR, 0),
-                (os.POSIX_SPAWN_DUP2, 0, 1),
-                (os.POSIX_SPAWN_DUP2, 0, 2),
+                (os.POSIX_SPAWN_DUP2, 5, 0),
+                (os.POSIX_SPAWN_CLOSE, 5),
+                (os.POSIX_SPAWN_OPEN, 1, os.devnull, os.O_RDWR, 0),
+                (os.POSIX_SPAWN_DUP2, 1, 2),
             ],
         )
     except (AttributeError, OSError):

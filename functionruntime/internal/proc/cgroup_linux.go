@@ -529,6 +529,10 @@ func newCgroupLeaf(l Limits) (*cgroupLeaf, error) {
 	return leaf, nil
 }
 
+// boundsMemory reports whether the leaf limits the worker's memory as a
+// whole; a nil leaf does not.
+func (c *cgroupLeaf) boundsMemory() bool { return c != nil && c.memEvents != "" }
+
 func swapOff(memory int64) string {
 	if memory > 0 {
 		return "0"

@@ -88,9 +88,11 @@
 //
 // Go's exec can set neither rlimits nor a cgroup for a child, and setting
 // them after Start races the interpreter. So when [Config.Limits] or a
-// cgroup applies, [Start] runs /bin/sh, which sets the rlimits on itself,
-// writes 1000 to its oom_score_adj (the OOM killer takes a worker before
-// the server), joins the worker's cgroup leaf and execs the interpreter:
+// cgroup applies, [Start] runs /bin/sh, which writes 1000 to its
+// oom_score_adj (the OOM killer takes a worker before the server), joins
+// the worker's cgroup leaf, sets the rlimits on itself (RLIMIT_DATA only
+// without a memory cgroup, which a child would hit first, unnamed) and
+// execs the interpreter:
 // same pid, group and descriptors, and every process the handler forks
 // inherits the limits. Paths travel as positional parameters, never as
 // shell code, and PWD, which the shell exports on its own, is put back.

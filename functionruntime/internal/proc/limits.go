@@ -13,7 +13,7 @@ import (
 // before the interpreter runs (see the package doc): per process as
 // rlimits, and for the whole worker as a cgroup where one is available.
 type Limits struct {
-	Memory    int64         // bytes: RLIMIT_DATA of each process, memory cgroup of the worker
+	Memory    int64         // bytes: memory cgroup of the worker, or else RLIMIT_DATA of each process
 	Processes int64         // pids cgroup of the worker (no rlimit: RLIMIT_NPROC counts per user)
 	OpenFiles int64         // RLIMIT_NOFILE of each process
 	FileSize  int64         // bytes: RLIMIT_FSIZE of each process (stdout files included)
@@ -36,7 +36,10 @@ const (
 type LimitError struct {
 	Limit  string // one of the Limit* names
 	Detail string // how it showed ("killed by SIGXFSZ")
-	Err    error
+	// InForce are the limits the worker ran under: the configured ones,
+	// but for any lowered to the server's own hard limits.
+	InForce Limits
+	Err     error
 }
 
 func (e *LimitError) Error() string {

@@ -47,7 +47,7 @@ func TestLimitsAppliedBeforeTheInterpreter(t *testing.T) {
 	for _, want := range []string{
 		"Max cpu time 5 6 seconds",
 		"Max file size 1048576 1048576 bytes",
-		"Max data size 268435456 268435456 bytes",
+		// Max data size: TestMemoryIsBoundOnce.
 		"Max open files 100 100 files",
 		"oom 1000",
 	} {
@@ -334,7 +334,7 @@ func TestContextEndingAfterTheAnswerCostsNoCrash(t *testing.T) {
 // seconds without overflowing into a negative ulimit, which the shell
 // refuses ("Illegal option -9"), failing every registration.
 func TestLaunchRoundsHugeLimitsWithoutOverflow(t *testing.T) {
-	_, argv, _, err := launch(Config{Path: "/bin/true", Limits: Limits{Memory: math.MaxInt64, FileSize: math.MaxInt64 - 1, CPU: math.MaxInt64}}, nil)
+	_, argv, _, _, err := launch(Config{Path: "/bin/true", Limits: Limits{Memory: math.MaxInt64, FileSize: math.MaxInt64 - 1, CPU: math.MaxInt64}}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -356,10 +356,13 @@ func TestLimitAboveTheHardLimitIsLoweredWithAWarning(t *testing.T) {
 	asked := int64(cur.Max) + 1000
 	var logs bytes.Buffer
 	cfg := Config{Path: "/bin/sh", Args: []string{"-c", "ulimit -n"}, Limits: Limits{OpenFiles: asked}, Logger: zerolog.New(&logs)}
-	_, _, lowered, err := launch(cfg, nil)
+	_, _, inForce, lowered, err := launch(cfg, nil)
 	want := fmt.Sprintf("open_files %d lowered to %d, the hard limit the server runs under", asked, cur.Max)
 	if err != nil || len(lowered) != 1 || lowered[0] != want {
 		t.Fatalf("launch: lowered %q (%v), want [%q]", lowered, err, want)
+	}
+	if inForce.OpenFiles != int64(cur.Max) {
+		t.Fatalf("launch: open_files in force %d, want the hard limit %d", inForce.OpenFiles, cur.Max)
 	}
 	warnLowered(cfg.Logger, lowered)
 	warnLowered(cfg.Logger, lowered)

@@ -61,8 +61,9 @@ type Process struct {
 	logR *os.File
 	logs *logCapture
 
-	limits Limits
-	cg     *cgroupLeaf // nil without a worker cgroup
+	limits  Limits
+	inForce Limits      // limits, but for those lowered to the server's hard limits
+	cg      *cgroupLeaf // nil without a worker cgroup
 
 	exited  chan struct{}
 	waitErr error // valid once exited is closed
@@ -117,7 +118,7 @@ func Start(cfg Config) (*Process, error) {
 		closeAll()
 		return nil, err
 	}
-	path, args, lowered, err := launch(cfg, leaf)
+	path, args, inForce, lowered, err := launch(cfg, leaf)
 	if err != nil {
 		closeAll()
 		leaf.release(0)
@@ -154,16 +155,17 @@ func Start(cfg Config) (*Process, error) {
 	}
 
 	p := &Process{
-		cmd:    cmd,
-		pid:    cmd.Process.Pid,
-		req:    reqW,
-		resp:   respR,
-		life:   lifeW,
-		logR:   logR,
-		logs:   newLogCapture(logR, cfg.Logger, cfg.MaxLogLine),
-		exited: make(chan struct{}),
-		limits: cfg.Limits,
-		cg:     leaf,
+		cmd:     cmd,
+		pid:     cmd.Process.Pid,
+		req:     reqW,
+		resp:    respR,
+		life:    lifeW,
+		logR:    logR,
+		logs:    newLogCapture(logR, cfg.Logger, cfg.MaxLogLine),
+		exited:  make(chan struct{}),
+		limits:  cfg.Limits,
+		inForce: inForce,
+		cg:      leaf,
 	}
 	go p.logs.run()
 	go func() {

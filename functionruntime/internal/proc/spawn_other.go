@@ -39,6 +39,7 @@ type cgroupLeaf struct{ dirs []string }
 
 func newCgroupLeaf(Limits) (*cgroupLeaf, error)   { return nil, nil }
 func (c *cgroupLeaf) counters() limitCounters     { return limitCounters{} }
+func (c *cgroupLeaf) boundsMemory() bool          { return false }
 func (c *cgroupLeaf) release(time.Duration)       {}
 func cgroupMechanism() (string, string, []string) { return "", "", []string{"cgroups are Linux-only"} }
 func staleKilled() []string                       { return nil }

@@ -177,7 +177,7 @@ func (s *Supervisor) Do(ctx context.Context, logger *zerolog.Logger, call func(S
 		err = fmt.Errorf("%w: %s died during the invocation (%s; %s)%s",
 			s.cfg.ErrCrashed, s.cfg.Name, p.ExitDescription(), pe.Err, LastLinesSuffix(p.RecentLines(3)))
 		if limit, detail := p.limitHit(before, after, err, true); limit != "" {
-			return &LimitError{Limit: limit, Detail: detail, Err: err}
+			return &LimitError{Limit: limit, Detail: detail, InForce: p.inForce, Err: err}
 		}
 		return err
 	}
@@ -199,7 +199,7 @@ func (s *Supervisor) Do(ctx context.Context, logger *zerolog.Logger, call func(S
 			// descriptors, a fragmented heap): the next invocation gets a
 			// fresh one.
 			s.discard(sess)
-			return &LimitError{Limit: limit, Detail: detail, Err: err}
+			return &LimitError{Limit: limit, Detail: detail, InForce: p.inForce, Err: err}
 		}
 	}
 	if !interrupted {

@@ -1,0 +1,46 @@
+package functionruntime
+
+import (
+	"bytes"
+	"encoding/json"
+	"strings"
+	"testing"
+
+	"github.com/rs/zerolog"
+)
+
+// A handler that sets processes or memory where nothing enforces it (no
+// pids cgroup; no memory cgroup, so memory bounds each process alone) is
+// warned about once, naming the handler and the field; defaults and
+// "unlimited" are left to the info line about the mechanisms.
+func TestUnenforcedLimitsAreAWarningOncePerHandler(t *testing.T) {
+	var buf bytes.Buffer
+	log := zerolog.New(&buf)
+	set := DefaultWorkerLimits()
+	set.Processes, set.Memory = 32, 128<<20
+	for range 3 {
+		warnUnenforced(log, "h.f", "/srv/a", set, false, false)
+	}
+	warnUnenforced(log, "h.g", "/srv/a", set, true, false)                    // processes enforced
+	warnUnenforced(log, "h.d", "/srv/a", DefaultWorkerLimits(), false, false) // defaults
+	warnUnenforced(log, "h.u", "/srv/a", WorkerLimits{}, false, false)        // unlimited
+	warnUnenforced(log, "h.e", "/srv/a", set, true, true)                     // all enforced
+
+	var got []string
+	for _, line := range strings.Split(strings.TrimSpace(buf.String()), "\n") {
+		var m map[string]any
+		if err := json.Unmarshal([]byte(line), &m); err != nil {
+			t.Fatalf("%q: %v", line, err)
+		}
+		if m["level"] != "warn" {
+			t.Errorf("not a warning: %s", line)
+		}
+		got = append(got, m["handler"].(string)+" "+m["limit"].(string))
+		if !strings.Contains(m["message"].(string), m["limit"].(string)) {
+			t.Errorf("message does not name the field: %s", line)
+		}
+	}
+	if want := []string{"h.f processes", "h.f memory", "h.g memory"}; strings.Join(got, ", ") != strings.Join(want, ", ") {
+		t.Fatalf("warnings %q, want %q\n%s", got, want, buf.String())
+	}
+}
