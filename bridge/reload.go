@@ -237,62 +237,60 @@ func (e *RestartRequiredError) Error() string {
 	return strings.Join(e.Fields, ", ") + " changed, which takes a restart to apply"
 }
 
-// restartOnly lists the settings of the process rather than of its
-// handlers: the listener, the runtime connections, the context endpoint,
-// the shutdown deadline, the instance identity (every run UID) and the
-// telemetry (the metrics listener, the span exporter) are set up once, at
-// start.
-func restartOnly(old, cfg *Config) []string {
+// fieldCheck names a top-level setting, as the file spells it, and says
+// whether two configurations differ in it.
+type fieldCheck struct {
+	name    string
+	differs func(a, b *Config) bool
+}
+
+// changedFields lists, in the order of checks, the names of the settings
+// in which old and cfg differ.
+func changedFields(checks []fieldCheck, old, cfg *Config) []string {
 	var fields []string
-	if old.Listen != cfg.Listen {
-		fields = append(fields, "listen")
-	}
-	if !maps.Equal(old.Runtimes, cfg.Runtimes) {
-		fields = append(fields, "runtimes")
-	}
-	if old.ContextListen != cfg.ContextListen {
-		fields = append(fields, "context_listen")
-	}
-	if old.ShutdownTimeout != cfg.ShutdownTimeout {
-		fields = append(fields, "shutdown_timeout")
-	}
-	if old.Instance != cfg.Instance {
-		fields = append(fields, "instance")
-	}
-	if old.MetricsListen != cfg.MetricsListen {
-		fields = append(fields, "metrics_listen")
-	}
-	if o, n := old.Tracing, cfg.Tracing; o.OTLPEndpoint != n.OTLPEndpoint || o.ServiceName != n.ServiceName || !maps.Equal(o.Headers, n.Headers) {
-		fields = append(fields, "tracing")
+	for _, c := range checks {
+		if c.differs(old, cfg) {
+			fields = append(fields, c.name)
+		}
 	}
 	return fields
 }
 
-// endpointChanges lists the endpoint settings cfg changes: they apply to
-// new requests, and a reload that changes only them still changed what is
-// served (request identity above all).
-func endpointChanges(old, cfg *Config) []string {
-	var fields []string
-	if !slices.Equal(old.IdentityKeys, cfg.IdentityKeys) {
-		fields = append(fields, "identity_keys")
-	}
-	if old.AllowUnauthenticated != cfg.AllowUnauthenticated {
-		fields = append(fields, "allow_unauthenticated")
-	}
-	if old.ProtocolMode != cfg.ProtocolMode {
-		fields = append(fields, "protocol_mode")
-	}
-	if old.StartTimeout != cfg.StartTimeout {
-		fields = append(fields, "start_timeout")
-	}
-	if old.MaxConcurrentInvocations != cfg.MaxConcurrentInvocations {
-		fields = append(fields, "max_concurrent_invocations")
-	}
-	if old.MaxJournalBytes != cfg.MaxJournalBytes {
-		fields = append(fields, "max_journal_bytes")
-	}
-	return fields
+// restartOnlyChecks are the settings of the process rather than of its
+// handlers: the listener, the runtime connections, the context endpoint,
+// the shutdown deadline, the instance identity (every run UID) and the
+// telemetry (the metrics listener, the span exporter) are set up once, at
+// start.
+var restartOnlyChecks = []fieldCheck{
+	{"listen", func(a, b *Config) bool { return a.Listen != b.Listen }},
+	{"runtimes", func(a, b *Config) bool { return !maps.Equal(a.Runtimes, b.Runtimes) }},
+	{"context_listen", func(a, b *Config) bool { return a.ContextListen != b.ContextListen }},
+	{"shutdown_timeout", func(a, b *Config) bool { return a.ShutdownTimeout != b.ShutdownTimeout }},
+	{"instance", func(a, b *Config) bool { return a.Instance != b.Instance }},
+	{"metrics_listen", func(a, b *Config) bool { return a.MetricsListen != b.MetricsListen }},
+	{"tracing", func(a, b *Config) bool {
+		o, n := a.Tracing, b.Tracing
+		return o.OTLPEndpoint != n.OTLPEndpoint || o.ServiceName != n.ServiceName || !maps.Equal(o.Headers, n.Headers)
+	}},
 }
+
+// endpointChecks are the endpoint settings: they apply to new requests,
+// and a reload that changes only them still changed what is served
+// (request identity above all).
+var endpointChecks = []fieldCheck{
+	{"identity_keys", func(a, b *Config) bool { return !slices.Equal(a.IdentityKeys, b.IdentityKeys) }},
+	{"allow_unauthenticated", func(a, b *Config) bool { return a.AllowUnauthenticated != b.AllowUnauthenticated }},
+	{"protocol_mode", func(a, b *Config) bool { return a.ProtocolMode != b.ProtocolMode }},
+	{"start_timeout", func(a, b *Config) bool { return a.StartTimeout != b.StartTimeout }},
+	{"max_concurrent_invocations", func(a, b *Config) bool { return a.MaxConcurrentInvocations != b.MaxConcurrentInvocations }},
+	{"max_journal_bytes", func(a, b *Config) bool { return a.MaxJournalBytes != b.MaxJournalBytes }},
+}
+
+// restartOnly lists the process settings (restartOnlyChecks) cfg changes.
+func restartOnly(old, cfg *Config) []string { return changedFields(restartOnlyChecks, old, cfg) }
+
+// endpointChanges lists the endpoint settings (endpointChecks) cfg changes.
+func endpointChanges(old, cfg *Config) []string { return changedFields(endpointChecks, old, cfg) }
 
 // Reload applies cfg (already loaded and checked, as for serve): each
 // handler whose settings or source files changed is registered anew and,

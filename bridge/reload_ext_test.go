@@ -92,7 +92,20 @@ func newLiveHarnessWith(t *testing.T, config string, opts bridge.Options) *liveH
 	lh.write("fn/py.py", pySource(1))
 	lh.write("fn/sh.sh", shSource(1))
 	lh.write("bridge.yaml", config)
-	live, err := bridge.NewLive(lh.config(), opts)
+	lh.live, lh.url = serveLive(t, lh.config(), opts, func(err error) {
+		if err != nil {
+			t.Errorf("close: %v", err)
+		}
+	})
+	return lh
+}
+
+// serveLive starts a Live on cfg and serves its endpoint over loopback
+// h2c, returning it and the endpoint's URL. The test's cleanup closes the
+// server and then the Live, handing Close's error to closed.
+func serveLive(t *testing.T, cfg *bridge.Config, opts bridge.Options, closed func(error)) (*bridge.Live, string) {
+	t.Helper()
+	live, err := bridge.NewLive(cfg, opts)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -109,12 +122,9 @@ func newLiveHarnessWith(t *testing.T, config string, opts bridge.Options) *liveH
 		_ = srv.Close()
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer cancel()
-		if err := live.Close(ctx); err != nil {
-			t.Errorf("close: %v", err)
-		}
+		closed(live.Close(ctx))
 	})
-	lh.live, lh.url = live, "http://"+ln.Addr().String()
-	return lh
+	return live, "http://" + ln.Addr().String()
 }
 
 func (lh *liveHarness) write(rel, content string) {

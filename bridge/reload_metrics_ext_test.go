@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net"
 	"os"
 	"path/filepath"
 	"slices"
@@ -18,7 +17,6 @@ import (
 	"github.com/fnbridge/fnbridge/bridge/telemetry"
 	"github.com/fnbridge/fnbridge/bridge/telemetry/telemetrytest"
 	executorv1 "github.com/fnbridge/fnbridge/proto/executor/v1"
-	"github.com/fnbridge/fnbridge/restate"
 	"github.com/fnbridge/fnbridge/restate/restatetest"
 	"github.com/fnbridge/fnbridge/restate/wire"
 )
@@ -43,27 +41,8 @@ func newLiveFake(t *testing.T, config string) *liveFake {
 	if err := os.WriteFile(filepath.Join(lf.dir, "mod.py"), []byte("def fn(x):\n    return x\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	live, err := bridge.NewLive(lf.config(config), bridge.Options{Logger: zerolog.Nop(), Metrics: lf.m,
-		Clients: map[string]executorv1.FunctionRuntimeClient{"python": lf.fake}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := live.Start(context.Background()); err != nil {
-		t.Fatal(err)
-	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv := restate.NewHTTPServer(ln.Addr().String(), live.Handler())
-	go func() { _ = srv.Serve(ln) }()
-	t.Cleanup(func() {
-		_ = srv.Close()
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
-		_ = live.Close(ctx)
-	})
-	lf.live, lf.url = live, "http://"+ln.Addr().String()
+	lf.live, lf.url = serveLive(t, lf.config(config), bridge.Options{Logger: zerolog.Nop(), Metrics: lf.m,
+		Clients: map[string]executorv1.FunctionRuntimeClient{"python": lf.fake}}, func(error) {})
 	return lf
 }
 
@@ -171,29 +150,27 @@ func waitFrames(t *testing.T, done <-chan []restatetest.Frame) []restatetest.Fra
 	}
 }
 
-const (
+var (
 	// keepAndFn serves Svc/fn and Keep/g (min_warm 1: warm from the start).
-	keepAndFn = `
-services:
-  - name: Svc
-    handlers:
-      - {name: fn, runtime: python, dir: DIR, handler: mod.fn, timeout: 5s}
-  - name: Keep
-    handlers:
-      - {name: g, runtime: python, dir: DIR, handler: mod.fn, min_warm: 1}
-`
+	keepAndFn = keepAndFnTimeout("5s")
 	// keepAndFnChanged is keepAndFn with Svc/fn's timeout changed: Svc/fn
 	// reloads, Keep/g is carried over.
-	keepAndFnChanged = `
+	keepAndFnChanged = keepAndFnTimeout("6s")
+)
+
+// keepAndFnTimeout is the configuration serving Svc/fn, with the timeout
+// given, and Keep/g (min_warm 1).
+func keepAndFnTimeout(timeout string) string {
+	return `
 services:
   - name: Svc
     handlers:
-      - {name: fn, runtime: python, dir: DIR, handler: mod.fn, timeout: 6s}
+      - {name: fn, runtime: python, dir: DIR, handler: mod.fn, timeout: ` + timeout + `}
   - name: Keep
     handlers:
       - {name: g, runtime: python, dir: DIR, handler: mod.fn, min_warm: 1}
 `
-)
+}
 
 // holdAcrossReload starts an invocation of Svc/fn, holds it in the fake
 // runtime, and reloads Svc/fn under it: the invocation goes on on the

@@ -153,12 +153,7 @@ func TestRemoteRuntimeReconnectsSoonAfterRestart(t *testing.T) {
 		// The longest backoff (2 s + 20%) with room; by default the next
 		// attempt would be 5 s or more away.
 		const backWithin = 4 * time.Second
-		lis, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			t.Fatal(err)
-		}
-		addr := lis.Addr().String()
-		stop := serveRuntime(t, "python", lis)
+		addr, stop := servePythonRuntime(t)
 		rc, err := dialRuntime("python", addr, zerolog.Nop())
 		if err != nil {
 			t.Fatal(err)
@@ -193,12 +188,7 @@ func TestRemoteRuntimeReconnectsSoonAfterRestart(t *testing.T) {
 		// A probe resets the backoff; by default the next attempt would
 		// be 5 s or more away.
 		const backWithin = 3 * time.Second
-		lis, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			t.Fatal(err)
-		}
-		addr := lis.Addr().String()
-		stop := serveRuntime(t, "python", lis)
+		addr, stop := servePythonRuntime(t)
 		b := remoteBridge(t, addr)
 		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 		defer cancel()
@@ -223,6 +213,17 @@ func TestRemoteRuntimeReconnectsSoonAfterRestart(t *testing.T) {
 			time.Sleep(100 * time.Millisecond)
 		}
 	})
+}
+
+// servePythonRuntime serves a python runtime on a free loopback port,
+// returning its address and what stops it.
+func servePythonRuntime(t *testing.T) (addr string, stop func()) {
+	t.Helper()
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return lis.Addr().String(), serveRuntime(t, "python", lis)
 }
 
 // listenAgain listens on addr, which a runtime just gave up.

@@ -189,17 +189,20 @@ type harness struct {
 
 func newHarness(t *testing.T, ad *fakeAdapter, lim functionruntime.Limits, now func() time.Time) *harness {
 	t.Helper()
+	return newHarnessWith(t, ad, functionruntime.Options{Limits: lim, Now: now})
+}
+
+// newHarnessWith is newHarness with the server's options; the harness sets
+// their Adapter (ad) and Logger (the captured logs).
+func newHarnessWith(t *testing.T, ad *fakeAdapter, opts functionruntime.Options) *harness {
+	t.Helper()
 	logs := &syncBuffer{}
-	var adapter functionruntime.Adapter = ad
+	opts.Adapter = ad
 	if ad.checkInterpreter != nil {
-		adapter = choosingAdapter{ad}
+		opts.Adapter = choosingAdapter{ad}
 	}
-	srv := functionruntime.NewServer(functionruntime.Options{
-		Adapter: adapter,
-		Logger:  zerolog.New(logs).Level(zerolog.DebugLevel),
-		Limits:  lim,
-		Now:     now,
-	})
+	opts.Logger = zerolog.New(logs).Level(zerolog.DebugLevel)
+	srv := functionruntime.NewServer(opts)
 	h := &harness{t: t, ad: ad, srv: srv, cli: functionruntime.NewLocalClient(srv), dir: t.TempDir(), logs: logs}
 	t.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)

@@ -9,7 +9,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/rs/zerolog"
 	"google.golang.org/grpc/codes"
 
 	"github.com/fnbridge/fnbridge/functionruntime"
@@ -39,27 +38,7 @@ func (c *manualClock) advance(d time.Duration) {
 // newOrphanHarness is newHarness with reaping after grace (0: off).
 func newOrphanHarness(t *testing.T, ad *fakeAdapter, grace time.Duration, now func() time.Time) *harness {
 	t.Helper()
-	logs := &syncBuffer{}
-	srv := functionruntime.NewServer(functionruntime.Options{
-		Adapter:     ad,
-		Logger:      zerolog.New(logs).Level(zerolog.DebugLevel),
-		Now:         now,
-		OrphanGrace: grace,
-	})
-	h := &harness{t: t, ad: ad, srv: srv, cli: functionruntime.NewLocalClient(srv), dir: t.TempDir(), logs: logs}
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
-		if err := srv.Shutdown(ctx); err != nil {
-			t.Errorf("Shutdown: %v", err)
-		}
-		for i, w := range ad.allWorkers() {
-			if !w.closed.Load() {
-				t.Errorf("worker %d was not closed by Shutdown", i)
-			}
-		}
-	})
-	return h
+	return newHarnessWith(t, ad, functionruntime.Options{Now: now, OrphanGrace: grace})
 }
 
 const (

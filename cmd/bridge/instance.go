@@ -18,11 +18,20 @@ func addInstanceFlag(cmd *cobra.Command, instance *string) {
 // (which the loaded configuration already holds). An empty variable counts
 // as unset, as an empty field of the file does.
 func applyInstance(cfg *bridge.Config, flag string) error {
+	return applyOverride(flag, bridge.InstanceFromFlag, bridge.InstanceEnv, bridge.InstanceFromEnv, cfg.SetInstance)
+}
+
+// applyOverride gives a setting the precedence flag, then the environment
+// variable env, then the file (which the loaded configuration already
+// holds): set receives the first of flag and env's value that is not
+// empty, with its source (fromFlag or fromEnv). An empty value counts as
+// unset.
+func applyOverride(flag, fromFlag, env, fromEnv string, set func(raw, source string) error) error {
 	if flag != "" {
-		return cfg.SetInstance(flag, bridge.InstanceFromFlag)
+		return set(flag, fromFlag)
 	}
-	if env := os.Getenv(bridge.InstanceEnv); env != "" {
-		return cfg.SetInstance(env, bridge.InstanceFromEnv)
+	if v := os.Getenv(env); v != "" {
+		return set(v, fromEnv)
 	}
 	return nil
 }
@@ -38,11 +47,5 @@ func addContextListenFlag(cmd *cobra.Command, contextListen *string) {
 // FNBRIDGE_CONTEXT_LISTEN, then the file's context_listen (which the
 // loaded configuration already holds). An empty variable counts as unset.
 func applyContextListen(cfg *bridge.Config, flag string) error {
-	if flag != "" {
-		return cfg.SetContextListen(flag, bridge.ContextListenFromFlag)
-	}
-	if env := os.Getenv(bridge.ContextListenEnv); env != "" {
-		return cfg.SetContextListen(env, bridge.ContextListenFromEnv)
-	}
-	return nil
+	return applyOverride(flag, bridge.ContextListenFromFlag, bridge.ContextListenEnv, bridge.ContextListenFromEnv, cfg.SetContextListen)
 }

@@ -8,6 +8,24 @@ import (
 	"testing"
 )
 
+// writeManifestConfig writes fn/h.py (an identity f) and bridge.yaml
+// holding config in a temporary directory, and returns bridge.yaml's path.
+func writeManifestConfig(t *testing.T, config string) string {
+	t.Helper()
+	dir := t.TempDir()
+	if err := os.Mkdir(filepath.Join(dir, "fn"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "fn", "h.py"), []byte("def f(x):\n    return x\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	cfg := filepath.Join(dir, "bridge.yaml")
+	if err := os.WriteFile(cfg, []byte(config), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return cfg
+}
+
 // An unknown --manifest-version is named once, with the versions there
 // are, before the configuration is read.
 func TestManifestNamesAnUnknownVersionOnce(t *testing.T) {
@@ -21,17 +39,7 @@ func TestManifestNamesAnUnknownVersionOnce(t *testing.T) {
 // A manifest version that cannot say ingress_private is refused, naming the
 // handler, rather than printed as if the handler were public.
 func TestManifestRefusesAVersionThatWouldMakeAHandlerPublic(t *testing.T) {
-	dir := t.TempDir()
-	if err := os.Mkdir(filepath.Join(dir, "fn"), 0o755); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(filepath.Join(dir, "fn", "h.py"), []byte("def f(x):\n    return x\n"), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	cfg := filepath.Join(dir, "bridge.yaml")
-	if err := os.WriteFile(cfg, []byte("services:\n  - name: Svc\n    handlers:\n      - {name: inner, runtime: python, dir: fn, handler: h.f, ingress_private: true}\n"), 0o644); err != nil {
-		t.Fatal(err)
-	}
+	cfg := writeManifestConfig(t, "services:\n  - name: Svc\n    handlers:\n      - {name: inner, runtime: python, dir: fn, handler: h.f, ingress_private: true}\n")
 	for _, v := range []string{"1", "2"} {
 		root := newRootCmd()
 		root.SetArgs([]string{"manifest", "--config", cfg, "--manifest-version", v})
@@ -59,17 +67,7 @@ func TestManifestBesideAServingContextListen(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer held.Close()
-	dir := t.TempDir()
-	if err := os.Mkdir(filepath.Join(dir, "fn"), 0o755); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(filepath.Join(dir, "fn", "h.py"), []byte("def f(x):\n    return x\n"), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	cfg := filepath.Join(dir, "bridge.yaml")
-	if err := os.WriteFile(cfg, []byte("context_listen: "+held.Addr().String()+"\nservices:\n  - name: Svc\n    handlers:\n      - {name: s, runtime: python, dir: fn, handler: h.f, durability: steps}\n"), 0o644); err != nil {
-		t.Fatal(err)
-	}
+	cfg := writeManifestConfig(t, "context_listen: "+held.Addr().String()+"\nservices:\n  - name: Svc\n    handlers:\n      - {name: s, runtime: python, dir: fn, handler: h.f, durability: steps}\n")
 	root := newRootCmd()
 	root.SetArgs([]string{"manifest", "--config", cfg})
 	out := new(strings.Builder)

@@ -55,24 +55,8 @@ func TestRuntimeServeRejectsBadFlags(t *testing.T) {
 // executor.v1.FunctionRuntime with health, and stops cleanly when its
 // context ends (what SIGTERM does through signal.NotifyContext).
 func TestRuntimeServeBashOverUnixSocket(t *testing.T) {
-	testtool.Require(t, "", "bash", "to run the Bash runtime")
-	dir := t.TempDir()
-	if err := os.WriteFile(filepath.Join(dir, "fn.sh"), []byte("shout() { printf '{\"said\":%s}' \"$1\"; }\n"), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	sock := filepath.Join(t.TempDir(), "rt.sock")
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	root := newRootCmd()
-	root.SetArgs([]string{"runtime", "serve", "--runtime", "bash", "--listen", "unix://" + sock, "--log-level", "error"})
-	done := make(chan error, 1)
-	go func() { done <- root.ExecuteContext(ctx) }()
-
-	conn, err := grpc.NewClient("unix://"+sock, grpc.WithTransportCredentials(insecure.NewCredentials()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close()
+	rs := serveBashRuntime(t, "shout() { printf '{\"said\":%s}' \"$1\"; }\n")
+	dir, sock, ctx, conn := rs.dir, rs.sock, rs.ctx, rs.conn
 	deadline := time.Now().Add(20 * time.Second)
 	for {
 		cctx, ccancel := context.WithTimeout(ctx, time.Second)
@@ -81,11 +65,7 @@ func TestRuntimeServeBashOverUnixSocket(t *testing.T) {
 		if err == nil && resp.GetStatus() == healthpb.HealthCheckResponse_SERVING {
 			break
 		}
-		select {
-		case err := <-done:
-			t.Fatalf("serve exited early: %v", err)
-		default:
-		}
+		rs.exitedEarly()
 		if time.Now().After(deadline) {
 			t.Fatalf("not healthy: %v", err)
 		}
@@ -106,15 +86,7 @@ func TestRuntimeServeBashOverUnixSocket(t *testing.T) {
 		t.Fatalf("InvokeFunction: %q, %v", out.GetOutput(), err)
 	}
 
-	cancel()
-	select {
-	case err := <-done:
-		if err != nil {
-			t.Fatalf("serve after shutdown: %v, want nil (exit 0)", err)
-		}
-	case <-time.After(30 * time.Second):
-		t.Fatal("serve did not stop after its context ended")
-	}
+	rs.stop("serve after shutdown: %v, want nil (exit 0)")
 	if _, err := os.Stat(sock); !os.IsNotExist(err) {
 		t.Errorf("socket left behind: %v", err)
 	}
@@ -149,31 +121,19 @@ func TestRuntimeServeOrphanGraceFlag(t *testing.T) {
 // A registration nobody calls on `bridge runtime serve --orphan-grace` is
 // unregistered after its idle_timeout_seconds (0 here) plus the grace.
 func TestRuntimeServeReapsOrphans(t *testing.T) {
-	testtool.Require(t, "", "bash", "to run the Bash runtime")
-	dir := t.TempDir()
-	if err := os.WriteFile(filepath.Join(dir, "fn.sh"), []byte("shout() { :; }\n"), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	sock := filepath.Join(t.TempDir(), "rt.sock")
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	root := newRootCmd()
-	root.SetArgs([]string{"runtime", "serve", "--runtime", "bash", "--listen", "unix://" + sock, "--orphan-grace", "200ms", "--log-level", "error"})
-	done := make(chan error, 1)
-	go func() { done <- root.ExecuteContext(ctx) }()
-	conn, err := grpc.NewClient("unix://"+sock, grpc.WithTransportCredentials(insecure.NewCredentials()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close()
-	cli := executorv1.NewFunctionRuntimeClient(conn)
+	rs := serveBashRuntime(t, "shout() { :; }\n", "--orphan-grace", "200ms")
+	dir, ctx := rs.dir, rs.ctx
+	cli := executorv1.NewFunctionRuntimeClient(rs.conn)
 
 	sum := sha256.Sum256([]byte("fn.shout"))
 	req := &executorv1.RegisterFunctionRequest{
 		RunUid: "run-orphan", RegistrationAttempt: 1, WorkingDir: dir, Handler: "fn.shout",
 		RegistrationDigest: "sha256:" + hex.EncodeToString(sum[:]),
 	}
-	var reg *executorv1.RegisterFunctionResponse
+	var (
+		reg *executorv1.RegisterFunctionResponse
+		err error
+	)
 	deadline := time.Now().Add(20 * time.Second)
 	for {
 		// WaitForReady: the server may not listen yet.
@@ -183,11 +143,7 @@ func TestRuntimeServeReapsOrphans(t *testing.T) {
 		if err == nil {
 			break
 		}
-		select {
-		case err := <-done:
-			t.Fatalf("serve exited early: %v", err)
-		default:
-		}
+		rs.exitedEarly()
 		if time.Now().After(deadline) {
 			t.Fatalf("RegisterFunction: %v", err)
 		}
@@ -214,13 +170,70 @@ func TestRuntimeServeReapsOrphans(t *testing.T) {
 		t.Fatalf("FunctionStatus of the reaped registration: %v, want NotFound", err)
 	}
 
-	cancel()
+	rs.stop("serve after shutdown: %v")
+}
+
+// bashRuntime is `bridge runtime serve --runtime bash` running on a Unix
+// socket, serving fn.sh in dir, with a client connection to it.
+type bashRuntime struct {
+	t      *testing.T
+	dir    string
+	sock   string
+	ctx    context.Context // the command's context
+	cancel context.CancelFunc
+	done   chan error // the command's result
+	conn   *grpc.ClientConn
+}
+
+// serveBashRuntime writes source to fn.sh and starts `bridge runtime serve
+// --runtime bash --listen unix://SOCK` with the flags extra and
+// --log-level error; the test's cleanup closes the connection and ends
+// the command's context.
+func serveBashRuntime(t *testing.T, source string, extra ...string) *bashRuntime {
+	t.Helper()
+	testtool.Require(t, "", "bash", "to run the Bash runtime")
+	dir := t.TempDir()
+	if err := os.WriteFile(filepath.Join(dir, "fn.sh"), []byte(source), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	rs := &bashRuntime{t: t, dir: dir, sock: filepath.Join(t.TempDir(), "rt.sock"), done: make(chan error, 1)}
+	rs.ctx, rs.cancel = context.WithCancel(context.Background())
+	t.Cleanup(rs.cancel)
+	args := append([]string{"runtime", "serve", "--runtime", "bash", "--listen", "unix://" + rs.sock}, extra...)
+	root := newRootCmd()
+	root.SetArgs(append(args, "--log-level", "error"))
+	go func() { rs.done <- root.ExecuteContext(rs.ctx) }()
+	conn, err := grpc.NewClient("unix://"+rs.sock, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = conn.Close() })
+	rs.conn = conn
+	return rs
+}
+
+// exitedEarly fails the test if the command has already returned.
+func (rs *bashRuntime) exitedEarly() {
+	rs.t.Helper()
 	select {
-	case err := <-done:
+	case err := <-rs.done:
+		rs.t.Fatalf("serve exited early: %v", err)
+	default:
+	}
+}
+
+// stop ends the command's context and waits for it to return nil (exit
+// 0), failing the test with failure (a format taking the error) if it
+// returns an error.
+func (rs *bashRuntime) stop(failure string) {
+	rs.t.Helper()
+	rs.cancel()
+	select {
+	case err := <-rs.done:
 		if err != nil {
-			t.Fatalf("serve after shutdown: %v", err)
+			rs.t.Fatalf(failure, err)
 		}
 	case <-time.After(30 * time.Second):
-		t.Fatal("serve did not stop after its context ended")
+		rs.t.Fatal("serve did not stop after its context ended")
 	}
 }
