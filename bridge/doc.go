@@ -14,8 +14,8 @@
 // function's result is the Output; a wait longer than suspend_after
 // suspends: the invocation is cancelled (the runtime kills its processes)
 // and the registration released. `bridge invoke` runs such a function
-// against a local journal (steps execute, sleeps wait, calls need
-// Restate).
+// against a local journal held in memory (steps execute, a long wait
+// suspends and a new attempt replays the journal, calls need Restate).
 //
 // It never parses frames (package restate does) nor spawns processes
 // (the functionruntime adapters do).
