@@ -172,7 +172,10 @@
 // attempt are served strictly one at a time. A request arriving while
 // another is served (two threads, a background child) is refused at once
 // with 409, never queued: its place in the journal would depend on
-// scheduling. While a run's closure executes (between run/start
+// scheduling. The one exception is a request whose client has hung up
+// (`timeout 2 fnbridge sleep 60`): it is ending, and a request arriving
+// meanwhile waits for it (at most 5 s), since its maker has moved on.
+// While a run's closure executes (between run/start
 // "execute" and run/complete), only run/complete and invocation-id are
 // accepted; other operations get 409, since a replay skips the closure and
 // could not reproduce what it journaled.

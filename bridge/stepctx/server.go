@@ -244,8 +244,10 @@ type Attempt struct {
 	ctx          context.Context // cancelled by Close: cuts in-flight Journal calls
 	cancel       context.CancelFunc
 
-	// busy is set while a request is served.
-	busy atomic.Bool
+	// serving is the request being served (nil when none is), guarded
+	// by servingMu: see acquire.
+	servingMu sync.Mutex
+	serving   *served
 	// openBy is the framed connection that started the open run, if one
 	// did: read without running, so a closed connection that started none
 	// need not wait for an operation in flight.
@@ -447,10 +449,10 @@ type opFunc = func(a *Attempt, ctx context.Context, body []byte) (any, *apiError
 func (a *Attempt) serveOp(ctx context.Context, op opFunc, body []byte, fc *framedConn) (int, any) {
 	// Refuse rather than queue: the order of two concurrent calls would be
 	// the scheduler's, and a replay could not reproduce it.
-	if !a.busy.CompareAndSwap(false, true) {
+	if !a.acquire(ctx) {
 		return errorAnswer(&apiError{status: http.StatusConflict, msg: errConcurrent})
 	}
-	defer a.busy.Store(false)
+	defer a.release()
 	a.running.Lock()
 	defer a.running.Unlock()
 	// It may have ended while the body was read (Close sets the end
@@ -467,6 +469,61 @@ func (a *Attempt) serveOp(ctx context.Context, op opFunc, body []byte, fc *frame
 	return http.StatusOK, resp
 }
 
+// served is one request being served.
+type served struct {
+	gone <-chan struct{} // closed once its client hung up
+	over chan struct{}   // closed once it has been served
+}
+
+// abandonedWait bounds how long a call waits for a request in flight
+// whose client hung up to finish.
+const abandonedWait = 5 * time.Second
+
+// acquire makes the request whose client is ctx the one served, and
+// reports whether it could. A request in flight refuses it, unless that
+// request's client hung up (`timeout 2 fnbridge sleep 60`, then the
+// next call): it is ending (its wait is cut short with its context) and
+// the caller has moved on, so the call waits for it, at most
+// abandonedWait, rather than being refused as concurrent.
+func (a *Attempt) acquire(ctx context.Context) bool {
+	var bound <-chan time.Time
+	for {
+		a.servingMu.Lock()
+		cur := a.serving
+		if cur == nil {
+			a.serving = &served{gone: ctx.Done(), over: make(chan struct{})}
+			a.servingMu.Unlock()
+			return true
+		}
+		a.servingMu.Unlock()
+		select {
+		case <-cur.gone:
+		default:
+			return false
+		}
+		if bound == nil {
+			t := time.NewTimer(abandonedWait)
+			defer t.Stop()
+			bound = t.C
+		}
+		select {
+		case <-cur.over:
+		case <-ctx.Done():
+			return false
+		case <-bound:
+			return false
+		}
+	}
+}
+
+// release ends the request acquire made the one served.
+func (a *Attempt) release() {
+	a.servingMu.Lock()
+	close(a.serving.over)
+	a.serving = nil
+	a.servingMu.Unlock()
+}
+
 // tooLarge answers a request body over limit bytes (size, when known,
 // is its length; -1 or 0 when not). While a run executes it can only be
 // the run's completion, which can never be taken: the attempt ends with
@@ -475,10 +532,10 @@ func (a *Attempt) serveOp(ctx context.Context, op opFunc, body []byte, fc *frame
 // refused.
 func (a *Attempt) tooLarge(size, limit int64) *apiError {
 	refused := &apiError{status: http.StatusRequestEntityTooLarge, msg: fmt.Sprintf("request body exceeds %d bytes", limit)}
-	if !a.busy.CompareAndSwap(false, true) {
+	if !a.acquire(context.Background()) {
 		return refused
 	}
-	defer a.busy.Store(false)
+	defer a.release()
 	a.running.Lock()
 	defer a.running.Unlock()
 	if err := a.Err(); err != nil {
