@@ -33,6 +33,9 @@ type Client struct {
 	buf              []byte
 }
 
+// ClientErrorPrefix starts the message of every error of the Client.
+const ClientErrorPrefix = "fnbridge context: "
+
 // Error is a context call answered with a status other than 200.
 type Error struct {
 	// Status is the HTTP status: 400 a malformed request, 401/403 a
@@ -46,7 +49,7 @@ type Error struct {
 }
 
 func (e *Error) Error() string {
-	return fmt.Sprintf("fnbridge context: %s (HTTP %d)", e.Message, e.Status)
+	return fmt.Sprintf(ClientErrorPrefix+"%s (HTTP %d)", e.Message, e.Status)
 }
 
 // Is makes errors.Is(err, ErrSuspended) true for a suspension.
@@ -63,7 +66,7 @@ func NewClient(addr, token string) (*Client, error) {
 		return nil, err
 	}
 	if token == "" {
-		return nil, errors.New("fnbridge context: empty token")
+		return nil, errors.New(ClientErrorPrefix + "empty token")
 	}
 	return &Client{network: network, address: address, token: token}, nil
 }
@@ -151,7 +154,7 @@ func (c *Client) do(ctx context.Context, route string, req, resp any) error {
 	}
 	status, b, err := c.exchange(ctx, strings.TrimPrefix(route, "/v1/"), body)
 	if err != nil {
-		return fmt.Errorf("fnbridge context: %s: %w", route, err)
+		return fmt.Errorf(ClientErrorPrefix+"%s: %w", route, err)
 	}
 	if status != http.StatusOK {
 		var e errorResponse
@@ -164,12 +167,12 @@ func (c *Client) do(ctx context.Context, route string, req, resp any) error {
 	if err := json.Unmarshal(b, &failed); err == nil && failed.Failure != nil {
 		code, err := failureCode(failed.Failure.Code)
 		if err != nil {
-			return fmt.Errorf("fnbridge context: the answer to %s: %w", route, err)
+			return fmt.Errorf(ClientErrorPrefix+"the answer to %s: %w", route, err)
 		}
 		return &CallFailedError{Failure: Failure{Code: code, Message: failed.Failure.Message}}
 	}
 	if err := json.Unmarshal(b, resp); err != nil {
-		return fmt.Errorf("fnbridge context: decoding the answer to %s: %w", route, err)
+		return fmt.Errorf(ClientErrorPrefix+"decoding the answer to %s: %w", route, err)
 	}
 	return nil
 }
@@ -229,12 +232,12 @@ func (c *Client) RunStart(ctx context.Context, name string) (*Result, string, er
 	if resp.Recorded != nil {
 		r, err := decodeResult(resp.Recorded)
 		if err != nil {
-			return nil, "", fmt.Errorf("fnbridge context: run/start: %w", err)
+			return nil, "", fmt.Errorf(ClientErrorPrefix+"run/start: %w", err)
 		}
 		return &r, "", nil
 	}
 	if resp.Execute == "" {
-		return nil, "", errors.New("fnbridge context: run/start answered neither recorded nor execute")
+		return nil, "", errors.New(ClientErrorPrefix + "run/start answered neither recorded nor execute")
 	}
 	return nil, resp.Execute, nil
 }
@@ -313,13 +316,13 @@ func (c *Client) Await(ctx context.Context, handles ...string) ([]Result, error)
 		return nil, err
 	}
 	if len(resp.Results) != len(handles) {
-		return nil, fmt.Errorf("fnbridge context: await answered %d results for %d handles", len(resp.Results), len(handles))
+		return nil, fmt.Errorf(ClientErrorPrefix+"await answered %d results for %d handles", len(resp.Results), len(handles))
 	}
 	out := make([]Result, len(handles))
 	for i, w := range resp.Results {
 		r, err := decodeResult(w)
 		if err != nil {
-			return nil, fmt.Errorf("fnbridge context: await: %w", err)
+			return nil, fmt.Errorf(ClientErrorPrefix+"await: %w", err)
 		}
 		out[i] = r
 	}
@@ -334,7 +337,7 @@ func (c *Client) AwaitAny(ctx context.Context, handles ...string) (int, Result, 
 		return 0, Result{}, err
 	}
 	if resp.Index == nil || *resp.Index < 0 || *resp.Index >= len(handles) {
-		return 0, Result{}, errors.New("fnbridge context: await any answered no valid index")
+		return 0, Result{}, errors.New(ClientErrorPrefix + "await any answered no valid index")
 	}
 	r, err := decodeResult(resp.Result)
 	return *resp.Index, r, err

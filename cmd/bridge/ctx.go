@@ -75,10 +75,13 @@ func ctxExitStatus(stderr io.Writer, err error) (code int, ok bool) {
 	return e.code, true
 }
 
-// oneLine is msg with its newlines and tabs made spaces: the runtime
-// takes a failure's message from the last line of stderr, and the shell
-// function's answers (through the step agent) are one line too.
+// oneLine is msg as printed after "fnbridge: ": its newlines and tabs
+// made spaces (the runtime takes a failure's message from the last line
+// of stderr, and the shell function's answers, through the step agent,
+// are one line too) and the client's own "fnbridge context: " left out,
+// which would say fnbridge twice.
 func oneLine(msg string) string {
+	msg = strings.TrimPrefix(msg, stepctx.ClientErrorPrefix)
 	return strings.Map(func(r rune) rune {
 		if r == '\n' || r == '\t' {
 			return ' '

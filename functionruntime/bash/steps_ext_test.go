@@ -462,7 +462,7 @@ func TestSteps(t *testing.T) {
 		// agent's line or the endpoint finds it too long.
 		res, err = e.start(t, "inshell_long", nil).invoke(t, e.Open(t, &stepctxtest.Journal{}), "")
 		steptest.MustOutput(t, res, err, "fnbridge: run: the step name is longer than 16384 bytes, the most a step name may have\n 3\n"+
-			"fnbridge: fnbridge context: run's \"name\" is 17000 bytes; a step name may have at most 16384 (HTTP 400)\n 3")
+			"fnbridge: run's \"name\" is 17000 bytes; a step name may have at most 16384 (HTTP 400)\n 3")
 		// A shell function as CMD is refused before the step starts, saying
 		// what a step runs, not bash's "exec: greet: not found".
 		j = &stepctxtest.Journal{}
