@@ -150,13 +150,26 @@ func Restore() bool {
 
 // rename gives every thread of the process the name comm (the main
 // thread's is the process's): the runtime started its first threads
-// before main, under the name the exec gave them.
+// before main, under the name the exec gave them. A thread started
+// while a pass runs copies the name of one not renamed yet, so passes
+// repeat until one finds every thread named (a few at most; then a new
+// thread can only copy comm).
 func rename(comm string) {
-	tasks, _ := filepath.Glob("/proc/self/task/*/comm")
-	for _, name := range tasks {
-		if f, err := os.OpenFile(name, os.O_WRONLY, 0); err == nil {
-			_, _ = f.WriteString(comm)
-			f.Close()
+	for range 10 {
+		tasks, _ := filepath.Glob("/proc/self/task/*/comm")
+		renamed := 0
+		for _, name := range tasks {
+			if b, err := os.ReadFile(name); err == nil && strings.TrimSuffix(string(b), "\n") == comm {
+				continue
+			}
+			if f, err := os.OpenFile(name, os.O_WRONLY, 0); err == nil {
+				_, _ = f.WriteString(comm)
+				f.Close()
+				renamed++
+			}
+		}
+		if renamed == 0 {
+			return
 		}
 	}
 }
