@@ -45,38 +45,32 @@ func TestTrustWire(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	n := 0
-	// play runs one whole invocation of service/handler on a fresh journal.
-	play := func(t *testing.T, service, handler string, input []byte) []restatetest.Frame {
-		t.Helper()
-		n++
-		s := restatetest.Open(ctx, client, restatetest.InvokeURL(b.URI(), service, handler), 6)
-		defer s.Close()
-		got, err := s.Play([]any{restatetest.Start(fmt.Sprintf("inv_wire_%d", n), 1), restatetest.Input(input)}, nil)
-		if err != nil {
-			t.Fatalf("invocation of %s/%s: %v (frames %v)", service, handler, err, got)
-		}
-		return got
-	}
-	// bystander invokes the other service's handler. A slot is freed as a
-	// stream's handler returns, just after its client read End, so a
-	// stream opened right after another ended may be refused with 503:
-	// it is retried, as restate-server retries it after Retry-After.
-	bystander := func(t *testing.T) {
+	// play runs one whole invocation of service/handler on a fresh
+	// journal, speaking protocol version. A slot is freed as a stream's
+	// handler returns, just after its client read End, so a stream opened
+	// right after another ended may be refused with 503: it is retried,
+	// as restate-server retries it after Retry-After.
+	play := func(t *testing.T, version int, service, handler string, input []byte) []restatetest.Frame {
 		t.Helper()
 		var got []restatetest.Frame
-		in := fmt.Sprintf(`{"n":%d}`, n)
-		eventually(t, 5*time.Second, "the bystander is served", func() (bool, string) {
+		eventually(t, 5*time.Second, "a slot for "+service+"/"+handler, func() (bool, string) {
 			n++
-			s := restatetest.Open(ctx, client, restatetest.InvokeURL(b.URI(), "TrustWireBystander", "echo"), 6)
+			s := restatetest.Open(ctx, client, restatetest.InvokeURL(b.URI(), service, handler), version)
 			defer s.Close()
 			var err error
-			got, err = s.Play([]any{restatetest.Start(fmt.Sprintf("inv_wire_%d", n), 1), restatetest.Input([]byte(in))}, nil)
+			got, err = s.Play([]any{restatetest.Start(fmt.Sprintf("inv_wire_%d", n), 1), restatetest.Input(input)}, nil)
 			if err != nil && !strings.HasPrefix(err.Error(), "HTTP 503: ") {
-				t.Fatalf("bystander: %v (frames %v)", err, got)
+				t.Fatalf("invocation of %s/%s: %v (frames %v)", service, handler, err, got)
 			}
 			return err == nil, fmt.Sprint(err)
 		})
-		wantOutput(t, got, `{"echo":`+in+`}`)
+		return got
+	}
+	// bystander invokes the other service's handler.
+	bystander := func(t *testing.T) {
+		t.Helper()
+		in := fmt.Sprintf(`{"n":%d}`, n)
+		wantOutput(t, play(t, 6, "TrustWireBystander", "echo", []byte(in)), `{"echo":`+in+`}`)
 	}
 	bystander(t)
 
@@ -161,24 +155,17 @@ func TestTrustWire(t *testing.T) {
 	big := []byte(`"` + strings.Repeat("j", 100<<10) + `"`)
 	const journalErr = "the invocation's journal exceeds the 65536 bytes this endpoint holds per invocation (InputCommand of "
 	t.Run("a journal over max_journal_bytes 64Ki fails that invocation only", func(t *testing.T) {
-		got := play(t, "TrustWire", "echo", big)
+		got := play(t, 6, "TrustWire", "echo", big)
 		e := wantError(t, got, 571, journalErr, "raise the endpoint's journal bound and resume the invocation")
 		if want := uint64(journal.PauseFallbackDelay.Milliseconds()); e.GetNextRetryDelay() != want {
 			t.Errorf("v6 cannot pause: next_retry_delay %d ms, want journal.PauseFallbackDelay (%d ms)", e.GetNextRetryDelay(), want)
 		}
 		// v7 asks Restate to pause the invocation instead.
-		n++
-		s := restatetest.Open(ctx, client, restatetest.InvokeURL(b.URI(), "TrustWire", "echo"), 7)
-		defer s.Close()
-		got, err := s.Play([]any{restatetest.Start(fmt.Sprintf("inv_wire_%d", n), 1), restatetest.Input(big)}, nil)
-		if err != nil {
-			t.Fatalf("v7: %v (frames %v)", err, got)
-		}
-		if e := wantError(t, got, 571, journalErr); e.GetBehavior() != servicev1.ErrorBehavior_ERROR_BEHAVIOR_PAUSE {
+		if e := wantError(t, play(t, 7, "TrustWire", "echo", big), 571, journalErr); e.GetBehavior() != servicev1.ErrorBehavior_ERROR_BEHAVIOR_PAUSE {
 			t.Errorf("v7 ErrorMessage behaviour %v, want PAUSE", e.GetBehavior())
 		}
 		// The same handler, with an input under the bound, and the bystander.
-		wantOutput(t, play(t, "TrustWire", "echo", []byte(`{"small":1}`)), `{"echo":{"small":1}}`)
+		wantOutput(t, play(t, 6, "TrustWire", "echo", []byte(`{"small":1}`)), `{"echo":{"small":1}}`)
 		bystander(t)
 	})
 

@@ -18,13 +18,16 @@ func TestUnenforcedLimitsAreAWarningOncePerHandler(t *testing.T) {
 	log := zerolog.New(&buf)
 	set := DefaultWorkerLimits()
 	set.Processes, set.Memory = 32, 128<<20
+	// Warnings are once per process: a directory of this run's own keeps
+	// -count=N and other tests from having warned already.
+	dir := t.TempDir()
 	for range 3 {
-		warnUnenforced(log, "h.f", "/srv/a", set, false, false)
+		warnUnenforced(log, "h.f", dir, set, false, false)
 	}
-	warnUnenforced(log, "h.g", "/srv/a", set, true, false)                    // processes enforced
-	warnUnenforced(log, "h.d", "/srv/a", DefaultWorkerLimits(), false, false) // defaults
-	warnUnenforced(log, "h.u", "/srv/a", WorkerLimits{}, false, false)        // unlimited
-	warnUnenforced(log, "h.e", "/srv/a", set, true, true)                     // all enforced
+	warnUnenforced(log, "h.g", dir, set, true, false)                    // processes enforced
+	warnUnenforced(log, "h.d", dir, DefaultWorkerLimits(), false, false) // defaults
+	warnUnenforced(log, "h.u", dir, WorkerLimits{}, false, false)        // unlimited
+	warnUnenforced(log, "h.e", dir, set, true, true)                     // all enforced
 
 	var got []string
 	for _, line := range strings.Split(strings.TrimSpace(buf.String()), "\n") {

@@ -129,6 +129,7 @@ def lifecycle(event):
     if event == "ignore_term":
         import signal
         signal.signal(signal.SIGTERM, signal.SIG_IGN)
+        open("sleeping", "w").close()
         time.sleep(300)
     return event
 `

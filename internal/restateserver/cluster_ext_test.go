@@ -89,16 +89,20 @@ func TestClusterServesThroughEveryNodeAndSurvivesOne(t *testing.T) {
 			callWithin(t, n, fmt.Sprintf(`{"survivor":%d,"k":%d}`, i, k), 60*time.Second)
 		}
 	}
-	// The survivors took over the dead node's partitions, and say so.
+	// The survivors took over the dead node's partitions, and say so: the
+	// calls above need not have reached one of them, so the takeover may
+	// still be under way.
 	took := 0
-	for _, n := range []*restateserver.Server{c.Nodes[0], c.Nodes[2]} {
-		changes, err := n.LeaderChanges()
-		if err != nil {
-			t.Fatal(err)
-		}
-		for _, at := range changes {
-			if at.After(killedAt.Add(-time.Second)) {
-				took++
+	for deadline := time.Now().Add(30 * time.Second); took == 0 && time.Now().Before(deadline); time.Sleep(100 * time.Millisecond) {
+		for _, n := range []*restateserver.Server{c.Nodes[0], c.Nodes[2]} {
+			changes, err := n.LeaderChanges()
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, at := range changes {
+				if at.After(killedAt.Add(-time.Second)) {
+					took++
+				}
 			}
 		}
 	}

@@ -91,7 +91,8 @@ type Adapter struct {
 	// Lifecycle is the handler of the process tests. Its input is an
 	// event spelled with Text: "pid" returns the worker's pid; "sleep"
 	// creates the file "sleeping" in the working directory and sleeps
-	// 60s; "ignore_term" ignores SIGTERM and sleeps; each of Spawns
+	// 60s; "ignore_term" ignores SIGTERM, then creates "sleeping" and
+	// sleeps; each of Spawns
 	// starts a background child (sleep) and returns its pid; each
 	// Crashes event kills the worker mid-invocation. Any other event is
 	// returned as it came. Loading the file writes LoadLine to stderr.
