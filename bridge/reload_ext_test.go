@@ -277,7 +277,9 @@ func TestLiveReloadKeepsTheOldVersionWhileTheNewOneFails(t *testing.T) {
 // registration (and code) that accepted it, while new invocations already
 // run the new version; the old registration goes once it is free.
 func TestLiveReloadLetsInFlightInvocationsFinishOnTheOldVersion(t *testing.T) {
-	lh := newLiveHarness(t, liveConfig)
+	// The waiting invocation must still be waiting when the reload (which
+	// starts a Python worker) replaces it: not a 5 s lease_timeout's 429.
+	lh := newLiveHarness(t, strings.Replace(liveConfig, "timeout: 20s}", "timeout: 20s, lease_timeout: 1m}", 1))
 	for _, name := range []string{"started", "gate"} {
 		if err := syscall.Mkfifo(filepath.Join(lh.root, "fn", name), 0o600); err != nil {
 			t.Fatal(err)

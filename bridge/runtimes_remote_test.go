@@ -150,9 +150,10 @@ func (d *downRuntime) waitDown(t *testing.T, attempts int32, minDown time.Durati
 func TestRemoteRuntimeReconnectsSoonAfterRestart(t *testing.T) {
 	t.Run("connection", func(t *testing.T) {
 		t.Parallel() // waits out the runtime's downtime
-		// The longest backoff (2 s + 20%) with room; by default the next
-		// attempt would be 5 s or more away.
-		const backWithin = 4 * time.Second
+		// The longest backoff (2 s + 20%) with room for a loaded host; by
+		// default the next attempt would be 8 s or more away (and five
+		// failed attempts would not fit waitDown's 4 s).
+		const backWithin = 6 * time.Second
 		addr, stop := servePythonRuntime(t)
 		rc, err := dialRuntime("python", addr, zerolog.Nop())
 		if err != nil {
@@ -186,8 +187,8 @@ func TestRemoteRuntimeReconnectsSoonAfterRestart(t *testing.T) {
 	t.Run("readiness", func(t *testing.T) {
 		t.Parallel() // waits out the runtime's downtime
 		// A probe resets the backoff; by default the next attempt would
-		// be 5 s or more away.
-		const backWithin = 3 * time.Second
+		// be 8 s or more away.
+		const backWithin = 4 * time.Second
 		addr, stop := servePythonRuntime(t)
 		b := remoteBridge(t, addr)
 		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)

@@ -44,7 +44,6 @@ func wantAttemptError(t *testing.T, frames []restatetest.Frame, code uint32) {
 // bridge does when its FunctionRuntime call was cancelled) must not turn
 // into the terminal 409 that only Restate's CANCEL may journal.
 func TestErrCancelledWithoutCancelSignalIsRetried(t *testing.T) {
-	client := restatetest.NewH2CClient()
 	fromRun := func(ctx restate.Context, _ []byte) ([]byte, error) {
 		return ctx.Run("invoke", func(context.Context) ([]byte, error) { return nil, restate.ErrCancelled })
 	}
@@ -60,7 +59,7 @@ func TestErrCancelledWithoutCancelSignalIsRetried(t *testing.T) {
 				}
 				ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 				defer cancel()
-				s := restatetest.Open(ctx, client, restatetest.InvokeURL(f.url, "C", "h"), v)
+				s := restatetest.Open(ctx, f.client, restatetest.InvokeURL(f.url, "C", "h"), v)
 				defer s.Close()
 				got, err := s.Play([]any{restatetest.Start("inv_nc", 1), restatetest.Input(nil)}, nil)
 				if err != nil {

@@ -28,11 +28,12 @@ var versions = []int{5, 6, 7}
 
 // fixture is an endpoint with one service "Svc" whose handlers tests set.
 type fixture struct {
-	ep   *restate.Endpoint
-	url  string
-	runs map[string]int // run executions per handler
-	mu   sync.Mutex
-	hook []string
+	ep     *restate.Endpoint
+	url    string
+	client *http.Client   // h2c, of this fixture alone
+	runs   map[string]int // run executions per handler
+	mu     sync.Mutex
+	hook   []string
 }
 
 func (f *fixture) counted(name string) int {
@@ -138,6 +139,11 @@ func buildFixture(t *testing.T, mode restate.ProtocolMode, started chan<- struct
 	srv.Start()
 	t.Cleanup(srv.Close)
 	f.url = srv.URL
+	// A client of its own: a client shared by fixtures could write a
+	// request on its pooled connection to an earlier fixture's closed
+	// server, whose port the kernel just gave this one (ECONNRESET).
+	f.client = restatetest.NewH2CClient()
+	t.Cleanup(f.client.CloseIdleConnections)
 	return f
 }
 
@@ -201,11 +207,10 @@ func outputFailure(code uint32, msg string) *servicev1.OutputCommandMessage {
 var end = &servicev1.EndMessage{}
 
 func TestGoldenBidi(t *testing.T) {
-	client := restatetest.NewH2CClient()
 	for _, v := range versions {
 		t.Run(fmt.Sprintf("v%d/normal run flow", v), func(t *testing.T) {
 			f := newFixture(t, restate.BidiStream, nil)
-			got := play(t, f, client, v, "echo", []any{restatetest.Start("inv_a", 1), restatetest.Input([]byte("hi"))}, nil)
+			got := play(t, f, f.client, v, "echo", []any{restatetest.Start("inv_a", 1), restatetest.Input([]byte("hi"))}, nil)
 			wantStream(t, got, restatetest.Run(1, "invoke"), propose(v, 1, "echo:hi"), output("echo:hi"), end)
 			if f.counted("echo") != 1 || len(f.hook) != 1 || f.hook[0] != "inv_a/invoke" {
 				t.Fatalf("runs=%d hook=%v, want one execution and one AfterRunJournaled", f.counted("echo"), f.hook)
@@ -213,7 +218,7 @@ func TestGoldenBidi(t *testing.T) {
 		})
 		t.Run(fmt.Sprintf("v%d/replay after crash: recorded completion, fn not called", v), func(t *testing.T) {
 			f := newFixture(t, restate.BidiStream, nil)
-			got := play(t, f, client, v, "echo", []any{restatetest.Start("inv_b", 3), restatetest.Input([]byte("hi")),
+			got := play(t, f, f.client, v, "echo", []any{restatetest.Start("inv_b", 3), restatetest.Input([]byte("hi")),
 				restatetest.Run(1, "invoke"), restatetest.RunValue(1, []byte("recorded"))}, nil)
 			wantStream(t, got, output("recorded"), end)
 			if f.counted("echo") != 0 || len(f.hook) != 0 {
@@ -222,7 +227,7 @@ func TestGoldenBidi(t *testing.T) {
 		})
 		t.Run(fmt.Sprintf("v%d/replayed terminal failure is returned, fn not called", v), func(t *testing.T) {
 			f := newFixture(t, restate.BidiStream, nil)
-			got := play(t, f, client, v, "echo", []any{restatetest.Start("inv_c", 3), restatetest.Input([]byte("hi")),
+			got := play(t, f, f.client, v, "echo", []any{restatetest.Start("inv_c", 3), restatetest.Input([]byte("hi")),
 				restatetest.Run(1, "invoke"), restatetest.RunFailure(1, 422, "recorded failure")}, nil)
 			wantStream(t, got, outputFailure(422, "recorded failure"), end)
 			if f.counted("echo") != 0 {
@@ -231,7 +236,7 @@ func TestGoldenBidi(t *testing.T) {
 		})
 		t.Run(fmt.Sprintf("v%d/replayed RunCommand without completion runs again", v), func(t *testing.T) {
 			f := newFixture(t, restate.BidiStream, nil)
-			got := play(t, f, client, v, "echo", []any{restatetest.Start("inv_d", 2), restatetest.Input([]byte("hi")),
+			got := play(t, f, f.client, v, "echo", []any{restatetest.Start("inv_d", 2), restatetest.Input([]byte("hi")),
 				restatetest.Run(1, "invoke")}, nil)
 			wantStream(t, got, propose(v, 1, "echo:hi"), output("echo:hi"), end)
 			if f.counted("echo") != 1 {
@@ -240,7 +245,7 @@ func TestGoldenBidi(t *testing.T) {
 		})
 		t.Run(fmt.Sprintf("v%d/terminal failure from run is journaled and becomes the output", v), func(t *testing.T) {
 			f := newFixture(t, restate.BidiStream, nil)
-			got := play(t, f, client, v, "terminal", []any{restatetest.Start("inv_e", 1), restatetest.Input(nil)}, nil)
+			got := play(t, f, f.client, v, "terminal", []any{restatetest.Start("inv_e", 1), restatetest.Input(nil)}, nil)
 			wantStream(t, got, restatetest.Run(1, "invoke"),
 				restatetest.Out{Flags: runAck(v), Message: &servicev1.ProposeRunCompletionMessage{ResultCompletionId: 1,
 					Result: &servicev1.ProposeRunCompletionMessage_Failure{Failure: &servicev1.Failure{Code: 422, Message: "bad input"}}}},
@@ -248,7 +253,7 @@ func TestGoldenBidi(t *testing.T) {
 		})
 		t.Run(fmt.Sprintf("v%d/non-terminal run error proposes nothing and fails the attempt", v), func(t *testing.T) {
 			f := newFixture(t, restate.BidiStream, nil)
-			got := play(t, f, client, v, "flaky", []any{restatetest.Start("inv_f", 1), restatetest.Input(nil)}, nil)
+			got := play(t, f, f.client, v, "flaky", []any{restatetest.Start("inv_f", 1), restatetest.Input(nil)}, nil)
 			idx, name, typ := uint32(1), "invoke", uint32(wire.RunCommandType)
 			wantStream(t, got, restatetest.Run(1, "invoke"), &servicev1.ErrorMessage{Code: 500, Message: "worker crashed",
 				RelatedCommandIndex: &idx, RelatedCommandName: &name, RelatedCommandType: &typ})
@@ -258,7 +263,7 @@ func TestGoldenBidi(t *testing.T) {
 			f := newFixture(t, restate.BidiStream, started)
 			ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 			defer cancel()
-			s := restatetest.Open(ctx, client, restatetest.InvokeURL(f.url, "Svc", "block"), v)
+			s := restatetest.Open(ctx, f.client, restatetest.InvokeURL(f.url, "Svc", "block"), v)
 			defer s.Close()
 			go func() {
 				select {
@@ -275,7 +280,7 @@ func TestGoldenBidi(t *testing.T) {
 		})
 		t.Run(fmt.Sprintf("v%d/journal mismatch: replayed run name differs is 570", v), func(t *testing.T) {
 			f := newFixture(t, restate.BidiStream, nil)
-			got := play(t, f, client, v, "echo", []any{restatetest.Start("inv_h", 3), restatetest.Input(nil),
+			got := play(t, f, f.client, v, "echo", []any{restatetest.Start("inv_h", 3), restatetest.Input(nil),
 				restatetest.Run(1, "other"), restatetest.RunValue(1, nil)}, nil)
 			if len(got) != 1 {
 				t.Fatalf("got %v, want one ErrorMessage", got)
@@ -287,7 +292,7 @@ func TestGoldenBidi(t *testing.T) {
 		})
 		t.Run(fmt.Sprintf("v%d/first message not Start is 571", v), func(t *testing.T) {
 			f := newFixture(t, restate.BidiStream, nil)
-			got := play(t, f, client, v, "echo", []any{restatetest.Input(nil)}, nil)
+			got := play(t, f, f.client, v, "echo", []any{restatetest.Input(nil)}, nil)
 			e, ok := restatetest.Message[*servicev1.ErrorMessage](got[0])
 			if len(got) != 1 || !ok || e.GetCode() != 571 {
 				t.Fatalf("got %v, want one ErrorMessage 571", got)
@@ -295,7 +300,7 @@ func TestGoldenBidi(t *testing.T) {
 		})
 		t.Run(fmt.Sprintf("v%d/pause request", v), func(t *testing.T) {
 			f := newFixture(t, restate.BidiStream, nil)
-			got := play(t, f, client, v, "pause", []any{restatetest.Start("inv_i", 1), restatetest.Input(nil)}, nil)
+			got := play(t, f, f.client, v, "pause", []any{restatetest.Start("inv_i", 1), restatetest.Input(nil)}, nil)
 			e, ok := restatetest.Message[*servicev1.ErrorMessage](got[0])
 			if len(got) != 1 || !ok || e.GetCode() != 503 {
 				t.Fatalf("got %v", got)
