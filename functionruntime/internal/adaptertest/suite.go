@@ -335,6 +335,25 @@ func waitSleeping(t *testing.T, f *Fixture) {
 	})
 }
 
+// cancelWhenSleeping invokes event (a lifecycle event that creates
+// "sleeping") as invocation id, cancels it once the file is there, and
+// wants the invocation to end with Canceled.
+func cancelWhenSleeping(t *testing.T, f *Fixture, w functionruntime.Worker, id, event string) {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	done := make(chan error, 1)
+	go func() {
+		_, err := w.Invoke(ctx, f.Invocation(id, []byte(event)))
+		done <- err
+	}()
+	waitSleeping(t, f)
+	cancel()
+	if err := <-done; !errors.Is(err, context.Canceled) {
+		t.Fatalf("error = %v, want Canceled", err)
+	}
+}
+
 // Rule: "cancellation and timeouts (ctx done) kill the worker's whole
 // process group ..., return ctx.Err() ..., and the next Invoke
 // transparently starts a fresh worker (re-import/re-source)".
@@ -366,18 +385,7 @@ func testTimeout(t *testing.T, a *Adapter) {
 func testCancel(t *testing.T, a *Adapter) {
 	f, w := lifecycle(t, a)
 	pid := f.PidOf(t, w)
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() {
-		_, err := w.Invoke(ctx, f.Invocation("cancelled", []byte(a.Text("sleep"))))
-		done <- err
-	}()
-	// Cancel once the handler is certainly running.
-	waitSleeping(t, f)
-	cancel()
-	if err := <-done; !errors.Is(err, context.Canceled) {
-		t.Fatalf("error = %v, want Canceled", err)
-	}
+	cancelWhenSleeping(t, f, w, "cancelled", a.Text("sleep"))
 	if !proctest.GroupGone(pid) {
 		t.Fatalf("worker group %d survived cancellation", pid)
 	}
@@ -390,20 +398,9 @@ func testCancel(t *testing.T, a *Adapter) {
 func testIgnoringTerm(t *testing.T, a *Adapter) {
 	f, w := lifecycle(t, a)
 	pid := f.PidOf(t, w)
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	invoked := make(chan error, 1)
-	go func() {
-		_, err := w.Invoke(ctx, f.Invocation("stubborn", []byte(a.Text("ignore_term"))))
-		invoked <- err
-	}()
 	// Cancelled once SIGTERM is ignored (a fixed timeout could end the
 	// invocation before, and TERM alone would do).
-	waitSleeping(t, f)
-	cancel()
-	if err := <-invoked; !errors.Is(err, context.Canceled) {
-		t.Fatalf("error = %v, want Canceled", err)
-	}
+	cancelWhenSleeping(t, f, w, "stubborn", a.Text("ignore_term"))
 	if !proctest.GroupGone(pid) {
 		t.Fatalf("worker group %d that ignores SIGTERM survived", pid)
 	}
