@@ -252,7 +252,19 @@ func (b *Bridge) Close(ctx context.Context) error {
 		}
 		wg.Wait()
 		errs = append(errs, b.closeContext(ctx))
+		// Registrations still starting that their callers gave up on: a
+		// remote runtime keeps one unless it is unregistered once it ends,
+		// so wait for those (within ctx); an embedded runtime's shutdown
+		// ends its own at once, so wait after it.
+		for _, key := range keys {
+			if p := b.pools[key]; !b.runtimes[p.h.Runtime].isEmbedded() {
+				errs = append(errs, p.waitAdopted(ctx))
+			}
+		}
 		errs = append(errs, b.closeRuntimes(ctx))
+		for _, key := range keys {
+			errs = append(errs, b.pools[key].waitAdopted(ctx))
+		}
 		b.closeErr = errors.Join(errs...)
 	})
 	return b.closeErr

@@ -31,6 +31,11 @@ type pool struct {
 	now     func() time.Time
 
 	slots []*slot
+	// adopting counts the slots whose registration its caller gave up on
+	// while it was under way, and adopts their adopt goroutines: close
+	// does not wait for them (waitAdopted does).
+	adopting atomic.Int32
+	adopts   sync.WaitGroup
 	// freeMu guards free, the registrations no one holds, and each slot's
 	// lastUsed. avail holds one token per slot in free: a lease waits for
 	// one in a select, then takes the best slot (take). A holder of a token
@@ -377,7 +382,12 @@ func (p *pool) ensureRegistered(ctx context.Context, s *slot) (detached bool, er
 	case err := <-done:
 		return false, err
 	case <-ctx.Done():
-		go p.adopt(s, done)
+		p.adopting.Add(1)
+		p.adopts.Add(1)
+		go func() {
+			defer p.adopts.Done()
+			p.adopt(s, done)
+		}()
 		return true, &Error{Class: ClassUnavailable, Message: "registration interrupted", Cause: ctx.Err()}
 	}
 }
@@ -389,6 +399,7 @@ func (p *pool) ensureRegistered(ctx context.Context, s *slot) (detached bool, er
 // close may have stopped waiting for it.
 func (p *pool) adopt(s *slot, done <-chan error) {
 	<-done
+	p.adopting.Add(-1)
 	p.put(s, false)
 	select {
 	case <-p.stop:
@@ -540,6 +551,22 @@ func (p *pool) unregister(ctx context.Context, runUID, regID string, cancelInFli
 	}
 }
 
+// waitAdopted waits, within ctx, until every registration its caller
+// gave up on has ended and, when it became READY, been unregistered.
+func (p *pool) waitAdopted(ctx context.Context) error {
+	done := make(chan struct{})
+	go func() {
+		p.adopts.Wait()
+		close(done)
+	}()
+	select {
+	case <-done:
+		return nil
+	case <-ctx.Done():
+		return fmt.Errorf("%s/%s: a registration still starting when closing ended", p.service, p.h.Name)
+	}
+}
+
 // janitor is the bounded-cadence poll: idle registrations are unregistered,
 // failed ones cleared for re-registration, vanished ones forgotten, and
 // min_warm ones kept registered.
@@ -627,6 +654,14 @@ func (p *pool) close(ctx context.Context) error {
 	for back := range len(p.slots) {
 		s := p.tryTake() // a free slot first: ctx may have ended already
 		if s == nil {
+			if back >= len(p.slots)-int(p.adopting.Load()) {
+				// The rest are registrations still starting that their
+				// callers gave up on (a stop during a stuck warm-up): they
+				// serve no invocation, so close does not wait for them
+				// (it used to, for all of the shutdown deadline); adopt
+				// unregisters each once it ends, and waitAdopted waits.
+				return nil
+			}
 			select {
 			case <-p.avail:
 				s = p.take()

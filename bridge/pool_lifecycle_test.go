@@ -233,15 +233,20 @@ func forEachColdRuntime(t *testing.T, fn func(t *testing.T, rt *coldRuntime)) {
 }
 
 // A registration whose lease was given up while it initialized is
-// recorded once it is READY, so closing the pool unregisters it.
+// recorded once it is READY, and unregistered when the pool has closed:
+// close does not wait for it (a stuck import would hold a shutdown for
+// its whole deadline), waitAdopted does.
 func TestPoolCloseUnregistersARegistrationAbandonedDuringItsColdStart(t *testing.T) {
 	forEachColdRuntime(t, func(t *testing.T, rt *coldRuntime) {
 		p := coldPool(t, rt)
 		abandonColdStart(t, p, rt)
-		close(rt.gate)
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer cancel()
 		if err := p.close(ctx); err != nil {
+			t.Fatalf("close with a registration still starting: %v", err)
+		}
+		close(rt.gate)
+		if err := p.waitAdopted(ctx); err != nil {
 			t.Fatal(err)
 		}
 		if rt.holds() != 0 {

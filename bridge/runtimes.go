@@ -26,6 +26,9 @@ type runtimeConn struct {
 	conn     *grpc.ClientConn
 }
 
+// isEmbedded says r is an in-process server (false for nil).
+func (r *runtimeConn) isEmbedded() bool { return r != nil && r.embedded != nil }
+
 // dialRuntime connects one runtime kind: embedded when address is empty,
 // else a remote server at host:port or unix:///path.
 func dialRuntime(kind, address string, log zerolog.Logger) (*runtimeConn, error) {
