@@ -17,10 +17,10 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// `bridge invoke` is the inner loop: on a terminal it prints the result
-// and only the warnings and errors, as console lines; redirected, it logs
-// JSON at info as before. Either way a function's own lines keep their
-// levels.
+// `bridge invoke` is the inner loop: on a terminal it prints the result,
+// what the function printed and only the bridge's warnings and errors, as
+// console lines; redirected, it logs JSON at info as before. Either way a
+// function's own lines keep their levels.
 func TestInvokeLogsOnATerminal(t *testing.T) {
 	requireInterpreters(t)
 	ws := newWorkspace(t, "loglevels.py")
@@ -31,21 +31,25 @@ func TestInvokeLogsOnATerminal(t *testing.T) {
 	if code != 0 || strings.TrimSpace(stdout) != `{"ok":true}` {
 		t.Fatalf("on a terminal: exit %d, stdout %q\nterminal:\n%s", code, stdout, term)
 	}
-	for _, want := range []string{"WRN", "WARNING:root:low disk", "ERR", "a JSON error", `"code":7`} {
+	for _, want := range []string{"INF", "a plain line", "WRN", "WARNING:root:low disk", "ERR", "a JSON error", `"code":7`} {
 		if !strings.Contains(term, want) {
 			t.Errorf("the terminal does not show %q:\n%s", want, term)
 		}
 	}
-	for _, unwanted := range []string{`{"level"`, "a plain line", "registering function", "INF"} {
+	for _, unwanted := range []string{`{"level"`, "registering function", "registration ready"} {
 		if strings.Contains(term, unwanted) {
-			t.Errorf("the terminal shows %q (info or JSON):\n%s", unwanted, term)
+			t.Errorf("the terminal shows %q (the bridge's info, or JSON):\n%s", unwanted, term)
 		}
 	}
 
 	// A flag the user sets wins over the terminal default.
 	_, term, code = runOnTerminal(t, 60*time.Second, append([]string{"--log-format", "json"}, args...)...)
-	if code != 0 || !strings.Contains(term, `"level":"warn"`) || strings.Contains(term, `"level":"info"`) {
-		t.Errorf("--log-format json on a terminal: exit %d, want JSON at warn:\n%s", code, term)
+	if code != 0 || !strings.Contains(term, `"level":"warn"`) || !strings.Contains(term, "a plain line") || strings.Contains(term, "registering function") {
+		t.Errorf("--log-format json on a terminal: exit %d, want JSON, the bridge's from warn:\n%s", code, term)
+	}
+	_, term, code = runOnTerminal(t, 60*time.Second, append([]string{"--log-level", "warn"}, args...)...)
+	if code != 0 || !strings.Contains(term, "WARNING:root:low disk") || strings.Contains(term, "a plain line") {
+		t.Errorf("--log-level warn on a terminal: exit %d, want the function's lines from warn only:\n%s", code, term)
 	}
 
 	stdout, stderr, code := runBridge(t, 60*time.Second, args...)

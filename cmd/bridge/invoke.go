@@ -21,8 +21,9 @@ func newInvokeCmd(g *globalFlags) *cobra.Command {
 		Long: "Run one configured function once through the same FunctionRuntime path\n" +
 			"as bridge serve, without Restate: a developer's inner loop.\n" +
 			"The output goes to stdout; outputs and logs go to stderr: on a terminal,\n" +
-			"console logs at warn unless --log-level/--log-format say otherwise\n" +
-			"(JSON at info when stderr is redirected).\n" +
+			"console logs, the function's own lines from info and the bridge's from\n" +
+			"warn, unless --log-level/--log-format say otherwise (JSON at info when\n" +
+			"stderr is redirected).\n" +
 			"A durability: steps function runs against a local journal: every step\n" +
 			"executes once and calls/sends fail (they need Restate). A wait longer\n" +
 			"than the handler's suspend_after suspends as under Restate: the attempt\n" +

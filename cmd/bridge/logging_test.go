@@ -1,12 +1,17 @@
 package main
 
 import (
+	"bytes"
 	"os"
+	"strings"
 	"testing"
+
+	"github.com/rs/zerolog"
 )
 
 // bridge invoke's log defaults: on a terminal, warn and console for each
-// flag left unset; a flag the user set always wins; redirected, the
+// flag left unset, and the function's own lines from info while the level
+// is the default; a flag the user set always wins; redirected, the
 // defaults stay info and json.
 func TestInteractiveLogDefaults(t *testing.T) {
 	tests := []struct {
@@ -14,20 +19,48 @@ func TestInteractiveLogDefaults(t *testing.T) {
 		levelSet, formatSet   bool
 		terminal              bool
 		wantLevel, wantFormat string
+		wantHandler           string
 	}{
-		{"terminal, nothing set", false, false, true, "warn", "console"},
-		{"redirected, nothing set", false, false, false, "info", "json"},
-		{"terminal, level set", true, false, true, "info", "console"},
-		{"terminal, format set", false, true, true, "warn", "json"},
-		{"terminal, both set", true, true, true, "info", "json"},
-		{"redirected, both set", true, true, false, "info", "json"},
+		{"terminal, nothing set", false, false, true, "warn", "console", "info"},
+		{"redirected, nothing set", false, false, false, "info", "json", ""},
+		{"terminal, level set", true, false, true, "info", "console", ""},
+		{"terminal, format set", false, true, true, "warn", "json", "info"},
+		{"terminal, both set", true, true, true, "info", "json", ""},
+		{"redirected, both set", true, true, false, "info", "json", ""},
 	}
 	for _, tt := range tests {
 		// "info" and "json" stand for what the flags hold: their defaults,
 		// or what the user set them to.
-		level, format := interactiveLogDefaults("info", "json", tt.levelSet, tt.formatSet, tt.terminal)
-		if level != tt.wantLevel || format != tt.wantFormat {
-			t.Errorf("%s: %s/%s, want %s/%s", tt.name, level, format, tt.wantLevel, tt.wantFormat)
+		d := interactiveLogDefaults("info", "json", tt.levelSet, tt.formatSet, tt.terminal)
+		if d.level != tt.wantLevel || d.format != tt.wantFormat || d.handlerLevel != tt.wantHandler {
+			t.Errorf("%s: %s/%s, function's lines from %q; want %s/%s from %q", tt.name, d.level, d.format, d.handlerLevel, tt.wantLevel, tt.wantFormat, tt.wantHandler)
+		}
+	}
+}
+
+// On a terminal the bridge's own records below warn are held back and the
+// function's lines pass at their level: the writer decides by the record's
+// source field, which a message cannot fake.
+func TestHandlerLinesWriterKeepsTheFunctionsLines(t *testing.T) {
+	var out bytes.Buffer
+	l, err := newLogger("info", "", handlerLinesWriter{w: zerolog.LevelWriterAdapter{Writer: &out}, min: zerolog.WarnLevel})
+	if err != nil {
+		t.Fatal(err)
+	}
+	l.Info().Msg("registering function")
+	l.Info().Msg(`"source":"handler"`)
+	l.Info().Str("source", "handler").Msg("a plain line")
+	l.Debug().Str("source", "handler").Msg("below the logger's level")
+	l.Warn().Msg("the bridge warns")
+	got := out.String()
+	for _, want := range []string{"a plain line", "the bridge warns"} {
+		if !strings.Contains(got, want) {
+			t.Errorf("missing %q in:\n%s", want, got)
+		}
+	}
+	for _, unwanted := range []string{"registering function", `\"source\"`, "below the logger's level"} {
+		if strings.Contains(got, unwanted) {
+			t.Errorf("shows %q:\n%s", unwanted, got)
 		}
 	}
 }

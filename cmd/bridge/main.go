@@ -7,6 +7,7 @@
 package main
 
 import (
+	"bytes"
 	"fmt"
 	"io"
 	"os"
@@ -129,7 +130,7 @@ func newRootCmd() *cobra.Command {
 		SilenceUsage:  true,
 		SilenceErrors: true,
 	}
-	root.PersistentFlags().StringVar(&g.logLevel, "log-level", "info", "log level: trace, debug, info, warn, error (bridge invoke on a terminal: warn)")
+	root.PersistentFlags().StringVar(&g.logLevel, "log-level", "info", "log level: trace, debug, info, warn, error (bridge invoke on a terminal: warn for the bridge, info for the function)")
 	root.PersistentFlags().StringVar(&g.logFormat, "log-format", "json", "log format: json or console (bridge invoke on a terminal: console)")
 	root.AddCommand(newVersionCmd(), newServeCmd(g, nil), newDevCmd(g), newInvokeCmd(g), newManifestCmd(g), newRuntimeCmd(g), newKeygenCmd(), newCtxCmd())
 	return root
@@ -156,42 +157,107 @@ func (g *globalFlags) logger() (zerolog.Logger, error) {
 // interactiveLogger is logger for a command a person runs to read its
 // result (bridge invoke): when stderr is a terminal, --log-level and
 // --log-format left unset default to warn and console, so the output is
-// not buried under JSON lines. Redirected, the defaults stay info and
-// json, for whatever reads them.
+// not buried under JSON lines; the function's own lines still show from
+// info up, since seeing what it prints is why one runs it by hand.
+// Redirected, the defaults stay info and json, for whatever reads them.
 func (g *globalFlags) interactiveLogger(cmd *cobra.Command) (zerolog.Logger, error) {
-	level, format := interactiveLogDefaults(g.logLevel, g.logFormat, cmd.Flags().Changed("log-level"), cmd.Flags().Changed("log-format"), isTerminal(os.Stderr))
-	return newLogger(level, format, os.Stderr)
+	d := interactiveLogDefaults(g.logLevel, g.logFormat, cmd.Flags().Changed("log-level"), cmd.Flags().Changed("log-format"), isTerminal(os.Stderr))
+	if d.handlerLevel == "" {
+		return newLogger(d.level, d.format, os.Stderr)
+	}
+	floor, err := parseLogLevel(d.level)
+	if err != nil {
+		return zerolog.Nop(), err
+	}
+	w, err := logWriter(d.format, os.Stderr)
+	if err != nil {
+		return zerolog.Nop(), err
+	}
+	// The logger lets the function's lines through from handlerLevel; the
+	// writer holds the bridge's own records to the terminal's level.
+	w = handlerLinesWriter{w: zerolog.LevelWriterAdapter{Writer: w}, min: floor}
+	return newLogger(d.handlerLevel, "", w)
+}
+
+// logDefaults is what interactiveLogDefaults chose.
+type logDefaults struct {
+	level, format string
+	// handlerLevel, when set, is the level from which the function's own
+	// lines show, below level.
+	handlerLevel string
 }
 
 // interactiveLogDefaults picks interactiveLogger's level and format: each
 // flag the user set wins, each one left unset takes the terminal default.
-func interactiveLogDefaults(level, format string, levelSet, formatSet, terminal bool) (string, string) {
+func interactiveLogDefaults(level, format string, levelSet, formatSet, terminal bool) logDefaults {
+	d := logDefaults{level: level, format: format}
 	if terminal && !levelSet {
-		level = "warn"
+		d.level, d.handlerLevel = "warn", "info"
 	}
 	if terminal && !formatSet {
-		format = "console"
+		d.format = "console"
 	}
-	return level, format
+	return d
 }
 
-// newLogger writes level-filtered records to w in format.
-func newLogger(levelName, format string, w *os.File) (zerolog.Logger, error) {
-	level, err := zerolog.ParseLevel(levelName)
-	if err != nil || levelName == "" {
-		return zerolog.Nop(), fmt.Errorf("--log-level %q: want trace, debug, info, warn or error", levelName)
+// handlerLinesWriter passes a function's own lines (source "handler") at
+// every level the logger lets through, and the bridge's own records only
+// from min up.
+type handlerLinesWriter struct {
+	w   zerolog.LevelWriter
+	min zerolog.Level
+}
+
+// handlerSource marks a function's line in a record's JSON. A string value
+// holding it would have its quotes escaped, so only the field matches.
+var handlerSource = []byte(`"source":"handler"`)
+
+func (h handlerLinesWriter) Write(p []byte) (int, error) { return h.w.Write(p) }
+
+// WriteLevel drops a bridge record below min, reporting it written.
+func (h handlerLinesWriter) WriteLevel(level zerolog.Level, p []byte) (int, error) {
+	if level < h.min && !bytes.Contains(p, handlerSource) {
+		return len(p), nil
 	}
-	var l zerolog.Logger
+	return h.w.WriteLevel(level, p)
+}
+
+// newLogger writes level-filtered records to w in format; format "" takes
+// w as the finished writer.
+func newLogger(levelName, format string, w io.Writer) (zerolog.Logger, error) {
+	level, err := parseLogLevel(levelName)
+	if err != nil {
+		return zerolog.Nop(), err
+	}
+	if format != "" {
+		if w, err = logWriter(format, w); err != nil {
+			return zerolog.Nop(), err
+		}
+	}
+	return zerolog.New(w).Level(level).With().Timestamp().Logger(), nil
+}
+
+// parseLogLevel reads --log-level, naming the flag when it is bad.
+func parseLogLevel(name string) (zerolog.Level, error) {
+	level, err := zerolog.ParseLevel(name)
+	if err != nil || name == "" {
+		return zerolog.NoLevel, fmt.Errorf("--log-level %q: want trace, debug, info, warn or error", name)
+	}
+	return level, nil
+}
+
+// logWriter formats records for w as --log-format asks.
+func logWriter(format string, w io.Writer) (io.Writer, error) {
 	switch format {
 	case "json":
-		l = zerolog.New(w)
+		return w, nil
 	case "console":
 		// Colour only on a terminal: console logs often land in files.
-		l = zerolog.New(zerolog.ConsoleWriter{Out: w, NoColor: !isTerminal(w)})
+		f, ok := w.(*os.File)
+		return zerolog.ConsoleWriter{Out: w, NoColor: !ok || !isTerminal(f)}, nil
 	default:
-		return zerolog.Nop(), fmt.Errorf("--log-format %q: want json or console", format)
+		return nil, fmt.Errorf("--log-format %q: want json or console", format)
 	}
-	return l.Level(level).With().Timestamp().Logger(), nil
 }
 
 // isTerminal reports whether f is a terminal (a character device such as
