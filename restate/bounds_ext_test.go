@@ -43,7 +43,9 @@ func boundedServer(t *testing.T, cfg restate.Config) (*restate.Endpoint, string,
 // stream ends: its slot is free again (MaxConcurrentInvocations 2: one
 // leaked slot per stalled stream would refuse the later subtests).
 func TestStartTimeoutEndsStalledStreams(t *testing.T) {
-	_, url, calls := boundedServer(t, restate.Config{StartTimeout: 100 * time.Millisecond})
+	// The healthy invocation after each stall must start within the same
+	// bound: 400ms leaves a loaded host room for that.
+	_, url, calls := boundedServer(t, restate.Config{StartTimeout: 400 * time.Millisecond})
 	startFrame := restatetest.Encode(restatetest.Start("inv_st", 2))
 	stalls := map[string][]byte{
 		"nothing":                        nil,
@@ -71,7 +73,7 @@ func TestStartTimeoutEndsStalledStreams(t *testing.T) {
 					t.Fatalf("reading the response: %v, want an ErrorMessage after the start timeout", err)
 				}
 				e, ok := restatetest.Message[*servicev1.ErrorMessage](f)
-				if !ok || e.GetCode() != 571 || !strings.Contains(e.GetMessage(), "timed out after 100ms waiting for the StartMessage") {
+				if !ok || e.GetCode() != 571 || !strings.Contains(e.GetMessage(), "timed out after 400ms waiting for the StartMessage") {
 					t.Fatalf("got %v, want ErrorMessage 571 naming the start timeout", f)
 				}
 				if f, err := s.Next(); err == nil {
