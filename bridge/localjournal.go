@@ -36,6 +36,12 @@ type localJournal struct {
 
 	entries []*localEntry
 	pos     int // the entry the attempt's next call replays; reset per attempt
+
+	// held counts the bytes recorded (names and values); maxHeld bounds
+	// it as max_journal_bytes bounds a journal under Restate, so a
+	// function that outgrows it fails here too rather than growing the
+	// process without end. 0: no bound.
+	held, maxHeld int
 }
 
 // localEntry is one recorded journal call.
@@ -104,6 +110,7 @@ func (b *Bridge) InvokeLocal(ctx context.Context, service, handler, key string, 
 func (b *Bridge) invokeLocalSteps(ctx context.Context, p *pool, input []byte, onSuspend func(LocalSuspension)) (*Result, error) {
 	j := newLocalJournal()
 	j.suspends, j.suspendAfter = true, p.h.SuspendAfter.Std()
+	j.maxHeld = b.endpoint.MaxJournalBytes()
 	for attempt := 1; ; attempt++ {
 		j.pos = 0
 		res, _, err := b.runSteps(ctx, p, j, j.id, input, "application/json")
@@ -142,6 +149,7 @@ func localOutcome(ctx context.Context, res *Result, err error) (*Result, error) 
 	var mm *JournalMismatchError
 	var sf *stepctx.StepFailedError
 	var tl *stepctx.StepTooLargeError
+	var jl *LocalJournalTooLargeError
 	switch {
 	case err == nil:
 		return res, nil
@@ -154,6 +162,8 @@ func localOutcome(ctx context.Context, res *Result, err error) (*Result, error) 
 		return nil, &Error{Class: ClassPermanent, Message: mm.Error() + " (under Restate: a 570 journal mismatch)", Cause: err}
 	case errors.As(err, &tl):
 		return nil, &Error{Class: ClassPermanent, Message: tl.Error() + " (under Restate the invocation is paused)", Cause: err}
+	case errors.As(err, &jl):
+		return nil, &Error{Class: ClassPermanent, Message: jl.Error() + " (under Restate: 571, and the invocation is paused)", Cause: err}
 	case errors.As(err, &sf):
 		return nil, &Error{Class: ClassHandler, Message: sf.Error() + " (under Restate the attempt is retried)", Cause: err}
 	}
@@ -215,10 +225,39 @@ func (j *localJournal) replay(what string) (*localEntry, error) {
 	return e, nil
 }
 
-func (j *localJournal) record(e *localEntry) *localEntry {
+// LocalJournalTooLargeError is why `bridge invoke` stopped a function
+// whose journal outgrew max_journal_bytes.
+type LocalJournalTooLargeError struct {
+	// What is the call that brought the journal over Limit, to Size bytes.
+	What        string
+	Size, Limit int
+}
+
+func (e *LocalJournalTooLargeError) Error() string {
+	return fmt.Sprintf("the invocation's journal exceeds max_journal_bytes, %d bytes: %s brings it to %d", e.Limit, e.What, e.Size)
+}
+
+// hold accounts for n more bytes recorded by the call what.
+func (j *localJournal) hold(what string, n int) error {
+	j.held += n
+	if j.maxHeld > 0 && j.held > j.maxHeld {
+		return &LocalJournalTooLargeError{What: what, Size: j.held, Limit: j.maxHeld}
+	}
+	return nil
+}
+
+// record appends e, a new call, holding its name and value.
+func (j *localJournal) record(e *localEntry) (*localEntry, error) {
+	n := len(e.what) + len(e.value)
+	for _, k := range e.keys {
+		n += len(k)
+	}
+	if err := j.hold(e.what, n); err != nil {
+		return nil, err
+	}
 	j.entries = append(j.entries, e)
 	j.pos++
-	return e
+	return e, nil
 }
 
 // localRun is the future of an executing run; localTimer of a sleep.
@@ -234,7 +273,9 @@ func (j *localJournal) RunStart(_ context.Context, name string) (*stepctx.Result
 	case err != nil:
 		return nil, nil, err
 	case e == nil:
-		e = j.record(&localEntry{what: what})
+		if e, err = j.record(&localEntry{what: what}); err != nil {
+			return nil, nil, err
+		}
 	case e.done:
 		res := e.res
 		return &res, nil, nil
@@ -251,6 +292,13 @@ func (j *localJournal) RunComplete(_ context.Context, run stepctx.Future, out st
 		return fmt.Errorf("bridge invoke: future %T is not a run", run)
 	}
 	if out.Retryable == nil {
+		n := len(out.Result.Value)
+		if f := out.Result.Failure; f != nil {
+			n = len(f.Message)
+		}
+		if err := j.hold(r.e.what+"'s result", n); err != nil {
+			return err
+		}
 		r.e.done, r.e.res = true, out.Result
 	}
 	return nil
@@ -264,7 +312,9 @@ func (j *localJournal) Sleep(_ context.Context, d time.Duration) (stepctx.Future
 		return nil, err
 	}
 	if e == nil {
-		e = j.record(&localEntry{what: "sleep", timer: &localTimer{at: time.Now().Add(d)}})
+		if e, err = j.record(&localEntry{what: "sleep", timer: &localTimer{at: time.Now().Add(d)}}); err != nil {
+			return nil, err
+		}
 	}
 	return e.timer, nil
 }
@@ -339,7 +389,9 @@ func (j *localJournal) GetState(_ context.Context, name string) ([]byte, bool, e
 	}
 	if e == nil {
 		v, ok := j.state[name]
-		e = j.record(&localEntry{what: what, value: v, found: ok})
+		if e, err = j.record(&localEntry{what: what, value: v, found: ok}); err != nil {
+			return nil, false, err
+		}
 	}
 	return e.value, e.found, nil
 }
@@ -355,7 +407,9 @@ func (j *localJournal) StateKeys(context.Context) ([]string, error) {
 			keys = append(keys, k)
 		}
 		slices.Sort(keys)
-		e = j.record(&localEntry{what: "state keys", keys: keys})
+		if e, err = j.record(&localEntry{what: "state keys", keys: keys}); err != nil {
+			return nil, err
+		}
 	}
 	return slices.Clone(e.keys), nil
 }
@@ -368,7 +422,9 @@ func (j *localJournal) write(what string, value []byte, apply func()) error {
 	case err != nil:
 		return err
 	case e == nil:
-		j.record(&localEntry{what: what, value: value})
+		if _, err := j.record(&localEntry{what: what, value: value}); err != nil {
+			return err
+		}
 		apply()
 	case !bytes.Equal(e.value, value):
 		return &JournalMismatchError{Index: j.pos - 1, Recorded: what, Issued: what + " with another value"}

@@ -21,8 +21,15 @@ import (
 // durability: steps, suspend_after 100ms), runs fn with a context client.
 func newLocalBridge(t *testing.T, fn func(ctx context.Context, c *stepctx.Client) ([]byte, error)) *bridge.Bridge {
 	t.Helper()
+	return newLocalBridgeWith(t, "", fn)
+}
+
+// newLocalBridgeWith is newLocalBridge with top-level settings first in
+// the configuration.
+func newLocalBridgeWith(t *testing.T, settings string, fn func(ctx context.Context, c *stepctx.Client) ([]byte, error)) *bridge.Bridge {
+	t.Helper()
 	config := func(dir string) string {
-		return `
+		return settings + `
 services:
   - name: Obj
     type: virtual_object
@@ -161,5 +168,29 @@ func TestInvokeLocalCancelledWhileSuspended(t *testing.T) {
 	}
 	if d := time.Since(cancelled); d > time.Second || attempts.Load() != 1 {
 		t.Fatalf("returned %s after the cancel, %d attempts; want at once, 1", d, attempts.Load())
+	}
+}
+
+// The local journal has the bound a journal has under Restate
+// (max_journal_bytes): a function that outgrows it is stopped with an
+// error naming the setting, rather than growing the process without end.
+func TestInvokeLocalJournalIsBounded(t *testing.T) {
+	var executed atomic.Int32
+	value := strings.Repeat("x", 100)
+	b := newLocalBridgeWith(t, "max_journal_bytes: 1Ki\n", func(ctx context.Context, c *stepctx.Client) ([]byte, error) {
+		for i := range 1000 {
+			if _, err := step(ctx, c, fmt.Sprint("s", i), value, &executed); err != nil {
+				return nil, err
+			}
+		}
+		return []byte(`"done"`), nil
+	})
+	_, err := b.InvokeLocal(context.Background(), "Obj", "fn", "", []byte(`{}`), nil)
+	var tl *bridge.LocalJournalTooLargeError
+	if !errors.As(err, &tl) || tl.Limit != 1024 || tl.Size <= 1024 || !strings.Contains(err.Error(), "max_journal_bytes") {
+		t.Fatalf("err = %v, want the journal over max_journal_bytes (1024)", err)
+	}
+	if n := int(executed.Load()); n > 1024/len(value)+1 {
+		t.Errorf("%d steps executed, want the function stopped once the journal is over 1024 bytes", n)
 	}
 }

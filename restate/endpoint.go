@@ -65,6 +65,10 @@ func NewEndpoint(cfg Config) *Endpoint {
 // Err is the configuration error NewEndpoint found, or nil.
 func (e *Endpoint) Err() error { return e.err }
 
+// MaxJournalBytes is the journal bound in effect (Config.MaxJournalBytes,
+// its default applied), for what keeps a journal elsewhere to match.
+func (e *Endpoint) MaxJournalBytes() int { return e.cfg.MaxJournalBytes }
+
 func (e *Endpoint) configure(cfg Config) error {
 	switch cfg.ProtocolMode {
 	case "":
