@@ -275,3 +275,54 @@ func TestHandlerPathsAreExplained(t *testing.T) {
 		}
 	}
 }
+
+// Rule: "print and logging go to the logs": a logger's info record reaches
+// them at info, as the README promises, although Python's defaults would
+// drop it; debug stays below the root logger's INFO.
+func TestLoggingInfoReachesTheLogs(t *testing.T) {
+	f := conformance.NewFixture(t, "lg.run", map[string]string{"lg.py": `import logging
+
+log = logging.getLogger("app")
+
+
+def run(event):
+    log.info("an info record %s", event)
+    log.debug("a debug record")
+    log.warning("a warning record")
+    return None
+`})
+	w := f.Start(t)
+	f.MustInvoke(t, w, `1`)
+	for msg, level := range map[string]string{"INFO:app:an info record 1": "info", "WARNING:app:a warning record": "warn"} {
+		recs := f.Logs.Records(msg)
+		if len(recs) != 1 || recs[0]["level"] != level || recs[0]["source"] != "handler" {
+			t.Errorf("%q: records %v, want one at %s from the handler (all: %v)", msg, recs, level, f.Logs.Messages())
+		}
+	}
+	if recs := f.Logs.Records("a debug record"); len(recs) != 0 {
+		t.Errorf("debug record logged: %v", recs)
+	}
+}
+
+// A function that configures logging itself gets what it configured: its
+// level and its format, not the worker's.
+func TestLoggingConfiguredByTheFunctionIsKept(t *testing.T) {
+	f := conformance.NewFixture(t, "lg.run", map[string]string{"lg.py": `import logging
+
+logging.basicConfig(level=logging.WARNING, format="mine %(levelname)s %(message)s")
+
+
+def run(event):
+    logging.getLogger("app").info("an info record")
+    logging.getLogger("app").error("an error record")
+    return None
+`})
+	w := f.Start(t)
+	f.MustInvoke(t, w, `1`)
+	if recs := f.Logs.Records("mine ERROR an error record"); len(recs) != 1 {
+		t.Errorf("the function's own format is not kept: %v", f.Logs.Messages())
+	}
+	if recs := f.Logs.Records("an info record"); len(recs) != 0 {
+		t.Errorf("info logged under the function's WARNING: %v", recs)
+	}
+}

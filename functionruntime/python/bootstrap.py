@@ -1053,6 +1053,59 @@ def _fnbridge_worker():
                         "module %r is %s, outside the working directory %s" % (sub, real, root), name=sub
                     )
 
+    # logging.getLogger(__name__).info(...) reaches the logs as print()
+    # does; Python would drop it (the root logger and its last-resort
+    # handler both start at WARNING). Set up as logging is first imported,
+    # so a worker whose function never logs pays nothing for it; a function
+    # that configures logging (basicConfig, dictConfig, its own handlers)
+    # gets what it configures, from INFO unless it sets a level.
+    def configure_logging(logging):
+        class ToStderr(logging.StreamHandler):
+            # The stream of the moment, as Python's own last resort uses.
+            @property
+            def stream(self):
+                return sys.stderr
+
+            @stream.setter
+            def stream(self, _):
+                pass
+
+        root = logging.getLogger()
+        if root.level == logging.WARNING and not root.handlers:
+            root.setLevel(logging.INFO)
+        last = ToStderr()
+        last.setLevel(logging.INFO)
+        last.setFormatter(logging.Formatter("%(levelname)s:%(name)s:%(message)s"))
+        logging.lastResort = last
+
+    class LoggingHook:
+        # A meta path finder that acts once, on the first import of logging.
+        def find_spec(self, name, path=None, target=None):
+            if name != "logging":
+                return None
+            sys.meta_path.remove(self)
+            from importlib.machinery import PathFinder
+
+            spec = PathFinder.find_spec(name, path)
+            if spec is None or spec.loader is None:
+                return spec
+            exec_module = spec.loader.exec_module
+
+            def exec_then_configure(module):
+                exec_module(module)
+                try:
+                    configure_logging(module)
+                except Exception:
+                    pass
+
+            spec.loader.exec_module = exec_then_configure
+            return spec
+
+    if "logging" in sys.modules:
+        configure_logging(sys.modules["logging"])
+    else:
+        sys.meta_path.insert(0, LoggingHook())
+
     # Load the handler once. No bytecode cache is written: a cached .pyc is
     # trusted while the source keeps its size and modification second, so
     # a quick edit would start the old code under the new digest.
