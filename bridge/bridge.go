@@ -120,6 +120,13 @@ func New(cfg *Config, opts Options) (*Bridge, error) {
 				if _, err := h.SourceFiles(); errors.Is(err, functionruntime.ErrTooManySources) {
 					opts.Logger.Warn().Str("service", svc.Name).Str("handler", h.Name).Msg(err.Error())
 				}
+				// A typo in the handler, or code not deployed: said now,
+				// not at the first invocation. Not fatal: the other
+				// handlers serve, and the code may yet appear (bridge dev).
+				if _, err := registrationDigest(h); err != nil {
+					opts.Logger.Warn().Str("service", svc.Name).Str("handler", h.Name).Err(err).
+						Msg("the handler's code cannot be read: its invocations fail until it can")
+				}
 			}
 			b.pools[svc.Name+"/"+h.Name] = p
 			b.keyed[p] = keyedHandlerOf(svc, h)

@@ -1,6 +1,7 @@
 package bridge_test
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 	"net/http"
@@ -9,6 +10,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/rs/zerolog"
 
 	"github.com/fnbridge/fnbridge/bridge"
 	executorv1 "github.com/fnbridge/fnbridge/proto/executor/v1"
@@ -280,5 +283,36 @@ func TestLoadConfigListenFormsNetTakes(t *testing.T) {
 		if _, err := bridge.LoadConfig(writeConfig(t, strings.Replace(validConfig, "listen: 127.0.0.1:9080", "listen: '"+listen+"'", 1))); err != nil {
 			t.Errorf("listen %q: %v", listen, err)
 		}
+	}
+}
+
+// A handler whose code is not there (a typo in handler, code not
+// deployed) is named at start with a warning, not first at its first
+// invocation; the bridge still starts, for the handlers that are there.
+func TestNewWarnsOfAHandlerWhoseCodeIsMissing(t *testing.T) {
+	cfg, err := bridge.LoadConfig(writeConfig(t, `
+services:
+  - name: Greeter
+    handlers:
+      - {name: greet, runtime: python, dir: functions, handler: greeter.greet}
+      - {name: typo, runtime: python, dir: functions, handler: greeter.py.greet}
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var logs bytes.Buffer
+	b, err := bridge.New(cfg, bridge.Options{Logger: zerolog.New(&logs), Clients: map[string]executorv1.FunctionRuntimeClient{"python": newFakeRuntime()}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close(context.Background())
+	var warned []string
+	for _, line := range strings.Split(strings.TrimSpace(logs.String()), "\n") {
+		if strings.Contains(line, "the handler's code cannot be read") {
+			warned = append(warned, line)
+		}
+	}
+	if len(warned) != 1 || !strings.Contains(warned[0], `"handler":"typo"`) || !strings.Contains(warned[0], `the .py is implied, write \"greeter.greet\"`) {
+		t.Fatalf("warnings %q, want one for typo with the hint", warned)
 	}
 }

@@ -54,6 +54,12 @@ func (c Class) String() string {
 	return fmt.Sprintf("class(%d)", int(c))
 }
 
+// Terminal reports whether Restate ends an invocation failing with the
+// class (a terminal failure), rather than retrying or pausing it.
+func (c Class) Terminal() bool {
+	return c == ClassTerminal || c == ClassCancelled || c == ClassInvalidInput
+}
+
 // Code is the HTTP-style code Restate records for the class.
 func (c Class) Code() restate.Code {
 	switch c {

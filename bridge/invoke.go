@@ -140,7 +140,7 @@ func (b *Bridge) Invoke(ctx context.Context, service, handler string, input []by
 func (b *Bridge) InvokeKeyed(ctx context.Context, service, handler, key string, input []byte) (*Result, error) {
 	p, ok := b.pools[service+"/"+handler]
 	if !ok {
-		return nil, fmt.Errorf("no handler %s/%s in the configuration", service, handler)
+		return nil, b.unknownHandler(service, handler)
 	}
 	k := b.keyed[p]
 	if key != "" && !k.keyed {
@@ -327,4 +327,37 @@ func toRestate(err error) error {
 		return &restate.RetryableError{Code: restate.CodeInternal, Message: e.Message, Pause: true, RetryAfter: PermanentRetryDelay}
 	}
 	return &restate.RetryableError{Code: e.Class.Code(), Message: e.Message}
+}
+
+// UnknownHandlerError is why Invoke found no handler to run: the
+// configuration has none of that name.
+type UnknownHandlerError struct {
+	Name string // Service/handler as asked
+	// Suggestion is the configured name closest to Name, if one is near
+	// enough to be a likely typo; Known lists the configured names.
+	Suggestion string
+	Known      []string
+}
+
+func (e *UnknownHandlerError) Error() string {
+	msg := fmt.Sprintf("no handler %s in the configuration", e.Name)
+	if e.Suggestion != "" {
+		msg += fmt.Sprintf(", did you mean %s?", e.Suggestion)
+	}
+	const shown = 20
+	if len(e.Known) > shown {
+		return msg + " (configured: " + strings.Join(e.Known[:shown], ", ") + fmt.Sprintf(" and %d more)", len(e.Known)-shown)
+	}
+	return msg + " (configured: " + strings.Join(e.Known, ", ") + ")"
+}
+
+func (b *Bridge) unknownHandler(service, handler string) error {
+	e := &UnknownHandlerError{Name: service + "/" + handler}
+	for _, s := range b.cfg.Services {
+		for _, h := range s.Handlers {
+			e.Known = append(e.Known, s.Name+"/"+h.Name)
+		}
+	}
+	e.Suggestion = closest(e.Name, e.Known)
+	return e
 }

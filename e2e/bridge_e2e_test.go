@@ -111,7 +111,7 @@ func TestBridge(t *testing.T) {
 		{
 			name: "cli",
 			cases: []bridgeCase{
-				{"bridge invoke prints the output and fails clearly on a terminal failure", testCLIInvoke},
+				{"bridge invoke prints the output, fails clearly, and exits by what failed", testCLIInvoke},
 				{"bridge manifest prints services, documentation and retry policy", testCLIManifest},
 				{"an invalid config makes bridge serve exit non-zero naming the field, listening on nothing", testInvalidConfig},
 				{"SIGHUP stops serve as SIGTERM does; a SIGKILLed bridge's directories go with the next start", testHangupAndLeftovers},
@@ -911,7 +911,8 @@ func testBusyRetried(t *testing.T, env *bridgeEnv) {
 
 // `bridge invoke --config FILE Service/handler 'JSON'`: "run one function
 // once, locally, without Restate": the output on stdout, exit 0; a terminal
-// failure is a clear message and a non-zero exit.
+// failure is a clear message and exit 100, any other failure exit 1, and
+// bad arguments exit 2 without running anything.
 func testCLIInvoke(t *testing.T, env *bridgeEnv) {
 	ws := newWorkspace(t, "greeter.py", "shell.sh", "refuse.py")
 	cfg := ws.config(t, `services:
@@ -955,6 +956,43 @@ func testCLIInvoke(t *testing.T, env *bridgeEnv) {
 	last := lastLine(stderr)
 	if !strings.Contains(last, "order F-6 not found") || !strings.Contains(last, "terminal") {
 		t.Errorf("the failure's last stderr line %q does not say it is terminal and why", last)
+	}
+	if code != 100 {
+		t.Errorf("a terminal failure exited %d, want 100", code)
+	}
+
+	// A failure Restate would retry (greet of a list: a TypeError).
+	_, stderr, code = runBridge(t, 60*time.Second, "invoke", "--config", cfg, "Cli/greet", `[1]`)
+	if code != 1 || !strings.Contains(lastLine(stderr), "TypeError") {
+		t.Errorf("a retryable failure: exit %d (want 1), last line %q", code, lastLine(stderr))
+	}
+
+	// The input from standard input.
+	stdout, stderr, code = runWithInput(t, 60*time.Second, `{"name":"stdin"}`, bridgeBin(t), "invoke", "--config", cfg, "Cli/greet", "-")
+	if code != 0 {
+		t.Fatalf("bridge invoke Cli/greet -: exit %d\n%s", code, stderr)
+	}
+	assertJSON(t, "bridge invoke Cli/greet - stdout", []byte(stdout), `{"greeting":"Howdy, stdin","lang":"python"}`)
+
+	// Nothing runs for a name not configured, a missing input, bad JSON on
+	// stdin: exit 2, naming what is wrong.
+	calls := len(ws.lines(t, "calls_py.log"))
+	for _, tc := range []struct {
+		args  []string
+		stdin string
+		want  string
+	}{
+		{[]string{"cli/greet", "{}"}, "", "no handler cli/greet in the configuration, did you mean Cli/greet?"},
+		{[]string{"Cli/greet"}, "", "want Service/handler and its JSON input"},
+		{[]string{"Cli/greet", "-"}, "{not json", "the input on standard input is not valid JSON"},
+	} {
+		_, stderr, code := runWithInput(t, 60*time.Second, tc.stdin, bridgeBin(t), append([]string{"invoke", "--config", cfg}, tc.args...)...)
+		if code != 2 || !strings.Contains(stderr, tc.want) {
+			t.Errorf("bridge invoke %v: exit %d (want 2), stderr without %q:\n%s", tc.args, code, tc.want, stderr)
+		}
+	}
+	if n := len(ws.lines(t, "calls_py.log")); n != calls {
+		t.Errorf("refused invokes ran the function %d times", n-calls)
 	}
 }
 

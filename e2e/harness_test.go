@@ -449,9 +449,18 @@ func tail(path string, n int) string { return restateserver.LogTail(path, n) }
 // within timeout (the whole group is killed then) or cannot start.
 func run(t testing.TB, timeout time.Duration, bin string, args ...string) (stdout, stderr string, code int) {
 	t.Helper()
+	return runWithInput(t, timeout, "", bin, args...)
+}
+
+// runWithInput is run with stdin reading input (empty: /dev/null).
+func runWithInput(t testing.TB, timeout time.Duration, input, bin string, args ...string) (stdout, stderr string, code int) {
+	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), timeout)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, bin, args...)
+	if input != "" {
+		cmd.Stdin = strings.NewReader(input)
+	}
 	var out, errb bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &errb
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}

@@ -3,7 +3,9 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"io"
 	"os/signal"
 	"strings"
 	"time"
@@ -11,12 +13,13 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/fnbridge/fnbridge/bridge"
+	"github.com/fnbridge/fnbridge/functionruntime"
 )
 
 func newInvokeCmd(g *globalFlags) *cobra.Command {
 	var configPath, key string
 	cmd := &cobra.Command{
-		Use:   "invoke Service/handler 'JSON'",
+		Use:   "invoke Service/handler 'JSON'|-",
 		Short: "Run one configured function once, locally, without Restate",
 		Long: "Run one configured function once through the same FunctionRuntime path\n" +
 			"as bridge serve, without Restate: a developer's inner loop.\n" +
@@ -29,8 +32,18 @@ func newInvokeCmd(g *globalFlags) *cobra.Command {
 			"than the handler's suspend_after suspends as under Restate: the attempt\n" +
 			"ends, and when the wait is over a new attempt replays the journal.\n" +
 			"A virtual object's or workflow's handler gets --key (default empty) and,\n" +
-			"with durable steps, state that starts empty and lasts for this one run.",
-		Args: cobra.ExactArgs(2),
+			"with durable steps, state that starts empty and lasts for this one run.\n" +
+			"The input - reads it from standard input.\n" +
+			"Exit status: 0 success; 100 a terminal failure (Restate would not retry\n" +
+			"it); 1 any other failure of the invocation (Restate would retry it, or\n" +
+			"pause it until the configuration is fixed), or a call that needs\n" +
+			"Restate; 2 bad arguments or configuration: nothing ran.",
+		Args: func(_ *cobra.Command, args []string) error {
+			if len(args) != 2 {
+				return fmt.Errorf("want Service/handler and its JSON input ('{}' for an empty object, - to read it from standard input), got %d arguments", len(args))
+			}
+			return nil
+		},
 		RunE: func(cmd *cobra.Command, args []string) error {
 			log, err := g.interactiveLogger(cmd)
 			if err != nil {
@@ -40,8 +53,22 @@ func newInvokeCmd(g *globalFlags) *cobra.Command {
 			if !ok || service == "" || handler == "" {
 				return fmt.Errorf("%q: want Service/handler", args[0])
 			}
-			if !json.Valid([]byte(args[1])) {
+			input := []byte(args[1])
+			if args[1] == "-" {
+				if input, err = io.ReadAll(io.LimitReader(cmd.InOrStdin(), maxStdinInput+1)); err != nil {
+					return fmt.Errorf("reading the input from standard input: %w", err)
+				}
+				if len(input) > maxStdinInput {
+					return fmt.Errorf("the input on standard input is over %d bytes", maxStdinInput)
+				}
+				if !json.Valid(input) {
+					return fmt.Errorf("the input on standard input is not valid JSON (%d bytes)", len(input))
+				}
+			} else if !json.Valid(input) {
 				return fmt.Errorf("input %q is not valid JSON", args[1])
+			}
+			if len(key) > functionruntime.MaxInvocationEnvValue {
+				return fmt.Errorf("--key is %d bytes, at most %d", len(key), functionruntime.MaxInvocationEnvValue)
 			}
 			cfg, err := loadConfig(configPath, "")
 			if err != nil {
@@ -64,13 +91,16 @@ func newInvokeCmd(g *globalFlags) *cobra.Command {
 			ctx, stop := signal.NotifyContext(cmd.Context(), stopSignals()...)
 			defer stop()
 			stderr := cmd.ErrOrStderr()
-			res, err := b.InvokeLocal(ctx, service, handler, key, []byte(args[1]), func(s bridge.LocalSuspension) {
+			res, err := b.InvokeLocal(ctx, service, handler, key, input, func(s bridge.LocalSuspension) {
 				// Why the function's code runs again from the top.
 				fmt.Fprintf(stderr, "bridge invoke: suspended until %s (%s, longer than suspend_after %s); resuming then by replay (attempt %d)\n",
 					clockTime(s.Until), s.Waiting, s.SuspendAfter, s.Attempt+1)
 			})
 			_ = b.Close(context.Background())
-			if err != nil {
+			var unknown *bridge.UnknownHandlerError
+			if err != nil && !errors.As(err, &unknown) {
+				return invocationFailed{err}
+			} else if err != nil {
 				return err
 			}
 			for k, v := range res.Outputs {
@@ -87,6 +117,38 @@ func newInvokeCmd(g *globalFlags) *cobra.Command {
 	addConfigFlag(cmd, &configPath)
 	cmd.Flags().StringVar(&key, "key", "", "the virtual object key or workflow id (FNBRIDGE_KEY) of a keyed handler")
 	return cmd
+}
+
+// maxStdinInput bounds an input read from standard input: more than any
+// runtime takes (6 MiB by default), so the runtime's own bound is what a
+// user meets, with its message.
+const maxStdinInput = 64 << 20
+
+// Exit statuses of bridge invoke beyond 0 and cobra's usage errors.
+const (
+	invokeExitFailed   = 1   // the invocation failed; Restate would retry or pause it
+	invokeExitUsage    = 2   // bad arguments or configuration: nothing ran
+	invokeExitTerminal = 100 // a terminal failure, as fnbridge's exit 100
+)
+
+// invocationFailed marks an error of the invocation itself, as opposed to
+// one of the command line or configuration.
+type invocationFailed struct{ error }
+
+func (e invocationFailed) Unwrap() error { return e.error }
+
+// invokeExitStatus is bridge invoke's exit status for err.
+func invokeExitStatus(err error) int {
+	var failed invocationFailed
+	if !errors.As(err, &failed) {
+		return invokeExitUsage
+	}
+	var be *bridge.Error
+	var nr *bridge.NeedsRestateError
+	if errors.As(err, &be) && be.Class.Terminal() && !errors.As(err, &nr) {
+		return invokeExitTerminal
+	}
+	return invokeExitFailed
 }
 
 // clockTime is t as the local wall clock, with the date when not today.

@@ -119,6 +119,9 @@ func runBridge(args []string, stdout, stderr io.Writer) int {
 	if inCtx(cmd) {
 		return ctxExitUsage // cobra's own errors, as fnbridge exits on them
 	}
+	if cmd != nil && cmd.Name() == "invoke" && cmd.Parent() == root {
+		return invokeExitStatus(err)
+	}
 	return 1
 }
 

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"path/filepath"
 	"regexp"
+	"strings"
 
 	"github.com/fnbridge/fnbridge/functionruntime"
 )
@@ -22,7 +23,11 @@ var configHandlerRE = regexp.MustCompile(`^[A-Za-z0-9_][A-Za-z0-9_-]*\.[A-Za-z_]
 // a configuration never accepts a handler the adapter would refuse.
 func CheckHandler(handler string) error {
 	if !configHandlerRE.MatchString(handler) {
-		return fmt.Errorf("%q is not file.function (file.sh in dir; no paths, no shell characters)", handler)
+		err := fmt.Errorf("%q is not file.function (file.sh in dir; no paths, no shell characters)", handler)
+		if stem, fn, ok := strings.Cut(handler, ".sh."); ok && configHandlerRE.MatchString(stem+"."+fn) {
+			err = fmt.Errorf("%w: the .sh is implied, write %q", err, stem+"."+fn)
+		}
+		return err
 	}
 	return ValidateHandler(handler)
 }

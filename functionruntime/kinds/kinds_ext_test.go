@@ -62,6 +62,8 @@ func TestCheckHandler(t *testing.T) {
 		{"bash", "my-file.main", ""},
 		{"bash", "../h.f", `"../h.f" is not file.function (file.sh in dir; no paths, no shell characters)`},
 		{"bash", "h.f;rm", "no shell characters"},
+		{"bash", "h.sh.f", `"h.sh.f" is not file.function (file.sh in dir; no paths, no shell characters): the .sh is implied, write "h.f"`},
+		{"python", "lib/h.f", `"lib/h.f" is not module.function (python identifiers, module may be dotted): name the module with dots, relative to dir, without .py`},
 		{"bash", "h." + strings.Repeat("f", 200), "must be 1-128"},
 	}
 	for _, tt := range tests {
@@ -122,6 +124,10 @@ func TestSourceFiles(t *testing.T) {
 	k, _ := kinds.Lookup("python")
 	if _, err := k.SourceFiles(dir, "missing.main"); err == nil || !strings.Contains(err.Error(), `python module "missing" not found`) {
 		t.Errorf("missing python module: error %v, want it named", err)
+	}
+	// mod.py.main names the module "mod.py" (mod/py.py); mod.py exists.
+	if _, err := k.SourceFiles(dir, "mod.py.main"); err == nil || !strings.Contains(err.Error(), `python module "mod.py" not found`) || !strings.HasSuffix(err.Error(), `the .py is implied, write "mod.main"`) {
+		t.Errorf("module named with its .py: error %v, want the hint", err)
 	}
 }
 

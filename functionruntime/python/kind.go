@@ -24,7 +24,11 @@ var configHandlerRE = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-
 // a configuration never accepts a handler the adapter would refuse.
 func CheckHandler(handler string) error {
 	if !configHandlerRE.MatchString(handler) {
-		return fmt.Errorf("%q is not module.function (python identifiers, module may be dotted)", handler)
+		err := fmt.Errorf("%q is not module.function (python identifiers, module may be dotted)", handler)
+		if strings.ContainsRune(handler, '/') {
+			err = fmt.Errorf("%w: name the module with dots, relative to dir, without .py", err)
+		}
+		return err
 	}
 	return ValidateHandler(handler)
 }
@@ -49,5 +53,11 @@ func SourceFiles(dir, handler string) ([]string, error) {
 			return functionruntime.SourceTree(dir, cand, ".py")
 		}
 	}
-	return nil, fmt.Errorf("python module %q not found in %s (want %s.py or %s/__init__.py)", mod, dir, base, base)
+	err := fmt.Errorf("python module %q not found in %s (want %s.py or %s/__init__.py)", mod, dir, base, base)
+	if stem, ok := strings.CutSuffix(mod, ".py"); ok {
+		if _, serr := os.Stat(filepath.Join(dir, filepath.FromSlash(strings.ReplaceAll(stem, ".", "/"))+".py")); serr == nil {
+			err = fmt.Errorf("%w: the .py is implied, write %q", err, stem+handler[dot:])
+		}
+	}
+	return nil, err
 }
