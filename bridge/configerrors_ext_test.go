@@ -146,7 +146,7 @@ func TestConfigErrorsNameLineFieldAndWhatIsAllowed(t *testing.T) {
 			`line 4: services[0].handlers[0].python: only applies to runtime: python`},
 		{"interpreter that is neither a path nor a python command",
 			servicesStart + "      - {name: h, runtime: python, dir: functions, handler: greeter.greet, python: {interpreter: sh}}\n",
-			`line 4: services[0].handlers[0].python.interpreter: "sh" is neither a path (write ./sh for a file in dir) nor a python command such as python3 or python3.12`},
+			`line 4: services[0].handlers[0].python.interpreter: "sh" is neither a path (write ./sh for a relative one) nor a python command such as python3 or python3.12`},
 		{"top-level interpreter with a line break",
 			"python:\n  interpreter: \"/opt/py\\nthon\"\n" + servicesStart + goodHandler,
 			`line 2: python.interpreter: "/opt/py\nthon" contains a NUL or line break`},

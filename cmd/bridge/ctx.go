@@ -726,6 +726,14 @@ func newCtxFailCmd() *cobra.Command {
 	return &cobra.Command{
 		Use:   "fail [--code N] MESSAGE...",
 		Short: "End the invocation with a terminal failure (in the function's own shell; elsewhere: print MESSAGE, exit 100)",
+		Long: "End the invocation with a terminal failure carrying MESSAGE: in the function's\n" +
+			"own shell, at once; elsewhere (a child process, a step's CMD) it prints\n" +
+			"MESSAGE and exits 100, a terminal failure of the step or function.\n\n" +
+			"  --code N   the failure's code, 1 to 65535 (default 500), which the\n" +
+			"             caller sees as the HTTP status; only the function's own\n" +
+			"             shell records it, elsewhere the code is 500\n\n" +
+			"Everything after fail (and --code N) is the message, --help included:\n" +
+			"the command always exits 100, so this help is only `bridge help ctx fail`.",
 		// Whatever follows is the message ("-1 items left" too), and the
 		// command always exits 100, as the shell function does: a usage
 		// error's status would turn the terminal failure into a retry.

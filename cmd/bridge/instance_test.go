@@ -89,3 +89,15 @@ func TestContextListenPrecedence(t *testing.T) {
 		})
 	}
 }
+
+// bridge invoke derives its one-off identity from FNBRIDGE_INSTANCE as
+// serve takes it: a bad value is refused (exit 2, nothing run), naming the
+// variable.
+func TestInvokeTakesFNBRIDGE_INSTANCE(t *testing.T) {
+	t.Setenv(bridge.InstanceEnv, "bad name")
+	var stdout, stderr strings.Builder
+	code := runBridge([]string{"invoke", "--config", writeServeConfig(t, ""), "S/f", "{}"}, &stdout, &stderr)
+	if code != invokeExitUsage || !strings.Contains(stderr.String(), bridge.InstanceEnv+`: "bad name" is not allowed`) {
+		t.Fatalf("exit %d, stderr %q; want %d naming %s", code, stderr.String(), invokeExitUsage, bridge.InstanceEnv)
+	}
+}

@@ -28,7 +28,8 @@ func newInvokeCmd(g *globalFlags) *cobra.Command {
 			"warn, unless --log-level/--log-format say otherwise (JSON at info when\n" +
 			"stderr is redirected).\n" +
 			"A durability: steps function runs against a local journal: every step\n" +
-			"executes once and calls/sends fail (they need Restate). A wait longer\n" +
+			"executes once, and calls, sends, awakeables, promises and cancelling\n" +
+			"fail (they need Restate). A wait longer\n" +
 			"than the handler's suspend_after suspends as under Restate: the attempt\n" +
 			"ends, and when the wait is over a new attempt replays the journal.\n" +
 			"A virtual object's or workflow's handler gets --key (default empty) and,\n" +
@@ -74,9 +75,13 @@ func newInvokeCmd(g *globalFlags) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			// Its own identity: on a remote runtime a one-off run must not
-			// share, nor unregister at its end, the registrations of a
+			// Its own identity, derived from the replica's (FNBRIDGE_INSTANCE
+			// applies, as to serve): on a remote runtime a one-off run must
+			// not share, nor unregister at its end, the registrations of a
 			// `bridge serve` with the same instance.
+			if err := applyInstance(cfg, ""); err != nil {
+				return err
+			}
 			cfg.Instance = bridge.OneOffInstance(cfg.Instance)
 			// Nor bind the context endpoint such a serve holds; the
 			// variable still says which host a remote runtime dials.

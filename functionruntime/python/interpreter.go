@@ -81,7 +81,7 @@ func CheckInterpreter(s string) error {
 	case strings.ContainsAny(s, "\x00\n\r"):
 		return fmt.Errorf("%q contains a NUL or line break", s)
 	case !strings.Contains(s, "/") && !commandNameRE.MatchString(s):
-		return fmt.Errorf("%q is neither a path (write ./%s for a file in dir) nor a python command such as python3 or python3.12", s, s)
+		return fmt.Errorf("%q is neither a path (write ./%s for a relative one) nor a python command such as python3 or python3.12", s, s)
 	}
 	return nil
 }
