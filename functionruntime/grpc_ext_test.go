@@ -318,7 +318,7 @@ func TestListen(t *testing.T) {
 		}
 		os.Remove(path)
 	})
-	t.Run("abstract and too long socket paths are refused", func(t *testing.T) {
+	t.Run("abstract, relative after unix:// and too long socket paths are refused", func(t *testing.T) {
 		// The private bind directory adds about 14 bytes to the path.
 		long := filepath.Join(dir, strings.Repeat("d", 100-len(dir)))
 		if err := os.Mkdir(long, 0o700); err != nil {
@@ -326,6 +326,9 @@ func TestListen(t *testing.T) {
 		}
 		for addr, want := range map[string]string{
 			"unix:@fnbridge": "abstract socket",
+			// gRPC's naming: unix:// then an absolute path; unix:rel.sock
+			// is the relative form.
+			"unix://rel.sock": `a path after unix:// must be absolute (unix:///run/x.sock); write unix:rel.sock for one relative`,
 			"unix://" + filepath.Join(dir, strings.Repeat("x", 110)): "too long",
 			"unix://" + filepath.Join(long, "s.sock"):                "too long",
 		} {
