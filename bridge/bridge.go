@@ -106,6 +106,9 @@ func New(cfg *Config, opts Options) (*Bridge, error) {
 				var err error
 				if c, ok := opts.Clients[h.Runtime]; ok {
 					rc = &runtimeConn{kind: h.Runtime, client: c}
+				} else if cfg.manifestOnly {
+					// Nothing is invoked: no runtime to start or dial.
+					rc = &runtimeConn{kind: h.Runtime}
 				} else if rc, err = dialRuntime(h.Runtime, cfg.Runtimes[h.Runtime], opts.Logger); err != nil {
 					b.closeRuntimes(context.Background())
 					return nil, err

@@ -316,3 +316,28 @@ services:
 		t.Fatalf("warnings %q, want one for typo with the hint", warned)
 	}
 }
+
+// A bridge built only to answer its manifest (`bridge manifest`) starts no
+// runtime: nothing is invoked, so no FunctionRuntime server runs, logs its
+// worker limits or shuts down.
+func TestManifestOnlyBridgeStartsNoRuntime(t *testing.T) {
+	cfg, err := bridge.LoadConfig(writeConfig(t, validConfig))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.ForManifest()
+	var logs bytes.Buffer
+	b, err := bridge.New(cfg, bridge.Options{Logger: zerolog.New(&logs)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := b.Manifest(); len(got.Services) != 1 {
+		t.Errorf("manifest %+v, want the one service", got)
+	}
+	if err := b.Close(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if strings.Contains(logs.String(), "function runtime server") {
+		t.Errorf("a runtime started and stopped:\n%s", logs.String())
+	}
+}
