@@ -126,9 +126,12 @@ func New(cfg *Config, opts Options) (*Bridge, error) {
 				// A typo in the handler, or code not deployed: said now,
 				// not at the first invocation. Not fatal: the other
 				// handlers serve, and the code may yet appear (bridge dev).
-				if _, err := registrationDigest(h); err != nil {
-					opts.Logger.Warn().Str("service", svc.Name).Str("handler", h.Name).Err(err).
-						Msg("the handler's code cannot be read: its invocations fail until it can")
+				// A one-off run speaks of the handler it runs only.
+				if run := cfg.oneOffRun; run == "" || run == svc.Name+"/"+h.Name {
+					if _, err := sourceSum(h); err != nil {
+						opts.Logger.Warn().Str("service", svc.Name).Str("handler", h.Name).Err(err).
+							Msg("the handler's code cannot be read: its invocations fail until it can")
+					}
 				}
 			}
 			b.pools[svc.Name+"/"+h.Name] = p

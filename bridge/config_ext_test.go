@@ -315,6 +315,18 @@ services:
 	if len(warned) != 1 || !strings.Contains(warned[0], `"handler":"typo"`) || !strings.Contains(warned[0], `the .py is implied, write \"greeter.greet\"`) {
 		t.Fatalf("warnings %q, want one for typo with the hint", warned)
 	}
+
+	// A one-off run (bridge invoke) speaks only of the handler it runs.
+	cfg.ForOneOffRun("Greeter", "greet")
+	logs.Reset()
+	one, err := bridge.New(cfg, bridge.Options{Logger: zerolog.New(&logs), Clients: map[string]executorv1.FunctionRuntimeClient{"python": newFakeRuntime()}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer one.Close(context.Background())
+	if strings.Contains(logs.String(), "the handler's code cannot be read") {
+		t.Errorf("a one-off run of Greeter/greet warned of another handler:\n%s", logs.String())
+	}
 }
 
 // A bridge built only to answer its manifest (`bridge manifest`) starts no

@@ -144,7 +144,7 @@ func (b *Bridge) InvokeKeyed(ctx context.Context, service, handler, key string, 
 	}
 	k := b.keyed[p]
 	if key != "" && !k.keyed {
-		return nil, fmt.Errorf("%s/%s is a handler of a plain service, which has no key: leave the key out", service, handler)
+		return nil, &KeyNotAllowedError{Name: service + "/" + handler}
 	}
 	ctx = k.withKey(ctx, key)
 	if p.h.StepsMode() {
@@ -327,6 +327,16 @@ func toRestate(err error) error {
 		return &restate.RetryableError{Code: restate.CodeInternal, Message: e.Message, Pause: true, RetryAfter: PermanentRetryDelay}
 	}
 	return &restate.RetryableError{Code: e.Class.Code(), Message: e.Message}
+}
+
+// KeyNotAllowedError is why InvokeKeyed refused a key: the handler is a
+// plain service's, which has none.
+type KeyNotAllowedError struct {
+	Name string // Service/handler
+}
+
+func (e *KeyNotAllowedError) Error() string {
+	return fmt.Sprintf("%s is a handler of a plain service, which has no key: leave the key out", e.Name)
 }
 
 // UnknownHandlerError is why Invoke found no handler to run: the

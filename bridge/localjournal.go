@@ -110,7 +110,9 @@ func (b *Bridge) InvokeLocal(ctx context.Context, service, handler, key string, 
 func (b *Bridge) invokeLocalSteps(ctx context.Context, p *pool, input []byte, onSuspend func(LocalSuspension)) (*Result, error) {
 	j := newLocalJournal()
 	j.suspends, j.suspendAfter = true, p.h.SuspendAfter.Std()
-	j.maxHeld = b.endpoint.MaxJournalBytes()
+	// The input is journaled too, and every entry costs more than its
+	// bytes: counted as localEntryBytes each.
+	j.maxHeld, j.held = b.endpoint.MaxJournalBytes(), len(input)
 	for attempt := 1; ; attempt++ {
 		j.pos = 0
 		res, _, err := b.runSteps(ctx, p, j, j.id, input, "application/json")
@@ -237,6 +239,11 @@ func (e *LocalJournalTooLargeError) Error() string {
 	return fmt.Sprintf("the invocation's journal exceeds max_journal_bytes, %d bytes: %s brings it to %d", e.Limit, e.What, e.Size)
 }
 
+// localEntryBytes is what one recorded call counts for beside its name and
+// value: about what it costs in memory, and no less than its frame's
+// header and fields in Restate's journal.
+const localEntryBytes = 64
+
 // hold accounts for n more bytes recorded by the call what.
 func (j *localJournal) hold(what string, n int) error {
 	j.held += n
@@ -248,7 +255,7 @@ func (j *localJournal) hold(what string, n int) error {
 
 // record appends e, a new call, holding its name and value.
 func (j *localJournal) record(e *localEntry) (*localEntry, error) {
-	n := len(e.what) + len(e.value)
+	n := localEntryBytes + len(e.what) + len(e.value)
 	for _, k := range e.keys {
 		n += len(k)
 	}

@@ -37,13 +37,13 @@ func Listen(address string) (net.Listener, error) {
 	if path == "" {
 		return nil, fmt.Errorf("listen address %q names no socket path", address)
 	}
+	if strings.HasPrefix(path, "@") {
+		return nil, fmt.Errorf("listen address %q is an abstract socket, which has no permissions: use a socket path", address)
+	}
 	if rest, ok := strings.CutPrefix(address, "unix://"); ok && !strings.HasPrefix(rest, "/") {
 		// gRPC's naming, which the bridge's runtimes: setting follows: a
 		// path after unix:// is absolute; unix:path may be relative.
 		return nil, fmt.Errorf("listen address %q: a path after unix:// must be absolute (unix:///run/x.sock); write unix:%s for one relative to the working directory", address, rest)
-	}
-	if strings.HasPrefix(path, "@") {
-		return nil, fmt.Errorf("listen address %q is an abstract socket, which has no permissions: use a socket path", address)
 	}
 	return unixsock.Listen(path, UnixSocketMode)
 }

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"os"
 	"os/signal"
 	"strings"
 	"time"
@@ -38,7 +39,8 @@ func newInvokeCmd(g *globalFlags) *cobra.Command {
 			"Exit status: 0 success; 100 a terminal failure (Restate would not retry\n" +
 			"it); 1 any other failure of the invocation (Restate would retry it, or\n" +
 			"pause it until the configuration is fixed), or a call that needs\n" +
-			"Restate; 2 bad arguments or configuration: nothing ran.",
+			"Restate; 2 bad arguments or configuration: nothing ran; 130 stopped\n" +
+			"by a signal (Ctrl-C).",
 		Args: func(_ *cobra.Command, args []string) error {
 			if len(args) != 2 {
 				return fmt.Errorf("want Service/handler and its JSON input ('{}' for an empty object, - to read it from standard input), got %d arguments", len(args))
@@ -56,6 +58,9 @@ func newInvokeCmd(g *globalFlags) *cobra.Command {
 			}
 			input := []byte(args[1])
 			if args[1] == "-" {
+				if f, ok := cmd.InOrStdin().(*os.File); ok && isTerminal(f) {
+					fmt.Fprintln(cmd.ErrOrStderr(), "bridge invoke: reading the JSON input from standard input (end it with Ctrl-D)")
+				}
 				if input, err = io.ReadAll(io.LimitReader(cmd.InOrStdin(), maxStdinInput+1)); err != nil {
 					return fmt.Errorf("reading the input from standard input: %w", err)
 				}
@@ -103,10 +108,15 @@ func newInvokeCmd(g *globalFlags) *cobra.Command {
 			})
 			_ = b.Close(context.Background())
 			var unknown *bridge.UnknownHandlerError
-			if err != nil && !errors.As(err, &unknown) {
+			var keyRefused *bridge.KeyNotAllowedError
+			switch {
+			case err == nil:
+			case errors.As(err, &unknown) || errors.As(err, &keyRefused):
+				return err // nothing ran
+			case ctx.Err() != nil:
+				return invocationFailed{interrupted{err}}
+			default:
 				return invocationFailed{err}
-			} else if err != nil {
-				return err
 			}
 			for k, v := range res.Outputs {
 				fmt.Fprintf(stderr, "output %s=%s\n", k, v)
@@ -115,8 +125,10 @@ func newInvokeCmd(g *globalFlags) *cobra.Command {
 			if len(out) == 0 || out[len(out)-1] != '\n' {
 				out = append(out, '\n')
 			}
-			_, err = cmd.OutOrStdout().Write(out)
-			return err
+			if _, err := cmd.OutOrStdout().Write(out); err != nil {
+				return invocationFailed{fmt.Errorf("writing the output: %w", err)} // the function ran
+			}
+			return nil
 		},
 	}
 	addConfigFlag(cmd, &configPath)
@@ -134,7 +146,13 @@ const (
 	invokeExitFailed   = 1   // the invocation failed; Restate would retry or pause it
 	invokeExitUsage    = 2   // bad arguments or configuration: nothing ran
 	invokeExitTerminal = 100 // a terminal failure, as fnbridge's exit 100
+	invokeExitSignal   = 130 // stopped by SIGINT, SIGTERM or SIGHUP, as a shell reports 128+2
 )
+
+// interrupted marks a failure that a stop signal caused.
+type interrupted struct{ error }
+
+func (e interrupted) Unwrap() error { return e.error }
 
 // invocationFailed marks an error of the invocation itself, as opposed to
 // one of the command line or configuration.
@@ -150,6 +168,10 @@ func invokeExitStatus(err error) int {
 	}
 	var be *bridge.Error
 	var nr *bridge.NeedsRestateError
+	var in interrupted
+	if errors.As(err, &in) {
+		return invokeExitSignal
+	}
 	if errors.As(err, &be) && be.Class.Terminal() && !errors.As(err, &nr) {
 		return invokeExitTerminal
 	}

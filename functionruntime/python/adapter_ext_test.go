@@ -278,29 +278,39 @@ func TestHandlerPathsAreExplained(t *testing.T) {
 
 // Rule: "print and logging go to the logs": a logger's info record reaches
 // them at info, as the README promises, although Python's defaults would
-// drop it; debug stays below the root logger's INFO.
+// drop it; debug stays below the root logger's INFO. It holds however the
+// function first imports logging: at its import, through a submodule,
+// after a probe that loads nothing, or inside the function.
 func TestLoggingInfoReachesTheLogs(t *testing.T) {
-	f := conformance.NewFixture(t, "lg.run", map[string]string{"lg.py": `import logging
-
-log = logging.getLogger("app")
-
-
+	const body = `
 def run(event):
+    import logging
+    log = logging.getLogger("app")
     log.info("an info record %s", event)
     log.debug("a debug record")
     log.warning("a warning record")
     return None
-`})
-	w := f.Start(t)
-	f.MustInvoke(t, w, `1`)
-	for msg, level := range map[string]string{"INFO:app:an info record 1": "info", "WARNING:app:a warning record": "warn"} {
-		recs := f.Logs.Records(msg)
-		if len(recs) != 1 || recs[0]["level"] != level || recs[0]["source"] != "handler" {
-			t.Errorf("%q: records %v, want one at %s from the handler (all: %v)", msg, recs, level, f.Logs.Messages())
-		}
-	}
-	if recs := f.Logs.Records("a debug record"); len(recs) != 0 {
-		t.Errorf("debug record logged: %v", recs)
+`
+	for name, head := range map[string]string{
+		"imported with the module":  "import logging\n",
+		"a submodule first":         "import logging.handlers\n",
+		"after a find_spec probe":   "import importlib.util\nassert importlib.util.find_spec('logging') is not None\n",
+		"first inside the function": "",
+	} {
+		t.Run(name, func(t *testing.T) {
+			f := conformance.NewFixture(t, "lg.run", map[string]string{"lg.py": head + body})
+			w := f.Start(t)
+			f.MustInvoke(t, w, `1`)
+			for msg, level := range map[string]string{"INFO:app:an info record 1": "info", "WARNING:app:a warning record": "warn"} {
+				recs := f.Logs.Records(msg)
+				if len(recs) != 1 || recs[0]["level"] != level || recs[0]["source"] != "handler" {
+					t.Errorf("%q: records %v, want one at %s from the handler (all: %v)", msg, recs, level, f.Logs.Messages())
+				}
+			}
+			if recs := f.Logs.Records("a debug record"); len(recs) != 0 {
+				t.Errorf("debug record logged: %v", recs)
+			}
+		})
 	}
 }
 

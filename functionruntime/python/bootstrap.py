@@ -1079,27 +1079,45 @@ def _fnbridge_worker():
         logging.lastResort = last
 
     class LoggingHook:
-        # A meta path finder that acts once, on the first import of logging.
+        # A meta path finder that only watches for logging being loaded: it
+        # finds it through the finders after it, as the import would, and
+        # configures the module once it has run. A find_spec that loads
+        # nothing (a probe) leaves it in place; any surprise leaves the
+        # import to the other finders, untouched.
         def find_spec(self, name, path=None, target=None):
             if name != "logging":
                 return None
-            sys.meta_path.remove(self)
-            from importlib.machinery import PathFinder
-
-            spec = PathFinder.find_spec(name, path)
-            if spec is None or spec.loader is None:
+            try:
+                spec = None
+                for finder in [f for f in sys.meta_path if f is not self]:
+                    find = getattr(finder, "find_spec", None)
+                    spec = find(name, path, target) if find is not None else None
+                    if spec is not None:
+                        break
+                if getattr(spec and spec.loader, "exec_module", None) is None:
+                    return None
+                spec.loader = ConfiguringLoader(spec.loader, self)
                 return spec
-            exec_module = spec.loader.exec_module
+            except Exception:
+                return None
 
-            def exec_then_configure(module):
-                exec_module(module)
-                try:
-                    configure_logging(module)
-                except Exception:
-                    pass
+    class ConfiguringLoader:
+        # The loader logging was found with, unchanged (it may be shared),
+        # wrapped: it runs the module, then configures it.
+        def __init__(self, loader, hook):
+            self.loader, self.hook = loader, hook
 
-            spec.loader.exec_module = exec_then_configure
-            return spec
+        def __getattr__(self, name):
+            return getattr(self.loader, name)
+
+        def exec_module(self, module):
+            self.loader.exec_module(module)
+            if self.hook in sys.meta_path:
+                sys.meta_path.remove(self.hook)
+            try:
+                configure_logging(module)
+            except Exception:
+                pass
 
     if "logging" in sys.modules:
         configure_logging(sys.modules["logging"])

@@ -1,0 +1,38 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"testing"
+
+	"github.com/fnbridge/fnbridge/bridge"
+)
+
+// bridge invoke's exit statuses, as its help and the README give them:
+// 100 a terminal failure, 1 any other failure of the invocation (a call
+// that needs Restate included, though its class is terminal), 2 what never
+// ran (arguments, configuration, an unknown handler), 130 a stop signal.
+func TestInvokeExitStatus(t *testing.T) {
+	tests := []struct {
+		name string
+		err  error
+		want int
+	}{
+		{"terminal", invocationFailed{&bridge.Error{Class: bridge.ClassTerminal}}, invokeExitTerminal},
+		{"input over the runtime's bound", invocationFailed{&bridge.Error{Class: bridge.ClassInvalidInput}}, invokeExitTerminal},
+		{"cancelled", invocationFailed{&bridge.Error{Class: bridge.ClassCancelled}}, invokeExitTerminal},
+		{"needs Restate", invocationFailed{&bridge.Error{Class: bridge.ClassTerminal, Cause: &bridge.NeedsRestateError{Op: "a call"}}}, invokeExitFailed},
+		{"retryable", invocationFailed{&bridge.Error{Class: bridge.ClassHandler}}, invokeExitFailed},
+		{"paused", invocationFailed{&bridge.Error{Class: bridge.ClassPermanent}}, invokeExitFailed},
+		{"not classified", invocationFailed{errors.New("writing the output")}, invokeExitFailed},
+		{"interrupted", invocationFailed{interrupted{&bridge.Error{Class: bridge.ClassUnavailable, Cause: context.Canceled}}}, invokeExitSignal},
+		{"usage", errors.New("want Service/handler"), invokeExitUsage},
+		{"unknown handler", &bridge.UnknownHandlerError{Name: "S/h"}, invokeExitUsage},
+		{"key refused", &bridge.KeyNotAllowedError{Name: "S/h"}, invokeExitUsage},
+	}
+	for _, tt := range tests {
+		if got := invokeExitStatus(tt.err); got != tt.want {
+			t.Errorf("%s: exit %d, want %d", tt.name, got, tt.want)
+		}
+	}
+}
