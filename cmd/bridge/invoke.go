@@ -10,6 +10,7 @@ import (
 	"os/signal"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/spf13/cobra"
 
@@ -75,6 +76,9 @@ func newInvokeCmd(g *globalFlags) *cobra.Command {
 			}
 			if len(key) > functionruntime.MaxInvocationEnvValue {
 				return fmt.Errorf("--key is %d bytes, at most %d", len(key), functionruntime.MaxInvocationEnvValue)
+			}
+			if !utf8.ValidString(key) {
+				return fmt.Errorf("--key %q is not UTF-8, which a Restate key always is", key)
 			}
 			cfg, err := loadConfig(configPath, "")
 			if err != nil {

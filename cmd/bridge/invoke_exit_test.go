@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"errors"
+	"strings"
 	"testing"
 
 	"github.com/fnbridge/fnbridge/bridge"
@@ -33,6 +34,20 @@ func TestInvokeExitStatus(t *testing.T) {
 	for _, tt := range tests {
 		if got := invokeExitStatus(tt.err); got != tt.want {
 			t.Errorf("%s: exit %d, want %d", tt.name, got, tt.want)
+		}
+	}
+}
+
+// A --key that no Restate key could be is refused before anything runs.
+func TestInvokeRefusesAKeyNoRestateKeyCouldBe(t *testing.T) {
+	for key, want := range map[string]string{
+		"\xff":                    "is not UTF-8",
+		strings.Repeat("k", 8193): "--key is 8193 bytes, at most 8192",
+	} {
+		var stdout, stderr strings.Builder
+		code := runBridge([]string{"invoke", "--config", writeServeConfig(t, ""), "--key", key, "S/f", "{}"}, &stdout, &stderr)
+		if code != invokeExitUsage || !strings.Contains(stderr.String(), want) {
+			t.Errorf("--key of %d bytes: exit %d, stderr %q; want %d and %q", len(key), code, stderr.String(), invokeExitUsage, want)
 		}
 	}
 }
