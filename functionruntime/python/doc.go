@@ -182,6 +182,14 @@
 // by background threads between invocations) goes to the registration's
 // logger. Printing never reaches the function output.
 //
+// Python drops a logger's info records by default (the root logger and the
+// last-resort handler start at WARNING). When logging is first imported,
+// the worker sets the root logger to INFO, unless something set its level
+// or handlers already, and the last-resort handler to INFO with the format
+// "LEVEL:name:message", so logging.getLogger(__name__).info(...) is logged
+// at info; libraries' info records too. A function that configures logging
+// (basicConfig, dictConfig, its own handlers) gets what it configures.
+//
 // # Environment and process
 //
 // The worker runs python3 -I -u (isolated: PYTHON* variables and the user
