@@ -881,7 +881,14 @@ def _fnbridge_worker():
             answer = context_op("state.get", "state/get", {"name": name})
             if not answer.get("found"):
                 return default
-            return result_of(answer["result"])
+            r = answer["result"]
+            if "value" not in r and "failure" not in r:
+                # Raw bytes, empty ones included: a key that holds an
+                # empty value has a value, unlike an empty call result.
+                import base64
+
+                return base64.b64decode(r.get("bytes", ""))
+            return result_of(r)
 
         def set(self, name, value):
             """Set state key name to value (JSON-encodable)."""

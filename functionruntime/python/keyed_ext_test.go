@@ -25,6 +25,9 @@ def counter(event):
     return {"key": fnbridge.key(), "count": fnbridge.state.get("count"), "keys": fnbridge.state.keys(),
             "missing": fnbridge.state.get("none", "default"), "absent": fnbridge.state.get("none")}
 
+def raw(event):
+    return [repr(fnbridge.state.get("empty", 0)), repr(fnbridge.state.get("text")), repr(fnbridge.state.get("none", 0))]
+
 def clearing(event):
     fnbridge.state.clear("a")
     after_clear = fnbridge.state.keys()
@@ -174,6 +177,13 @@ func TestKeyedState(t *testing.T) {
 	if string(j.State["count"]) != "42" {
 		t.Fatalf("state %q, want count=42 journaled as JSON", j.State)
 	}
+
+	// A value that is not JSON reads as bytes; an empty one is a value
+	// too (Restate's state map says so), never the default.
+	r := keyed(t, "raw")
+	j = &stepctxtest.Journal{State: map[string][]byte{"empty": {}, "text": []byte("plain")}}
+	res, err = r.invokeKeyed(t, r.Open(t, j, exclusiveHandler), &key, `null`)
+	steptest.MustOutput(t, res, err, `["b''","b'plain'","0"]`)
 
 	c := keyed(t, "clearing")
 	j = &stepctxtest.Journal{State: map[string][]byte{"a": []byte("1"), "b": []byte("2")}}
