@@ -31,9 +31,9 @@ func newInvokeCmd(g *globalFlags) *cobra.Command {
 			"stderr is redirected).\n" +
 			"A durability: steps function runs against a local journal: every step\n" +
 			"executes once, and calls, sends, awakeables, promises and cancelling\n" +
-			"fail (they need Restate). A wait longer\n" +
-			"than the handler's suspend_after suspends as under Restate: the attempt\n" +
-			"ends, and when the wait is over a new attempt replays the journal.\n" +
+			"fail (they need Restate). A wait longer than the handler's\n" +
+			"suspend_after suspends as under Restate: the attempt ends, and when\n" +
+			"the wait is over a new attempt replays the journal.\n" +
 			"A virtual object's or workflow's handler gets --key (default empty) and,\n" +
 			"with durable steps, state that starts empty and lasts for this one run.\n" +
 			"The input - reads it from standard input.\n" +
