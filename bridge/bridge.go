@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"os"
 	"sort"
 	"sync"
 	"sync/atomic"
@@ -120,18 +121,20 @@ func New(cfg *Config, opts Options) (*Bridge, error) {
 			if p == nil {
 				p = newPool(instance, svc.Name, h, rc.client, opts.Logger, unimplemented[h.Runtime])
 				p.tel = newPoolTelemetry(opts, svc.Name, h)
-				if _, err := h.SourceFiles(); errors.Is(err, functionruntime.ErrTooManySources) {
-					opts.Logger.Warn().Str("service", svc.Name).Str("handler", h.Name).Msg(err.Error())
+				files, err := h.SourceFiles()
+				if err == nil && len(files) > 0 {
+					_, err = os.Stat(files[0]) // the file the worker loads
 				}
-				// A typo in the handler, or code not deployed: said now,
-				// not at the first invocation. Not fatal: the other
-				// handlers serve, and the code may yet appear (bridge dev).
-				// A one-off run speaks of the handler it runs only.
-				if run := cfg.oneOffRun; run == "" || run == svc.Name+"/"+h.Name {
-					if _, err := sourceSum(h); err != nil {
-						opts.Logger.Warn().Str("service", svc.Name).Str("handler", h.Name).Err(err).
-							Msg("the handler's code cannot be read: its invocations fail until it can")
-					}
+				switch run := cfg.oneOffRun; {
+				case errors.Is(err, functionruntime.ErrTooManySources):
+					opts.Logger.Warn().Str("service", svc.Name).Str("handler", h.Name).Msg(err.Error())
+				case err != nil && (run == "" || run == svc.Name+"/"+h.Name):
+					// A typo in the handler, or code not deployed: said now,
+					// not at the first invocation. Not fatal: the other
+					// handlers serve, and the code may yet appear (bridge
+					// dev). A one-off run speaks of the handler it runs only.
+					opts.Logger.Warn().Str("service", svc.Name).Str("handler", h.Name).Err(err).
+						Msg("the handler's code cannot be read: its invocations fail until it can")
 				}
 			}
 			b.pools[svc.Name+"/"+h.Name] = p
