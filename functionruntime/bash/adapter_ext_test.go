@@ -76,8 +76,8 @@ func TestNULPayloadRejected(t *testing.T) {
 	w := f.Start(t)
 	_, err := w.Invoke(t.Context(), f.Invocation("nul", []byte("ab\x00cd")))
 	var he *functionruntime.HandlerError
-	if !errors.As(err, &he) || !he.Terminal || he.Type != "InvalidInput" || !strings.Contains(he.Message, "offset 2") {
-		t.Fatalf("error = %v, want terminal InvalidInput at offset 2", err)
+	if !errors.As(err, &he) || !he.Terminal || he.Type != "InvalidInput" || he.Code != 400 || !strings.Contains(he.Message, "offset 2") {
+		t.Fatalf("error = %#v, want terminal InvalidInput (code 400) at offset 2", err)
 	}
 }
 

@@ -43,7 +43,7 @@
 // children can read (`jq . "$FNBRIDGE_INPUT_FILE"`); Go writes it before
 // the request and removes it when the invocation ends. Payloads may be any
 // bytes except NUL, which bash arguments cannot hold: a payload containing
-// NUL fails terminally with Type "InvalidInput". Any content type is
+// NUL fails terminally (code 400) with Type "InvalidInput". Any content type is
 // accepted and passed through.
 //
 // Because of the subshell, `exit N` ends only that invocation, and

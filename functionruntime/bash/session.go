@@ -182,6 +182,7 @@ func (w *worker) Invoke(ctx context.Context, inv functionruntime.Invocation) (fu
 	if i := bytes.IndexByte(inv.Input, 0); i >= 0 {
 		return functionruntime.Result{}, &functionruntime.HandlerError{
 			Terminal: true,
+			Code:     400,
 			Type:     "InvalidInput",
 			Message:  fmt.Sprintf("input has a NUL byte at offset %d; bash arguments cannot carry NUL bytes", i),
 		}

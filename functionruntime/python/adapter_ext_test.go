@@ -74,6 +74,34 @@ func TestInvokeAsyncHandler(t *testing.T) {
 	}
 }
 
+// A handler takes the decoded input or, as Restate's SDKs allow, nothing
+// (the input is then not passed); a bound method, optional parameters and
+// *args get the input.
+func TestHandlerShapes(t *testing.T) {
+	const shapes = `
+def noarg():
+    return "no input"
+
+def optional(x, y=2):
+    return [x, y]
+
+def star(*args):
+    return list(args)
+
+class Greeter:
+    def greet(self, name):
+        return "hi " + name
+
+method = Greeter().greet
+`
+	for handler, want := range map[string]string{"s.noarg": `"no input"`, "s.optional": `["a",2]`, "s.star": `["a"]`, "s.method": `"hi a"`} {
+		f := conformance.NewFixture(t, handler, map[string]string{"s.py": shapes})
+		if got := string(f.MustInvoke(t, f.Start(t), `"a"`).Output); got != want {
+			t.Errorf("%s: output = %s, want %s", handler, got, want)
+		}
+	}
+}
+
 // Rule: one long-lived worker per registration: module state persists
 // across warm invocations.
 func TestWorkerIsLongLived(t *testing.T) {
@@ -117,10 +145,13 @@ func TestExceptionTracebackIsLogged(t *testing.T) {
 func TestInvalidJSONInput(t *testing.T) {
 	f := conformance.NewFixture(t, "h.count", map[string]string{"h.py": handlerPy})
 	w := f.Start(t)
-	_, err := f.Invoke(t, w, `{"unterminated": `)
-	var he *functionruntime.HandlerError
-	if !errors.As(err, &he) || !he.Terminal || he.Type != "InvalidInput" || !strings.Contains(he.Message, "not valid JSON") {
-		t.Fatalf("error = %v, want terminal InvalidInput", err)
+	// Python's own decoder takes NaN and Infinity; JSON does not.
+	for _, input := range []string{`{"unterminated": `, `NaN`, `[1, -Infinity]`, "\"\xff\""} {
+		_, err := f.Invoke(t, w, input)
+		var he *functionruntime.HandlerError
+		if !errors.As(err, &he) || !he.Terminal || he.Type != "InvalidInput" || he.Code != 400 || !strings.Contains(he.Message, "not valid JSON") {
+			t.Fatalf("input %q: error = %#v, want terminal InvalidInput with code 400", input, err)
+		}
 	}
 	if got := string(f.MustInvoke(t, w, "null").Output); got != "1" {
 		t.Fatalf("after invalid input the handler ran %s times, want 1 (worker kept, function not called)", got)

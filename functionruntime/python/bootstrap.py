@@ -145,7 +145,11 @@ def _fnbridge_worker():
         cls = type(exc)
         mod = getattr(cls, "__module__", "") or ""
         name = getattr(cls, "__qualname__", cls.__name__)
-        if mod in ("builtins", "__main__"):
+        # Both are writable: whatever a class set there, the failure is
+        # still reported (cls.__name__ is always a str).
+        if not isinstance(name, str):
+            name = cls.__name__
+        if not isinstance(mod, str) or mod in ("builtins", "__main__"):
             return name
         return mod + "." + name
 
@@ -193,10 +197,15 @@ def _fnbridge_worker():
     class TerminalError(Exception):
         """Raise to fail the invocation (or a step) without retries."""
 
-        def __init__(self, message="", code=500):
+        def __init__(self, message="", code=500, *, status_code=None):
+            # status_code: the Restate Python SDK's name for the code.
             Exception.__init__(self, message)
             self.message = message
-            self.code = code
+            self.code = code if status_code is None else status_code
+
+        @property
+        def status_code(self):
+            return self.code
 
     TerminalError.__module__ = "fnbridge"
     TerminalError.__qualname__ = "TerminalError"
@@ -256,6 +265,7 @@ def _fnbridge_worker():
             self.ended = None  # why the attempt is over, once it is
             self.broken = None  # why the endpoint cannot be used
             self.invocation_id = None
+            self.id_lock = _thread.allocate_lock()  # see invocation_id
 
     steps = {"ctx": None}
     sockets = {}  # the socket module, imported at the first context call
@@ -564,12 +574,50 @@ def _fnbridge_worker():
                 check_text(api_name, "header %s" % k, v)
         return fields
 
-    # The code flags of an async def (coroutine or async generator): fn
-    # runs synchronously, so its coroutine would be journaled unawaited.
-    async_flags = 0x80 | 0x200
-    not_awaited = ("fnbridge.run(%r): fn is %s; fnbridge.run calls fn synchronously and journals what it "
-                   "returns, so fn must be a plain function (run the coroutine inside it, e.g. "
-                   "lambda: asyncio.run(fetch()))")
+    class _Unawaitable(Exception):
+        pass
+
+    def settle(name, value):
+        # A step's fn that is an async def (or returns another awaitable):
+        # the step is the awaited result. The handler's own event loop, if
+        # one runs in this thread, is blocked in this synchronous call, so
+        # the awaitable runs on a loop of its own in a thread, with the
+        # invocation's context (set_output works there).
+        import asyncio
+        import threading
+
+        try:
+            asyncio.get_running_loop()
+        except RuntimeError:
+            return asyncio.run(_await(value))
+        if isinstance(value, asyncio.Future):
+            value.cancel()
+            raise _Unawaitable("fn returned %s, which belongs to the handler's event loop; fnbridge.run "
+                               "blocks that loop until the step ends, so the step cannot wait for it: "
+                               "pass the async function itself (fnbridge.run(name, fetch)), or a "
+                               "coroutine, not a task or future" % type(value).__name__)
+        box = {}
+
+        def target():
+            try:
+                box["value"] = asyncio.run(_await(value))
+            except BaseException as exc:
+                box["error"] = exc
+
+        worker = threading.Thread(target=contextvars.copy_context().run, args=(target,),
+                                  name="fnbridge step %s" % name, daemon=True)
+        worker.start()
+        worker.join()
+        if "error" in box:
+            raise box["error"]
+        return box["value"]
+
+    def end_step(ctx):
+        # Taken with the lock invocation_id() holds while it asks the
+        # endpoint from a step's thread: once the step is over, no such
+        # request is on the channel.
+        with ctx.id_lock:
+            ctx.step = None
 
     def run(name, fn, /, *args, **kwargs):
         """Run fn(*args, **kwargs) as the journaled step name and return its result.
@@ -583,9 +631,6 @@ def _fnbridge_worker():
         check_str("run", "name", name)
         if not callable(fn):
             raise TypeError("fnbridge.run(%r): fn must be callable, not %s" % (name, type(fn).__name__))
-        fn_code = getattr(getattr(fn, "__func__", fn), "__code__", None)
-        if fn_code is not None and fn_code.co_flags & async_flags:
-            raise TypeError(not_awaited % (name, "an async function"))
         ctx = enter("run")
         try:
             started = request_body(ctx, "run", b"run/start\n", b'{"name":' + quote(name).encode("ascii") + b"}")
@@ -594,13 +639,18 @@ def _fnbridge_worker():
             handle = started["execute"]
             ctx.step = name
             try:
-                value = fn(*args, **kwargs)
-                if hasattr(value, "__await__"):
-                    if hasattr(value, "close"):
-                        value.close()  # never awaited: no "never awaited" warning either
-                    raise TypeError(not_awaited % (name, "an awaitable (%s)" % type(value).__name__))
+                try:
+                    value = fn(*args, **kwargs)
+                    if hasattr(value, "__await__"):
+                        value = settle(name, value)
+                finally:
+                    end_step(ctx)
+            except _Unawaitable as exc:
+                # A retry could only repeat it: journaled as a terminal failure.
+                done = request(ctx, "run", "run/complete", {"handle": handle, "failure": {
+                    "code": 500, "message": "fnbridge.run(%r): %s" % (name, message_of(exc))}})
+                return result_of(done["result"])
             except Exception as exc:
-                ctx.step = None
                 if is_terminal(exc):
                     code = terminal_code(exc) or 500
                     message = getattr(exc, "message", None)
@@ -618,7 +668,6 @@ def _fnbridge_worker():
                 # BaseException: the step cannot complete, so it fails
                 # retryably and the attempt ends with it; the exception
                 # goes on. (Suspended comes only from an attempt already over.)
-                ctx.step = None
                 if ctx.ended is None and ctx.broken is None:
                     text = "%s: %s" % (type_name(exc), message_of(exc))
                     try:
@@ -628,7 +677,6 @@ def _fnbridge_worker():
                     if ctx.ended is None:
                         ctx.ended = "step %r was interrupted and will be retried: %s" % (name, text)
                 raise
-            ctx.step = None
             try:
                 encoded = encode(value)
             except _Unserializable as wrapped:
@@ -798,12 +846,16 @@ def _fnbridge_worker():
         ctx = current("invocation_id")
         if ctx.invocation_id is not None:
             return ctx.invocation_id
-        if ctx.step is not None and ctx.owner == _thread.get_ident():
-            # The step's own thread, inside fn: the step holds the channel
-            # with nothing in flight on it, and the endpoint takes this one
-            # request while a run executes.
-            ctx.invocation_id = request(ctx, "invocation_id", "invocation-id", {})["invocation_id"]
-            return ctx.invocation_id
+        with ctx.id_lock:
+            if ctx.invocation_id is None and ctx.step is not None:
+                # Inside a step's fn, from its thread or any other (a pool
+                # fanning out requests): the step holds the channel with
+                # nothing in flight on it, the endpoint takes this one
+                # request while a run executes, and id_lock keeps two of
+                # them, or the step's end, from overlapping.
+                ctx.invocation_id = request(ctx, "invocation_id", "invocation-id", {})["invocation_id"]
+            if ctx.invocation_id is not None:
+                return ctx.invocation_id
         ctx = enter("invocation_id")
         try:
             if ctx.invocation_id is None:
@@ -1131,6 +1183,33 @@ def _fnbridge_worker():
     else:
         sys.meta_path.insert(0, LoggingHook())
 
+    def check_signature(name, fn):
+        # What a handler takes: the decoded input, or nothing (a handler
+        # without a parameter, as Restate's SDKs allow). One that needs more
+        # could only fail on every invocation: its registration fails. A
+        # callable without code (a class, a partial) gets the input.
+        offset = 0
+        if hasattr(fn, "__func__"):
+            fn, offset = fn.__func__, 1
+        code = getattr(fn, "__code__", None)
+        if code is None or not isinstance(getattr(code, "co_argcount", None), int):
+            return True
+        positional = code.co_argcount - offset
+        defaults = len(getattr(fn, "__defaults__", None) or ())
+        names = code.co_varnames[offset:code.co_argcount]
+        required = names[:max(0, positional - defaults)]
+        kwonly = code.co_varnames[code.co_argcount:code.co_argcount + code.co_kwonlyargcount]
+        missing = [k for k in kwonly if k not in (getattr(fn, "__kwdefaults__", None) or {})]
+        needs = []
+        if len(required) > 1:
+            needs.append("%d positional arguments (%s)" % (len(required), ", ".join(required)))
+        if missing:
+            needs.append("the keyword-only arguments %s" % ", ".join(missing))
+        if needs:
+            raise TypeError("%s needs %s; a handler is called with one argument, the decoded input "
+                            "(or with none when it takes no parameter)" % (name, " and ".join(needs)))
+        return positional > 0 or bool(code.co_flags & 0x04)
+
     # Load the handler once. No bytecode cache is written: a cached .pyc is
     # trusted while the source keeps its size and modification second, so
     # a quick edit would start the old code under the new digest.
@@ -1153,6 +1232,7 @@ def _fnbridge_worker():
             raise TypeError(
                 "%s.%s is not callable (it is a %s)" % (module_name, function_name, type(handler).__name__)
             )
+        takes_input = check_signature(module_name + "." + function_name, handler)
     except BaseException as exc:
         print_traceback()
         log_barrier()
@@ -1265,6 +1345,12 @@ def _fnbridge_worker():
             return ("the worker could not return to its working directory %s after %s (%s: %s); "
                     "the function does not run until it can" % (workdir, after, type_name(exc), message_of(exc)))
 
+    def not_json(name):
+        raise ValueError("%s is not a JSON value" % name)
+
+    # Strict JSON: Python's decoder alone also takes NaN and Infinity.
+    input_decoder = json.JSONDecoder(parse_constant=not_json)
+
     n = 0
     # Why the worker is not in workdir (None: it is). The first invocation
     # starts there too, whatever the module's import did with os.chdir.
@@ -1337,13 +1423,13 @@ def _fnbridge_worker():
         try:
             outputs_path = new_outputs_file(n)
             try:
-                argument = json.loads(payload) if payload else None
+                argument = input_decoder.decode(payload.decode("utf-8")) if payload else None
             except (ValueError, RecursionError) as exc:
                 what = "nests too deeply" if isinstance(exc, RecursionError) else "is not valid JSON"
                 error = {"type": "InvalidInput", "message": "input %s: %s" % (what, message_of(exc)),
-                         "terminal": True}
+                         "terminal": True, "code": 400}
             else:
-                result = handler(argument)
+                result = handler(argument) if takes_input else handler()
                 if hasattr(result, "__await__"):
                     import asyncio
 

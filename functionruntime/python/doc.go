@@ -28,7 +28,9 @@
 // directory: a handler module of that name is refused as outside it.
 //
 // For each invocation the function is called with one argument: the JSON
-// input decoded with json.loads (an empty input is None). Its return value
+// input, decoded strictly (an empty input is None; NaN and Infinity are
+// not JSON). A function without a parameter is called without it; one
+// that needs more than one argument fails its registration. Its return value
 // is encoded with json.dumps (UTF-8, compact, NaN and Infinity rejected)
 // and becomes the output, with content type application/json. A coroutine
 // (async def handler) is run to completion with asyncio.run. Module-level
@@ -52,7 +54,7 @@
 //     (functionruntime.Limits.MaxOutputBytes) fails at the server
 //     (OUTPUTS_INVALID: the handler already ran).
 //   - Input that is not valid JSON, or nests too deeply to decode
-//     (RecursionError), fails terminally with Type "InvalidInput" without
+//     (RecursionError), fails terminally (code 400) with Type "InvalidInput" without
 //     calling the function; a content type other than application/json
 //     (or */*+json, or empty) fails terminally with Type
 //     "UnsupportedContentType". The worker keeps running.
@@ -103,7 +105,11 @@
 // FNBRIDGE_KEY of the per-invocation environment; a plain service's
 // invocations have none (RuntimeError).
 //
-// A recorded step returns its journaled result without calling fn. fn
+// A recorded step returns its journaled result without calling fn. An fn
+// that is an async def, or returns another awaitable, is awaited on an
+// event loop of its own (in a thread when the handler's loop runs in this
+// one: fnbridge.run blocks it); a task of the handler's loop cannot be
+// waited for, and fails the step terminally. fn
 // raising fnbridge.TerminalError(message, code=500) journals the step's
 // failure, raised again on this and every later attempt; a return value
 // json cannot encode is journaled the same way (code 500), since a retry

@@ -144,6 +144,12 @@ var brokenModules = []adaptertest.StartFailure{
 	broken("raises at import", "h.handle", "h.py", "raise RuntimeError('config missing')\ndef handle(e): pass\n", "RuntimeError: config missing"),
 	broken("exits at import", "h.handle", "h.py", "import sys\nsys.exit(7)\n", "SystemExit: 7"),
 	broken("missing submodule", "pkg.nosuch.handle", "pkg/__init__.py", "", "ModuleNotFoundError: No module named 'pkg.nosuch'"),
+	// A handler gets one argument (or none): one that needs more could
+	// only fail on every invocation.
+	broken("two parameters", "h.handle", "h.py", "def handle(a, b):\n    return a\n",
+		"h.handle needs 2 positional arguments (a, b); a handler is called with one argument, the decoded input (or with none when it takes no parameter)"),
+	broken("keyword-only parameter", "h.handle", "h.py", "def handle(a, *, must):\n    return a\n",
+		"h.handle needs the keyword-only arguments must"),
 }
 
 // broken is a handler whose one file (if any) cannot be loaded.

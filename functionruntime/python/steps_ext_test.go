@@ -224,23 +224,44 @@ def terminal_code(event):
         def fail():
             raise fnbridge.TerminalError("in a step", code=codes[event[5:]])
         fnbridge.run("fail", fail)
+    if event == "sdk":  # the Restate Python SDK's spelling
+        e = fnbridge.TerminalError("no", status_code=http.HTTPStatus.CONFLICT)
+        assert e.status_code == e.code == 409
+        raise e
     raise fnbridge.TerminalError("no", code=codes[event])
 
 def id_in_step(event):
     return fnbridge.run("charge", lambda: {"idempotency_key": fnbridge.invocation_id()})
 
-async def fetch():
-    return 1
+async def fetch(n=1):
+    import asyncio
+    await asyncio.sleep(0)
+    mark("fetch%d" % n)
+    fnbridge.set_output("fetched%d" % n, "yes")
+    return n
 
 def async_step(event):
-    out = []
+    return [fnbridge.run("async", fetch, 2), fnbridge.run("returned", lambda: fetch(3))]
+
+async def async_handler_step(event):
+    import asyncio
+    await asyncio.sleep(0)
+    return [fnbridge.run("async", fetch, 2), fnbridge.run("returned", lambda: fetch(3))]
+
+async def task_step(event):
+    import asyncio
     try:
-        fnbridge.run("async", fetch)
-    except TypeError as e:
-        out.append(str(e))
-    if event == "returned":
-        fnbridge.run("returned", lambda: fetch())
-    return out
+        fnbridge.run("task", lambda: asyncio.ensure_future(fetch(4)))
+    except fnbridge.TerminalError as e:
+        return [e.code, e.message]
+
+def id_from_pool(event):
+    from concurrent.futures import ThreadPoolExecutor
+    def step():
+        with ThreadPoolExecutor(4) as ex:
+            got = [ex.submit(contextvars.copy_context().run, fnbridge.invocation_id) for _ in range(8)]
+            return sorted({f.result() for f in got})
+    return fnbridge.run("fan out", step) + [fnbridge.invocation_id()]
 
 def exit_in_step(event):
     import sys
@@ -828,10 +849,11 @@ func TestStepsInterruptedCallIsNeverAnsweredLate(t *testing.T) {
 
 // Rule: a TerminalError's code is an int from 1 to 65535, an IntEnum
 // such as HTTPStatus included, the same for the function and for a
-// step; any other code is no code (500), never a crashed worker.
+// step; any other code is no code (500), never a crashed worker. The
+// Restate SDK's keyword, status_code=, is the same code.
 func TestStepsTerminalErrorCodes(t *testing.T) {
 	s := newSteps(t, "terminal_code")
-	for input, want := range map[string]int{`"enum"`: 404, `"huge"`: 0, `"bool"`: 0, `"zero"`: 0, `"text"`: 0} {
+	for input, want := range map[string]int{`"enum"`: 404, `"sdk"`: 409, `"huge"`: 0, `"bool"`: 0, `"zero"`: 0, `"text"`: 0} {
 		_, err := s.invoke(t, nil, input)
 		he := steptest.WantHandlerError(t, err, functionruntime.HandlerError{Type: "fnbridge.TerminalError", Terminal: true, Message: "no"})
 		if he.Code != want {
@@ -861,23 +883,58 @@ func TestStepsInvocationIDInsideAStep(t *testing.T) {
 	steptest.MustOutput(t, res, err, `{"idempotency_key":"inv_charge"}`)
 }
 
-// Rule: an async function passed to fnbridge.run is refused before
-// anything is journaled; a plain fn that returns an awaitable fails the
-// attempt retryably (nothing journaled as its value).
-func TestStepsAsyncFunctionRefused(t *testing.T) {
-	s := newSteps(t, "async_step")
+// Rule: a step's function may be an async def, or return a coroutine:
+// the step's value is what it returns once awaited, from a plain handler
+// and from an async one (whose event loop fnbridge.run blocks), with the
+// invocation's context (set_output); a replay returns the recorded
+// values without running it.
+func TestStepsAsyncFunctionIsAwaited(t *testing.T) {
+	for _, fn := range []string{"async_step", "async_handler_step"} {
+		t.Run(fn, func(t *testing.T) {
+			s := newSteps(t, fn)
+			j := &stepctxtest.Journal{}
+			res, err := s.invoke(t, s.Open(t, j), `null`)
+			steptest.MustOutput(t, res, err, `[2,3]`)
+			if got := res.Outputs; got["fetched2"] != "yes" || got["fetched3"] != "yes" {
+				t.Errorf("outputs = %v, want fetched2 and fetched3 set by the steps' coroutines", got)
+			}
+			if got, want := marks(t, s.f.Dir), map[string]int{"fetch2": 1, "fetch3": 1}; !reflect.DeepEqual(got, want) {
+				t.Fatalf("marks = %v, want %v", got, want)
+			}
+			j.Restart()
+			res, err = s.invoke(t, s.Open(t, j), `null`)
+			steptest.MustOutput(t, res, err, `[2,3]`)
+			if got := marks(t, s.f.Dir); len(got) != 0 {
+				t.Fatalf("replay ran %v, want no step run again", got)
+			}
+		})
+	}
+}
+
+// Rule: a step cannot wait for a task of the handler's own event loop
+// (fnbridge.run blocks that loop): the step fails terminally, naming
+// what to pass instead, and the task never runs.
+func TestStepsTaskOfTheHandlersLoopRefused(t *testing.T) {
+	s := newSteps(t, "task_step")
 	j := &stepctxtest.Journal{}
-	res, err := s.invoke(t, s.Open(t, j), `"refused"`)
-	steptest.MustOutput(t, res, err, `["fnbridge.run('async'): fn is an async function; fnbridge.run calls fn synchronously and journals what it returns, so fn must be a plain function (run the coroutine inside it, e.g. lambda: asyncio.run(fetch()))"]`)
-	if e := j.Entries(); len(e) != 0 {
-		t.Fatalf("journal = %+v, want nothing journaled for a refused async fn", e)
+	res, err := s.invoke(t, s.Open(t, j), `null`)
+	steptest.MustOutput(t, res, err, `[500,"fnbridge.run('task'): fn returned Task, which belongs to the handler's event loop; fnbridge.run blocks that loop until the step ends, so the step cannot wait for it: pass the async function itself (fnbridge.run(name, fetch)), or a coroutine, not a task or future"]`)
+	if e := j.Entries(); len(e) != 1 || e[0].Result == nil || e[0].Result.Failure == nil {
+		t.Fatalf("journal = %+v, want the step's terminal failure", e)
 	}
-	j = &stepctxtest.Journal{}
-	_, err = s.invoke(t, s.Open(t, j), `"returned"`)
-	steptest.WantHandlerError(t, err, functionruntime.HandlerError{Type: "TypeError", Message: "fnbridge.run('returned'): fn is an awaitable (coroutine)"})
-	if e := j.Entries(); len(e) != 1 || e[0].Result != nil {
-		t.Fatalf("journal = %+v, want the run command only, no value", e)
+	if got := marks(t, s.f.Dir); len(got) != 0 {
+		t.Fatalf("marks = %v, want the refused task never run", got)
 	}
+}
+
+// Rule: fnbridge.invocation_id works from any thread of a step's
+// function (a pool fanning out requests with their idempotency keys), not
+// only from the step's own thread.
+func TestStepsInvocationIDFromAStepsThreads(t *testing.T) {
+	s := newSteps(t, "id_from_pool")
+	j := &stepctxtest.Journal{ID: "inv_fan"}
+	res, err := s.invoke(t, s.Open(t, j), `null`)
+	steptest.MustOutput(t, res, err, `["inv_fan","inv_fan"]`)
 }
 
 // Rule: a step whose function raises SystemExit (or another
