@@ -96,6 +96,7 @@ func New(cfg *Config, opts Options) (*Bridge, error) {
 	}
 	b.instance = instance
 	unimplemented := map[string]*sync.Once{}
+	services := serviceTypes(cfg)
 	for si := range cfg.Services {
 		svc := &cfg.Services[si]
 		rs := restate.Service{Name: svc.Name, Type: svc.restateType(), Documentation: svc.Documentation, Metadata: svc.Metadata,
@@ -138,7 +139,7 @@ func New(cfg *Config, opts Options) (*Bridge, error) {
 				}
 			}
 			b.pools[svc.Name+"/"+h.Name] = p
-			b.keyed[p] = keyedHandlerOf(svc, h)
+			b.keyed[p] = keyedHandlerOf(svc, h, services)
 			rh := restateHandler(b, p)
 			rh.Type = svc.HandlerType(h)
 			rs.Handlers = append(rs.Handlers, rh)

@@ -45,6 +45,10 @@ func (b *Bridge) handlerFunc(p *pool) restate.HandlerFunc {
 		// proposal and the Output go to Restate together.
 		value, err := ctx.RunLast(runName, func(rctx context.Context) error {
 			executed = true
+			if err := b.keyed[p].checkKey(ctx.Key()); err != nil {
+				runErr = toRestate(err)
+				return runErr
+			}
 			ictx = b.keyed[p].withKey(att.context(rctx), ctx.Key())
 			s, err := p.lease(ictx)
 			if err != nil {

@@ -2,6 +2,7 @@ package bridge
 
 import (
 	"context"
+	"fmt"
 
 	"github.com/fnbridge/fnbridge/bridge/stepctx"
 	"github.com/fnbridge/fnbridge/functionruntime"
@@ -16,13 +17,42 @@ type keyedHandler struct {
 	info  stepctx.HandlerInfo
 }
 
-func keyedHandlerOf(svc *ServiceConfig, h *HandlerConfig) keyedHandler {
+// keyedHandlerOf is h's keyedHandler; services are serviceTypes of the
+// configuration.
+func keyedHandlerOf(svc *ServiceConfig, h *HandlerConfig, services map[string]string) keyedHandler {
 	return keyedHandler{keyed: svc.Keyed(), info: stepctx.HandlerInfo{
 		Name:     svc.Name + "/" + h.Name,
 		Keyed:    svc.Keyed(),
 		Workflow: svc.Type == TypeWorkflow,
 		Shared:   svc.HandlerType(h) == restate.HandlerTypeShared,
+		Services: services,
 	}}
+}
+
+// serviceTypes are cfg's services by name, with their type: what the
+// context endpoint checks a call's key against.
+func serviceTypes(cfg *Config) map[string]string {
+	m := make(map[string]string, len(cfg.Services))
+	for i := range cfg.Services {
+		svc := &cfg.Services[i]
+		if svc.Keyed() {
+			m[svc.Name] = svc.Type
+		} else {
+			m[svc.Name] = TypeService
+		}
+	}
+	return m
+}
+
+// checkKey refuses a key the runtime could not pass to the function (it
+// would refuse it in words about gRPC metadata): before anything runs,
+// with the code of a bad request, since the key comes from the caller.
+func (k keyedHandler) checkKey(key string) error {
+	if k.keyed && len(key) > functionruntime.MaxInvocationEnvValue {
+		return &Error{Class: ClassInvalidInput, Code: restate.CodeBadRequest, Message: fmt.Sprintf(
+			"the key is %d bytes: fnbridge gives a function keys of at most %d bytes (FNBRIDGE_KEY)", len(key), functionruntime.MaxInvocationEnvValue)}
+	}
+	return nil
 }
 
 // withKey gives the function of a keyed invocation its key: FNBRIDGE_KEY

@@ -142,6 +142,49 @@ func TestSharedHandlerCannotWriteState(t *testing.T) {
 	}
 }
 
+// A call to a keyed service of the configuration without a key is refused
+// (Restate would run it under the empty key) and journals nothing.
+func TestCallToAKeyedServiceNeedsAKey(t *testing.T) {
+	var refusal error
+	h := keyedHarness(t, map[string]func(context.Context, map[string]string, *stepctx.Client, []byte) ([]byte, error){
+		"add": func(ctx context.Context, _ map[string]string, c *stepctx.Client, _ []byte) ([]byte, error) {
+			_, refusal = c.Send(ctx, stepctx.SendRequest{CallRequest: stepctx.CallRequest{Service: "Counter", Handler: "get"}})
+			return []byte("1"), nil
+		},
+	})
+	h.target = "Counter/add"
+	got := h.play(6, []any{restatetest.StartKeyed("inv_add", "k1", 1, nil, false), restatetest.Input(nil)}, nil)
+	wantTypes(t, got, wire.OutputCommandType, wire.EndMessageType)
+	var cf *stepctx.CallFailedError
+	if !errors.As(refusal, &cf) || !strings.Contains(cf.Failure.Message, "Counter is a virtual object, whose handlers run under a key") {
+		t.Fatalf("the send without a key: %v, want its refusal", refusal)
+	}
+}
+
+// A key longer than a function can be given (FNBRIDGE_KEY, 8192 bytes)
+// fails the invocation terminally with 400, saying so in the user's
+// words, in both durability modes; the function never runs.
+func TestKeyTooLongForTheFunction(t *testing.T) {
+	ran := 0
+	fn := func(context.Context, map[string]string, *stepctx.Client, []byte) ([]byte, error) {
+		ran++
+		return []byte("1"), nil
+	}
+	h := keyedHarness(t, map[string]func(context.Context, map[string]string, *stepctx.Client, []byte) ([]byte, error){"add": fn, "key": fn})
+	key := strings.Repeat("k", functionruntime.MaxInvocationEnvValue+1)
+	for _, target := range []string{"Counter/add", "Counter/key"} {
+		h.target = target
+		got := h.play(6, []any{restatetest.StartKeyed("inv_long", key, 1, nil, false), restatetest.Input(nil)}, nil)
+		out, ok := restatetest.Message[*servicev1.OutputCommandMessage](got[len(got)-2])
+		if !ok || out.GetFailure().GetCode() != 400 || out.GetFailure().GetMessage() != "the key is 8193 bytes: fnbridge gives a function keys of at most 8192 bytes (FNBRIDGE_KEY)" {
+			t.Fatalf("%s: %v, want the terminal failure 400 naming the key's length", target, got)
+		}
+	}
+	if ran != 0 {
+		t.Fatalf("the function ran %d times, want never", ran)
+	}
+}
+
 // A steps function whose invocation Restate cancels sees its pending wait
 // fail with 409 (TerminalError), may compensate with a journaled step,
 // and its terminal failure ends the invocation with 409 and its message.

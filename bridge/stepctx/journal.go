@@ -127,6 +127,13 @@ type HandlerInfo struct {
 	// Shared: a shared handler (shared: true in a virtual object, every
 	// workflow handler but run): it reads state but cannot write it.
 	Shared bool
+	// Services are the services of this deployment by name, with their
+	// type as the configuration spells it (service, virtual_object,
+	// workflow): a call or send to one of them is refused when its key
+	// does not fit (none for a keyed one, one for a plain one). Restate
+	// would take the empty key for a missing one. Other services are
+	// Restate's to check.
+	Services map[string]string
 }
 
 // Future is a Journal's handle on a pending result (a run, timer or

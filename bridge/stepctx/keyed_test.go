@@ -47,6 +47,10 @@ var (
 	shared    = stepctx.HandlerInfo{Name: "Counter/get", Keyed: true, Shared: true}
 	wfRun     = stepctx.HandlerInfo{Name: "Signup/run", Keyed: true, Workflow: true}
 	wfShared  = stepctx.HandlerInfo{Name: "Signup/approve", Keyed: true, Workflow: true, Shared: true}
+	// withServices is a plain handler of a deployment that also serves a
+	// virtual object and a workflow.
+	withServices = stepctx.HandlerInfo{Name: "Greeter/greet", Services: map[string]string{
+		"Greeter": "service", "Counter": "virtual_object", "Signup": "workflow"}}
 )
 
 // wantFailure asserts err is the terminal failure of one call (the
@@ -134,6 +138,21 @@ func TestRefusedCalls(t *testing.T) {
 			"promise peek refused: this handler is not a handler of a workflow"},
 		{"resolve in a virtual object", exclusive, func(c *stepctx.Client) error { return c.ResolvePromise(ctx, "p", []byte("1")) },
 			"promise resolve refused"},
+		// A call's key checked against the callee's type, when this
+		// deployment serves it: Restate would run a keyed handler under
+		// the empty key.
+		{"call to an object without a key", withServices, func(c *stepctx.Client) error {
+			_, err := c.Call(ctx, stepctx.CallRequest{Service: "Counter", Handler: "add"})
+			return err
+		}, "call Counter/add refused: Counter is a virtual object, whose handlers run under a key: give one (key= in Python, --key in Bash)"},
+		{"send to a workflow without a key", withServices, func(c *stepctx.Client) error {
+			_, err := c.Send(ctx, stepctx.SendRequest{CallRequest: stepctx.CallRequest{Service: "Signup", Handler: "run"}})
+			return err
+		}, "send Signup/run refused: Signup is a workflow, whose handlers run under a key"},
+		{"call to a plain service with a key", withServices, func(c *stepctx.Client) error {
+			_, err := c.Call(ctx, stepctx.CallRequest{Service: "Greeter", Handler: "greet", Key: "k"})
+			return err
+		}, "call Greeter/greet refused: Greeter is a plain service (type: service), whose handlers take no key; call it without one"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			j := &stepctxtest.Journal{}
@@ -146,6 +165,18 @@ func TestRefusedCalls(t *testing.T) {
 				t.Fatalf("the attempt does not go on: %v", err)
 			}
 		})
+	}
+	// Calls whose key fits go on, as do calls to services the deployment
+	// does not serve (Restate's to check).
+	j0 := &stepctxtest.Journal{}
+	_, c0 := open(t, s, addr, j0, stepctx.WithHandler(withServices))
+	for _, req := range []stepctx.CallRequest{{Service: "Counter", Handler: "add", Key: "k"}, {Service: "Greeter", Handler: "greet"}, {Service: "Elsewhere", Handler: "h"}, {Service: "Elsewhere", Handler: "h", Key: "k"}} {
+		if _, err := c0.Send(ctx, stepctx.SendRequest{CallRequest: req}); err != nil {
+			t.Fatalf("send %+v: %v", req, err)
+		}
+	}
+	if n := len(j0.Entries()); n != 4 {
+		t.Fatalf("%d sends journaled, want 4", n)
 	}
 	// A shared handler reads.
 	j := &stepctxtest.Journal{State: map[string][]byte{"n": []byte("5")}}

@@ -867,6 +867,9 @@ func (a *Attempt) call(ctx context.Context, body []byte) (any, *apiError) {
 	if e := a.notInRun(); e != nil {
 		return nil, e
 	}
+	if e := a.calleeKey("call", cr); e != nil {
+		return nil, e
+	}
 	f, err := a.j.Call(a.ctx, cr)
 	if err != nil {
 		return nil, a.journalFailed(err)
@@ -898,6 +901,9 @@ func (a *Attempt) send(_ context.Context, body []byte) (any, *apiError) {
 		return nil, badRequest("send \"delay_millis\" is %d; want 0 to %d (about 292 years)", req.DelayMillis, maxMillis)
 	}
 	if e := a.notInRun(); e != nil {
+		return nil, e
+	}
+	if e := a.calleeKey("send", cr); e != nil {
 		return nil, e
 	}
 	id, err := a.j.Send(a.ctx, SendRequest{CallRequest: cr, Delay: time.Duration(req.DelayMillis) * time.Millisecond})

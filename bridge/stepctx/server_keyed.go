@@ -45,6 +45,24 @@ func (a *Attempt) promiseAllowed(op string) *apiError {
 	return nil
 }
 
+// calleeKey refuses a call to a service of this deployment whose key does
+// not fit its type: without a key, Restate would run a virtual object's
+// or workflow's handler under the empty key, with that key's state.
+func (a *Attempt) calleeKey(op string, req CallRequest) *apiError {
+	typ, ok := a.handler.Services[req.Service]
+	switch {
+	case !ok:
+		return nil
+	case typ == "" || typ == "service":
+		if req.Key != "" {
+			return refused("%s %s/%s refused: %s is a plain service (type: service), whose handlers take no key; call it without one", op, req.Service, req.Handler, req.Service)
+		}
+	case req.Key == "":
+		return refused("%s %s/%s refused: %s is a %s, whose handlers run under a key: give one (key= in Python, --key in Bash)", op, req.Service, req.Handler, req.Service, strings.ReplaceAll(typ, "_", " "))
+	}
+	return nil
+}
+
 // keyedCall decodes body into req and runs the checks every keyed
 // operation shares: a non-empty name (when name is not nil) and no run
 // executing.
