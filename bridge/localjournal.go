@@ -159,7 +159,9 @@ func localOutcome(ctx context.Context, res *Result, err error) (*Result, error) 
 		// Whatever the attempt's end reads as, ctx ended it.
 		return nil, &Error{Class: ClassUnavailable, Cause: err, Message: fmt.Sprintf("interrupted: %v", context.Cause(ctx))}
 	case errors.As(err, &nr):
-		return nil, &Error{Class: ClassTerminal, Message: nr.Error(), Cause: err}
+		// Not the function's failure, nor one Restate would retry: the
+		// error says what the function needs, without a class or code.
+		return nil, nr
 	case errors.As(err, &mm):
 		return nil, &Error{Class: ClassPermanent, Message: mm.Error() + " (under Restate: a 570 journal mismatch)", Cause: err}
 	case errors.As(err, &tl):

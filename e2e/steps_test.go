@@ -644,13 +644,13 @@ func testStepsInvoke(t *testing.T, env *bridgeEnv) {
 	}
 	for _, h := range []string{"callpy", "callsh"} {
 		stdout, stderr, code := runBridge(t, 60*time.Second, "invoke", "--config", cfg, "Local/"+h, `{"peer":"Other","n":2}`)
-		if code == 0 {
-			t.Fatalf("bridge invoke Local/%s of a durable call exited 0 (stdout %q)", h, stdout)
+		if code != 1 {
+			t.Fatalf("bridge invoke Local/%s of a durable call exited %d, want 1 (stdout %q)", h, code, stdout)
 		}
 		if stdout != "" {
 			t.Errorf("bridge invoke Local/%s printed output %q", h, stdout)
 		}
-		if last := lastLine(stderr); !strings.Contains(last, "a durable call (fnbridge.call in Python, fnbridge call in Bash) needs Restate") {
+		if last := lastLine(stderr); !strings.HasPrefix(last, "bridge: a durable call (fnbridge.call in Python, fnbridge call in Bash) needs Restate") {
 			t.Errorf("bridge invoke Local/%s: the last stderr line %q does not say a durable call needs Restate, in both spellings\n%s", h, last, stderr)
 		}
 	}

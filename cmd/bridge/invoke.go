@@ -171,12 +171,11 @@ func invokeExitStatus(err error) int {
 		return invokeExitUsage
 	}
 	var be *bridge.Error
-	var nr *bridge.NeedsRestateError
 	var in interrupted
 	if errors.As(err, &in) {
 		return invokeExitSignal
 	}
-	if errors.As(err, &be) && be.Class.Terminal() && !errors.As(err, &nr) {
+	if errors.As(err, &be) && be.Class.Terminal() {
 		return invokeExitTerminal
 	}
 	return invokeExitFailed

@@ -11,7 +11,7 @@ import (
 
 // bridge invoke's exit statuses, as its help and the README give them:
 // 100 a terminal failure, 1 any other failure of the invocation (a call
-// that needs Restate included, though its class is terminal), 2 what never
+// that needs Restate included), 2 what never
 // ran (arguments, configuration, an unknown handler), 130 a stop signal.
 func TestInvokeExitStatus(t *testing.T) {
 	tests := []struct {
@@ -22,7 +22,7 @@ func TestInvokeExitStatus(t *testing.T) {
 		{"terminal", invocationFailed{&bridge.Error{Class: bridge.ClassTerminal}}, invokeExitTerminal},
 		{"input over the runtime's bound", invocationFailed{&bridge.Error{Class: bridge.ClassInvalidInput}}, invokeExitTerminal},
 		{"cancelled", invocationFailed{&bridge.Error{Class: bridge.ClassCancelled}}, invokeExitTerminal},
-		{"needs Restate", invocationFailed{&bridge.Error{Class: bridge.ClassTerminal, Cause: &bridge.NeedsRestateError{Op: "a call"}}}, invokeExitFailed},
+		{"needs Restate", invocationFailed{&bridge.NeedsRestateError{Op: "a call"}}, invokeExitFailed},
 		{"retryable", invocationFailed{&bridge.Error{Class: bridge.ClassHandler}}, invokeExitFailed},
 		{"paused", invocationFailed{&bridge.Error{Class: bridge.ClassPermanent}}, invokeExitFailed},
 		{"not classified", invocationFailed{errors.New("writing the output")}, invokeExitFailed},
