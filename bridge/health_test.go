@@ -2,6 +2,7 @@ package bridge
 
 import (
 	"context"
+	"errors"
 	"net"
 	"net/http"
 	"os"
@@ -168,6 +169,29 @@ func serveRuntime(t *testing.T, kind string, lis net.Listener) (stop func()) {
 	}
 	t.Cleanup(stop)
 	return stop
+}
+
+// A python handler sent to a bash runtime server never runs as the bash
+// file of the same name: the registration is refused as of another kind,
+// and the invocation pauses (a configuration error) with words that say
+// so.
+func TestInvokeOnARuntimeOfAnotherKindIsRefused(t *testing.T) {
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	serveRuntime(t, "bash", lis)
+	b := remoteBridge(t, lis.Addr().String())
+	if err := os.WriteFile(filepath.Join(b.cfg.Services[0].Handlers[0].Dir, "m.sh"), []byte("f() { echo '\"the bash file ran\"'; }\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	res, err := b.Invoke(ctx, "S", "f", []byte(`1`))
+	var be *Error
+	if !errors.As(err, &be) || be.Class != ClassPermanent || !strings.Contains(err.Error(), `this FunctionRuntime server runs bash handlers, not "python" ones`) {
+		t.Fatalf("Invoke = %v, %v; want a permanent refusal naming both kinds", res, err)
+	}
 }
 
 // A runtime of another kind at a runtimes: address (runtimes.python

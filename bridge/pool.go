@@ -428,7 +428,9 @@ func (p *pool) register(ctx context.Context, s *slot, digest string) error {
 	for tries := 0; ; tries++ {
 		// The limits, and a python interpreter, travel as metadata: the
 		// contract's request has no field for them.
-		mdCtx := metadata.AppendToOutgoingContext(ctx, functionruntime.WorkerLimitsMetadata, p.h.Limits.Worker().Encode())
+		// So is the kind, which a server of another kind refuses.
+		mdCtx := metadata.AppendToOutgoingContext(ctx, functionruntime.WorkerLimitsMetadata, p.h.Limits.Worker().Encode(),
+			functionruntime.KindMetadata, p.h.Runtime)
 		if interp := p.h.PythonInterpreter(); interp != "" {
 			mdCtx = metadata.AppendToOutgoingContext(mdCtx, functionruntime.InterpreterMetadata, interp)
 		}

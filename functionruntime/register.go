@@ -43,6 +43,9 @@ func (s *Server) RegisterFunction(ctx context.Context, req *executorv1.RegisterF
 	if err != nil {
 		return nil, err
 	}
+	if err := checkKind(ctx, s.adapter.Kind()); err != nil {
+		return nil, err
+	}
 	if err := checkWorkingDir(p.dir); err != nil {
 		return nil, err
 	}
@@ -262,6 +265,31 @@ func copyEnv(env map[string]string) map[string]string {
 
 // workerLimitsOf reads the registration's worker limits from the request
 // metadata ([WorkerLimitsMetadata]); without it the defaults apply.
+// KindMetadata is the RegisterFunction metadata key naming the runtime
+// kind the caller configured the handler for (python, bash). A server of
+// another kind refuses the registration (InvalidArgument, field
+// "fnbridge-runtime-kind metadata"): a server address given for the wrong
+// kind must never run a bash handler's file.function as a python
+// module.function, which a directory holding both file.sh and file.py
+// would allow. Without it (another client of the contract) nothing is
+// checked.
+const KindMetadata = "fnbridge-runtime-kind"
+
+// checkKind refuses a registration meant for another runtime kind
+// (KindMetadata).
+func checkKind(ctx context.Context, kind string) error {
+	vals := metadata.ValueFromIncomingContext(ctx, KindMetadata)
+	switch {
+	case len(vals) == 0:
+		return nil
+	case len(vals) > 1:
+		return invalidArgument(KindMetadata+" metadata", "given %d times, want once", len(vals))
+	case vals[0] != kind:
+		return invalidArgument(KindMetadata+" metadata", "this FunctionRuntime server runs %s handlers, not %s ones: the address configured for %s serves another kind", kind, strconvQuote(vals[0]), strconvQuote(vals[0]))
+	}
+	return nil
+}
+
 func workerLimitsOf(ctx context.Context) (WorkerLimits, error) {
 	vals := metadata.ValueFromIncomingContext(ctx, WorkerLimitsMetadata)
 	switch len(vals) {

@@ -202,6 +202,39 @@ func TestRegisterDifferentDigestSameAttemptIsAlreadyExists(t *testing.T) {
 // the registration." The digest is public, so a caller that registered
 // first with its own handler must not be handed to the owner of the Run
 // UID (nor the owner's registration to it).
+// The kind a registration was configured for travels as metadata: a
+// server of another kind refuses it before anything starts (a bash
+// handler's file.function must never be imported as a python module);
+// the server's own kind, or none given, registers.
+func TestRegisterRefusesAnotherKind(t *testing.T) {
+	ad := &fakeAdapter{}
+	h := newHarness(t, ad, functionruntime.Limits{}, nil)
+	for _, tc := range []struct {
+		name string
+		ctx  context.Context
+		want string
+	}{
+		{"another kind", metadata.AppendToOutgoingContext(context.Background(), functionruntime.KindMetadata, "bash"),
+			`fnbridge-runtime-kind metadata: this FunctionRuntime server runs fake handlers, not "bash" ones: the address configured for "bash" serves another kind`},
+		{"given twice", metadata.AppendToOutgoingContext(context.Background(), functionruntime.KindMetadata, "fake", functionruntime.KindMetadata, "fake"),
+			"fnbridge-runtime-kind metadata: given 2 times, want once"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := h.cli.RegisterFunction(tc.ctx, h.registerReq("run-"+strings.ReplaceAll(tc.name, " ", "-"), 1, digest("x")))
+			if st := wantCode(t, err, codes.InvalidArgument, functionruntime.ReasonInvalidArgument); st.Message() != tc.want {
+				t.Errorf("message %q, want %q", st.Message(), tc.want)
+			}
+		})
+	}
+	if n := ad.starts.Load(); n != 0 {
+		t.Fatalf("%d workers started for refused registrations", n)
+	}
+	ctx := metadata.AppendToOutgoingContext(context.Background(), functionruntime.KindMetadata, "fake")
+	if resp, err := h.cli.RegisterFunction(ctx, h.registerReq("run-own", 1, digest("x"))); err != nil || resp.GetState() != stateReady {
+		t.Fatalf("a registration of the server's own kind: %v %v", resp.GetState(), err)
+	}
+}
+
 func TestRegisterSameDigestOtherFieldsIsAlreadyExists(t *testing.T) {
 	ad := &fakeAdapter{checkInterpreter: refuseBad}
 	h := newHarness(t, ad, functionruntime.Limits{}, nil)
