@@ -621,7 +621,7 @@ func (a *Attempt) notInRun() *apiError {
 		return nil
 	}
 	h := a.handles[a.openRun]
-	return &apiError{status: http.StatusConflict, msg: fmt.Sprintf("step %q (%s) is executing: context calls cannot be made inside a run step; complete it first", h.name, a.openRun)}
+	return &apiError{status: http.StatusConflict, msg: fmt.Sprintf("step %q (%s) is executing: no context call can be made until it completes, neither inside a run step nor beside it (a parallel job or thread): calls are journaled one at a time", h.name, a.openRun)}
 }
 
 // handleTagLen is the length of a handle's tag: 32 bits of hex.

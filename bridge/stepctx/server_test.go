@@ -341,7 +341,7 @@ func TestNoContextCallInsideARun(t *testing.T) {
 	_, _, err := c.RunStart(ctx, "inner")
 	wantStatus(t, err, http.StatusConflict, `step "outer"`)
 	_, err = c.SleepAsync(ctx, time.Second)
-	wantStatus(t, err, http.StatusConflict, "inside a run step")
+	wantStatus(t, err, http.StatusConflict, "neither inside a run step nor beside it (a parallel job or thread)")
 	if _, err := c.InvocationID(ctx); err != nil {
 		t.Errorf("invocation-id inside a run journals nothing and is allowed: %v", err)
 	}

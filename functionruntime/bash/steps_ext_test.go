@@ -33,6 +33,12 @@ provision() {
 }
 
 child() { ./child.sh; }
+piped() {
+	set -o pipefail
+	local n
+	n=$(head -c 1000000 /dev/zero | fnbridge run upload -- sh -c 'echo u >>marker; wc -c') || return
+	echo "$n"
+}
 
 terminal() {
 	fnbridge run plan -- sh -c 'echo p >>marker; echo "no such plan"; exit 100' || exit
@@ -313,6 +319,22 @@ func TestSteps(t *testing.T) {
 			if en := j.Entries()[i]; en.Kind != "run" || en.Result == nil || string(en.Result.Value) != want {
 				t.Fatalf("entry %d = %+v, want run with value %q (the exact stdout)", i, en, want)
 			}
+		}
+	})
+
+	// A replayed step reads a piped stdin as its command did: the writer
+	// ends as it did the first time, never with a broken pipe that fails
+	// the pipeline (pipefail) on every retry.
+	t.Run("piped stdin on replay", func(t *testing.T) {
+		s := e.start(t, "piped", nil)
+		j := &stepctxtest.Journal{}
+		res, err := s.invoke(t, e.Open(t, j), "")
+		steptest.MustOutput(t, res, err, "1000000")
+		j.Restart()
+		res, err = s.invoke(t, e.Open(t, j), "")
+		steptest.MustOutput(t, res, err, "1000000")
+		if got := s.marker(t); got != "u" {
+			t.Fatalf("steps ran %q, want upload once", got)
 		}
 	})
 
