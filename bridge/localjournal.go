@@ -83,8 +83,13 @@ type LocalSuspension struct {
 	Until time.Time
 	// Waiting names what it waits for: "a durable sleep", "3 durable sleeps".
 	Waiting string
-	// SuspendAfter is the handler's suspend_after, which the wait outlasted.
+	// SuspendAfter is the handler's suspend_after, which the wait outlasted
+	// unless ByTimeout.
 	SuspendAfter time.Duration
+	// ByTimeout: the wait could not end in the first half of the attempt's
+	// Timeout (which counts short waits too), and suspended sooner.
+	ByTimeout bool
+	Timeout   time.Duration
 }
 
 // InvokeLocal is InvokeKeyed as `bridge invoke` runs it. A steps-mode
@@ -132,7 +137,8 @@ func (b *Bridge) invokeLocalSteps(ctx context.Context, p *pool, input []byte, on
 			if s.timers > 1 {
 				waiting = fmt.Sprintf("%d durable sleeps", s.timers)
 			}
-			onSuspend(LocalSuspension{Attempt: attempt, Until: s.until, Waiting: waiting, SuspendAfter: j.suspendAfter})
+			onSuspend(LocalSuspension{Attempt: attempt, Until: s.until, Waiting: waiting, SuspendAfter: j.suspendAfter,
+				ByTimeout: s.budget < j.suspendAfter, Timeout: p.h.Timeout.Std()})
 		}
 		timer := time.NewTimer(time.Until(s.until))
 		select {
@@ -207,6 +213,7 @@ func (e *JournalMismatchError) Error() string {
 type localSuspended struct {
 	until  time.Time
 	timers int
+	budget time.Duration // how long the wait was given
 }
 
 func (e *localSuspended) Error() string {
@@ -369,7 +376,7 @@ func (j *localJournal) Await(ctx context.Context, futures []stepctx.Future, mode
 		}
 	}
 	if suspend {
-		return nil, &localSuspended{until: until, timers: len(futures)}
+		return nil, &localSuspended{until: until, timers: len(futures), budget: suspendAfter}
 	}
 	res := make([]*stepctx.Result, len(futures))
 	for i, f := range futures {

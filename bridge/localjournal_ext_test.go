@@ -129,6 +129,33 @@ func TestInvokeLocalSuspendsAndReplays(t *testing.T) {
 	}
 }
 
+// The timeout counts the short waits answered on the open stream: once
+// the first half of it is gone, a wait suspends (however short), so waits
+// never add up to a killed attempt; the next attempt replays them and
+// goes on with a whole timeout.
+func TestInvokeLocalShortWaitsSuspendPastHalfTheTimeout(t *testing.T) {
+	var attempts atomic.Int32
+	b := newLocalBridge(t, func(ctx context.Context, c *stepctx.Client) ([]byte, error) {
+		attempts.Add(1)
+		for range 30 { // 30 x 80ms: more than the 2s timeout, each under suspend_after
+			if _, err := c.Sleep(ctx, 80*time.Millisecond); err != nil {
+				return nil, err
+			}
+		}
+		return []byte("done"), nil
+	})
+	var suspensions []bridge.LocalSuspension
+	res, err := b.InvokeLocal(context.Background(), "Obj", "fn", "k", []byte(`{}`), func(s bridge.LocalSuspension) {
+		suspensions = append(suspensions, s)
+	})
+	if err != nil || string(res.Output) != "done" {
+		t.Fatalf("InvokeLocal = %v, %v; want done", res, err)
+	}
+	if len(suspensions) == 0 || !suspensions[0].ByTimeout || suspensions[0].Timeout != 2*time.Second {
+		t.Fatalf("suspensions %+v, want the first one by the timeout's first half", suspensions)
+	}
+}
+
 // A replay that makes another call than the recorded one fails naming
 // both, as Restate's 570 would.
 func TestInvokeLocalJournalMismatch(t *testing.T) {

@@ -177,7 +177,13 @@ func (b *Bridge) runSteps(ctx context.Context, p *pool, j stepctx.Journal, invoc
 	if b.ctxEnd == nil {
 		return nil, "", errors.New("bridge: the context endpoint is not running")
 	}
-	a, err := b.ctxEnd.srv.Open("", j, stepctx.WithSuspendAfter(p.h.SuspendAfter.Std()), stepctx.WithHandler(b.keyed[p].info))
+	// The function's timeout runs from about now (a little later, when its
+	// invocation starts) and counts its waits too: waits end on the open
+	// stream only within its first half, so the code after the last of
+	// them has at least the other half; a later wait suspends, and the
+	// next attempt has a whole timeout again.
+	deadline := time.Now().Add(p.h.Timeout.Std() / 2)
+	a, err := b.ctxEnd.srv.Open("", j, stepctx.WithSuspendAfter(p.h.SuspendAfter.Std()), stepctx.WithDeadline(deadline), stepctx.WithHandler(b.keyed[p].info))
 	if err != nil {
 		return nil, "", err
 	}

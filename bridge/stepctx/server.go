@@ -121,6 +121,16 @@ func WithSuspendAfter(d time.Duration) AttemptOption {
 	return func(a *Attempt) { a.suspendAfter = d }
 }
 
+// WithDeadline is the latest time a wait of the attempt may end on the
+// open stream: the function's timeout counts its waits too, so a wait
+// that cannot complete by then suspends the attempt (however short
+// suspend_after is) rather than let the runtime kill the function after
+// it, and a step under way with it. Resumption is a new attempt with its
+// own timeout.
+func WithDeadline(t time.Time) AttemptOption {
+	return func(a *Attempt) { a.deadline = t }
+}
+
 // WithHandler tells the attempt which handler it runs, for the calls it
 // refuses (see HandlerInfo); without it, a handler of a plain service.
 func WithHandler(h HandlerInfo) AttemptOption {
@@ -240,6 +250,7 @@ type Attempt struct {
 	token        string
 	j            Journal
 	suspendAfter time.Duration
+	deadline     time.Time // WithDeadline; zero: none
 	handler      HandlerInfo
 	ctx          context.Context // cancelled by Close: cuts in-flight Journal calls
 	cancel       context.CancelFunc
@@ -827,13 +838,27 @@ func (a *Attempt) future(rctx context.Context, f Future, async, asBytes bool) (a
 	return futureResponse{Result: encodeResult(*res[0], asBytes)}, nil
 }
 
+// waitBudget is how long a wait may take before the attempt suspends:
+// suspend_after, or what is left until the deadline when that is less (at
+// once when nothing is).
+func (a *Attempt) waitBudget() time.Duration {
+	b := a.suspendAfter
+	if a.deadline.IsZero() || b <= 0 {
+		return b
+	}
+	if left := time.Until(a.deadline); left < b {
+		b = max(left, time.Nanosecond) // zero would mean the Journal's default
+	}
+	return b
+}
+
 func (a *Attempt) awaitFutures(rctx context.Context, fs []Future, mode AwaitMode) ([]*Result, *apiError) {
 	// A wait journals nothing, so a client that hangs up may abandon it;
 	// the request context ends it then.
 	ctx, stop := context.WithCancel(a.ctx)
 	defer stop()
 	defer context.AfterFunc(rctx, stop)()
-	res, err := a.j.Await(ctx, fs, mode, a.suspendAfter)
+	res, err := a.j.Await(ctx, fs, mode, a.waitBudget())
 	if err != nil {
 		if rctx.Err() != nil && a.ctx.Err() == nil && !errors.Is(err, ErrSuspended) {
 			return nil, &apiError{status: http.StatusServiceUnavailable, msg: "the client went away during the wait"}

@@ -182,6 +182,35 @@ func TestEveryOperationRoundTrips(t *testing.T) {
 	}
 }
 
+// The function's timeout counts its waits: a wait is given suspend_after,
+// or what is left until the attempt's deadline when that is less, and a
+// wait past the deadline suspends at once (never a zero budget, which
+// would mean the journal's default).
+func TestWaitBudgetEndsBeforeTheDeadline(t *testing.T) {
+	s, addr := serve(t, "unix", stepctx.Config{})
+	ctx := context.Background()
+	for _, tc := range []struct {
+		name     string
+		deadline time.Duration
+		check    func(d time.Duration) bool
+	}{
+		{"far deadline", time.Hour, func(d time.Duration) bool { return d == 5*time.Second }},
+		{"near deadline", 2 * time.Second, func(d time.Duration) bool { return d > time.Second && d <= 2*time.Second }},
+		{"deadline passed", -time.Second, func(d time.Duration) bool { return d == time.Nanosecond }},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			j := &stepctxtest.Journal{HoldSleeps: true}
+			_, c := open(t, s, addr, j, stepctx.WithSuspendAfter(5*time.Second), stepctx.WithDeadline(time.Now().Add(tc.deadline)))
+			if _, err := c.Sleep(ctx, time.Minute); !errors.Is(err, stepctx.ErrSuspended) {
+				t.Fatalf("Sleep: %v, want the suspension", err)
+			}
+			if got := j.SuspendAfter(); len(got) != 1 || !tc.check(got[0]) {
+				t.Fatalf("Await budgets %v", got)
+			}
+		})
+	}
+}
+
 func TestReplayReturnsRecordedResults(t *testing.T) {
 	s, addr := serve(t, "unix", stepctx.Config{})
 	j := &stepctxtest.Journal{Seed: 7}

@@ -107,8 +107,12 @@ func newInvokeCmd(g *globalFlags) *cobra.Command {
 			stderr := cmd.ErrOrStderr()
 			res, err := b.InvokeLocal(ctx, service, handler, key, input, func(s bridge.LocalSuspension) {
 				// Why the function's code runs again from the top.
-				fmt.Fprintf(stderr, "bridge invoke: suspended until %s (%s, longer than suspend_after %s); resuming then by replay (attempt %d)\n",
-					clockTime(s.Until), s.Waiting, s.SuspendAfter, s.Attempt+1)
+				why := fmt.Sprintf("longer than suspend_after %s", s.SuspendAfter)
+				if s.ByTimeout {
+					why = fmt.Sprintf("past the first half of timeout %s, which counts short waits too", s.Timeout)
+				}
+				fmt.Fprintf(stderr, "bridge invoke: suspended until %s (%s, %s); resuming then by replay (attempt %d)\n",
+					clockTime(s.Until), s.Waiting, why, s.Attempt+1)
 			})
 			_ = b.Close(context.Background())
 			var unknown *bridge.UnknownHandlerError
