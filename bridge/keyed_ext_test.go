@@ -161,6 +161,24 @@ func TestCallToAKeyedServiceNeedsAKey(t *testing.T) {
 	}
 }
 
+// A steps-mode function's outputs (FNBRIDGE_OUTPUTS, set_output) have no
+// run to be journaled in: they are on the invocation's log line rather
+// than dropped without a word.
+func TestStepsOutputsAreLogged(t *testing.T) {
+	h := keyedHarness(t, nil)
+	h.fake.setInvoke(func(_ context.Context, r *executorv1.InvokeFunctionRequest) (*executorv1.InvokeFunctionResponse, error) {
+		return &executorv1.InvokeFunctionResponse{Registration: r.Registration, InvocationId: r.InvocationId, Output: []byte("1"),
+			Outputs: map[string]string{"greeted": "yes"}}, nil
+	})
+	h.target = "Counter/add"
+	got := h.play(6, []any{restatetest.StartKeyed("inv_out", "k", 1, nil, false), restatetest.Input(nil)}, nil)
+	wantTypes(t, got, wire.OutputCommandType, wire.EndMessageType)
+	recs := h.logs.withMessage("invocation")
+	if len(recs) != 1 || fmt.Sprint(recs[0]["outputs"]) != "map[greeted:yes]" {
+		t.Fatalf("invocation log lines %v, want one with the outputs", recs)
+	}
+}
+
 // A key longer than a function can be given (FNBRIDGE_KEY, 8192 bytes)
 // fails the invocation terminally with 400, saying so in the user's
 // words, in both durability modes; the function never runs.

@@ -300,6 +300,11 @@ func (b *Bridge) stepsHandlerFunc(p *pool) restate.HandlerFunc {
 		var out []byte
 		if err == nil {
 			out = res.Output
+			if len(res.Outputs) > 0 {
+				// No run wraps a steps-mode invocation to journal them in
+				// (as durability: function does): they are logged here.
+				ev = ev.Interface("outputs", res.Outputs)
+			}
 		} else {
 			suspended := errors.Is(err, stepctx.ErrSuspended)
 			cause := err
