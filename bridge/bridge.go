@@ -194,12 +194,12 @@ func restateHandler(b *Bridge, p *pool) restate.Handler {
 			v := rp.MaxInterval.Std()
 			rh.RetryPolicy.MaxInterval = &v
 		}
-		if rp.ExponentiationFactor > 0 {
-			v := rp.ExponentiationFactor
+		if rp.ExponentiationFactor != nil {
+			v := *rp.ExponentiationFactor
 			rh.RetryPolicy.ExponentiationFactor = &v
 		}
-		if rp.MaxAttempts > 0 {
-			v := rp.MaxAttempts
+		if rp.MaxAttempts != nil {
+			v := *rp.MaxAttempts
 			rh.RetryPolicy.MaxAttempts = &v
 		}
 		switch rp.OnMaxAttempts {

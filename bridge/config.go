@@ -167,10 +167,12 @@ type HandlerConfig struct {
 
 // RetryPolicyConfig is Restate's retry policy for one handler.
 type RetryPolicyConfig struct {
-	InitialInterval      Duration `yaml:"initial_interval"`
-	MaxInterval          Duration `yaml:"max_interval"`
-	ExponentiationFactor float64  `yaml:"exponentiation_factor"`
-	MaxAttempts          int      `yaml:"max_attempts"`
+	InitialInterval Duration `yaml:"initial_interval"`
+	MaxInterval     Duration `yaml:"max_interval"`
+	// ExponentiationFactor and MaxAttempts are nil when not given (Restate's
+	// default); a given 0 is refused, never dropped.
+	ExponentiationFactor *float64 `yaml:"exponentiation_factor"`
+	MaxAttempts          *int     `yaml:"max_attempts"`
 	// OnMaxAttempts is "pause" or "kill".
 	OnMaxAttempts string `yaml:"on_max_attempts"`
 }
@@ -358,6 +360,9 @@ const (
 	MaxTimeout = 15 * time.Minute
 	// MaxConcurrency caps warm registrations per handler.
 	MaxConcurrency = 256
+	// MinJournalBytes is the least max_journal_bytes taken (0 aside):
+	// below it, a count meant in MiB (128) holds no journal at all.
+	MinJournalBytes = 1 << 10
 )
 
 // Protocol modes accepted in protocol_mode.
@@ -620,6 +625,9 @@ func (c *Config) resolve(baseDir string) error {
 		bad("max_journal_bytes", "%d is negative (0: the default, %d times the 32 MiB message size)", c.MaxJournalBytes, restate.DefaultMaxJournalFactor)
 	} else if int64(c.MaxJournalBytes) > math.MaxInt {
 		bad("max_journal_bytes", "%d is out of range", c.MaxJournalBytes)
+	} else if c.MaxJournalBytes > 0 && c.MaxJournalBytes < MinJournalBytes {
+		// 128 meant as MiB would pause every invocation with 571.
+		bad("max_journal_bytes", "%d bytes is too small to hold an invocation's journal: want at least 1Ki (a bare number is bytes: 128Mi, not 128)", c.MaxJournalBytes)
 	}
 	c.resolveContextListen(bad)
 	c.resolveTelemetry(bad)
@@ -705,6 +713,10 @@ func (h *HandlerConfig) resolve(hp, baseDir string, bad func(path, format string
 		h.Timeout = Duration(DefaultTimeout)
 	case h.Timeout < 0 || h.Timeout.Std() > MaxTimeout:
 		bad(hp+".timeout", "%s is out of range (0 < timeout <= %s)", h.Timeout, Duration(MaxTimeout))
+	case h.Timeout.Std() < time.Millisecond:
+		// The runtime takes whole milliseconds, and reads 0 as its own
+		// default: 500us would bound nothing.
+		bad(hp+".timeout", "%s is under a millisecond, the runtime's unit: want at least 1ms", h.Timeout)
 	}
 	switch {
 	case h.IdleTimeout == 0:
@@ -766,21 +778,22 @@ func (h *HandlerConfig) resolve(hp, baseDir string, bad func(path, format string
 			bad(hp+".retry_policy.max_interval", "%s is less than initial_interval %s", rp.MaxInterval, rp.InitialInterval)
 		}
 		switch f := rp.ExponentiationFactor; {
-		case math.IsNaN(f):
+		case f == nil:
+		case math.IsNaN(*f):
 			// Every comparison is false for it: refused here, it would be
 			// dropped from the manifest without a word.
 			bad(hp+".retry_policy.exponentiation_factor", ".nan is not a number: want a finite factor of at least 1 (e.g. 2)")
-		case math.IsInf(f, 0):
+		case math.IsInf(*f, 0):
 			inf := ".inf" // as YAML writes it
-			if f < 0 {
+			if *f < 0 {
 				inf = "-.inf"
 			}
 			bad(hp+".retry_policy.exponentiation_factor", "%s is not a finite number: want a finite factor of at least 1 (e.g. 2)", inf)
-		case f != 0 && f < 1:
-			bad(hp+".retry_policy.exponentiation_factor", "%v is below 1", f)
+		case *f < 1:
+			bad(hp+".retry_policy.exponentiation_factor", "%v is below 1: want a finite factor of at least 1 (1: the same interval every time), or leave it out for Restate's default", *f)
 		}
-		if rp.MaxAttempts < 0 {
-			bad(hp+".retry_policy.max_attempts", "must be positive")
+		if rp.MaxAttempts != nil && *rp.MaxAttempts < 1 {
+			bad(hp+".retry_policy.max_attempts", "%d is too few: want at least 1 (the first attempt counts; 1: never retried), or leave it out for Restate's default", *rp.MaxAttempts)
 		}
 		switch rp.OnMaxAttempts {
 		case "", "pause", "kill":

@@ -109,8 +109,8 @@ func checkAccepted(t *testing.T, c *bridge.Config, base string) {
 				t.Fatal("content types not defaulted")
 			}
 			if rp := h.RetryPolicy; rp != nil {
-				if rp.InitialInterval < 0 || rp.MaxInterval < 0 || rp.MaxAttempts < 0 ||
-					(rp.ExponentiationFactor != 0 && rp.ExponentiationFactor < 1) ||
+				if rp.InitialInterval < 0 || rp.MaxInterval < 0 || rp.MaxAttempts != nil && *rp.MaxAttempts < 1 ||
+					(rp.ExponentiationFactor != nil && !(*rp.ExponentiationFactor >= 1)) ||
 					(rp.OnMaxAttempts != "" && rp.OnMaxAttempts != "pause" && rp.OnMaxAttempts != "kill") {
 					t.Fatalf("accepted retry policy %+v", *rp)
 				}

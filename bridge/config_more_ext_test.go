@@ -145,6 +145,33 @@ func TestConfigRetentionsAndRetryFactorReachTheManifest(t *testing.T) {
 	})
 }
 
+// A value that would be dropped, or read as another one, is refused in
+// the user's words: a timeout under the runtime's millisecond (0 there is
+// its own default), retry settings of 0 (left out of the manifest: never
+// what was asked), a journal bound too small to hold any journal (128
+// meant as MiB), metrics on the endpoint's own port.
+func TestConfigValuesThatWouldBeDroppedAreRefused(t *testing.T) {
+	handler := func(extra string) string {
+		return servicesStart + "      - name: h\n        runtime: python\n        dir: functions\n        handler: greeter.greet\n" + extra
+	}
+	runLoadCases(t, []loadCase{
+		{"timeout 500us", handler("        timeout: 500us\n"),
+			[]string{`line 8: services[0].handlers[0].timeout: 500µs is under a millisecond, the runtime's unit: want at least 1ms`}},
+		{"timeout 1ms", handler("        timeout: 1ms\n"), nil},
+		{"max_attempts 0", handler("        retry_policy: {max_attempts: 0, on_max_attempts: kill}\n"),
+			[]string{`line 8: services[0].handlers[0].retry_policy.max_attempts: 0 is too few: want at least 1 (the first attempt counts; 1: never retried), or leave it out for Restate's default`}},
+		{"max_attempts 1", handler("        retry_policy: {max_attempts: 1}\n"), nil},
+		{"exponentiation_factor 0", handler("        retry_policy: {exponentiation_factor: 0}\n"),
+			[]string{`line 8: services[0].handlers[0].retry_policy.exponentiation_factor: 0 is below 1`}},
+		{"max_journal_bytes 128", "max_journal_bytes: 128\n" + handler(""),
+			[]string{`line 1: max_journal_bytes: 128 bytes is too small to hold an invocation's journal: want at least 1Ki (a bare number is bytes: 128Mi, not 128)`}},
+		{"max_journal_bytes 1Ki", "max_journal_bytes: 1Ki\n" + handler(""), nil},
+		{"metrics_listen on listen's port", "listen: 127.0.0.1:9080\nmetrics_listen: 0.0.0.0:9080\n" + handler(""),
+			[]string{`line 2: metrics_listen: "0.0.0.0:9080" takes the port of listen "127.0.0.1:9080": the metrics need a port of their own (e.g. 127.0.0.1:9464)`}},
+		{"metrics_listen on another host's same port", "listen: 127.0.0.1:9080\nmetrics_listen: 127.0.0.2:9080\n" + handler(""), nil},
+	})
+}
+
 // A remote runtime is dialled, so its address needs a port (1-65535) or
 // a socket file: what only listening could make sense of is refused.
 func TestConfigRuntimeAddressesCanBeDialled(t *testing.T) {

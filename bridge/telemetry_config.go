@@ -1,6 +1,7 @@
 package bridge
 
 import (
+	"net"
 	"net/url"
 	"sort"
 	"strings"
@@ -48,11 +49,27 @@ func (t TracingConfig) TracesURL() string {
 	return u.String()
 }
 
+// samePort says two host:port addresses would bind the same port: equal
+// ports on the same host, or on a wildcard host for either.
+func samePort(a, b string) bool {
+	ha, pa, err1 := net.SplitHostPort(a)
+	hb, pb, err2 := net.SplitHostPort(b)
+	if err1 != nil || err2 != nil || pa != pb || pa == "0" {
+		return false
+	}
+	wild := func(h string) bool { return h == "" || h == "0.0.0.0" || h == "::" }
+	return ha == hb || wild(ha) || wild(hb)
+}
+
 // resolveTelemetry checks metrics_listen and tracing and fills defaults.
 func (c *Config) resolveTelemetry(bad func(path, format string, args ...any)) {
 	if c.MetricsListen != "" {
 		if err := checkHostPort(c.MetricsListen); err != nil {
 			bad("metrics_listen", "%q is not host:port (e.g. 127.0.0.1:9464): %v", c.MetricsListen, err)
+		} else if samePort(c.MetricsListen, c.Listen) {
+			// Else one of the two servers fails to bind, named after the
+			// other's field.
+			bad("metrics_listen", "%q takes the port of listen %q: the metrics need a port of their own (e.g. 127.0.0.1:9464)", c.MetricsListen, c.Listen)
 		}
 	}
 	t := &c.Tracing
