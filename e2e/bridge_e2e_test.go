@@ -82,6 +82,7 @@ func TestBridge(t *testing.T) {
 				{"restate-server reaching the bridge over HTTP 1.1 (use_http_11) gets the same results", testHTTP11},
 				{"invocations beyond concurrency are retried with 429 and each executes once", testBusyRetried},
 				{"SIGTERM closes a stream still in flight at shutdown_timeout and Restate retries it", testShutdownDeadline},
+				{"a second SIGTERM ends the drain at once and Restate retries the stream", testSecondSignal},
 			},
 		},
 		{
@@ -784,6 +785,41 @@ func testShutdownDeadline(t *testing.T, env *bridgeEnv) {
 	}
 	retry := ws.pids(t, "calls.log")[1]
 	assertJSON(t, "output", body, fmt.Sprintf(`{"job":"G-7","pid":%d}`, retry))
+}
+
+// A second stop signal during the drain ends it at once, as daemons do
+// (an operator's second Ctrl-C): the bridge exits 0 well before
+// shutdown_timeout, kills the worker, and Restate retries the stream on
+// the next bridge, where it completes once.
+func testSecondSignal(t *testing.T, env *bridgeEnv) {
+	ws := newWorkspace(t, "slowfirst.py")
+	const shutdownTimeout = 2 * time.Minute
+	run := termInFlight(t, env, ws, "Twice", "slowfirst.slow", `{"job":"H-8"}`, shutdownTimeout)
+	// The drain has begun (and the second signal is listened for) once
+	// readiness answers 503.
+	eventually(t, 10*time.Second, "readiness answers 503 while draining", func() (bool, string) {
+		st := healthStatus(run.addr, "/health/ready")
+		return st == http.StatusServiceUnavailable, fmt.Sprintf("HTTP %d", st)
+	})
+	again := time.Now()
+	run.b.signal(syscall.SIGTERM)
+	exited, ok := run.b.waitExit(20 * time.Second)
+	if !ok {
+		t.Fatalf("bridge serve still running 20s after a second SIGTERM (shutdown_timeout %s)", shutdownTimeout)
+	}
+	t.Logf("bridge serve exited %s after the second SIGTERM", exited.at.Sub(again).Round(time.Millisecond))
+	if exited.err != nil {
+		t.Errorf("bridge serve exited with %v after a second SIGTERM, want status 0", exited.err)
+	}
+	waitDead(t, 5*time.Second, "the worker is killed", run.first)
+	startBridge(t, run.cfg, run.addr)
+	status, body := invocationOutput(t, env.srv, run.id, 30*time.Second)
+	if status != http.StatusOK {
+		t.Fatalf("output after the restart: %d %s", status, body)
+	}
+	if lines := ws.lines(t, "calls.log"); len(lines) != 3 || !strings.HasPrefix(lines[2], "done ") {
+		t.Fatalf("executions %q, want the cut one and one successful retry", lines)
+	}
 }
 
 // inFlightAtTerm is a bridge that got SIGTERM while an invocation of a

@@ -133,6 +133,20 @@ func newServeCmd(g *globalFlags, dev *devFlags) *cobra.Command {
 			deadline = time.Now().Add(cfg.ShutdownTimeout.Std())
 			sctx, cancel := context.WithDeadline(context.Background(), deadline)
 			defer cancel()
+			// A second stop signal (Ctrl-C again) ends the drain at once,
+			// as daemons do; the workers are still stopped and
+			// unregistered, within closeGrace.
+			again := make(chan os.Signal, 1)
+			signal.Notify(again, stopSignals()...)
+			defer signal.Stop(again)
+			go func() {
+				select {
+				case sig := <-again:
+					log.Warn().Str("signal", sig.String()).Int("in_flight", b.InFlight()).Msg("second stop signal: not waiting for the invocations in flight (Restate retries them)")
+					cancel()
+				case <-sctx.Done():
+				}
+			}()
 			srv.SetKeepAlivesEnabled(false) // HTTP/2: GOAWAY as each connection goes idle
 			if err := b.Drain(sctx); err != nil {
 				log.Warn().Int("in_flight", b.InFlight()).Msg("in-flight invocations did not finish before the deadline")
@@ -140,6 +154,9 @@ func newServeCmd(g *globalFlags, dev *devFlags) *cobra.Command {
 			if err := srv.Shutdown(sctx); err != nil {
 				log.Warn().Err(err).Msg("in-flight invocations did not finish before the deadline; closing their streams")
 				_ = srv.Close()
+			}
+			if errors.Is(sctx.Err(), context.Canceled) {
+				deadline = time.Now() // the second signal: unregistering gets closeGrace only
 			}
 			if err := shutdownBridge(); err != nil {
 				log.Warn().Err(err).Msg("unregistering at shutdown")
