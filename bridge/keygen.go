@@ -82,7 +82,15 @@ func Keygen(o KeygenOptions) (string, error) {
 		return "", err
 	}
 	key := identity.EncodeKey(pub)
-	return key, replaceFile(o.PublicOut, []byte(key+"\n"), 0o644, o.Force || o.Reuse)
+	if err := replaceFile(o.PublicOut, []byte(key+"\n"), 0o644, o.Force || o.Reuse); err != nil {
+		// A private key without its public one would only make the
+		// next run refuse to overwrite it: the pair is written or neither.
+		if rmErr := os.Remove(o.Out); rmErr != nil {
+			return "", fmt.Errorf("%w (and removing the private key just written to %s: %v)", err, o.Out, rmErr)
+		}
+		return "", fmt.Errorf("%w (the private key just written to %s was removed)", err, o.Out)
+	}
+	return key, nil
 }
 
 // PublicKeyOfPEM returns the publickeyv1_ key of an ed25519 PKCS#8 PEM

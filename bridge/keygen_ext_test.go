@@ -7,6 +7,7 @@ import (
 	"crypto/rand"
 	"crypto/x509"
 	"encoding/pem"
+	"errors"
 	"os"
 	"path/filepath"
 	"strings"
@@ -205,5 +206,27 @@ func TestKeygenUnwritableDirectoryNamesTheFile(t *testing.T) {
 	_, err := bridge.Keygen(bridge.KeygenOptions{Out: out})
 	if err == nil || !strings.Contains(err.Error(), "writing "+out) || strings.Contains(err.Error(), ".keygen-") {
 		t.Fatalf("err = %v, want one naming %s and not the temporary file", err, out)
+	}
+}
+
+// A public key that cannot be written leaves no private key behind: the
+// pair is written or neither, so running again (the directory fixed) needs
+// no --force.
+func TestKeygenPublicKeyFailureLeavesNoPrivateKey(t *testing.T) {
+	dir := t.TempDir()
+	out := filepath.Join(dir, "id.pem")
+	pubOut := filepath.Join(dir, "missing", "id.pub")
+	_, err := bridge.Keygen(bridge.KeygenOptions{Out: out, PublicOut: pubOut})
+	if err == nil || !strings.Contains(err.Error(), "writing "+pubOut) || !strings.Contains(err.Error(), "was removed") {
+		t.Fatalf("err = %v, want one naming %s and saying the private key was removed", err, pubOut)
+	}
+	if _, err := os.Lstat(out); !errors.Is(err, os.ErrNotExist) {
+		t.Fatalf("private key left behind: %v", err)
+	}
+	if err := os.Mkdir(filepath.Dir(pubOut), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := bridge.Keygen(bridge.KeygenOptions{Out: out, PublicOut: pubOut}); err != nil {
+		t.Fatalf("running again: %v", err)
 	}
 }
