@@ -137,6 +137,14 @@ func New(cfg *Config, opts Options) (*Bridge, error) {
 					opts.Logger.Warn().Str("service", svc.Name).Str("handler", h.Name).Err(err).
 						Msg("the handler's code cannot be read: its invocations fail until it can")
 				}
+				if run := cfg.oneOffRun; rc.isEmbedded() && (run == "" || run == svc.Name+"/"+h.Name) {
+					// The same for the interpreter an embedded runtime
+					// starts (a remote one's host is not this one).
+					if err := interpreterProblem(h); err != nil {
+						opts.Logger.Warn().Str("service", svc.Name).Str("handler", h.Name).Err(err).
+							Msg("the handler's interpreter cannot be started: its invocations fail until it can")
+					}
+				}
 			}
 			b.pools[svc.Name+"/"+h.Name] = p
 			b.keyed[p] = keyedHandlerOf(svc, h, services)

@@ -14,6 +14,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/fnbridge/fnbridge/bridge"
+	"github.com/fnbridge/fnbridge/internal/testtool"
 	executorv1 "github.com/fnbridge/fnbridge/proto/executor/v1"
 	"github.com/fnbridge/fnbridge/restate/restatetest"
 	"github.com/fnbridge/fnbridge/restate/wire"
@@ -326,6 +327,38 @@ services:
 	defer one.Close(context.Background())
 	if strings.Contains(logs.String(), "the handler's code cannot be read") {
 		t.Errorf("a one-off run of Greeter/greet warned of another handler:\n%s", logs.String())
+	}
+}
+
+// An interpreter an embedded runtime cannot start (a venv's python that is
+// gone, a python.interpreter that is not there) is a warning at start
+// too, naming the handler; a handler whose interpreter is there is not.
+func TestNewWarnsOfAHandlerWhoseInterpreterIsMissing(t *testing.T) {
+	testtool.Require(t, "", "python3", "the default interpreter")
+	cfg, err := bridge.LoadConfig(writeConfig(t, `
+services:
+  - name: Greeter
+    handlers:
+      - {name: greet, runtime: python, dir: functions, handler: greeter.greet}
+      - {name: gone, runtime: python, dir: functions, handler: greeter.greet, python: {interpreter: venv-gone/bin/python}}
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var logs bytes.Buffer
+	b, err := bridge.New(cfg, bridge.Options{Logger: zerolog.New(&logs)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close(context.Background())
+	var warned []string
+	for _, line := range strings.Split(strings.TrimSpace(logs.String()), "\n") {
+		if strings.Contains(line, "the handler's interpreter cannot be started") {
+			warned = append(warned, line)
+		}
+	}
+	if len(warned) != 1 || !strings.Contains(warned[0], `"handler":"gone"`) || !strings.Contains(warned[0], "venv-gone/bin/python (python.interpreter) does not exist") {
+		t.Fatalf("warnings %q, want one for gone naming its interpreter", warned)
 	}
 }
 

@@ -2,11 +2,13 @@ package bridge
 
 import (
 	"context"
+	"errors"
 	"os/exec"
 	"path/filepath"
 	"strings"
 	"sync"
 
+	"github.com/fnbridge/fnbridge/functionruntime/bash"
 	"github.com/fnbridge/fnbridge/functionruntime/python"
 )
 
@@ -70,6 +72,22 @@ func (h *HandlerConfig) resolvePython(hp string, top PythonConfig, bad func(path
 	if err := python.CheckInterpreter(h.Python.Interpreter); err != nil {
 		bad(hp+".python.interpreter", "%v", err)
 	}
+}
+
+// interpreterProblem says why an embedded runtime could not start h's
+// interpreter (python3 or its venv's python, bash), or nil: said at start,
+// as a missing handler file is, rather than at the first invocation.
+func interpreterProblem(h *HandlerConfig) error {
+	switch h.Runtime {
+	case python.Kind:
+		_, err := python.ChooseInterpreter(h.Dir, h.PythonInterpreter(), defaultPython())
+		return err
+	case bash.Kind:
+		if _, err := exec.LookPath("bash"); err != nil {
+			return errors.New("bash is not on the bridge's PATH")
+		}
+	}
+	return nil
 }
 
 // defaultPython is what an embedded python runtime falls back to: python3

@@ -100,6 +100,13 @@ func ResolveInterpreter(ctx context.Context, dir, setting, fallback string) (Int
 	return it, probeInterpreter(ctx, &it)
 }
 
+// ChooseInterpreter is ResolveInterpreter without running the
+// interpreter: its path, and an error naming it when it is missing or not
+// a program. Cheap enough for a check at start.
+func ChooseInterpreter(dir, setting, fallback string) (Interpreter, error) {
+	return chooseInterpreter(dir, setting, fallback)
+}
+
 // chooseInterpreter picks the interpreter's path without running it.
 func chooseInterpreter(dir, setting, fallback string) (Interpreter, error) {
 	switch {
