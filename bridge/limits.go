@@ -93,6 +93,10 @@ func (c *LimitsConfig) resolve(lp string, bad func(path, format string, args ...
 		switch {
 		case errors.Is(err, errTooLarge) || err == nil && n > most:
 			bad(lp+"."+key, "%s is more than %s, %s", written, mostIn(most, written), mostSays)
+		case err == nil && n == 0 && limitLeast[key].n > 0:
+			// 0 is a count or a size, only too small: said so, with
+			// "unlimited" for whoever meant no limit by it.
+			bad(lp+"."+key, "0 %s (unlimited: no limit)", limitLeast[key].says)
 		case err != nil || n <= 0:
 			bad(lp+"."+key, "%q is not %s", v, want)
 		case n < limitLeast[key].n:

@@ -61,9 +61,10 @@ func TestLimitsDefaultsAndUnits(t *testing.T) {
 func TestLimitsErrorsNameTheField(t *testing.T) {
 	for block, want := range map[string]string{
 		"        limits: {memory: lots}\n":   `services[0].handlers[0].limits.memory: "lots" is not a size (e.g. 512Mi)`,
+		"        limits: {processes: 0}\n":   `services[0].handlers[0].limits.processes: 0 is fewer than 2, the fewest processes a worker starts with (a Python worker and its guardian; a Bash worker needs 3) (unlimited: no limit)`,
 		"        limits: {file_size: 1Qi}\n": `services[0].handlers[0].limits.file_size: "1Qi" is not a size`,
 		"        limits: {processes: -1}\n":  `services[0].handlers[0].limits.processes: "-1" is not a count`,
-		"        limits: {open_files: 0}\n":  `services[0].handlers[0].limits.open_files: "0" is not a count`,
+		"        limits: {open_files: 0}\n":  `services[0].handlers[0].limits.open_files: 0 is fewer than 9, the fewest open files a worker starts with`,
 		"        limits: {cpu: 10}\n":        `services[0].handlers[0].limits.cpu: "10" is not a duration`,
 		"        limits: {cpu: 10ms}\n":      `services[0].handlers[0].limits.cpu: "10ms" is not a duration of at least 1s`,
 		"        limits: {memory: 1.5Gi}\n":  `limits.memory: "1.5Gi" is not a size`,
