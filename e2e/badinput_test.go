@@ -378,9 +378,9 @@ func TestBadInputFunctions(t *testing.T) {
 		name  string
 		check func(t *testing.T)
 	}{
-		{"invalid JSON input to a Python handler is a terminal failure", func(t *testing.T) {
+		{"invalid JSON input to a Python handler is a terminal 400", func(t *testing.T) {
 			got := f.input(t, 6, "pyecho", []byte(`{"unclosed":`))
-			wantFailure(t, got, 500, "input is not valid JSON")
+			wantFailure(t, got, 400, "input is not valid JSON")
 		}},
 		{"input over the runtime's 6 MiB bound is a terminal 400", func(t *testing.T) {
 			big := []byte(`"` + strings.Repeat("a", 6<<20) + `"`)

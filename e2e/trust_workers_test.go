@@ -338,9 +338,13 @@ func TestTrustWorkers(t *testing.T) {
 	// cannot encode are terminal: the invocation completes with the
 	// failure, never retried.
 	deep := strings.Repeat("[", 100000) + strings.Repeat("]", 100000)
-	for _, c := range []struct{ name, handler, input, want string }{
-		{"input nesting 100000 deep (RecursionError while decoding) is terminal", "pyecho", deep, "input nests too deeply"},
-		{"a non-JSON-serialisable return value is terminal", "unserializable", `{}`, "return value is not JSON-serializable: TypeError: Object of type set"},
+	for _, c := range []struct {
+		name, handler, input, want string
+		code                       int
+	}{
+		// Bad input is the caller's: 400; a bad result the function's: 500.
+		{"input nesting 100000 deep (RecursionError while decoding) is terminal", "pyecho", deep, "input nests too deeply", http.StatusBadRequest},
+		{"a non-JSON-serialisable return value is terminal", "unserializable", `{}`, "return value is not JSON-serializable: TypeError: Object of type set", http.StatusInternalServerError},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			f.alongside(t, func() {
@@ -349,8 +353,8 @@ func TestTrustWorkers(t *testing.T) {
 					t.Fatal(err)
 				}
 				status, out := invocationOutput(t, srv, id, 20*time.Second)
-				if status != http.StatusInternalServerError || !strings.Contains(string(out), c.want) {
-					t.Errorf("output: %d %s, want a 500 naming %q", status, out, c.want)
+				if status != c.code || !strings.Contains(string(out), c.want) {
+					t.Errorf("output: %d %s, want a %d naming %q", status, out, c.code, c.want)
 				}
 				row := invocationRow(ctx, t, srv, id, "status, completion_result, completion_failure, retry_count")
 				t.Logf("sys_invocation: %v", row)
