@@ -93,7 +93,13 @@ __fnb_run() {
 			if builtin "$@" >|"$__fnb_dir/a.out"; then __fnb_rc=0; else __fnb_rc=$?; fi
 			;;
 		*)
-			if (command exec "$@") >|"$__fnb_dir/a.out" {__fnb_areq}>&- {__fnb_aans}>&-; then __fnb_rc=0; else __fnb_rc=$?; fi
+			# A name that is no program: said as the fnbridge command says
+			# it, not as bash's "environment: line N: exec: x: not found".
+			if ( [[ $1 == */* ]] || builtin type -P -- "$1" >/dev/null || {
+				builtin printf 'fnbridge: run %s: %s: no such program on PATH (a step runs a program, not a shell builtin or function)\n' "$__fnb_name" "$1" >&2
+				builtin exit 127
+			}
+			command exec "$@") >|"$__fnb_dir/a.out" {__fnb_areq}>&- {__fnb_aans}>&-; then __fnb_rc=0; else __fnb_rc=$?; fi
 			;;
 		esac
 		((++__fnb_rq))

@@ -110,6 +110,10 @@ inshell_help() {
 	head -n 1 help.out
 }
 
+inshell_noprog() {
+	fnbridge run --var v nav -- cd / 2>&1 || echo " $?"
+}
+
 inshell_long() {
 	fnbridge run "$(printf '%070000d' 0)" -- printf x 2>&1 || echo " $?"
 	fnbridge run "$(printf '%017000d' 0)" -- printf x 2>&1 || echo " $?"
@@ -480,6 +484,10 @@ func TestSteps(t *testing.T) {
 		// --help alone shows the command's help, as in any other shell.
 		res, err := e.start(t, "inshell_help", nil).invoke(t, e.Open(t, &stepctxtest.Journal{}), "")
 		steptest.MustOutput(t, res, err, "help 0\nRun CMD (executed directly, not through a shell) as the durable step NAME.")
+		// A CMD that is no program (a builtin such as cd) fails the step as
+		// the fnbridge command says it, not in bash's words.
+		res, err = e.start(t, "inshell_noprog", nil).invoke(t, e.Open(t, &stepctxtest.Journal{}), "")
+		steptest.MustOutput(t, res, err, "fnbridge: run nav: cd: no such program on PATH (a step runs a program, not a shell builtin or function)\nfnbridge: run nav: cd exited with status 127; the attempt fails and Restate retries it\n 127")
 		// A step name past the bound is refused, said once, whether the
 		// agent's line or the endpoint finds it too long.
 		res, err = e.start(t, "inshell_long", nil).invoke(t, e.Open(t, &stepctxtest.Journal{}), "")
