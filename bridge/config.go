@@ -644,6 +644,9 @@ func (c *Config) resolve(baseDir string) error {
 		sp := fmt.Sprintf("services[%d]", si)
 		if !serviceNameRE.MatchString(s.Name) {
 			bad(sp+".name", "%q is not a valid service name (%s)", s.Name, nameRule)
+		} else if lower := strings.ToLower(s.Name); strings.HasPrefix(lower, "restate") || lower == "openapi" {
+			// restate-server refuses these at registration (META0005).
+			bad(sp+".name", "%q is reserved by Restate, which refuses to register a service whose name starts with \"restate\" (in any case) or is \"openapi\"", s.Name)
 		} else if first, dup := seenSvc[strings.ToLower(s.Name)]; !dup {
 			seenSvc[strings.ToLower(s.Name)] = si
 		} else if c.Services[first].Name == s.Name {

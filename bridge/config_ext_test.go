@@ -120,6 +120,10 @@ func TestLoadConfigRejectsInvalidNamingFieldPath(t *testing.T) {
 		// the field in the file's words, with every other problem.
 		{"service name _", "name: Greeter", "name: _", []string{"services[0].name", `"_" is not a valid service name (letters, digits and _, starting with a letter, or with _ and a letter or digit)`}},
 		{"service name __x", "name: Greeter", "name: __x", []string{"services[0].name", "not a valid service name"}},
+		// restate-server refuses these at registration (META0005).
+		{"service name restate_Foo", "name: Greeter", "name: restate_Foo", []string{"services[0].name", `"restate_Foo" is reserved by Restate`}},
+		{"service name RestateX", "name: Greeter", "name: RestateX", []string{"services[0].name", `starts with "restate" (in any case)`}},
+		{"service name OpenAPI", "name: Greeter", "name: OpenAPI", []string{"services[0].name", `or is "openapi"`}},
 		{"sub-millisecond abort_timeout", "concurrency: 4", "concurrency: 4\n        abort_timeout: 1500us", []string{"services[0].handlers[0].abort_timeout: 1.5ms is not a whole number of milliseconds"}},
 		{"sub-millisecond inactivity_timeout", "concurrency: 4", "concurrency: 4\n        inactivity_timeout: 60000500us", []string{"services[0].handlers[0].inactivity_timeout: 1m0.0005s is not a whole number of milliseconds"}},
 		{"sub-millisecond retry interval", "concurrency: 4", "concurrency: 4\n        retry_policy: {initial_interval: 1500us}", []string{"services[0].handlers[0].retry_policy.initial_interval: 1.5ms is not a whole number of milliseconds"}},
