@@ -75,7 +75,17 @@ func encodeRecord(r *Result) ([]byte, error) {
 	} else {
 		rec.OutputBytes = r.Output
 	}
-	return json.Marshal(rec)
+	// Without HTML escaping, a JSON output comes back as json.Compact
+	// writes it: json.Marshal would also turn its <, > and & into \u003c
+	// and the like, so a replay would return other bytes than the first
+	// execution did.
+	var buf bytes.Buffer
+	enc := json.NewEncoder(&buf)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(rec); err != nil {
+		return nil, err
+	}
+	return bytes.TrimSuffix(buf.Bytes(), []byte("\n")), nil
 }
 
 // decodeRecord reads a journaled value back. A value that is neither
