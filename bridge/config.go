@@ -771,7 +771,7 @@ func (h *HandlerConfig) resolve(hp, baseDir string, bad func(path, format string
 			wholeMillis(hp+"."+r.field, r.d, bad)
 		}
 	}
-	h.Limits.resolve(hp+".limits", bad)
+	h.Limits.resolve(hp+".limits", h.Runtime, bad)
 	h.resolveDurability(hp, bad)
 	if rp := h.RetryPolicy; rp != nil {
 		if rp.InitialInterval < 0 || rp.MaxInterval < 0 {

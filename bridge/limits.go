@@ -78,8 +78,9 @@ var limitLeast = map[string]struct {
 
 // resolve parses every key, reporting each bad one under its field path;
 // one past its bound (an int64's, if less) names the bound in the units
-// the file wrote, and one under what any worker needs names that.
-func (c *LimitsConfig) resolve(lp string, bad func(path, format string, args ...any)) {
+// the file wrote, and one under what any worker needs, or a worker of the
+// handler's runtime kind, names that.
+func (c *LimitsConfig) resolve(lp, kind string, bad func(path, format string, args ...any)) {
 	d := functionruntime.DefaultWorkerLimits()
 	field := func(key, v string, def int64, parse func(string) (int64, error), want string, most int64, mostIn func(int64, string) string, mostSays string) int64 {
 		switch strings.TrimSpace(v) {
@@ -133,6 +134,21 @@ func (c *LimitsConfig) resolve(lp string, bad func(path, format string, args ...
 			int64(MaxLimitCPU), durIn, "the longest cpu limit (unlimited lifts it)")),
 	}
 	c.hasResolved = true
+	// Above what any worker needs, under what this kind's needs: refused
+	// here too, or every registration of the handler would be (and its
+	// invocations pause).
+	least := functionruntime.MinWorkerLimits(kind)
+	for _, l := range []struct {
+		key, written, what string
+		n, least           int64
+	}{
+		{"open_files", c.OpenFiles, "open files", c.resolved.OpenFiles, least.OpenFiles},
+		{"processes", c.Processes, "processes", c.resolved.Processes, least.Processes},
+	} {
+		if l.n >= limitLeast[l.key].n && l.n < l.least {
+			bad(lp+"."+l.key, "%s is fewer than %d, the fewest %s a %s worker starts with", strings.TrimSpace(l.written), l.least, l.what, kind)
+		}
+	}
 }
 
 // sizeUnits are the suffixes ParseSize accepts, Kubernetes style.

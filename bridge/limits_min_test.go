@@ -1,6 +1,8 @@
 package bridge
 
 import (
+	"os"
+	"path/filepath"
 	"testing"
 
 	"github.com/fnbridge/fnbridge/functionruntime"
@@ -29,5 +31,48 @@ func TestLimitsBelowWhatAnyWorkerNeedsAreRefused(t *testing.T) {
 	want.OpenFiles, want.Processes, want.Memory = functionruntime.MinWorkerOpenFiles, functionruntime.MinWorkerProcesses, functionruntime.MinWorkerMemory
 	if got := cfg.Services[0].Handlers[0].Limits.Worker(); got != want {
 		t.Fatalf("limits = %+v, want %+v", got, want)
+	}
+}
+
+// A Bash worker needs more than the least any worker needs (the
+// descriptors bash opens at 10 and up, a subshell per invocation beside
+// the guardian): a limit between the two fails at start too, naming the
+// kind, instead of failing every registration of the handler (its
+// invocations paused); the Bash least itself is taken.
+func TestLimitsBelowWhatTheKindNeedsAreRefused(t *testing.T) {
+	bashConfig := func(limits string) (*Config, error) {
+		dir := t.TempDir()
+		if err := os.WriteFile(filepath.Join(dir, "h.sh"), []byte("f() { printf '%s' \"$1\"; }\n"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return ParseConfig([]byte(`
+services:
+  - name: S
+    handlers:
+      - name: f
+        runtime: bash
+        dir: .
+        handler: h.f
+        limits: `+limits+"\n"), dir)
+	}
+	for _, tc := range []struct{ limits, want string }{
+		{"{open_files: 9}", "line 9: services[0].handlers[0].limits.open_files: 9 is fewer than 14, the fewest open files a bash worker starts with"},
+		{"{open_files: 13}", "line 9: services[0].handlers[0].limits.open_files: 13 is fewer than 14, the fewest open files a bash worker starts with"},
+		{"{processes: 2}", "line 9: services[0].handlers[0].limits.processes: 2 is fewer than 3, the fewest processes a bash worker starts with"},
+		// Under what any worker needs: said once, in those words.
+		{"{open_files: 8}", "line 9: services[0].handlers[0].limits.open_files: 8 is fewer than 9, the fewest open files a worker starts with (a Python worker: stdio and its 3 pipes at 6 and up; a Bash worker needs 14)"},
+	} {
+		_, err := bashConfig(tc.limits)
+		if err == nil || err.Error() != tc.want {
+			t.Errorf("limits: %s: error:\n%v\nwant:\n%s", tc.limits, err, tc.want)
+		}
+	}
+	cfg, err := bashConfig("{open_files: 14, processes: 3, memory: unlimited}")
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := cfg.Services[0].Handlers[0].Limits.Worker()
+	if least := functionruntime.MinWorkerLimits("bash"); got.OpenFiles != least.OpenFiles || got.Processes != least.Processes {
+		t.Fatalf("limits = %+v, want the bash least %+v", got, least)
 	}
 }

@@ -125,7 +125,7 @@ func TestRegistrationDigestCoversLimits(t *testing.T) {
 		remoteRuntime: true} // no interpreter in the digest, as in the golden values
 	h.Limits = LimitsConfig{Memory: "64Mi"}
 	bad := func(path, format string, args ...any) { t.Fatalf(path+": "+format, args...) }
-	h.Limits.resolve("limits", bad)
+	h.Limits.resolve("limits", h.Runtime, bad)
 	got, err := registrationDigest(h)
 	if err != nil {
 		t.Fatal(err)
@@ -134,7 +134,7 @@ func TestRegistrationDigestCoversLimits(t *testing.T) {
 		t.Fatalf("digest = %s, want %s", got, want)
 	}
 	h.Limits = LimitsConfig{}
-	h.Limits.resolve("limits", bad)
+	h.Limits.resolve("limits", h.Runtime, bad)
 	def, _ := registrationDigest(h)
 	if def != "sha256:b621a4ee907ea77f84bcaef8491e0658b28b01e6bd6a1d2299b8eb900f8440d5" {
 		t.Fatalf("default limits changed the digest: %s", def)
