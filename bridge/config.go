@@ -750,6 +750,9 @@ func (h *HandlerConfig) resolve(hp, baseDir string, bad func(path, format string
 		h.InputContentType = "application/json"
 	} else if err := checkContentType(h.InputContentType, true); err != nil {
 		bad(hp+".input_content_type", "%q: %v", h.InputContentType, err)
+	} else if k, ok := kinds.Lookup(h.Runtime); ok && k.JSONInputOnly && !isJSON(h.InputContentType) {
+		// Every invocation would fail: the adapter decodes JSON only.
+		bad(hp+".input_content_type", "%q: a %s handler takes JSON input (application/json, or a type ending in +json)", h.InputContentType, h.Runtime)
 	}
 	if h.OutputContentType == "" {
 		h.OutputContentType = "application/json"

@@ -129,6 +129,9 @@ func TestLoadConfigRejectsInvalidNamingFieldPath(t *testing.T) {
 		{"sub-millisecond retry interval", "concurrency: 4", "concurrency: 4\n        retry_policy: {initial_interval: 1500us}", []string{"services[0].handlers[0].retry_policy.initial_interval: 1.5ms is not a whole number of milliseconds"}},
 		{"max_interval below initial_interval", "concurrency: 4", "concurrency: 4\n        retry_policy: {initial_interval: 10s, max_interval: 1ms}", []string{"services[0].handlers[0].retry_policy.max_interval: 1ms is less than initial_interval 10s"}},
 		{"input content type that is no media type", "concurrency: 4", "concurrency: 4\n        input_content_type: not a type", []string{"services[0].handlers[0].input_content_type", `"not a type": not a media type`}},
+		// The Python adapter decodes JSON only: every invocation would fail.
+		{"python handler with a non-JSON input type", "concurrency: 4", "concurrency: 4\n        input_content_type: text/plain", []string{"services[0].handlers[0].input_content_type", `"text/plain": a python handler takes JSON input (application/json, or a type ending in +json)`}},
+		{"python handler with an input pattern", "concurrency: 4", "concurrency: 4\n        input_content_type: '*/*'", []string{"services[0].handlers[0].input_content_type", `"*/*": a python handler takes JSON input`}},
 		{"output content type that is a pattern", "concurrency: 4", "concurrency: 4\n        output_content_type: text/*", []string{"services[0].handlers[0].output_content_type", "one type, not a pattern"}},
 		{"relative unix socket of a runtime", "protocol_mode: bidi", "protocol_mode: bidi\nruntimes: {python: unix://../rel.sock}", []string{"runtimes.python", "a unix socket's path must be absolute"}},
 		{"listen port out of range", "listen: 127.0.0.1:9080", "listen: 127.0.0.1:99999", []string{"listen", `port "99999" is not a number from 0 to 65535`}},

@@ -17,8 +17,7 @@ import (
 
 	"github.com/fnbridge/fnbridge/bridge"
 	"github.com/fnbridge/fnbridge/functionruntime"
-	"github.com/fnbridge/fnbridge/functionruntime/bash"
-	"github.com/fnbridge/fnbridge/functionruntime/python"
+	"github.com/fnbridge/fnbridge/functionruntime/kinds"
 )
 
 // Debounce bounds: a batch of changes is due once no relevant event came
@@ -84,10 +83,6 @@ type watchSpec struct {
 // tree is one handler's dir and its sources' extension (".py", ".sh").
 type tree struct{ dir, ext string }
 
-// sourceExt is each runtime kind's source file extension, for a handler
-// whose files cannot be named.
-var sourceExt = map[string]string{python.Kind: ".py", bash.Kind: ".sh"}
-
 // watchSet is what a configuration makes the dev loop watch: the file
 // itself and every handler's source files (the files its registration
 // digest covers). A handler whose files cannot be named (its module does
@@ -106,8 +101,8 @@ func watchSet(cfg *bridge.Config) watchSpec {
 			src, err := h.SourceFiles()
 			if err != nil && !errors.Is(err, functionruntime.ErrTooManySources) {
 				ws.anyIn = append(ws.anyIn, h.Dir)
-				if ext, ok := sourceExt[h.Runtime]; ok {
-					addTree(tree{h.Dir, ext})
+				if k, ok := kinds.Lookup(h.Runtime); ok && k.SourceExt != "" {
+					addTree(tree{h.Dir, k.SourceExt})
 				}
 				continue
 			}

@@ -25,6 +25,14 @@ type Kind struct {
 	// SourceFiles lists, in a fixed order, the files inside dir holding the
 	// handler's code: their content goes into the registration digest.
 	SourceFiles func(dir, handler string) ([]string, error)
+	// SourceExt is the extension of the kind's source files (".py"): a
+	// dev loop watches new files with it where SourceFiles cannot name
+	// the handler's own.
+	SourceExt string
+	// JSONInputOnly: the adapter takes JSON input only (application/json
+	// or a type ending in +json) and fails any other content type, so a
+	// handler of the kind may not declare another.
+	JSONInputOnly bool
 }
 
 // table is every runtime kind, in the order messages list them.
@@ -36,8 +44,10 @@ var table = []Kind{
 		New: func() functionruntime.Adapter {
 			return python.New(python.Options{MaxOutput: functionruntime.DefaultMaxOutputBytes})
 		},
-		CheckHandler: python.CheckHandler,
-		SourceFiles:  python.SourceFiles,
+		CheckHandler:  python.CheckHandler,
+		SourceFiles:   python.SourceFiles,
+		SourceExt:     ".py",
+		JSONInputOnly: true,
 	},
 	{
 		Name: bash.Kind,
@@ -48,6 +58,7 @@ var table = []Kind{
 		},
 		CheckHandler: bash.CheckHandler,
 		SourceFiles:  bash.SourceFiles,
+		SourceExt:    ".sh",
 	},
 }
 

@@ -165,8 +165,8 @@ func TestNonJSONContentTypeRejected(t *testing.T) {
 	inv.ContentType = "text/plain"
 	_, err := w.Invoke(t.Context(), inv)
 	var he *functionruntime.HandlerError
-	if !errors.As(err, &he) || !he.Terminal || he.Type != "UnsupportedContentType" {
-		t.Fatalf("error = %v, want terminal UnsupportedContentType", err)
+	if !errors.As(err, &he) || !he.Terminal || he.Type != "UnsupportedContentType" || he.Code != 415 {
+		t.Fatalf("error = %v (code %d), want terminal UnsupportedContentType, code 415", err, he.Code)
 	}
 	inv.ContentType = "application/vnd.api+json; charset=utf-8"
 	inv.Input = []byte(`1`)

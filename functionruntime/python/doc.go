@@ -56,7 +56,7 @@
 //   - Input that is not valid JSON, or nests too deeply to decode
 //     (RecursionError), fails terminally (code 400) with Type "InvalidInput" without
 //     calling the function; a content type other than application/json
-//     (or */*+json, or empty) fails terminally with Type
+//     (or */*+json, or empty) fails terminally (code 415) with Type
 //     "UnsupportedContentType". The worker keeps running.
 //
 // # The fnbridge module

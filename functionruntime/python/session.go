@@ -163,6 +163,7 @@ func checkContentType(ct string) error {
 	}
 	return &functionruntime.HandlerError{
 		Terminal: true,
+		Code:     415,
 		Type:     "UnsupportedContentType",
 		Message:  fmt.Sprintf("python handlers take JSON input (application/json), not %q", ct),
 	}
