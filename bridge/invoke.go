@@ -154,8 +154,38 @@ func (b *Bridge) InvokeKeyed(ctx context.Context, service, handler, key string, 
 	if p.h.StepsMode() {
 		return b.invokeSteps(ctx, p, input)
 	}
-	res, _, err := p.invoke(ctx, "", input, "application/json")
+	res, _, err := p.invoke(ctx, "", input, p.h.LocalInputContentType())
 	return res, err
+}
+
+// LocalInputContentType is the content type a run without Restate
+// (`bridge invoke`) gives the handler's input, as a caller would send it:
+// input_content_type when it names one type; application/json when it is
+// a pattern (text/*), which no caller sends.
+func (h *HandlerConfig) LocalInputContentType() string {
+	if h.InputContentType == "" || strings.Contains(h.InputContentType, "*") {
+		return "application/json"
+	}
+	return h.InputContentType
+}
+
+// IsJSON reports whether a content type is JSON: application/json or a
+// type ending in +json, parameters ignored.
+func IsJSON(contentType string) bool { return isJSON(contentType) }
+
+// Handler returns the configured handler service/handler, or nil.
+func (c *Config) Handler(service, handler string) *HandlerConfig {
+	for si := range c.Services {
+		if c.Services[si].Name != service {
+			continue
+		}
+		for hi := range c.Services[si].Handlers {
+			if h := &c.Services[si].Handlers[hi]; h.Name == handler {
+				return h
+			}
+		}
+	}
+	return nil
 }
 
 // invoke leases a registration and calls InvokeFunction. A registration

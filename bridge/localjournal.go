@@ -120,7 +120,7 @@ func (b *Bridge) invokeLocalSteps(ctx context.Context, p *pool, input []byte, on
 	j.maxHeld, j.held = b.endpoint.MaxJournalBytes(), len(input)
 	for attempt := 1; ; attempt++ {
 		j.pos = 0
-		res, _, err := b.runSteps(ctx, p, j, j.id, input, "application/json")
+		res, _, err := b.runSteps(ctx, p, j, j.id, input, p.h.LocalInputContentType())
 		var s *localSuspended
 		if !errors.As(err, &s) {
 			if err == nil && j.pos < len(j.entries) {

@@ -957,6 +957,7 @@ func testCLIInvoke(t *testing.T, env *bridgeEnv) {
       - {name: greet, runtime: python, dir: fn, handler: greeter.greet, env: {GREETING: Howdy}}
       - {name: respond, runtime: bash, dir: fn, handler: shell.respond}
       - {name: refuse, runtime: python, dir: fn, handler: refuse.refuse}
+      - {name: plain, runtime: bash, dir: fn, handler: shell.respond, input_content_type: text/plain, output_content_type: text/plain}
 `)
 	stdout, stderr, code := runBridge(t, 60*time.Second, "invoke", "--config", cfg, "Cli/greet", `{"name":"cli"}`)
 	if code != 0 {
@@ -1010,8 +1011,23 @@ func testCLIInvoke(t *testing.T, env *bridgeEnv) {
 	}
 	assertJSON(t, "bridge invoke Cli/greet - stdout", []byte(stdout), `{"greeting":"Howdy, stdin","lang":"python"}`)
 
-	// Nothing runs for a name not configured, a missing input, bad JSON on
-	// stdin: exit 2, naming what is wrong.
+	// A handler whose input is not JSON gets the bytes as they are; without
+	// an input argument, a function gets none, as from a caller posting no
+	// body.
+	for _, tc := range []struct{ args []string }{{[]string{"Cli/plain", "hello, {world"}}, {[]string{"Cli/plain"}}} {
+		stdout, stderr, code = runBridge(t, 60*time.Second, append([]string{"invoke", "--config", cfg}, tc.args...)...)
+		input := ""
+		if len(tc.args) == 2 {
+			input = tc.args[1]
+		}
+		if want := `{"input":` + input + `,"lang":"bash"}` + "\n"; code != 0 || stdout != want {
+			t.Errorf("bridge invoke %q: exit %d, stdout %q, want 0 and %q\n%s", tc.args, code, stdout, want, stderr)
+		}
+	}
+
+	// Nothing runs for a name not configured, a surplus argument, bad JSON
+	// on stdin or as the argument of a JSON handler: exit 2, naming what is
+	// wrong.
 	calls := len(ws.lines(t, "calls_py.log"))
 	for _, tc := range []struct {
 		args  []string
@@ -1019,8 +1035,9 @@ func testCLIInvoke(t *testing.T, env *bridgeEnv) {
 		want  string
 	}{
 		{[]string{"cli/greet", "{}"}, "", "no handler cli/greet in the configuration, did you mean Cli/greet?"},
-		{[]string{"Cli/greet"}, "", "want Service/handler and its JSON input"},
-		{[]string{"Cli/greet", "-"}, "{not json", "the input on standard input is not valid JSON"},
+		{[]string{"Cli/greet", "{}", "{}"}, "", "want Service/handler and its JSON input"},
+		{[]string{"Cli/greet", "-"}, "{not json", "the input on standard input (9 bytes) is not valid JSON (the input_content_type of Cli/greet is application/json)"},
+		{[]string{"Cli/greet", "{not json"}, "", `input "{not json" is not valid JSON`},
 	} {
 		_, stderr, code := runWithInput(t, 60*time.Second, tc.stdin, bridgeBin(t), append([]string{"invoke", "--config", cfg}, tc.args...)...)
 		if code != 2 || !strings.Contains(stderr, tc.want) {

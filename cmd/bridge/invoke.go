@@ -21,7 +21,7 @@ import (
 func newInvokeCmd(g *globalFlags) *cobra.Command {
 	var configPath, key string
 	cmd := &cobra.Command{
-		Use:   "invoke Service/handler 'JSON'|-",
+		Use:   "invoke Service/handler ['JSON'|-]",
 		Short: "Run one configured function once, locally, without Restate",
 		Long: "Run one configured function once through the same FunctionRuntime path\n" +
 			"as bridge serve, without Restate: a developer's inner loop.\n" +
@@ -36,15 +36,17 @@ func newInvokeCmd(g *globalFlags) *cobra.Command {
 			"the wait is over a new attempt replays the journal.\n" +
 			"A virtual object's or workflow's handler gets --key (default empty) and,\n" +
 			"with durable steps, state that starts empty and lasts for this one run.\n" +
-			"The input - reads it from standard input.\n" +
+			"The input - reads it from standard input; none is no input at all, as a\n" +
+			"caller posting no body. A handler whose input_content_type is not JSON\n" +
+			"(text/plain) gets the bytes as they are, with that content type.\n" +
 			"Exit status: 0 success; 100 a terminal failure (Restate would not retry\n" +
 			"it); 1 any other failure of the invocation (Restate would retry it, or\n" +
 			"pause it until the configuration is fixed), or a call that needs\n" +
 			"Restate; 2 bad arguments or configuration: nothing ran; 130 stopped\n" +
 			"by a signal (Ctrl-C).",
 		Args: func(_ *cobra.Command, args []string) error {
-			if len(args) != 2 {
-				return fmt.Errorf("want Service/handler and its JSON input ('{}' for an empty object, - to read it from standard input), got %d arguments", len(args))
+			if len(args) < 1 || len(args) > 2 {
+				return fmt.Errorf("want Service/handler and its JSON input ('{}' for an empty object, - to read it from standard input, none for no input), got %d arguments", len(args))
 			}
 			return nil
 		},
@@ -57,8 +59,11 @@ func newInvokeCmd(g *globalFlags) *cobra.Command {
 			if !ok || service == "" || handler == "" {
 				return fmt.Errorf("%q: want Service/handler", args[0])
 			}
-			input := []byte(args[1])
-			if args[1] == "-" {
+			var input []byte
+			what := "the input on standard input"
+			if len(args) == 2 && args[1] != "-" {
+				input, what = []byte(args[1]), fmt.Sprintf("input %q", args[1])
+			} else if len(args) == 2 {
 				if f, ok := cmd.InOrStdin().(*os.File); ok && isTerminal(f) {
 					fmt.Fprintln(cmd.ErrOrStderr(), "bridge invoke: reading the JSON input from standard input (end it with Ctrl-D)")
 				}
@@ -68,11 +73,7 @@ func newInvokeCmd(g *globalFlags) *cobra.Command {
 				if len(input) > maxStdinInput {
 					return fmt.Errorf("the input on standard input is over %d bytes", maxStdinInput)
 				}
-				if !json.Valid(input) {
-					return fmt.Errorf("the input on standard input is not valid JSON (%d bytes)", len(input))
-				}
-			} else if !json.Valid(input) {
-				return fmt.Errorf("input %q is not valid JSON", args[1])
+				what = fmt.Sprintf("the input on standard input (%d bytes)", len(input))
 			}
 			if len(key) > functionruntime.MaxInvocationEnvValue {
 				return fmt.Errorf("--key is %d bytes, at most %d", len(key), functionruntime.MaxInvocationEnvValue)
@@ -83,6 +84,12 @@ func newInvokeCmd(g *globalFlags) *cobra.Command {
 			cfg, err := loadConfig(configPath, "")
 			if err != nil {
 				return err
+			}
+			// JSON input is checked here, as the ingress would refuse it;
+			// an unknown handler is the bridge's to name.
+			if h := cfg.Handler(service, handler); h != nil && len(input) > 0 &&
+				bridge.IsJSON(h.LocalInputContentType()) && !json.Valid(input) {
+				return fmt.Errorf("%s is not valid JSON (the input_content_type of %s/%s is %s)", what, service, handler, h.LocalInputContentType())
 			}
 			// Its own identity, derived from the replica's (FNBRIDGE_INSTANCE
 			// applies, as to serve): on a remote runtime a one-off run must

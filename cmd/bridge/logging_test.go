@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -83,5 +84,25 @@ func TestIsTerminalRefusesPipesAndDevNull(t *testing.T) {
 		if isTerminal(f) {
 			t.Errorf("%s is taken for a terminal", f.Name())
 		}
+	}
+}
+
+// Every command refuses a bad --log-level or --log-format before it does
+// anything, those that log nothing (version, keygen) included.
+func TestEveryCommandChecksTheLogFlags(t *testing.T) {
+	dir := t.TempDir()
+	for _, args := range [][]string{
+		{"--log-level", "bogus", "version"},
+		{"--log-format", "xml", "version"},
+		{"--log-level", "bogus", "keygen", "--out", filepath.Join(dir, "k.pem")},
+	} {
+		var stdout, stderr bytes.Buffer
+		code := runBridge(args, &stdout, &stderr)
+		if code == 0 || !strings.Contains(stderr.String(), "want ") || stdout.Len() != 0 {
+			t.Errorf("bridge %q: exit %d, stdout %q, stderr %q; want a refusal naming the flag, nothing done", args, code, stdout.String(), stderr.String())
+		}
+	}
+	if _, err := os.Stat(filepath.Join(dir, "k.pem")); !os.IsNotExist(err) {
+		t.Errorf("keygen with a bad --log-level wrote its key (stat: %v)", err)
 	}
 }

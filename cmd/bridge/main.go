@@ -135,6 +135,12 @@ func newRootCmd() *cobra.Command {
 	}
 	root.PersistentFlags().StringVar(&g.logLevel, "log-level", "info", "log level: trace, debug, info, warn, error (bridge invoke on a terminal: warn for the bridge, info for the function)")
 	root.PersistentFlags().StringVar(&g.logFormat, "log-format", "json", "log format: json or console (bridge invoke on a terminal: console)")
+	// Checked for every command, those that log nothing included: a
+	// misspelt flag is never silently taken for the default.
+	root.PersistentPreRunE = func(*cobra.Command, []string) error {
+		_, err := newLogger(g.logLevel, g.logFormat, io.Discard)
+		return err
+	}
 	root.AddCommand(newVersionCmd(), newServeCmd(g, nil), newDevCmd(g), newInvokeCmd(g), newManifestCmd(g), newRuntimeCmd(g), newKeygenCmd(), newCtxCmd())
 	return root
 }
