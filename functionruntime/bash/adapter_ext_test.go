@@ -155,6 +155,41 @@ run() { echo "run $1"; }
 	}
 }
 
+// builtin and command are what the bootstrap reaches bash's own commands
+// through: a file defining functions of those names is refused at once,
+// naming them, where it hung its registration until the timeout while the
+// loop's reads and writes went to its functions (a log line per byte).
+// Every other builtin it may shadow (set, unset and export too, which the
+// check itself runs as bash's own), and the check leaves nothing behind:
+// no POSIX mode, no exported function.
+func TestFileDefiningBuiltinOrCommandIsRefused(t *testing.T) {
+	for file, names := range map[string]string{
+		"builtin() { echo \"my builtin $*\" >&2; }\n":                                         "builtin",
+		"command() { echo \"my command $*\" >&2; }\n":                                         "command",
+		"set() { :; }\nunset() { :; }\nexport() { :; }\ncommand() { :; }\nbuiltin() { :; }\n": "builtin and command",
+	} {
+		f := conformance.NewFixture(t, "sh.run", map[string]string{"sh.sh": file + "run() { echo run; }\n"})
+		start := time.Now()
+		err := f.StartErr(t)
+		if want := "sh.sh defines a function named " + names + ", which would take the worker's own use of bash's " + names + ": rename it"; err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("%q: Start = %v, want an error containing %q", file, err, want)
+		}
+		if d := time.Since(start); d > 20*time.Second {
+			t.Errorf("%q: refused after %s: it waited for a timeout", file, d)
+		}
+	}
+	f := conformance.NewFixture(t, "sh.run", map[string]string{"sh.sh": `
+set() { echo "shadowed set" >&2; }
+unset() { echo "shadowed unset" >&2; }
+export() { echo "shadowed export" >&2; }
+run() { builtin printf '%s|%s|%s' "$1" "$(builtin shopt -o posix)" "$(env | grep -c BASH_FUNC)"; }
+`})
+	w := f.Start(t)
+	if got, want := string(f.MustInvoke(t, w, "a").Output), "a|posix          \toff|0"; got != want {
+		t.Fatalf("output = %q, want %q", got, want)
+	}
+}
+
 // The per-invocation environment is data even when the handler file gave
 // one of its names an attribute: with declare -i, assigning a caller's
 // tracestate would evaluate it as arithmetic, and a[$(cmd)] runs cmd.

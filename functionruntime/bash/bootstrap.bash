@@ -512,6 +512,23 @@ __fnb_main() {
 	[[ $__fnb_home == /* && $__fnb_home -ef . ]] || __fnb_home=$(builtin pwd -P)
 	builtin source "$__fnb_file" {__fnb_in}<&- {__fnb_out}>&- {__fnb_life}<&-
 	__fnb_status=$?
+	# builtin and command are how this script reaches bash's own
+	# commands: functions of those names in the file would take every
+	# read and write of the loop. In POSIX mode, which the assignment
+	# alone turns on, special builtins come before functions: export -f
+	# tells a function (it fails for a name that is none), unset -f
+	# removes it, and unsetting the variable ends POSIX mode (no set,
+	# which the file may have made a function too). The file is refused.
+	POSIXLY_CORRECT=y
+	__fnb_o=
+	export -f builtin 2>/dev/null && __fnb_o+=" builtin"
+	export -f command 2>/dev/null && __fnb_o+=" command"
+	unset -f builtin command
+	unset -v POSIXLY_CORRECT
+	if [[ -n $__fnb_o ]]; then
+		builtin printf 'E shadow%s\n' "$__fnb_o" >&"$__fnb_out"
+		builtin exit 1
+	fi
 	[[ $(builtin trap -p ERR) != "trap -- '$__fnb_x' ERR" ]] || builtin trap - ERR
 
 	# The file may have set options (set -euo pipefail, set -x, ...) that

@@ -223,6 +223,8 @@
 //
 //	← "K <bash version>\n"          sourced, function found: ready
 //	← "E source <status>\n"         sourcing failed; the worker exits
+//	← "E shadow builtin command\n"  the file defines functions named builtin or command (either or both named),
+//	                                which the bootstrap reaches bash's own commands through; the worker exits
 //	← "E nofunc\n"                  function not defined; the worker exits
 //	← "E readonly\n"                the file made a step context or per-invocation variable readonly; the worker exits
 //	← "E readonly LC_ALL\n"         the file made the locale variable the worker switches (LC_ALL when the file set it,

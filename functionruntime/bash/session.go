@@ -131,8 +131,9 @@ func (l *launcher) start(ctx context.Context) (proc.Session, error) {
 	return s, nil
 }
 
-// handshake waits for "K", "E source N", "E readonly", "E readonly LC_ALL", "E cwd" or "E nofunc", then sends the
-// first invocation's key.
+// handshake waits for "K", "E source N", "E shadow NAME...", "E readonly",
+// "E readonly LC_ALL", "E cwd" or "E nofunc", then sends the first
+// invocation's key.
 func (l *launcher) handshake(ctx context.Context, s *session) error {
 	stop := context.AfterFunc(ctx, s.P.Interrupt)
 	raw, err := s.r.ReadSlice('\n')
@@ -167,6 +168,9 @@ func (l *launcher) handshake(ctx context.Context, s *session) error {
 		return fmt.Errorf("%s makes %s readonly; the worker reads its requests in the C locale and gives the function %s back as the file left it", l.file, v, v)
 	case line == "E cwd":
 		return fmt.Errorf("%s changes directory, and the worker could not return to its working directory after sourcing it", l.file)
+	case strings.HasPrefix(line, "E shadow "):
+		names := strings.Fields(line[len("E shadow "):])
+		return fmt.Errorf("%s defines a function named %s, which would take the worker's own use of bash's %s: rename it", l.file, strings.Join(names, " and "), strings.Join(names, " and "))
 	case line == "E nofunc":
 		return fmt.Errorf("function %s is not defined in %s", l.function, l.file)
 	default:
