@@ -101,10 +101,10 @@ func (s *Server) admit(p registerParams, limits WorkerLimits) (*registration, er
 				"run_uid %s attempt %d is already registered with a different registration_digest; the registration was not replaced",
 				p.runUID, p.attempt)
 		case p.attempt == prev.attempt:
-			// "Repeating an identical RegisterFunction request returns the
-			// current registration reference without reinitializing the
-			// function." The digest alone does not prove that: anyone can
-			// compute it and it leaves out working_dir, so otherwise a
+			// The contract returns the current registration for the same
+			// Run UID, attempt and digest; we do only for an identical
+			// request (docs/ARCHITECTURE.md says why): anyone can compute
+			// the digest and it leaves out working_dir, so otherwise a
 			// caller that registered first with its own handler would
 			// have the Run UID's owner invoke that handler.
 			if fields, words := prev.differences(p, limits); len(fields) > 0 {

@@ -112,8 +112,9 @@ func TestRegisterAcceptsBoundaryValues(t *testing.T) {
 	h.mustReady("2b5d...", 1)
 }
 
-// "Repeating an identical RegisterFunction request returns the current
-// registration reference without reinitializing the function."
+// "Repeating the same Run UID, registration attempt, and digest returns
+// the current registration reference without reinitializing the
+// function." (for an identical request: see the next test)
 func TestRegisterRepeatReturnsCurrentWithoutReinitializing(t *testing.T) {
 	ad := &fakeAdapter{}
 	h := newHarness(t, ad, functionruntime.Limits{}, nil)
@@ -193,15 +194,17 @@ func TestRegisterDifferentDigestSameAttemptIsAlreadyExists(t *testing.T) {
 	}
 }
 
-// "Repeating an identical RegisterFunction request returns the current
-// registration reference without reinitializing the function." and "The
-// same Run UID, registration attempt, and digest with any other field
-// different (working_dir, handler, env, idle_timeout_seconds, or
-// registration metadata such as worker limits or the interpreter) also
-// returns AlreadyExists, names the differing field, and does not replace
-// the registration." The digest is public, so a caller that registered
-// first with its own handler must not be handed to the owner of the Run
-// UID (nor the owner's registration to it).
+// Our departure from "Repeating the same Run UID, registration attempt,
+// and digest returns the current registration reference without
+// reinitializing the function." (docs/ARCHITECTURE.md, "Where the
+// runtime contract is silent, and where we depart from it"): only an
+// identical request does; the same three with any other field different
+// (working_dir, handler, env, idle_timeout_seconds, or registration
+// metadata such as worker limits or the interpreter) is AlreadyExists,
+// names the differing field, and does not replace the registration. The
+// digest is public, so a caller that registered first with its own
+// handler must not be handed to the owner of the Run UID (nor the
+// owner's registration to it).
 // The kind a registration was configured for travels as metadata: a
 // server of another kind refuses it before anything starts (a bash
 // handler's file.function must never be imported as a python module);
