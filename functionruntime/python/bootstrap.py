@@ -1108,6 +1108,18 @@ def _fnbridge_worker():
             for path in paths:
                 real = os.path.realpath(path)
                 if os.path.commonpath([root, real]) != root:
+                    local = os.path.join(root, *parts[:i])
+                    for mine in (local + ".py", local):
+                        if os.path.exists(mine) and os.path.commonpath([root, os.path.realpath(mine)]) == root:
+                            # json.py beside the handler loses to the json
+                            # the interpreter found first: said so, not
+                            # "outside" (a symlink out of the directory is).
+                            raise ImportError(
+                                "module %r is %s, not the %s in the working directory %s: the interpreter's own "
+                                "module of that name comes first; rename yours"
+                                % (sub, real, os.path.basename(mine) + ("" if mine.endswith(".py") else "/"), root),
+                                name=sub,
+                            )
                     raise ImportError(
                         "module %r is %s, outside the working directory %s" % (sub, real, root), name=sub
                     )
