@@ -155,10 +155,14 @@ type Span struct {
 	Scope string
 }
 
-// TraceIDHex, SpanIDHex and ParentIDHex are the ids as W3C trace context
-// writes them (ParentIDHex is "" for a root span).
-func (s Span) TraceIDHex() string  { return hex.EncodeToString(s.GetTraceId()) }
-func (s Span) SpanIDHex() string   { return hex.EncodeToString(s.GetSpanId()) }
+// TraceIDHex is the trace id as W3C trace context writes it.
+func (s Span) TraceIDHex() string { return hex.EncodeToString(s.GetTraceId()) }
+
+// SpanIDHex is the span id as W3C trace context writes it.
+func (s Span) SpanIDHex() string { return hex.EncodeToString(s.GetSpanId()) }
+
+// ParentIDHex is the parent span id as W3C trace context writes it, ""
+// for a root span.
 func (s Span) ParentIDHex() string { return hex.EncodeToString(s.GetParentSpanId()) }
 
 // Attr is the span attribute key as a string ("" when absent).
