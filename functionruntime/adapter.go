@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
 	"strconv"
 	"strings"
 	"time"
@@ -43,6 +44,29 @@ type WorkerSpec struct {
 	// StartTimeout bounds a restart of the worker after it died or was
 	// killed (Limits.RegistrationTimeout, as the first start); 0: none.
 	StartTimeout time.Duration
+	// DirInfo is Dir as the server found it at registration (nil: not
+	// pinned). Every start of the worker, restarts included, checks it
+	// with CheckDir.
+	DirInfo os.FileInfo
+}
+
+// CheckDir refuses to start a worker in a Dir that is no longer the
+// directory found at registration: one replaced since, by another
+// directory or by a symlink to one (which --allowed-root checked only at
+// registration). A worker restarted after a crash runs where the
+// registration was accepted, or not at all.
+func (s WorkerSpec) CheckDir() error {
+	if s.DirInfo == nil {
+		return nil
+	}
+	fi, err := os.Stat(s.Dir)
+	if err != nil {
+		return fmt.Errorf("working directory %s: %w", s.Dir, err)
+	}
+	if !os.SameFile(fi, s.DirInfo) {
+		return fmt.Errorf("working directory %s is no longer the directory registered there (it was replaced since, or became a symlink): register again", s.Dir)
+	}
+	return nil
 }
 
 // Worker is one registration's warm process. The server calls Invoke at most

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"os"
 	"strings"
 	"sync"
 	"time"
@@ -142,6 +143,7 @@ func (s *Server) admit(p registerParams, limits WorkerLimits) (*registration, er
 
 			Interpreter:  p.interpreter,
 			StartTimeout: s.limits.RegistrationTimeout,
+			DirInfo:      dirInfo(p.dir),
 		},
 		lifeCtx:    lifeCtx,
 		cancelLife: cancel,
@@ -426,4 +428,15 @@ func limitValue(l WorkerLimits, limit string) string {
 		return l.CPU.String()
 	}
 	return ""
+}
+
+// dirInfo is the working directory as found now, pinned for the
+// registration's worker starts (WorkerSpec.CheckDir); nil when it cannot
+// be read, and the first start then says why.
+func dirInfo(dir string) os.FileInfo {
+	fi, err := os.Stat(dir)
+	if err != nil {
+		return nil
+	}
+	return fi
 }

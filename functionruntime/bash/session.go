@@ -85,6 +85,9 @@ type owedD struct {
 // sourced the file and found the function.
 func (l *launcher) start(ctx context.Context) (proc.Session, error) {
 	fail := func(err error) error { return fmt.Errorf("bash handler %q: %w", l.spec.Handler, err) }
+	if err := l.spec.CheckDir(); err != nil {
+		return nil, fail(err)
+	}
 	file, err := resolveFile(l.spec.Dir, l.file)
 	if err != nil {
 		return nil, fail(err)

@@ -56,6 +56,9 @@ type session struct {
 
 // start launches a worker and waits until it imported the handler.
 func (l *launcher) start(ctx context.Context) (proc.Session, error) {
+	if err := l.spec.CheckDir(); err != nil {
+		return nil, fmt.Errorf("python handler %q: %w", l.spec.Handler, err)
+	}
 	tmp, err := proc.ScratchDir("python")
 	if err != nil {
 		return nil, fmt.Errorf("create worker scratch directory: %w", err)

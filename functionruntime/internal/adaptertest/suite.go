@@ -45,6 +45,7 @@ func Run(t *testing.T, a *Adapter) {
 		{"CrashDuringInvocation", testCrash},
 		{"KilledBetweenInvocationsRestarts", testKilledBetween},
 		{"FailedRestartIsWorkerFailed", testFailedRestart},
+		{"RestartRefusesAReplacedWorkingDir", testRestartRefusesReplacedDir},
 		{"BackgroundChildDoesNotHangAndDiesAtClose", testBackgroundChild},
 		{"CloseDuringInvocationAndAfter", testClose},
 		{"WorkerSurvivesExitOfStartingThread", testStartingThreadExit},
@@ -470,6 +471,40 @@ func testFailedRestart(t *testing.T, a *Adapter) {
 				t.Fatalf("error = %v, want ErrWorkerFailed containing %q", err, tc.Want)
 			}
 		})
+	}
+}
+
+// A worker restarts only in the directory the registration was accepted
+// in (WorkerSpec.CheckDir): one replaced since by a symlink to another
+// directory, with the same handler there, fails the restart as
+// ErrWorkerFailed, and no code runs in the other directory. An allowed
+// root is checked at registration only; this keeps a restart from moving.
+func testRestartRefusesReplacedDir(t *testing.T, a *Adapter) {
+	f := a.NewFixture(t, a.Lifecycle.Handler, a.Lifecycle.Files)
+	fi, err := os.Stat(f.Dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.Spec.DirInfo = fi
+	w := f.Start(t)
+	pid := f.PidOf(t, w)
+	other := t.TempDir()
+	WriteFiles(t, other, a.Lifecycle.Files)
+	if err := os.Rename(f.Dir, f.Dir+".orig"); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink(other, f.Dir); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = os.Remove(f.Dir); _ = os.Rename(f.Dir+".orig", f.Dir) })
+	_ = syscall.Kill(pid, syscall.SIGKILL)
+	proctest.Eventually(t, 5*time.Second, "worker dead", func() bool { return proctest.ProcessDead(pid) })
+	_, err = f.Invoke(t, w, a.Text("pid"))
+	if want := "is no longer the directory registered there"; !errors.Is(err, functionruntime.ErrWorkerFailed) || !strings.Contains(err.Error(), want) {
+		t.Fatalf("error = %v, want ErrWorkerFailed containing %q", err, want)
+	}
+	if procs, _ := filepath.Glob(filepath.Join(other, "*")); len(procs) != len(a.Lifecycle.Files) {
+		t.Errorf("the other directory holds %v: something ran there", procs)
 	}
 }
 
