@@ -441,7 +441,7 @@ func TestTrustWorkers(t *testing.T) {
 			name, handler, env, want string
 		}{
 			{"x.eval", "trust_workers.eval", "", `services[0].handlers[0].handler: bash handler "trust_workers.eval": function "eval" is a bash special builtin or reserved word, which bash may run in place of a function of that name: choose another name`},
-			{"BASH_ENV", "trust_workers.run", `, env: {BASH_ENV: /tmp/evil.sh}`, "services[0].handlers[0].env.BASH_ENV: BASH_ENV changes how the interpreter or the dynamic loader starts, so a registration may not set it"},
+			{"BASH_ENV", "trust_workers.run", `, env: {BASH_ENV: /tmp/evil.sh}`, "services[0].handlers[0].env.BASH_ENV: BASH_ENV changes how the interpreter or the dynamic loader starts or runs the worker, so a registration may not set it"},
 		} {
 			cfg := filepath.Join(bad.root, c.name+".yaml")
 			writeFile(t, cfg, fmt.Sprintf("services:\n  - name: S\n    handlers:\n      - {name: h, runtime: bash, dir: fn, handler: %s%s}\n", c.handler, c.env))

@@ -51,8 +51,9 @@
 //   - env: names match [A-Za-z_][A-Za-z0-9_]* (at most 256 bytes) and do not
 //     start with FNBRIDGE_ (reserved for the adapters, case-insensitively),
 //     nor are one that changes how the interpreter or the dynamic loader
-//     starts (BASH_ENV, ENV, SHELLOPTS, BASHOPTS, BASH_XTRACEFD,
-//     POSIXLY_CORRECT, GLIBC_TUNABLES, GCONV_PATH, LD_*: see
+//     starts or runs the worker (BASH_ENV, ENV, SHELLOPTS, BASHOPTS,
+//     BASH_XTRACEFD, POSIXLY_CORRECT, TMOUT, FUNCNEST, BASH_COMPAT,
+//     GLIBC_TUNABLES, GCONV_PATH, LD_*: see
 //     EnvNameProblem); values have no NUL; at most 1024 variables and 128 KiB in total,
 //     counted as len(name)+len(value)+2 each.
 //   - idle_timeout_seconds: 0 to 7 days. runtimed enforces idle timeouts

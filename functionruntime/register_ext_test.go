@@ -61,6 +61,11 @@ func TestRegisterValidatesBeforeAcceptingWork(t *testing.T) {
 		{"env name reserved", func(r *executorv1.RegisterFunctionRequest) { r.Env = map[string]string{"FNBRIDGE_PROTOCOL": "x"} }, `env["FNBRIDGE_PROTOCOL"]`},
 		{"env name reserved in lower case", func(r *executorv1.RegisterFunctionRequest) { r.Env = map[string]string{"fnbridge_x": "x"} }, `env["fnbridge_x"]`},
 		{"env name that changes how bash starts", func(r *executorv1.RegisterFunctionRequest) { r.Env = map[string]string{"BASH_ENV": "/tmp/x"} }, `env["BASH_ENV"]`},
+		// Read by bash while the worker's loop runs: TMOUT times out its
+		// idle reads (the worker ends), FUNCNEST stops its functions.
+		{"env name that bounds bash's reads", func(r *executorv1.RegisterFunctionRequest) { r.Env = map[string]string{"TMOUT": "1"} }, `env["TMOUT"]`},
+		{"env name that bounds bash's function nesting", func(r *executorv1.RegisterFunctionRequest) { r.Env = map[string]string{"FUNCNEST": "2"} }, `env["FUNCNEST"]`},
+		{"env name that changes bash's semantics", func(r *executorv1.RegisterFunctionRequest) { r.Env = map[string]string{"BASH_COMPAT": "31"} }, `env["BASH_COMPAT"]`},
 		{"env name that changes how the loader starts", func(r *executorv1.RegisterFunctionRequest) { r.Env = map[string]string{"LD_PRELOAD": "/tmp/x.so"} }, `env["LD_PRELOAD"]`},
 		{"env value with NUL", func(r *executorv1.RegisterFunctionRequest) { r.Env = map[string]string{"A": "x\x00y"} }, `env["A"]`},
 		{"env total size", func(r *executorv1.RegisterFunctionRequest) { r.Env = map[string]string{"A": big, "B": big} }, "env"},

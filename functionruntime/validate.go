@@ -279,16 +279,20 @@ func checkEnvName(field, k string) error {
 }
 
 // startupEnv are the variables that change how an interpreter or the
-// dynamic loader starts, before any handler code runs: bash reads
-// BASH_ENV, ENV (sh mode), SHELLOPTS, BASHOPTS, BASH_XTRACEFD and
-// POSIXLY_CORRECT at start-up, glibc GLIBC_TUNABLES, GCONV_PATH and every
-// LD_ variable. A registration's env is data for the function, never a
-// way to change the worker around it. (Python's PYTHON* variables are
-// ignored by the worker, which runs with -I, so they stay allowed for the
-// function's own child processes.)
+// dynamic loader starts, before any handler code runs, or how bash runs
+// the worker's own loop: bash reads BASH_ENV, ENV (sh mode), SHELLOPTS,
+// BASHOPTS, BASH_XTRACEFD and POSIXLY_CORRECT at start-up, and TMOUT (a
+// timeout on every read: an idle worker would end), FUNCNEST (the loop's
+// functions nest) and BASH_COMPAT (older semantics) while it runs; glibc
+// reads GLIBC_TUNABLES, GCONV_PATH and every LD_ variable. A
+// registration's env is data for the function, never a way to change the
+// worker around it. (Python's PYTHON* variables are ignored by the
+// worker, which runs with -I, so they stay allowed for the function's own
+// child processes.)
 var startupEnv = map[string]bool{
 	"BASH_ENV": true, "ENV": true, "SHELLOPTS": true, "BASHOPTS": true,
 	"BASH_XTRACEFD": true, "POSIXLY_CORRECT": true,
+	"TMOUT": true, "FUNCNEST": true, "BASH_COMPAT": true,
 	"GLIBC_TUNABLES": true, "GCONV_PATH": true,
 }
 
@@ -296,8 +300,9 @@ var startupEnv = map[string]bool{
 // env, or returns "" when it can: it must match [A-Za-z_][A-Za-z0-9_]* (at
 // most MaxEnvNameBytes), must not start with ReservedEnvPrefix (in any
 // case), and must not be one that changes how the interpreter or the
-// dynamic loader starts (BASH_ENV, ENV, SHELLOPTS, BASHOPTS, BASH_XTRACEFD,
-// POSIXLY_CORRECT, GLIBC_TUNABLES, GCONV_PATH, LD_*). The bridge's
+// dynamic loader starts or runs the worker (BASH_ENV, ENV, SHELLOPTS,
+// BASHOPTS, BASH_XTRACEFD, POSIXLY_CORRECT, TMOUT, FUNCNEST, BASH_COMPAT,
+// GLIBC_TUNABLES, GCONV_PATH, LD_*). The bridge's
 // configuration check uses the same rule, so a config that loads is never
 // refused by the runtime.
 func EnvNameProblem(name string) string {
@@ -317,7 +322,7 @@ func EnvNameProblem(name string) string {
 		return "names starting with " + ReservedEnvPrefix + " are reserved for the runtime"
 	}
 	if startupEnv[name] || strings.HasPrefix(name, "LD_") {
-		return name + " changes how the interpreter or the dynamic loader starts, so a registration may not set it"
+		return name + " changes how the interpreter or the dynamic loader starts or runs the worker, so a registration may not set it"
 	}
 	return ""
 }
