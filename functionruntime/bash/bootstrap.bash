@@ -205,14 +205,17 @@ __fnb_fail() {
 
 # __fnb_is_agent PID: PID is alive and is this worker's step agent, not a
 # process that was given the pid of an agent that died (kill -0 cannot
-# tell them apart; /proc/PID/cmdline can: fnbridge agent DIR PID).
+# tell them apart; /proc/PID/cmdline can: fnbridge agent DIR PID), nor
+# another program that took that command line (exec -a) to be sent the
+# attempt's token: its executable must be the fnbridge command's.
 __fnb_is_agent() {
 	builtin kill -0 "$1" 2>/dev/null || builtin return 1
 	[[ -e /proc/$$/cmdline ]] || builtin return 0 # no /proc: kill -0 it is
 	builtin local __fnb_a0= __fnb_a1= __fnb_a2=
 	{ IFS= builtin read -r -d '' __fnb_a0 && IFS= builtin read -r -d '' __fnb_a1 &&
 		IFS= builtin read -r -d '' __fnb_a2; } <"/proc/$1/cmdline" 2>/dev/null
-	[[ $__fnb_a1 == agent && $__fnb_a2 == "$__fnb_dir" ]]
+	[[ $__fnb_a1 == agent && $__fnb_a2 == "$__fnb_dir" ]] &&
+		{ [[ -z $__fnb_bin ]] || [[ /proc/$1/exe -ef $__fnb_bin ]]; }
 }
 
 # __fnb_agent opens this shell's FIFOs to the worker's step agent, starting

@@ -190,6 +190,25 @@ agent_pid_reused() {
 	printf '|%s %s' "$v" "$w"
 }
 
+# A process that takes the agent's command line (exec -a) and its pid
+# file, as a job an earlier invocation left behind could, is not taken for
+# the agent: it is never sent a request, which carries the attempt's
+# token; the step starts a real agent instead.
+impostor_agent() {
+	local v w
+	fnbridge run --var v i1 -- printf one || return
+	mkdir -p fake
+	printf '%s\n' 'printf "%s\n" "$$" >|"$1/a.pid"; rm -f "$1/a.req" "$1/a.ans"; mkfifo "$1/a.req" "$1/a.ans"; touch ready; IFS= read -r line <"$1/a.req"; printf "%s\n" "$line" >stolen' >fake/agent
+	(cd fake && exec -a fnbridge bash agent "$__fnb_dir") </dev/null >/dev/null 2>&1 &
+	local impostor=$!
+	until [[ -e fake/ready ]]; do sleep 0.01; done
+	__fnb_areq= # the next step looks for an agent, as a later invocation's shell does
+	fnbridge run --var w i2 -- printf two 2>&1 || echo "status $?"
+	kill "$impostor" 2>/dev/null
+	[[ ! -e fake/stolen ]] || echo "the impostor was sent: $(<fake/stolen)"
+	printf '%s %s' "$v" "$w"
+}
+
 # A background child of a step's command that writes after the command
 # exited (here: once l2 has begun) writes into no later step's value; in
 # $(...) (the fnbridge command) a child that keeps stdout open does not
@@ -465,6 +484,19 @@ func TestSteps(t *testing.T) {
 		}
 		if d := time.Since(start); d > 20*time.Second {
 			t.Errorf("took %v: the step waited on the impostor past its answer wait", d)
+		}
+	})
+
+	// Rule (issue: a leftover is never sent a later attempt's token): a
+	// process with the agent's command line and pid file but another
+	// executable is no agent.
+	t.Run("shell function agent impostor", func(t *testing.T) {
+		s := e.start(t, "impostor_agent", nil)
+		j := &stepctxtest.Journal{}
+		res, err := s.invoke(t, e.Open(t, j), "")
+		steptest.MustOutput(t, res, err, "one two")
+		if en := j.Entries(); len(en) != 2 || en[1].Name != "i2" || string(en[1].Result.Value) != "two" {
+			t.Fatalf("journal = %+v, want i1 and i2 completed", en)
 		}
 	})
 

@@ -1264,7 +1264,9 @@ def _fnbridge_worker():
         # than the rest of a warm call on some file systems.
         if not outputs_base:
             return ""
-        path = "%s.%d" % (outputs_base, n)
+        # Random too, not only counted: a process an invocation left
+        # behind cannot name the next invocation's file.
+        path = "%s.%d.%s" % (outputs_base, n, os.urandom(8).hex())
         os.environ["FNBRIDGE_OUTPUTS"] = path
         return path
 
