@@ -73,7 +73,11 @@ func (b *Bridge) handlerFunc(p *pool) restate.HandlerFunc {
 			if res, err = decodeRecord(value); err == nil {
 				out = res.Output
 			} else {
-				err = &restate.TerminalError{Code: restate.CodeInternal, Message: err.Error()}
+				// A record this bridge cannot read (written by another
+				// version, or not by fnbridge): a journal mismatch, retried,
+				// so the deployment that wrote it (a rollback undone) can
+				// still replay it. Never a wrong result, never terminal.
+				err = &restate.RetryableError{Code: restate.CodeJournalMismatch, Message: err.Error()}
 			}
 		}
 		// The run's own failure says why the attempt ended: the endpoint

@@ -20,6 +20,9 @@ const (
 	CodeInternal        = journal.CodeInternal
 	CodeUnavailable     = journal.CodeUnavailable
 	CodeGatewayTimeout  = journal.CodeGatewayTimeout
+	// CodeJournalMismatch: the replayed journal is not what the handler
+	// can replay; retried, so a deployment that can is given the chance.
+	CodeJournalMismatch = journal.CodeJournalMismatch
 )
 
 // orInternal is code, or 500 when code is zero: a zero Code means 500.
