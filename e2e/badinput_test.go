@@ -303,6 +303,15 @@ func TestBadInputWire(t *testing.T) {
 		_, got, _ := f.raw(t, invokePath, 6, full[:len(full)-3], nil)
 		wantError(t, got, 571, "reading the request body", "unexpected EOF")
 	})
+	// After the journal, too: a frame cut short is a broken peer, never
+	// the end of its input (the function ran and answered before).
+	t.Run("truncated frame after the journal is 571", func(t *testing.T) {
+		hdr := make([]byte, wire.HeaderSize)
+		wire.PutHeader(hdr, wire.Header{Type: wire.RunCompletionNotificationType, Length: 9})
+		body := append(frameBytes(restatetest.Start(f.nextID(), 1), restatetest.Input([]byte(`{"a":1}`))), append(hdr, 0x08, 0x01)...)
+		_, got, _ := f.raw(t, invokePath, 6, body, nil)
+		wantError(t, got, 571, "reading the request body", "unexpected EOF")
+	})
 	t.Run("truncated header: the body ends inside a frame header", func(t *testing.T) {
 		full := frameBytes(restatetest.Start(f.nextID(), 1))
 		_, got, _ := f.raw(t, invokePath, 6, append(full, 0x04, 0x00, 0x00), nil)

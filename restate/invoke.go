@@ -345,6 +345,11 @@ func (inv *invocation) readFailed(err error) {
 		inv.m.Fail(&journal.Error{Code: journal.CodeProtocolViolation, Message: err.Error(), RelatedIndex: -1})
 	case err == io.EOF:
 		inv.m.InputClosed()
+	case errors.Is(err, io.ErrUnexpectedEOF) && !inv.m.Done():
+		// A frame cut short is a broken peer at any point, as it is
+		// during replay: never taken for the end of its input.
+		inv.m.Fail(&journal.Error{Code: journal.CodeProtocolViolation, Message: fmt.Sprintf("reading the request body: %v", err), RelatedIndex: -1})
+		inv.m.InputClosed()
 	default:
 		// A broken or timed-out body: nothing more can arrive.
 		if !inv.m.Done() && !inv.m.Ready() {
