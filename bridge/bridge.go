@@ -186,6 +186,12 @@ func restateHandler(b *Bridge, p *pool) restate.Handler {
 		WorkflowCompletionRetention: h.WorkflowCompletionRetention.Std(),
 		IngressPrivate:              h.IngressPrivate,
 	}
+	if h.inactivityDerived && b.cfg.ProtocolMode == ModeRequestResponse {
+		// Restate applies no inactivity timeout to a request/response
+		// deployment and warns (RT0021) about one it is given; one the
+		// file wrote is still sent, as written.
+		rh.InactivityTimeout = 0
+	}
 	if h.StepsMode() {
 		rh.Fn = b.stepsHandlerFunc(p)
 		// A cancelled invocation's waits fail with 409 in the function,

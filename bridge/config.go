@@ -133,6 +133,9 @@ type HandlerConfig struct {
 	// InactivityTimeout and AbortTimeout are Restate's per-handler
 	// timeouts, advertised in the manifest where its version allows.
 	InactivityTimeout Duration `yaml:"inactivity_timeout"`
+	// inactivityDerived: InactivityTimeout was left out and derived from
+	// timeout and lease_timeout.
+	inactivityDerived bool
 	AbortTimeout      Duration `yaml:"abort_timeout"`
 	// JournalRetention keeps a completed invocation's journal this long
 	// (restate invocations describe, the UI); IdempotencyRetention keeps

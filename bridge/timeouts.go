@@ -28,6 +28,7 @@ func (h *HandlerConfig) resolveRestateTimeouts(hp string, bad func(path, format 
 	case h.InactivityTimeout == 0:
 		// Whole milliseconds: the manifest carries nothing finer.
 		h.InactivityTimeout = Duration((need.Std() + RestateTimeoutMargin + time.Millisecond - 1).Truncate(time.Millisecond))
+		h.inactivityDerived = true
 	default:
 		if h.InactivityTimeout <= need && h.Timeout > 0 && h.LeaseTimeout > 0 {
 			bad(hp+".inactivity_timeout", "%s is not longer than timeout %s + lease_timeout %s: Restate would end every attempt before the function finishes "+

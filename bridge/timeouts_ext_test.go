@@ -236,3 +236,50 @@ func TestRestateTimeoutsReportOnlyTheWrittenField(t *testing.T) {
 		t.Errorf("abort_timeout left out = %s, want inactivity_timeout's 120s", h.AbortTimeout.Std())
 	}
 }
+
+// A request/response deployment gets no inactivity timeout from Restate,
+// which warns about one it is given (RT0021, on every handler): a derived
+// one is left out of the manifest there, abort_timeout kept; one the file
+// wrote is sent as written.
+func TestRequestResponseManifestLeavesTheDerivedInactivityTimeoutOut(t *testing.T) {
+	manifestHandler := func(cfgText string) map[string]any {
+		t.Helper()
+		cfg, err := bridge.LoadConfig(writeConfig(t, cfgText))
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, err := bridge.New(cfg, bridge.Options{Clients: map[string]executorv1.FunctionRuntimeClient{"python": newFakeRuntime()}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		out, err := discovery.Encode(b.Manifest(), 4)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var m struct {
+			Services []struct {
+				Handlers []map[string]any `json:"handlers"`
+			} `json:"services"`
+		}
+		if err := json.Unmarshal(out, &m); err != nil {
+			t.Fatal(err)
+		}
+		return m.Services[0].Handlers[0]
+	}
+	rr := strings.Replace(validConfig, "protocol_mode: bidi", "protocol_mode: request_response", 1)
+	derived := 10*time.Second + bridge.DefaultLeaseTimeout + bridge.RestateTimeoutMargin
+	got := manifestHandler(rr)
+	if v, ok := got["inactivityTimeout"]; ok {
+		t.Errorf("request_response manifest carries the derived inactivityTimeout %v", v)
+	}
+	if v := got["abortTimeout"]; v != float64(derived.Milliseconds()) {
+		t.Errorf("abortTimeout = %v, want %d", v, derived.Milliseconds())
+	}
+	got = manifestHandler(strings.Replace(rr, "timeout: 10s", "timeout: 10s\n        inactivity_timeout: 2m", 1))
+	if v := got["inactivityTimeout"]; v != float64(2*time.Minute.Milliseconds()) {
+		t.Errorf("a written inactivity_timeout became %v in the manifest, want 120000", v)
+	}
+	if v := manifestHandler(validConfig)["inactivityTimeout"]; v != float64(derived.Milliseconds()) {
+		t.Errorf("bidi inactivityTimeout = %v, want %d", v, derived.Milliseconds())
+	}
+}
