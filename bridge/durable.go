@@ -14,7 +14,7 @@ import (
 type durableContext interface {
 	InvocationID() string
 	RunStart(name string) (*rsOutcome, rsFuture, error)
-	RunComplete(run rsFuture, out rsOutcome) error
+	RunCompleteContext(ctx context.Context, run rsFuture, out rsOutcome) error
 	RunFail(run rsFuture, err *restate.RetryableError) error
 	Sleep(d time.Duration) (rsFuture, error)
 	Call(req rsCallRequest) (rsFuture, error)

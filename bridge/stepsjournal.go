@@ -79,7 +79,7 @@ func (j restateJournal) RunStart(_ context.Context, name string) (*stepctx.Resul
 // the attempt with a StepFailedError, and the handler's
 // *restate.RetryableError then fails it with an ErrorMessage naming the
 // step as its related command.
-func (j restateJournal) RunComplete(_ context.Context, run stepctx.Future, out stepctx.RunOutcome) error {
+func (j restateJournal) RunComplete(ctx context.Context, run stepctx.Future, out stepctx.RunOutcome) error {
 	f, err := futureOf(run)
 	if err != nil {
 		return err
@@ -93,7 +93,9 @@ func (j restateJournal) RunComplete(_ context.Context, run stepctx.Future, out s
 	if fl := out.Result.Failure; fl != nil {
 		o = rsOutcome{Failure: &restate.TerminalError{Code: restate.Code(fl.Code), Message: fl.Message}}
 	}
-	return j.journalErr(j.dc.RunComplete(f, o))
+	// ctx is the attempt's: once it ends (the function was stopped), the
+	// wait for the run's acknowledgement must not hold the attempt's end.
+	return j.journalErr(j.dc.RunCompleteContext(ctx, f, o))
 }
 
 func (j restateJournal) Sleep(_ context.Context, d time.Duration) (stepctx.Future, error) {

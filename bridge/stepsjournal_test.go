@@ -42,7 +42,7 @@ func (f *fakeDurable) RunStart(name string) (*rsOutcome, rsFuture, error) {
 	return nil, "run-future", f.err
 }
 
-func (f *fakeDurable) RunComplete(run rsFuture, out rsOutcome) error {
+func (f *fakeDurable) RunCompleteContext(_ context.Context, run rsFuture, out rsOutcome) error {
 	f.calls = append(f.calls, "complete "+run.(string))
 	f.completed = append(f.completed, out)
 	return f.err

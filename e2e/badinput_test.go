@@ -65,7 +65,7 @@ import (
 
 // badFunctions are the fixture's handlers in testdata/: two good ones (the
 // "other registrations") and one per kind of misbehaviour.
-var badFunctions = []string{"echo.py", "echo.sh", "hang.py", "fork.sh", "loud.sh", "outs.sh", "big.sh"}
+var badFunctions = []string{"echo.py", "echo.sh", "hang.py", "fork.sh", "loud.sh", "outs.sh", "big.sh", "noack.py"}
 
 const badConfig = `services:
   - name: Bad
@@ -79,6 +79,7 @@ const badConfig = `services:
       - {name: shbig, runtime: bash, dir: fn, handler: big.big}
       - {name: shescape, runtime: bash, dir: fn, handler: escape.f}
       - {name: pyescape, runtime: python, dir: fn, handler: pyescape.f}
+      - {name: pynoack, runtime: python, dir: fn, handler: noack.steps, durability: steps, timeout: 2s}
 `
 
 // badFixture is an in-process bridge serving badConfig over h2c.
@@ -311,6 +312,35 @@ func TestBadInputWire(t *testing.T) {
 		body := append(frameBytes(restatetest.Start(f.nextID(), 1), restatetest.Input([]byte(`{"a":1}`))), append(hdr, 0x08, 0x01)...)
 		_, got, _ := f.raw(t, invokePath, 6, body, nil)
 		wantError(t, got, 571, "reading the request body", "unexpected EOF")
+	})
+	// A step whose result is never acknowledged (a runtime that keeps the
+	// stream open and answers nothing): the function is killed at its
+	// timeout, and the attempt's ErrorMessage (504) follows at once, not
+	// when an acknowledgement or the end of the stream comes.
+	t.Run("steps: a run never acknowledged ends at the function's timeout", func(t *testing.T) {
+		ctx, cancel := context.WithTimeout(context.Background(), 40*time.Second)
+		defer cancel()
+		s := restatetest.Open(ctx, f.client, restatetest.InvokeURL(f.url, "Bad", "pynoack"), 6)
+		defer s.Close()
+		if err := s.Send(restatetest.Start(f.nextID(), 1), restatetest.Input([]byte(`{}`))); err != nil {
+			t.Fatal(err)
+		}
+		start := time.Now()
+		var got []restatetest.Frame
+		for {
+			fr, err := s.Next()
+			if err != nil {
+				t.Fatalf("after %v (%s): %v", got, time.Since(start), err)
+			}
+			got = append(got, fr)
+			if restatetest.Terminal(fr.Type()) {
+				break
+			}
+		}
+		wantError(t, got, 504)
+		if d := time.Since(start); d > 15*time.Second {
+			t.Errorf("the ErrorMessage came %s after the start, with a 2s timeout", d)
+		}
 	})
 	t.Run("truncated header: the body ends inside a frame header", func(t *testing.T) {
 		full := frameBytes(restatetest.Start(f.nextID(), 1))

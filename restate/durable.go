@@ -204,6 +204,15 @@ func (c invocationContext) RunStart(name string) (*Outcome, Future, error) {
 // is not passed here: the handler returns a *RetryableError instead. After
 // a CANCEL signal nothing is proposed and RunComplete returns ErrCancelled.
 func (c invocationContext) RunComplete(run Future, out Outcome) error {
+	return c.RunCompleteContext(context.Background(), run, out)
+}
+
+// RunCompleteContext is RunComplete that stops waiting for the result to
+// be durable when ctx ends first, returning ctx's error: the proposal is
+// on its way, and the caller ends the attempt (the bridge's, once the
+// function it waited for was killed at its timeout), so the attempt's
+// ErrorMessage is not held back by an acknowledgement that does not come.
+func (c invocationContext) RunCompleteContext(ctx context.Context, run Future, out Outcome) error {
 	f, err := c.futureOf(run)
 	if err != nil {
 		return err
@@ -227,7 +236,10 @@ func (c invocationContext) RunComplete(run Future, out Outcome) error {
 		inv.flush()
 		return err
 	}
-	_, st := inv.await(f.id)
+	_, st := inv.awaitContext(ctx, f.id)
+	if st == journal.Pending {
+		return ctx.Err()
+	}
 	if st != journal.Ready {
 		return inv.statusErr(st)
 	}

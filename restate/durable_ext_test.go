@@ -209,6 +209,42 @@ func TestAwaitContextGivesUpAndTheFutureStays(t *testing.T) {
 	}
 }
 
+// A wait for a run's result to be durable given up through its context
+// (the bridge's, once the function it waited for was killed at its
+// timeout) returns that context's error, and the handler's failure reaches
+// the runtime at once: the acknowledgement that never came does not hold
+// the attempt's ErrorMessage back.
+func TestRunCompleteContextGivesUp(t *testing.T) {
+	for _, v := range versions {
+		t.Run(fmt.Sprintf("v%d", v), func(t *testing.T) {
+			proposed := make(chan struct{})
+			h := func(ctx restate.Context, _ []byte) ([]byte, error) {
+				_, run, err := ctx.RunStart("a")
+				if err != nil {
+					return nil, err
+				}
+				wctx, cancel := context.WithCancel(context.Background())
+				go func() { <-proposed; cancel() }()
+				if err := ctx.RunCompleteContext(wctx, run, restate.Outcome{Value: []byte(`1`)}); !errors.Is(err, context.Canceled) {
+					return nil, fmt.Errorf("RunCompleteContext = %v, want context.Canceled", err)
+				}
+				return nil, &restate.RetryableError{Code: restate.CodeGatewayTimeout, Message: "the function was killed at its timeout"}
+			}
+			_, url := stepsServer(t, restate.BidiStream, map[string]restate.HandlerFunc{"h": h})
+			got := playSteps(t, url, v, "h", []any{restatetest.Start("inv_no_ack", 1), restatetest.Input(nil)}, func(f restatetest.Frame) []proto.Message {
+				if _, ok := f.Message.(*servicev1.ProposeRunCompletionMessage); ok {
+					close(proposed) // and no completion, no ack
+				}
+				return nil
+			})
+			wantFrameTypes(t, got, wire.RunCommandType, wire.ProposeRunCompletionMessageType, wire.ErrorMessageType)
+			if e := got[2].Message.(*servicev1.ErrorMessage); e.GetCode() != 504 {
+				t.Fatalf("ErrorMessage %v, want 504", e)
+			}
+		})
+	}
+}
+
 // A replay of the whole journal emits no command again, runs no closure
 // and returns the recorded results.
 func TestStepsReplay(t *testing.T) {

@@ -525,6 +525,11 @@ func (inv *invocation) interruptedLocked(index int, name string) bool {
 // handler's context ends, so a request that is gone without the body
 // reader noticing does not leave the handler waiting forever.
 func (inv *invocation) await(id uint32) (journal.Result, journal.Status) {
+	return inv.awaitContext(context.Background(), id)
+}
+
+// awaitContext is await that returns journal.Pending when ctx ends first.
+func (inv *invocation) awaitContext(ctx context.Context, id uint32) (journal.Result, journal.Status) {
 	for {
 		inv.mu.Lock()
 		if inv.released {
@@ -543,6 +548,8 @@ func (inv *invocation) await(id uint32) (journal.Result, journal.Status) {
 		select {
 		case <-inv.wake:
 		case <-inv.ctx.Done():
+		case <-ctx.Done():
+			return journal.Result{}, journal.Pending
 		}
 	}
 }

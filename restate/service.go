@@ -74,6 +74,9 @@ type Context interface {
 	// and returns once it is durable (ack on v7, notification on v5/v6).
 	// A retryable closure failure is not passed here: see RunFail.
 	RunComplete(run Future, out Outcome) error
+	// RunCompleteContext is RunComplete that stops waiting when ctx ends
+	// first, returning ctx's error; the attempt should then end.
+	RunCompleteContext(ctx context.Context, run Future, out Outcome) error
 	// RunFail records that the run's closure failed retryably (err): the
 	// handler then returns a *RetryableError, and the attempt's
 	// ErrorMessage names the run as its related command (index, type and
