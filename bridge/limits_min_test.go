@@ -1,8 +1,6 @@
 package bridge
 
 import (
-	"os"
-	"path/filepath"
 	"testing"
 
 	"github.com/fnbridge/fnbridge/functionruntime"
@@ -41,19 +39,7 @@ func TestLimitsBelowWhatAnyWorkerNeedsAreRefused(t *testing.T) {
 // invocations paused); the Bash least itself is taken.
 func TestLimitsBelowWhatTheKindNeedsAreRefused(t *testing.T) {
 	bashConfig := func(limits string) (*Config, error) {
-		dir := t.TempDir()
-		if err := os.WriteFile(filepath.Join(dir, "h.sh"), []byte("f() { printf '%s' \"$1\"; }\n"), 0o644); err != nil {
-			t.Fatal(err)
-		}
-		return ParseConfig([]byte(`
-services:
-  - name: S
-    handlers:
-      - name: f
-        runtime: bash
-        dir: .
-        handler: h.f
-        limits: `+limits+"\n"), dir)
+		return kindLimitsConfig(t, "bash", "        limits: "+limits+"\n")
 	}
 	for _, tc := range []struct{ limits, want string }{
 		{"{open_files: 9}", "line 9: services[0].handlers[0].limits.open_files: 9 is fewer than 14, the fewest open files a bash worker starts with"},

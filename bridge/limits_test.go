@@ -12,8 +12,20 @@ import (
 
 func limitsConfig(t *testing.T, block string) (*Config, error) {
 	t.Helper()
+	return kindLimitsConfig(t, "python", block)
+}
+
+// kindLimitsConfig parses a one-handler configuration of the runtime kind
+// (python or bash; its file h.py or h.sh written) with block appended to
+// the handler.
+func kindLimitsConfig(t *testing.T, kind, block string) (*Config, error) {
+	t.Helper()
 	dir := t.TempDir()
-	if err := os.WriteFile(filepath.Join(dir, "h.py"), []byte("def f(x):\n    return x\n"), 0o644); err != nil {
+	file, src := "h.py", "def f(x):\n    return x\n"
+	if kind == "bash" {
+		file, src = "h.sh", "f() { printf '%s' \"$1\"; }\n"
+	}
+	if err := os.WriteFile(filepath.Join(dir, file), []byte(src), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	return ParseConfig([]byte(`
@@ -21,7 +33,7 @@ services:
   - name: S
     handlers:
       - name: f
-        runtime: python
+        runtime: `+kind+`
         dir: .
         handler: h.f
 `+block), dir)

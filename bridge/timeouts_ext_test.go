@@ -25,24 +25,8 @@ func TestRestateTimeoutsAreDerivedFromTimeout(t *testing.T) {
 	if h.InactivityTimeout.Std() != wantInactivity || h.AbortTimeout.Std() != wantInactivity {
 		t.Fatalf("inactivity_timeout %s, abort_timeout %s; want both %s", h.InactivityTimeout.Std(), h.AbortTimeout.Std(), wantInactivity)
 	}
-	b, err := bridge.New(cfg, bridge.Options{Clients: map[string]executorv1.FunctionRuntimeClient{"python": newFakeRuntime()}})
-	if err != nil {
-		t.Fatal(err)
-	}
 	for version, want := range map[int]*float64{2: nil, 3: ptr(float64(wantInactivity.Milliseconds())), 4: ptr(float64(wantInactivity.Milliseconds()))} {
-		out, err := discovery.Encode(b.Manifest(), version)
-		if err != nil {
-			t.Fatal(err)
-		}
-		var m struct {
-			Services []struct {
-				Handlers []map[string]any `json:"handlers"`
-			} `json:"services"`
-		}
-		if err := json.Unmarshal(out, &m); err != nil {
-			t.Fatal(err)
-		}
-		got := m.Services[0].Handlers[0]
+		got := firstManifestHandler(t, cfg, version)
 		for _, field := range []string{"inactivityTimeout", "abortTimeout"} {
 			v, ok := got[field]
 			switch {
@@ -248,23 +232,7 @@ func TestRequestResponseManifestLeavesTheDerivedInactivityTimeoutOut(t *testing.
 		if err != nil {
 			t.Fatal(err)
 		}
-		b, err := bridge.New(cfg, bridge.Options{Clients: map[string]executorv1.FunctionRuntimeClient{"python": newFakeRuntime()}})
-		if err != nil {
-			t.Fatal(err)
-		}
-		out, err := discovery.Encode(b.Manifest(), 4)
-		if err != nil {
-			t.Fatal(err)
-		}
-		var m struct {
-			Services []struct {
-				Handlers []map[string]any `json:"handlers"`
-			} `json:"services"`
-		}
-		if err := json.Unmarshal(out, &m); err != nil {
-			t.Fatal(err)
-		}
-		return m.Services[0].Handlers[0]
+		return firstManifestHandler(t, cfg, 4)
 	}
 	rr := strings.Replace(validConfig, "protocol_mode: bidi", "protocol_mode: request_response", 1)
 	derived := 10*time.Second + bridge.DefaultLeaseTimeout + bridge.RestateTimeoutMargin
@@ -282,4 +250,27 @@ func TestRequestResponseManifestLeavesTheDerivedInactivityTimeoutOut(t *testing.
 	if v := manifestHandler(validConfig)["inactivityTimeout"]; v != float64(derived.Milliseconds()) {
 		t.Errorf("bidi inactivityTimeout = %v, want %d", v, derived.Milliseconds())
 	}
+}
+
+// firstManifestHandler is the first handler of the manifest version a
+// bridge of cfg (on a fake runtime) answers discovery with.
+func firstManifestHandler(t *testing.T, cfg *bridge.Config, version int) map[string]any {
+	t.Helper()
+	b, err := bridge.New(cfg, bridge.Options{Clients: map[string]executorv1.FunctionRuntimeClient{"python": newFakeRuntime()}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, err := discovery.Encode(b.Manifest(), version)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var m struct {
+		Services []struct {
+			Handlers []map[string]any `json:"handlers"`
+		} `json:"services"`
+	}
+	if err := json.Unmarshal(out, &m); err != nil {
+		t.Fatal(err)
+	}
+	return m.Services[0].Handlers[0]
 }
