@@ -658,8 +658,8 @@ func TestBadInputConfig(t *testing.T) {
 			cfg := filepath.Join(ws.root, strings.NewReplacer(" ", "_", "/", "_").Replace(c.name)+".yaml")
 			writeFile(t, cfg, c.yaml)
 			stdout, stderr, code := runBridge(t, 30*time.Second, "serve", "--config", cfg, "--listen", freeAddr(t))
-			if code != 1 {
-				t.Fatalf("exit %d, want 1\nstdout: %s\nstderr: %s", code, stdout, stderr)
+			if code != 2 {
+				t.Fatalf("exit %d, want 2 (a bad configuration: nothing started)\nstdout: %s\nstderr: %s", code, stdout, stderr)
 			}
 			for _, w := range c.want {
 				if !strings.Contains(stderr, w) {

@@ -446,8 +446,8 @@ func TestTrustWorkers(t *testing.T) {
 			cfg := filepath.Join(bad.root, c.name+".yaml")
 			writeFile(t, cfg, fmt.Sprintf("services:\n  - name: S\n    handlers:\n      - {name: h, runtime: bash, dir: fn, handler: %s%s}\n", c.handler, c.env))
 			stdout, stderr, code := runBridge(t, 30*time.Second, "serve", "--config", cfg, "--listen", freeAddr(t))
-			if code != 1 {
-				t.Fatalf("%s: exit %d, want 1\nstdout: %s\nstderr: %s", c.name, code, stdout, stderr)
+			if code != 2 {
+				t.Fatalf("%s: exit %d, want 2\nstdout: %s\nstderr: %s", c.name, code, stdout, stderr)
 			}
 			if !strings.Contains(stderr, c.want) {
 				t.Errorf("%s: stderr does not hold %q:\n%s", c.name, c.want, stderr)

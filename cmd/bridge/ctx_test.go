@@ -439,8 +439,8 @@ func TestGroupCommandsRefuseUnknownSubcommands(t *testing.T) {
 		{[]string{"ctx", "nosuch"}, 2, `unknown command "nosuch" for "bridge ctx"`},
 		{[]string{"ctx", "--bogus"}, 2, "unknown flag: --bogus"},
 		{[]string{"ctx", "state", "gte"}, 2, `unknown command "gte" for "bridge ctx state"`},
-		{[]string{"runtime", "nosuch"}, 1, `unknown command "nosuch" for "bridge runtime"`},
-		{[]string{"runtime"}, 1, "bridge runtime needs a subcommand: serve"},
+		{[]string{"runtime", "nosuch"}, 2, `unknown command "nosuch" for "bridge runtime"`},
+		{[]string{"runtime"}, 2, "bridge runtime needs a subcommand: serve"},
 	} {
 		var out, errb bytes.Buffer
 		if code := runBridge(c.args, &out, &errb); code != c.code || out.Len() != 0 || !strings.Contains(errb.String(), c.want) {

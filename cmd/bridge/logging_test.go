@@ -98,11 +98,36 @@ func TestEveryCommandChecksTheLogFlags(t *testing.T) {
 	} {
 		var stdout, stderr bytes.Buffer
 		code := runBridge(args, &stdout, &stderr)
-		if code == 0 || !strings.Contains(stderr.String(), "want ") || stdout.Len() != 0 {
-			t.Errorf("bridge %q: exit %d, stdout %q, stderr %q; want a refusal naming the flag, nothing done", args, code, stdout.String(), stderr.String())
+		if code != 2 || !strings.Contains(stderr.String(), "want ") || stdout.Len() != 0 {
+			t.Errorf("bridge %q: exit %d, stdout %q, stderr %q; want exit 2 and a refusal naming the flag, nothing done", args, code, stdout.String(), stderr.String())
 		}
 	}
 	if _, err := os.Stat(filepath.Join(dir, "k.pem")); !os.IsNotExist(err) {
 		t.Errorf("keygen with a bad --log-level wrote its key (stat: %v)", err)
+	}
+}
+
+// Every command exits 2 when nothing started because the configuration
+// file or a flag is wrong, as bridge invoke does, and 1 on other failures.
+func TestBadConfigurationOrFlagExitsTwo(t *testing.T) {
+	dir := t.TempDir()
+	bad := filepath.Join(dir, "bad.yaml")
+	if err := os.WriteFile(bad, []byte("protocl_mode: bidi\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		args []string
+		want int
+	}{
+		{[]string{"manifest", "--config", bad}, 2},
+		{[]string{"serve", "--config", bad}, 2},
+		{[]string{"serve", "--no-such-flag"}, 2},
+		{[]string{"manifest", "--config", filepath.Join(dir, "missing.yaml")}, 2},
+		{[]string{"manifest", "--config", bad, "--manifest-version", "9"}, 2},
+	} {
+		var stdout, stderr bytes.Buffer
+		if code := runBridge(tc.args, &stdout, &stderr); code != tc.want {
+			t.Errorf("bridge %q: exit %d, want %d (stderr %q)", tc.args, code, tc.want, stderr.String())
+		}
 	}
 }

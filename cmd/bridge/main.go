@@ -8,6 +8,7 @@ package main
 
 import (
 	"bytes"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -122,6 +123,14 @@ func runBridge(args []string, stdout, stderr io.Writer) int {
 	if cmd != nil && cmd.Name() == "invoke" && cmd.Parent() == root {
 		return invokeExitStatus(err)
 	}
+	// As bridge invoke: 2 when nothing started because the configuration
+	// file or a flag is wrong, so a script or a supervisor can tell a
+	// mistake to fix from a failure to retry.
+	var ce *bridge.ConfigError
+	var ue usageError
+	if errors.As(err, &ce) || errors.As(err, &ue) {
+		return invokeExitUsage
+	}
 	return 1
 }
 
@@ -138,9 +147,12 @@ func newRootCmd() *cobra.Command {
 	// Checked for every command, those that log nothing included: a
 	// misspelt flag is never silently taken for the default.
 	root.PersistentPreRunE = func(*cobra.Command, []string) error {
-		_, err := newLogger(g.logLevel, g.logFormat, io.Discard)
-		return err
+		if _, err := newLogger(g.logLevel, g.logFormat, io.Discard); err != nil {
+			return usageError{err}
+		}
+		return nil
 	}
+	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return usageError{err} })
 	root.AddCommand(newVersionCmd(), newServeCmd(g, nil), newDevCmd(g), newInvokeCmd(g), newManifestCmd(g), newRuntimeCmd(g), newKeygenCmd(), newCtxCmd())
 	return root
 }
@@ -289,11 +301,11 @@ func addConfigFlag(cmd *cobra.Command, path *string) {
 func loadConfig(path, listen string) (*bridge.Config, error) {
 	cfg, err := bridge.LoadConfig(path)
 	if err != nil {
-		return nil, err
+		return nil, usageError{err} // unreadable or wrong: nothing started
 	}
 	if listen != "" {
 		if err := bridge.CheckListen(listen); err != nil {
-			return nil, fmt.Errorf("--listen %v", err)
+			return nil, usageError{fmt.Errorf("--listen %v", err)}
 		}
 		cfg.Listen = listen
 	}

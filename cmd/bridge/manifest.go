@@ -26,7 +26,7 @@ func newManifestCmd(g *globalFlags) *cobra.Command {
 				return err
 			}
 			if version < discovery.MinVersion || version > discovery.MaxVersion {
-				return fmt.Errorf("--manifest-version %d: want %d to %d", version, discovery.MinVersion, discovery.MaxVersion)
+				return usageError{fmt.Errorf("--manifest-version %d: want %d to %d", version, discovery.MinVersion, discovery.MaxVersion)}
 			}
 			cfg, err := loadConfig(configPath, "")
 			if err != nil {
