@@ -167,6 +167,8 @@ func TestFileDefiningBuiltinOrCommandIsRefused(t *testing.T) {
 		"builtin() { echo \"my builtin $*\" >&2; }\n":                                         "builtin",
 		"command() { echo \"my command $*\" >&2; }\n":                                         "command",
 		"set() { :; }\nunset() { :; }\nexport() { :; }\ncommand() { :; }\nbuiltin() { :; }\n": "builtin and command",
+		// POSIX mode left on, its variable readonly: checked as it is.
+		"readonly POSIXLY_CORRECT=y\nbuiltin() { :; }\n": "builtin",
 	} {
 		f := conformance.NewFixture(t, "sh.run", map[string]string{"sh.sh": file + "run() { echo run; }\n"})
 		start := time.Now()
@@ -187,6 +189,11 @@ run() { builtin printf '%s|%s|%s' "$1" "$(builtin shopt -o posix)" "$(env | grep
 	w := f.Start(t)
 	if got, want := string(f.MustInvoke(t, w, "a").Output), "a|posix          \toff|0"; got != want {
 		t.Fatalf("output = %q, want %q", got, want)
+	}
+	// A readonly POSIXLY_CORRECT (which the check must not assign) serves.
+	f = conformance.NewFixture(t, "sh.run", map[string]string{"sh.sh": "readonly POSIXLY_CORRECT=x\nrun() { builtin printf '%s' \"$1\"; }\n"})
+	if got := string(f.MustInvoke(t, f.Start(t), "b").Output); got != "b" {
+		t.Fatalf("with a readonly POSIXLY_CORRECT: output = %q, want b", got)
 	}
 }
 

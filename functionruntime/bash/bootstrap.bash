@@ -522,12 +522,17 @@ __fnb_main() {
 	# tells a function (it fails for a name that is none), unset -f
 	# removes it, and unsetting the variable ends POSIX mode (no set,
 	# which the file may have made a function too). The file is refused.
-	POSIXLY_CORRECT=y
-	__fnb_o=
+	# A file that left POSIX mode on (its variable perhaps readonly, which
+	# the assignment would die of) is checked as it is.
+	__fnb_o= __fnb_n=
+	if [[ :$SHELLOPTS: != *:posix:* ]]; then
+		POSIXLY_CORRECT=y
+		__fnb_n=on
+	fi
 	export -f builtin 2>/dev/null && __fnb_o+=" builtin"
 	export -f command 2>/dev/null && __fnb_o+=" command"
 	unset -f builtin command
-	unset -v POSIXLY_CORRECT
+	[[ -z $__fnb_n ]] || unset -v POSIXLY_CORRECT
 	if [[ -n $__fnb_o ]]; then
 		builtin printf 'E shadow%s\n' "$__fnb_o" >&"$__fnb_out"
 		builtin exit 1
