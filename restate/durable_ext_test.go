@@ -231,12 +231,26 @@ func TestRunCompleteContextGivesUp(t *testing.T) {
 				return nil, &restate.RetryableError{Code: restate.CodeGatewayTimeout, Message: "the function was killed at its timeout"}
 			}
 			_, url := stepsServer(t, restate.BidiStream, map[string]restate.HandlerFunc{"h": h})
-			got := playSteps(t, url, v, "h", []any{restatetest.Start("inv_no_ack", 1), restatetest.Input(nil)}, func(f restatetest.Frame) []proto.Message {
-				if _, ok := f.Message.(*servicev1.ProposeRunCompletionMessage); ok {
-					close(proposed) // and no completion, no ack
+			// Not Play, which answers a proposal as restate-server does:
+			// this runtime keeps the stream open and answers nothing.
+			ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+			defer cancel()
+			s := restatetest.Open(ctx, restatetest.NewH2CClient(), restatetest.InvokeURL(url, "D", "h"), v)
+			defer s.Close()
+			if err := s.Send(restatetest.Start("inv_no_ack", 1), restatetest.Input(nil)); err != nil {
+				t.Fatal(err)
+			}
+			var got []restatetest.Frame
+			for len(got) == 0 || !restatetest.Terminal(got[len(got)-1].Type()) {
+				f, err := s.Next()
+				if err != nil {
+					t.Fatalf("after %v: %v", got, err)
 				}
-				return nil
-			})
+				if _, ok := f.Message.(*servicev1.ProposeRunCompletionMessage); ok {
+					close(proposed)
+				}
+				got = append(got, f)
+			}
 			wantFrameTypes(t, got, wire.RunCommandType, wire.ProposeRunCompletionMessageType, wire.ErrorMessageType)
 			if e := got[2].Message.(*servicev1.ErrorMessage); e.GetCode() != 504 {
 				t.Fatalf("ErrorMessage %v, want 504", e)

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -47,6 +48,25 @@ func newSlowEcho(t *testing.T, delay time.Duration) *slowEcho {
 // anything, the window counts what completes in it, and load returns only
 // when every request it sent has been answered.
 func TestLoadFlowsThroughTheWindowAndDrains(t *testing.T) {
+	// Each edge must fall while requests are in flight, which the callers'
+	// step makes all but certain; a machine busy enough (-race, the other
+	// packages' tests) can shift an edge onto the gap between two of a
+	// caller's requests, and then the run shows nothing: it is run again.
+	for attempt := 1; ; attempt++ {
+		why := loadFlowsThroughTheWindow(t)
+		switch {
+		case why == "":
+			return
+		case attempt == 5:
+			t.Fatalf("%s in all %d runs: the test shows nothing", why, attempt)
+		}
+		t.Logf("run %d: %s; once more", attempt, why)
+	}
+}
+
+// loadFlowsThroughTheWindow is one run of the test above: "" when both
+// edges fell with requests in flight, else which did not.
+func loadFlowsThroughTheWindow(t *testing.T) string {
 	const c, delay = 3, 80 * time.Millisecond
 	e := newSlowEcho(t, delay)
 	client := newIngressClient(c)
@@ -79,7 +99,7 @@ func TestLoadFlowsThroughTheWindowAndDrains(t *testing.T) {
 	// always waiting on one); they answered inside the window and count
 	// there, and so does everything sent before T0.
 	if started[0] == finished[0] {
-		t.Fatalf("no request in flight at T0 (started %d, finished %d): the test shows nothing", started[0], finished[0])
+		return fmt.Sprintf("no request in flight at T0 (started %d, finished %d)", started[0], finished[0])
 	}
 	if res.Warm.OK > int(finished[0]) {
 		t.Errorf("%d counted in the warm-up, but only %d had finished at T0", res.Warm.OK, finished[0])
@@ -89,7 +109,7 @@ func TestLoadFlowsThroughTheWindowAndDrains(t *testing.T) {
 	}
 	// Whatever was in flight at T1 finished after it: drained, not counted.
 	if started[1] == finished[1] {
-		t.Fatalf("no request in flight at T1 (started %d, finished %d): the test shows nothing", started[1], finished[1])
+		return fmt.Sprintf("no request in flight at T1 (started %d, finished %d)", started[1], finished[1])
 	}
 	if res.Drained < int(started[1]-finished[1]) {
 		t.Errorf("%d in flight at T1, %d drained", started[1]-finished[1], res.Drained)
@@ -103,6 +123,7 @@ func TestLoadFlowsThroughTheWindowAndDrains(t *testing.T) {
 	if res.Duration < plan.Duration || res.Duration > plan.Duration+time.Second {
 		t.Errorf("window %v, want %v", res.Duration, plan.Duration)
 	}
+	return ""
 }
 
 // The warm-up ends after its count of answers and the window after its
