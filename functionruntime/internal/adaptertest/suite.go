@@ -395,7 +395,9 @@ func testCancel(t *testing.T, a *Adapter) {
 	}
 }
 
-// Rule: TERM first, "then KILL after the grace".
+// Rule: TERM first, "then KILL after the grace". Invoke returns only
+// once the group is gone, so a retry of the invocation never runs beside
+// the attempt it replaces (the README's error classes say so).
 func testIgnoringTerm(t *testing.T, a *Adapter) {
 	f, w := lifecycle(t, a)
 	pid := f.PidOf(t, w)
