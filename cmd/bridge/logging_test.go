@@ -115,19 +115,35 @@ func TestBadConfigurationOrFlagExitsTwo(t *testing.T) {
 	if err := os.WriteFile(bad, []byte("protocl_mode: bidi\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
+	// A configuration that loads: what is wrong is the flag or what it
+	// names, refused before anything starts.
+	good := filepath.Join(dir, "good.yaml")
+	if err := os.WriteFile(good, []byte("services:\n- name: S\n  handlers:\n  - {name: h, runtime: bash, dir: ., handler: f.f}\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	// The refusal to serve a reachable address unsigned (README, Security)
+	// is a mistake to fix, not a failure to retry, whichever command serves.
+	reachable := []string{"--config", good, "--listen", "0.0.0.0:0"}
 	for _, tc := range []struct {
 		args []string
 		want int
+		says string
 	}{
-		{[]string{"manifest", "--config", bad}, 2},
-		{[]string{"serve", "--config", bad}, 2},
-		{[]string{"serve", "--no-such-flag"}, 2},
-		{[]string{"manifest", "--config", filepath.Join(dir, "missing.yaml")}, 2},
-		{[]string{"manifest", "--config", bad, "--manifest-version", "9"}, 2},
+		{[]string{"manifest", "--config", bad}, 2, "protocl_mode"},
+		{[]string{"serve", "--config", bad}, 2, "protocl_mode"},
+		{[]string{"serve", "--no-such-flag"}, 2, "--no-such-flag"},
+		{[]string{"manifest", "--config", filepath.Join(dir, "missing.yaml")}, 2, "missing.yaml"},
+		{[]string{"manifest", "--config", bad, "--manifest-version", "9"}, 2, "manifest-version"},
+		{append([]string{"serve"}, reachable...), 2, "identity_keys is empty"},
+		{append([]string{"dev"}, reachable...), 2, "identity_keys is empty"},
+		{[]string{"serve", "--config", good, "--identity-keys-file", filepath.Join(dir, "missing.pub")}, 2, "missing.pub does not exist"},
+		{[]string{"serve", "--config", good, "--instance", "not a name!"}, 2, "--instance"},
+		{[]string{"serve", "--config", good, "--context-listen", "unix://relative"}, 2, "--context-listen"},
+		{[]string{"dev", "--config", good, "--admin", "ftp://x"}, 2, "--admin"},
 	} {
 		var stdout, stderr bytes.Buffer
-		if code := runBridge(tc.args, &stdout, &stderr); code != tc.want {
-			t.Errorf("bridge %q: exit %d, want %d (stderr %q)", tc.args, code, tc.want, stderr.String())
+		if code := runBridge(tc.args, &stdout, &stderr); code != tc.want || !strings.Contains(stderr.String(), tc.says) {
+			t.Errorf("bridge %q: exit %d, stderr %q; want exit %d saying %q", tc.args, code, stderr.String(), tc.want, tc.says)
 		}
 	}
 }

@@ -35,10 +35,10 @@ func newServeCmd(g *globalFlags, dev *devFlags) *cobra.Command {
 			return nil, err
 		}
 		if err := applyInstance(cfg, instance); err != nil {
-			return nil, err
+			return nil, usageError{err}
 		}
 		if err := applyContextListen(cfg, contextListen); err != nil {
-			return nil, err
+			return nil, usageError{err}
 		}
 		return cfg, nil
 	}
@@ -53,7 +53,7 @@ func newServeCmd(g *globalFlags, dev *devFlags) *cobra.Command {
 			}
 			logSysmon(log)
 			if err := dev.check(); err != nil {
-				return err
+				return usageError{err}
 			}
 			opts := bridge.Options{Logger: log}
 			if holdAfterRun != "" {
@@ -183,7 +183,8 @@ func newServeCmd(g *globalFlags, dev *devFlags) *cobra.Command {
 
 // loadServeConfig is loadConfig plus what only serve has: keys from
 // --identity-keys-file, and the refusal to serve a reachable address
-// without them (bridge.Config.CheckExposure).
+// without them (bridge.Config.CheckExposure). Each of its errors is a
+// mistake to fix before anything starts (exit 2).
 func loadServeConfig(path, listen, identityKeysFile string) (*bridge.Config, error) {
 	cfg, err := loadConfig(path, listen)
 	if err != nil {
@@ -192,7 +193,7 @@ func loadServeConfig(path, listen, identityKeysFile string) (*bridge.Config, err
 	if identityKeysFile != "" {
 		keys, err := bridge.ReadIdentityKeys(identityKeysFile)
 		if err != nil {
-			return nil, fmt.Errorf("--identity-keys-file: %w", err)
+			return nil, usageError{fmt.Errorf("--identity-keys-file: %w", err)}
 		}
 		cfg.IdentityKeys = append(cfg.IdentityKeys, keys...)
 	}
@@ -201,7 +202,7 @@ func loadServeConfig(path, listen, identityKeysFile string) (*bridge.Config, err
 		source = "--listen"
 	}
 	if _, err := cfg.CheckExposure(source); err != nil {
-		return nil, err
+		return nil, usageError{err}
 	}
 	return cfg, nil
 }
