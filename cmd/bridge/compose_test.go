@@ -8,6 +8,7 @@ import (
 	"regexp"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/spf13/cobra"
 	"go.yaml.in/yaml/v3"
@@ -25,6 +26,8 @@ type composeService struct {
 	Ports       []string          `yaml:"ports"`
 	Environment map[string]string `yaml:"environment"`
 	DependsOn   dependsOn         `yaml:"depends_on"`
+	Restart     string            `yaml:"restart"`
+	StopGrace   string            `yaml:"stop_grace_period"`
 }
 
 // dependsOn maps a service to its condition; compose's short list form
@@ -146,8 +149,17 @@ func TestDockerComposeMatchesCLIAndFiles(t *testing.T) {
 	if _, err := bridge.Keygen(bridge.KeygenOptions{Out: pub}); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := loadServeConfig(cfgPath, listen, pub+".pub"); err != nil {
-		t.Errorf("bridge serve with the mounted config, --listen %s and keygen's public key would not start: %v", listen, err)
+	served, err := loadServeConfig(cfgPath, listen, pub+".pub")
+	if err != nil {
+		t.Fatalf("bridge serve with the mounted config, --listen %s and keygen's public key would not start: %v", listen, err)
+	}
+	// docker stop's SIGKILL must come after the drain (shutdown_timeout),
+	// unregistering (3 s) and the last spans' export (5 s): docs/scaling.md.
+	if grace, err := time.ParseDuration(bridgeSvc.StopGrace); err != nil || grace <= served.ShutdownTimeout.Std()+8*time.Second {
+		t.Errorf("bridge stop_grace_period %q is not above shutdown_timeout (%s) + 8s: docker stop would kill the drain", bridgeSvc.StopGrace, served.ShutdownTimeout.Std())
+	}
+	if r := bridgeSvc.Restart; r != "unless-stopped" && r != "always" && r != "on-failure" {
+		t.Errorf("bridge restart policy %q: a bridge that exits on a failure stays down", r)
 	}
 	if _, err := loadServeConfig(cfgPath, listen, ""); err == nil {
 		t.Errorf("without --identity-keys-file the bridge would serve unsigned on %s: the check above proves nothing", listen)
