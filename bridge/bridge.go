@@ -84,6 +84,7 @@ func New(cfg *Config, opts Options) (*Bridge, error) {
 		IdentityKeys:             cfg.IdentityKeys,
 		Logger:                   opts.Logger,
 		AfterRunJournaled:        opts.AfterRunJournaled,
+		OnRefused:                opts.Metrics.Refused,
 	})
 	if err := b.endpoint.Err(); err != nil {
 		return nil, err

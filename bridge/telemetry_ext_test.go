@@ -2,6 +2,7 @@ package bridge_test
 
 import (
 	"context"
+	"crypto/ed25519"
 	"errors"
 	"fmt"
 	"net/http"
@@ -23,6 +24,8 @@ import (
 	"github.com/fnbridge/fnbridge/bridge/telemetry/telemetrytest"
 	"github.com/fnbridge/fnbridge/functionruntime"
 	executorv1 "github.com/fnbridge/fnbridge/proto/executor/v1"
+	"github.com/fnbridge/fnbridge/restate"
+	"github.com/fnbridge/fnbridge/restate/identity"
 	"github.com/fnbridge/fnbridge/restate/restatetest"
 	"github.com/fnbridge/fnbridge/restate/wire"
 )
@@ -409,4 +412,84 @@ func TestSuspendedExecutionSpanIsNoError(t *testing.T) {
 	if !found {
 		t.Fatal("no execution span")
 	}
+}
+
+// Requests the endpoint answers before any handler runs are counted by
+// reason (the README's fnbridge_refused_requests_total), every reason's
+// series at zero from the start: an operator alerts on saturation and on
+// requests restate-server did not sign, which no attempt outcome shows.
+func TestMetricsCountRefusedRequests(t *testing.T) {
+	m := telemetry.NewMetrics("test")
+	h := newHarnessWith(t, "max_concurrent_invocations: 1\nstart_timeout: 30s\n", bridge.Options{Metrics: m})
+	r := metricsOf{t, m}
+	for _, reason := range restate.RefusalReasons {
+		r.expect("fnbridge_refused_requests_total", 0, "reason", reason)
+	}
+	ctx := context.Background()
+	url := restatetest.InvokeURL(h.url, "Svc", "fn")
+
+	// One stream holds the only slot while it waits for its start; a
+	// second is refused over the limit.
+	held := restatetest.Open(ctx, h.client, url, 6)
+	defer held.Close()
+	eventually(t, "the first stream is admitted", func() (bool, string) {
+		return h.b.InFlight() == 1, fmt.Sprint(h.b.InFlight(), " in flight")
+	})
+	over := restatetest.Open(ctx, h.client, url, 6)
+	if resp, err := over.Response(); err != nil || resp.StatusCode != http.StatusServiceUnavailable {
+		t.Fatalf("second stream: %v %v, want 503", resp, err)
+	}
+	over.Close()
+	r.expect("fnbridge_refused_requests_total", 1, "reason", restate.RefusedConcurrencyLimit)
+
+	// The held stream ends before its StartMessage: it failed before its
+	// handler could start.
+	if err := held.CloseSend(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := held.Next(); err != nil {
+		t.Fatalf("held stream: %v, want its ErrorMessage", err)
+	}
+	eventually(t, "the stream that never started is counted", func() (bool, string) {
+		v := r.value("fnbridge_refused_requests_total", "reason", restate.RefusedBeforeStart)
+		return v == 1, fmt.Sprint(v)
+	})
+	// A protocol version the endpoint does not speak.
+	req, _ := http.NewRequest(http.MethodPost, url, strings.NewReader(""))
+	req.Header.Set("Content-Type", "application/vnd.restate.invocation.v99")
+	if resp, err := h.client.Do(req); err != nil || resp.StatusCode != http.StatusUnsupportedMediaType {
+		t.Fatalf("v99 stream: %v %v, want 415", resp, err)
+	} else {
+		resp.Body.Close()
+	}
+	r.expect("fnbridge_refused_requests_total", 2, "reason", restate.RefusedBeforeStart)
+	r.expect("fnbridge_invocations_total", 0, "outcome", "ok")
+
+	// Draining: new streams are refused.
+	dctx, cancel := context.WithCancel(ctx)
+	cancel() // start the drain, do not wait for it
+	_ = h.b.Drain(dctx)
+	drained := restatetest.Open(ctx, h.client, url, 6)
+	if resp, err := drained.Response(); err != nil || resp.StatusCode != http.StatusServiceUnavailable {
+		t.Fatalf("stream while draining: %v %v, want 503", resp, err)
+	}
+	drained.Close()
+	r.expect("fnbridge_refused_requests_total", 1, "reason", restate.RefusedDraining)
+	r.expect("fnbridge_refused_requests_total", 1, "reason", restate.RefusedConcurrencyLimit)
+
+	// A bridge with identity keys counts what restate-server did not sign.
+	pub, _, err := ed25519.GenerateKey(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m2 := telemetry.NewMetrics("test")
+	h2 := newHarnessWith(t, "identity_keys: ["+identity.EncodeKey(pub)+"]\n", bridge.Options{Metrics: m2})
+	for _, path := range []string{"/discover", "/invoke/Svc/fn", "/health"} {
+		resp, err := h2.client.Post(h2.url+path, "application/vnd.restate.invocation.v6", strings.NewReader(""))
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+	}
+	metricsOf{t, m2}.expect("fnbridge_refused_requests_total", 2, "reason", restate.RefusedUnauthenticated)
 }

@@ -81,4 +81,39 @@ type Config struct {
 	// the handler continues. A test hook: crash tests block here to kill
 	// the process between a journaled run and the invocation's output.
 	AfterRunJournaled func(invocationID, runName string)
+	// OnRefused, when set, is called with one of [RefusalReasons] for each
+	// request answered before any handler ran: what an operator watches
+	// for saturation, a drain, or requests restate-server did not sign.
+	// It is called on the request's goroutine and must not block.
+	OnRefused func(reason string)
+}
+
+// Why a request was refused before any handler ran, as Config.OnRefused
+// reports it.
+const (
+	// RefusedUnauthenticated: a request (discovery or invoke) without a
+	// valid restate-server signature, answered 401.
+	RefusedUnauthenticated = "unauthenticated"
+	// RefusedDraining: an invocation stream while the endpoint drains,
+	// answered 503 with Retry-After.
+	RefusedDraining = "draining"
+	// RefusedConcurrencyLimit: an invocation stream over
+	// MaxConcurrentInvocations, answered 503 with Retry-After.
+	RefusedConcurrencyLimit = "concurrency_limit"
+	// RefusedBeforeStart: an invocation stream that failed before its
+	// handler could start: a protocol version this endpoint does not speak
+	// (415), or no StartMessage and journal within StartTimeout, a journal
+	// over MaxJournalBytes, a malformed or cut frame (ErrorMessage 571).
+	RefusedBeforeStart = "failed_before_start"
+)
+
+// RefusalReasons are every reason Config.OnRefused reports, in a fixed
+// order.
+var RefusalReasons = []string{RefusedUnauthenticated, RefusedDraining, RefusedConcurrencyLimit, RefusedBeforeStart}
+
+// refused reports reason to Config.OnRefused, when set.
+func (e *Endpoint) refused(reason string) {
+	if f := e.cfg.OnRefused; f != nil {
+		f(reason)
+	}
 }

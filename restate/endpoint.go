@@ -201,6 +201,7 @@ func (e *Endpoint) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	if err := e.verifier.Verify(e.audiencePath(r), r.Header); err != nil {
 		e.cfg.Logger.Warn().Err(err).Str("path", r.URL.Path).Msg("rejected request: request identity")
+		e.refused(RefusedUnauthenticated)
 		httpError(w, http.StatusUnauthorized, "unauthorized: %v", err)
 		return
 	}

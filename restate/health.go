@@ -79,6 +79,7 @@ func (e *Endpoint) admit(w http.ResponseWriter) (n int64, ok bool) {
 		return n, true
 	}
 	e.streamDone()
+	e.refused(RefusedDraining)
 	h := w.Header()
 	h["Retry-After"] = retryAfterOne
 	// HTTP/1.1: close after this answer; HTTP/2: the server sends GOAWAY and

@@ -112,6 +112,7 @@ func (e *Endpoint) serveInvoke(w http.ResponseWriter, r *http.Request, h *boundH
 		e.streamDone()
 		e.cfg.Logger.Warn().Str("handler", h.service+"/"+h.name).Int("limit", e.cfg.MaxConcurrentInvocations).
 			Msg("refused an invocation stream: too many concurrent invocation streams")
+		e.refused(RefusedConcurrencyLimit)
 		w.Header()["Retry-After"] = retryAfterOne
 		httpError(w, http.StatusServiceUnavailable, "too many concurrent invocation streams: this endpoint serves at most %d at once; retry later", e.cfg.MaxConcurrentInvocations)
 		return
@@ -128,6 +129,7 @@ func (e *Endpoint) serveInvoke(w http.ResponseWriter, r *http.Request, h *boundH
 	defer freeSlot()
 	version, ok := negotiateVersion(r.Header.Get("Content-Type"))
 	if !ok {
+		e.refused(RefusedBeforeStart)
 		httpError(w, http.StatusUnsupportedMediaType, "unsupported content-type %q: this endpoint speaks %s%d to %s%d", r.Header.Get("Content-Type"), invocationContentTypePrefix, journal.MinVersion, invocationContentTypePrefix, journal.MaxVersion)
 		return
 	}
@@ -207,9 +209,11 @@ func (inv *invocation) serve(version int, bidi bool) {
 	inv.ctx, inv.cancel = base, cancel
 	inv.mu.Unlock()
 	defer cancel(nil)
+	started := false
 	if !inv.m.Done() {
 		in, err := inv.m.Input()
 		if err == nil {
+			started = true
 			inv.input = in.GetValue().GetContent()
 			if hs := in.GetHeaders(); len(hs) > 0 {
 				inv.headers = make(map[string]string, len(hs))
@@ -226,6 +230,9 @@ func (inv *invocation) serve(version int, bidi bool) {
 			}
 			inv.runHandler()
 		}
+	}
+	if !started && inv.m.Failure() != nil {
+		inv.ep.refused(RefusedBeforeStart)
 	}
 	inv.flush()
 	if readerDone != nil {

@@ -10,6 +10,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/fnbridge/fnbridge/restate"
 )
 
 // Outcome is how one invocation attempt ended: the outcome label of
@@ -129,6 +131,7 @@ type Metrics struct {
 	workerStartDuration *prometheus.HistogramVec
 	workerCrashes       *prometheus.CounterVec
 	journalReplays      *prometheus.CounterVec
+	refused             *prometheus.CounterVec
 
 	mu      sync.Mutex
 	sources map[*sourceEntry]struct{}
@@ -181,7 +184,13 @@ func NewMetrics(version string) *Metrics {
 	m.workerCrashes = counter("fnbridge_worker_crashes_total",
 		"Invocations whose worker died under them (the runtime reported a crash); the next invocation gets a fresh worker.", handlerLabels...)
 	m.journalReplays = counter("fnbridge_journal_replays_total",
-		"Invocation attempts that started by replaying journal entries beyond the input (a retry, resumption or replay after a restart).", handlerLabels...)
+		"Invocation attempts that started by replaying journal entries beyond the input: a resumption, an attempt after a restart, or a retry of an attempt that journaled anything (under durability: function, every retry of a failed function).", handlerLabels...)
+	m.refused = counter("fnbridge_refused_requests_total",
+		"Requests answered before any handler ran, by reason: unauthenticated (401: not signed by restate-server), draining (503 during shutdown), concurrency_limit (503: over max_concurrent_invocations), failed_before_start (a stream that could not start: protocol version, start timeout, journal bound, malformed frames).",
+		"reason")
+	for _, r := range restate.RefusalReasons {
+		m.refused.WithLabelValues(r)
+	}
 	buildInfo := prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "fnbridge_build_info",
 		Help: "Always 1; the labels say which fnbridge build runs."}, []string{"version", "goversion"})
 	buildInfo.WithLabelValues(version, runtime.Version()).Set(1)
@@ -189,6 +198,15 @@ func NewMetrics(version string) *Metrics {
 		collectors.NewGoCollector(),
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
+}
+
+// Refused records a request the endpoint answered before any handler ran
+// (restate.Config.OnRefused); reason is one of restate.RefusalReasons. A
+// nil Metrics records nothing.
+func (m *Metrics) Refused(reason string) {
+	if m != nil {
+		m.refused.WithLabelValues(reason).Inc()
+	}
 }
 
 // Registry is the underlying registry, for tests that gather directly.
