@@ -10,6 +10,7 @@ import (
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/codes"
 	"go.opentelemetry.io/otel/trace"
+	"google.golang.org/grpc/status"
 
 	"github.com/fnbridge/fnbridge/bridge/stepctx"
 	"github.com/fnbridge/fnbridge/bridge/telemetry"
@@ -177,7 +178,9 @@ func (e execTelemetry) end(ctx context.Context, err error) {
 		e.span.SetAttributes(attrOutcome.String(telemetry.OutcomeSuspended.String()))
 	case err != nil:
 		e.span.SetAttributes(attrErrorClass.String(class.String()))
-		e.span.SetStatus(codes.Error, err.Error())
+		// The runtime's message, without grpc's "rpc error: code = ..."
+		// wrapper: the class attribute says what kind of failure it was.
+		e.span.SetStatus(codes.Error, status.Convert(err).Message())
 	}
 	e.span.End()
 }

@@ -8,6 +8,7 @@ import (
 	"unicode/utf8"
 
 	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 
 	"github.com/fnbridge/fnbridge/functionruntime/internal/proc"
 	executorv1 "github.com/fnbridge/fnbridge/proto/executor/v1"
@@ -87,12 +88,15 @@ func (s *Server) InvokeFunction(ctx context.Context, req *executorv1.InvokeFunct
 
 	if werr != nil {
 		err := s.invokeError(reg, invID, timeout, werr, ctxCause)
+		// The status's code and message, not its Error(): "rpc error:
+		// code = ... desc = ..." says the same twice over.
+		st := status.Convert(err)
 		if ctx.Err() != nil {
 			// The caller stopped it (a suspended or cancelled attempt, a
 			// closed stream): routine for durable steps, not a failure.
-			log.Info().Err(err).Dur("elapsed_ms", elapsed).Msg("invocation cancelled by the caller")
+			log.Info().Str("code", st.Code().String()).Str("error", st.Message()).Dur("elapsed_ms", elapsed).Msg("invocation cancelled by the caller")
 		} else {
-			log.Warn().Err(err).Dur("elapsed_ms", elapsed).Msg("invocation failed")
+			log.Warn().Str("code", st.Code().String()).Str("error", st.Message()).Dur("elapsed_ms", elapsed).Msg("invocation failed")
 		}
 		return nil, err
 	}

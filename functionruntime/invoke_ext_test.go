@@ -410,6 +410,11 @@ func TestInvokeErrorMapping(t *testing.T) {
 			if m := functionruntime.TerminalMessage(err); m != wantMsg {
 				t.Errorf("TerminalMessage = %q, want %q", m, wantMsg)
 			}
+			// The log line gives the code and the runtime's message apart,
+			// not grpc's "rpc error: code = ... desc = ..." text.
+			if logs := h.logs.String(); !strings.Contains(logs, `"code":"`+tt.code.String()+`"`) || strings.Contains(logs, "rpc error") {
+				t.Errorf("log of the failed invocation, want \"code\":%q and no \"rpc error\":\n%s", tt.code, logs)
+			}
 			s, serr := h.status(ref)
 			if serr != nil || s.GetState() != tt.wantState {
 				t.Fatalf("registration after the error: %v, %v; want %v", s.GetState(), serr, tt.wantState)
