@@ -248,6 +248,7 @@ func cancelledFailure(err error, cancelled *atomic.Bool) error {
 // stepsToRestate is what the endpoint gets for a runSteps error.
 func stepsToRestate(err error) error {
 	var sf *stepctx.StepFailedError
+	var wa *stepctx.WaitAbandonedError
 	var tl *stepctx.StepTooLargeError
 	var te *restate.TerminalError
 	switch {
@@ -261,6 +262,8 @@ func stepsToRestate(err error) error {
 		return te
 	case errors.As(err, &sf):
 		return &restate.RetryableError{Code: restate.CodeInternal, Message: sf.Error()}
+	case errors.As(err, &wa):
+		return &restate.RetryableError{Code: restate.CodeInternal, Message: wa.Error()}
 	case errors.As(err, &tl):
 		// Every retry would run the step to the same size: paused, as a
 		// message over Restate's limit is.

@@ -344,24 +344,29 @@ func TestStepsToRestate(t *testing.T) {
 }
 
 // waitingDurable is a fakeDurable whose waits end only with their
-// context, as restate's do while nothing completes.
+// context, as restate's do while nothing completes, or suspend when their
+// budget is below a millisecond, as restate's then do at once.
 type waitingDurable struct {
 	fakeDurable
 	entered, left chan struct{}
 }
 
-func (w *waitingDurable) AwaitContext(ctx context.Context, _ []rsFuture, _ rsAwaitMode, _ time.Duration) ([]*rsOutcome, error) {
+func (w *waitingDurable) AwaitContext(ctx context.Context, _ []rsFuture, _ rsAwaitMode, suspendAfter time.Duration) ([]*rsOutcome, error) {
+	if suspendAfter < time.Millisecond {
+		return nil, errRestateSuspended
+	}
 	w.entered <- struct{}{}
 	<-ctx.Done()
 	w.left <- struct{}{}
 	return nil, ctx.Err()
 }
 
-// A function that gives up a wait (`timeout 2 fnbridge sleep 60`) ends it
-// on the bridge too: the attempt goes on and its next call is served,
-// where the abandoned wait used to run on, refusing every call as
-// concurrent (409) until it suspended the attempt.
-func TestRestateJournalWaitEndsWhenTheClientHangsUp(t *testing.T) {
+// A function that gives up a wait (`timeout 2 fnbridge sleep 60`) goes on
+// as if it were incomplete, which a replay, finding it complete, would not
+// reproduce: the attempt suspends on the wait at once, and its next call
+// finds it ended. It went on before, journaling steps a replay could never
+// match (570 on every retry).
+func TestRestateJournalWaitGivenUpSuspendsTheAttempt(t *testing.T) {
 	srv, addr, _ := stepctxtest.Serve(t)
 	w := &waitingDurable{entered: make(chan struct{}, 1), left: make(chan struct{}, 1)}
 	a, err := srv.Open("", restateJournal{dc: w, suspendAfter: time.Hour})
@@ -386,11 +391,15 @@ func TestRestateJournalWaitEndsWhenTheClientHangsUp(t *testing.T) {
 		t.Fatalf("the abandoned sleep returned %v", err)
 	}
 	<-w.left // the server noticed the hang-up and ended the wait
-	id, err := c.InvocationID(context.Background())
-	if err != nil || id != "inv_fake" {
-		t.Fatalf("the next call: %q, %v; want it served", id, err)
+	select {
+	case <-a.Done():
+	case <-time.After(10 * time.Second):
+		t.Fatal("the attempt went on after its wait was given up")
 	}
-	if err := a.Err(); err != nil {
-		t.Fatalf("the attempt ended: %v", err)
+	if err := a.Err(); !errors.Is(err, stepctx.ErrSuspended) {
+		t.Fatalf("the attempt ended with %v, want it suspended", err)
+	}
+	if _, _, err := c.RunStart(context.Background(), "next"); err == nil {
+		t.Fatal("a step after the given-up wait was served; want the attempt's end")
 	}
 }

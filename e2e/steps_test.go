@@ -31,6 +31,7 @@ func TestSteps(t *testing.T) {
 			{"durable calls, sends, futures, terminal failures, thread and stale-token refusals", testStepsCalls},
 			{"a changed script replaying a journaled invocation gets a 570 journal mismatch", testStepsJournalMismatch},
 			{"request/response mode completes a multi-step function with each step executed once", testStepsRequestResponse},
+			{"a wait given up by `timeout` suspends until it completes, so no attempt journals the path of an incomplete wait", testStepsGiveUp},
 		}
 	}
 	groups := []bridgeGroup{
@@ -208,6 +209,45 @@ func testStepsCrash(version int) func(*testing.T, *bridgeEnv) {
 				t.Errorf("%s invocation rows %v, want one completed on protocol v%d", l.svc, rows, version)
 			}
 		}
+	}
+}
+
+// A Bash function that gives up a durable wait (`timeout 1 fnbridge
+// sleep 3`) goes on as if the wait were incomplete; a replay, which finds
+// it complete, would take the other path. So giving it up suspends the
+// invocation: the first attempt journals nothing after the wait, and the
+// attempt that resumes once the sleep completed sees it complete and
+// journals that path. Before, the first attempt journaled "gave-up" and a
+// later replay taking "complete" failed with 570 for good.
+func testStepsGiveUp(t *testing.T, env *bridgeEnv) {
+	ws := newWorkspace(t, "steps_giveup.sh")
+	cfg := ws.config(t, fmt.Sprintf(`services:
+  - name: StepsGiveUp
+    handlers:
+      - {name: giveup, runtime: bash, dir: fn, handler: steps_giveup.giveup, durability: steps, retry_policy: %s}
+`, stepsRetry))
+	b := startBridge(t, cfg, freeAddr(t))
+	env.srv.Register(t, b.URI(), false)
+	ctx := caseContext(t)
+	id, err := env.srv.Send(ctx, "StepsGiveUp", "giveup", []byte(`{}`), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	status, body := invocationOutput(t, env.srv, id, 60*time.Second)
+	if status != http.StatusOK {
+		t.Fatalf("the invocation: %d %s", status, body)
+	}
+	assertJSON(t, "the path after the given-up wait", body, `{"branch":"complete"}`)
+	if lines := ws.lines(t, "giveup.log"); len(lines) != 1 || lines[0] != "complete" {
+		t.Errorf("giveup.log %q, want the one step \"complete\" executed once", lines)
+	}
+	var attempts []string
+	eventually(t, 5*time.Second, "the bridge logs both attempts", func() (bool, string) {
+		attempts = outcomes(invocationLogs(b.bridgeChild, id))
+		return len(attempts) >= 2 && attempts[len(attempts)-1] == "ok", fmt.Sprint(attempts)
+	})
+	if attempts[0] != "suspended" {
+		t.Errorf("attempts %v, want the first suspended when its wait was given up", attempts)
 	}
 }
 

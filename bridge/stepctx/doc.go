@@ -175,6 +175,9 @@
 // scheduling. The one exception is a request whose client has hung up
 // (`timeout 2 fnbridge sleep 60`): it is ending, and a request arriving
 // meanwhile waits for it (at most 5 s), since its maker has moved on.
+// A wait given up so ends the attempt: it suspends on the wait's futures
+// (or, complete meanwhile, fails retryably), since the function went on
+// as if the wait were incomplete, which no replay could reproduce.
 // While a run's closure executes (between run/start
 // "execute" and run/complete), only run/complete and invocation-id are
 // accepted; other operations get 409, since a replay skips the closure and

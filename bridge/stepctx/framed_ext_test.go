@@ -14,6 +14,7 @@ import (
 	"runtime"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -112,41 +113,64 @@ func TestFramedProtocolOnTheWire(t *testing.T) {
 	}
 }
 
-// holdingAwait is a Journal whose waits last until their context ends.
+// holdingAwait is a Journal whose first wait lasts until its context
+// ends; later ones its Journal answers (HoldSleeps: suspended at once).
 type holdingAwait struct {
 	*stepctxtest.Journal
-	cut chan struct{}
+	cut  chan struct{}
+	held *atomic.Bool
 }
 
-func (j holdingAwait) Await(ctx context.Context, _ []stepctx.Future, _ stepctx.AwaitMode, _ time.Duration) ([]*stepctx.Result, error) {
+func (j holdingAwait) Await(ctx context.Context, fs []stepctx.Future, mode stepctx.AwaitMode, budget time.Duration) ([]*stepctx.Result, error) {
+	if j.held.Swap(true) {
+		return j.Journal.Await(ctx, fs, mode, budget)
+	}
 	<-ctx.Done()
 	close(j.cut)
 	return nil, ctx.Err()
 }
 
-// A framed client that hangs up during a wait ends the wait, as an HTTP
-// client does, and the attempt goes on for its next connection.
-func TestFramedHangUpEndsTheWait(t *testing.T) {
-	s, addr := serve(t, "unix", stepctx.Config{})
-	j := holdingAwait{Journal: &stepctxtest.Journal{HoldSleeps: true}, cut: make(chan struct{})}
-	a, _ := open(t, s, addr, j)
-	f := dialFramed(t, addr, a.Token())
-	frame := binary.BigEndian.AppendUint32(nil, uint32(len("sleep\n{}")))
-	if _, err := f.c.Write(append(frame, "sleep\n{}"...)); err != nil {
-		t.Fatal(err)
-	}
-	f.c.Close()
-	select {
-	case <-j.cut:
-	case <-time.After(10 * time.Second):
-		t.Fatal("the wait went on after its client hung up")
-	}
-	// The cut wait's operation ends just after its Journal call returns:
-	// the next request waits for that, never refused as concurrent (409),
-	// since the client that made the wait has gone.
-	f = dialFramed(t, addr, a.Token())
-	if status, body := f.do("invocation-id", `{}`); status != 200 || !strings.Contains(body, `"invocation_id"`) {
-		t.Fatalf("invocation-id after the hang-up: %d %s, want 200", status, body)
+// A framed client that hangs up during a wait (`timeout 2 fnbridge sleep
+// 60`) ends the wait, as an HTTP client does, and the attempt: the
+// function goes on as if the wait were incomplete, which no replay could
+// reproduce once it completes. Incomplete, the attempt suspends on it;
+// complete meanwhile, it ends and is retried. A call made meanwhile waits
+// for that (never refused as concurrent, 409) and finds the attempt ended.
+func TestFramedHangUpEndsTheWaitAndTheAttempt(t *testing.T) {
+	for _, tc := range []struct {
+		name     string
+		complete bool
+		want     func(error) bool
+	}{
+		{"an incomplete wait suspends the attempt", false, func(err error) bool { return errors.Is(err, stepctx.ErrSuspended) }},
+		{"a wait complete meanwhile fails the attempt", true, func(err error) bool {
+			var wa *stepctx.WaitAbandonedError
+			return errors.As(err, &wa)
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			s, addr := serve(t, "unix", stepctx.Config{})
+			j := holdingAwait{Journal: &stepctxtest.Journal{HoldSleeps: !tc.complete}, cut: make(chan struct{}), held: new(atomic.Bool)}
+			a, _ := open(t, s, addr, j)
+			f := dialFramed(t, addr, a.Token())
+			frame := binary.BigEndian.AppendUint32(nil, uint32(len("sleep\n{}")))
+			if _, err := f.c.Write(append(frame, "sleep\n{}"...)); err != nil {
+				t.Fatal(err)
+			}
+			f.c.Close()
+			select {
+			case <-j.cut:
+			case <-time.After(10 * time.Second):
+				t.Fatal("the wait went on after its client hung up")
+			}
+			f = dialFramed(t, addr, a.Token())
+			if status, body := f.do("invocation-id", `{}`); status != 410 {
+				t.Fatalf("invocation-id after the hang-up: %d %s, want 410: the attempt ended", status, body)
+			}
+			if err := a.Err(); !tc.want(err) {
+				t.Fatalf("the attempt ended with %v", err)
+			}
+		})
 	}
 }
 

@@ -306,6 +306,22 @@ func (e *StepFailedError) Error() string {
 	return fmt.Sprintf("step %q failed and will be retried: %s", e.Name, e.Message)
 }
 
+// WaitAbandonedError is Attempt.Err after a client gave up a wait whose
+// futures completed before the attempt could suspend on them. A function
+// that gives up a wait (`timeout 2 fnbridge sleep 60`, a signal) goes on
+// as if it were incomplete, and a replay, which finds it complete, would
+// take another path and journal other steps: so the attempt journals
+// nothing more. It suspends on the wait's futures when they are still
+// incomplete (the replay after they complete finds the wait complete); when
+// they completed meanwhile it ends with this error, and is retried.
+type WaitAbandonedError struct{}
+
+func (*WaitAbandonedError) Error() string {
+	return "the function gave up a durable wait (a timeout or a signal around fnbridge sleep, call or await) after it completed: " +
+		"a replay would find it complete and take another path, so the attempt is retried; " +
+		"for a deadline, await a sleep with the other futures (fnbridge await --any, fnbridge.wait_any)"
+}
+
 // StepTooLargeError is Attempt.Err after a run's completion was larger
 // than the endpoint takes (MaxBodyBytes). The step stays open in the
 // journal; a retry would run it to the same size again, so the caller
@@ -493,9 +509,10 @@ const abandonedWait = 5 * time.Second
 // acquire makes the request whose client is ctx the one served, and
 // reports whether it could. A request in flight refuses it, unless that
 // request's client hung up (`timeout 2 fnbridge sleep 60`, then the
-// next call): it is ending (its wait is cut short with its context) and
-// the caller has moved on, so the call waits for it, at most
-// abandonedWait, rather than being refused as concurrent.
+// next call): it is ending (its wait ends the attempt, see
+// waitAbandoned) and the caller has moved on, so the call waits for it,
+// at most abandonedWait, rather than being refused as concurrent; it then
+// finds the attempt ended.
 func (a *Attempt) acquire(ctx context.Context) bool {
 	var bound <-chan time.Time
 	for {
@@ -852,16 +869,33 @@ func (a *Attempt) waitBudget() time.Duration {
 	return b
 }
 
+// waitAbandoned ends the attempt whose client gave up a wait on fs: the
+// function goes on as if the wait were incomplete, which a replay cannot
+// reproduce once it is complete (see WaitAbandonedError). It suspends on
+// fs at once; if they completed meanwhile, or the Journal cannot suspend
+// (Bridge.Invoke's), the attempt ends with WaitAbandonedError.
+func (a *Attempt) waitAbandoned(fs []Future, mode AwaitMode) *apiError {
+	ctx, cancel := context.WithTimeout(a.ctx, abandonedWait)
+	defer cancel()
+	_, err := a.j.Await(ctx, fs, mode, time.Nanosecond)
+	var cf *CallFailedError
+	if err == nil || errors.As(err, &cf) || ctx.Err() != nil && a.ctx.Err() == nil {
+		a.end(&WaitAbandonedError{})
+		return endedError(a.Err())
+	}
+	return a.journalFailed(err) // suspended, closed, or the journal failed
+}
+
 func (a *Attempt) awaitFutures(rctx context.Context, fs []Future, mode AwaitMode) ([]*Result, *apiError) {
-	// A wait journals nothing, so a client that hangs up may abandon it;
-	// the request context ends it then.
+	// A client that hangs up gives the wait up; the request context ends
+	// it then, and the attempt with it (waitAbandoned).
 	ctx, stop := context.WithCancel(a.ctx)
 	defer stop()
 	defer context.AfterFunc(rctx, stop)()
 	res, err := a.j.Await(ctx, fs, mode, a.waitBudget())
 	if err != nil {
 		if rctx.Err() != nil && a.ctx.Err() == nil && !errors.Is(err, ErrSuspended) {
-			return nil, &apiError{status: http.StatusServiceUnavailable, msg: "the client went away during the wait"}
+			return nil, a.waitAbandoned(fs, mode)
 		}
 		return nil, a.journalFailed(err)
 	}
