@@ -81,6 +81,12 @@ __fnb_run() {
 		builtin printf 'fnbridge: run %s: %s is a shell function; a step runs a program (CMD is never shell code): export -f %s, then fnbridge run %s -- bash -c '\''%s "$@"'\'' %s ARG...\n' "$__fnb_name" "$1" "$1" "$__fnb_name" "$1" "$1" >&2
 		builtin return 2
 	fi
+	if [[ $1 == printf && ${2-} == -v* ]]; then
+		# The builtin printf runs in this shell: -v would set a variable
+		# that a replay, which runs nothing, would leave unset.
+		builtin printf 'fnbridge: run %s: printf -v sets a variable of this shell, which a replay would not set: fnbridge run --var VAR %s -- printf FORMAT [ARG...] assigns the journaled value instead\n' "$__fnb_name" "$__fnb_name" >&2
+		builtin return 2
+	fi
 	__fnb_agent || builtin return
 	((++__fnb_rq))
 	builtin printf 'S\t%s.%d\t%s\t%s\t%s\n' "$__fnb_f" "$__fnb_rq" "$FNBRIDGE_CONTEXT" "$FNBRIDGE_CONTEXT_TOKEN" "$__fnb_name" >&"$__fnb_areq"

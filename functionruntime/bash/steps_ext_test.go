@@ -123,6 +123,7 @@ greet() { echo "hello $1"; }
 
 inshell_fncmd() {
 	fnbridge run hi -- greet you 2>&1 || echo "fn $?"
+	fnbridge run pv -- printf -v got %s set 2>&1 || echo "printf-v $? [${got-unset}]"
 	fnbridge run t -- true || return  # a builtin's name, not a function
 }
 
@@ -526,10 +527,13 @@ func TestSteps(t *testing.T) {
 		steptest.MustOutput(t, res, err, "fnbridge: run: the step name is longer than 16384 bytes, the most a step name may have\n 3\n"+
 			"fnbridge: run's \"name\" is 17000 bytes; a step name may have at most 16384 (HTTP 400)\n 3")
 		// A shell function as CMD is refused before the step starts, saying
-		// what a step runs, not bash's "exec: greet: not found".
+		// what a step runs, not bash's "exec: greet: not found"; so is the
+		// builtin printf's -v, which would set a variable of the function's
+		// shell that a replay leaves unset.
 		j = &stepctxtest.Journal{}
 		res, err = e.start(t, "inshell_fncmd", nil).invoke(t, e.Open(t, j), "")
-		steptest.MustOutput(t, res, err, "fnbridge: run hi: greet is a shell function; a step runs a program (CMD is never shell code): export -f greet, then fnbridge run hi -- bash -c 'greet \"$@\"' greet ARG...\nfn 2")
+		steptest.MustOutput(t, res, err, "fnbridge: run hi: greet is a shell function; a step runs a program (CMD is never shell code): export -f greet, then fnbridge run hi -- bash -c 'greet \"$@\"' greet ARG...\nfn 2\n"+
+			"fnbridge: run pv: printf -v sets a variable of this shell, which a replay would not set: fnbridge run --var VAR pv -- printf FORMAT [ARG...] assigns the journaled value instead\nprintf-v 2 [unset]")
 		if en := j.Entries(); len(en) != 1 || en[0].Name != "t" {
 			t.Fatalf("journal = %+v, want only step t", en)
 		}
