@@ -402,7 +402,30 @@ def _fnbridge_worker():
                 return value
         except (StopIteration, ValueError, RecursionError):
             pass
-        return json.loads(text)
+        try:
+            return json.loads(text)
+        except (ValueError, RecursionError):
+            # Valid JSON that json.loads refuses by default: an integer of
+            # more digits than int_max_str_digits (another service's
+            # output), or a step's value nested near the recursion limit,
+            # which the answer wraps in two more levels. Journaled, it comes
+            # back on every replay: read it without those bounds (anything
+            # else fails again, as it should).
+            return load_unbounded(text)
+
+    def load_unbounded(text):
+        digits = getattr(sys, "get_int_max_str_digits", None)  # 3.11+
+        saved = digits() if digits else 0
+        limit = sys.getrecursionlimit()
+        try:
+            if digits:
+                sys.set_int_max_str_digits(0)
+            sys.setrecursionlimit(limit + 100)
+            return json.loads(text)
+        finally:
+            sys.setrecursionlimit(limit)
+            if digits:
+                sys.set_int_max_str_digits(saved)
 
     def exchange(ctx, frame):
         conn = connection(ctx)
@@ -477,7 +500,7 @@ def _fnbridge_worker():
         try:
             answer = load_answer(data)
             message = answer.get("error", "") if status != 200 else ""
-        except (ValueError, AttributeError):
+        except (ValueError, AttributeError, RecursionError):
             raise RuntimeError("fnbridge.%s: the context endpoint at %s sent an unreadable answer (HTTP %d): %r"
                                % (api_name, ctx.address, status, data[:200]))
         if status == 200:
@@ -1314,6 +1337,12 @@ def _fnbridge_worker():
     def encode(value):
         try:
             text = encode_text(value)
+            if len(text) > 1000 and text.count("[") + text.count("{") > 500:
+                # Nested deep enough to be near the interpreter's limit: the
+                # answer that carries it back wraps it in more levels, which
+                # from Python 3.12 on no recursion limit setting lets JSON
+                # read. Refused like any value that cannot be encoded.
+                encode_text([[[[value]]]])
             try:
                 return text.encode("utf-8")
             except UnicodeEncodeError:  # lone surrogates: escape them instead

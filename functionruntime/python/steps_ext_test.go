@@ -22,7 +22,7 @@ import (
 // "ran-<name>" in the working directory, so a test can tell which step
 // closures ran.
 const stepsPy = `
-import contextvars, os, subprocess, threading
+import contextvars, json, os, subprocess, threading
 import fnbridge
 
 def mark(name):
@@ -55,6 +55,49 @@ def unserializable_step(event):
         fnbridge.run("bad", lambda: {1, 2})
     except fnbridge.TerminalError as e:
         return [e.code, e.message]
+
+def nest(d):
+    v = 1
+    for _ in range(d):
+        v = [v]
+    return v
+
+def depth(v):
+    n = 0
+    while isinstance(v, list):
+        v, n = v[0], n + 1
+    return n
+
+def deep_steps(event):
+    # The deepest list json encodes here, then steps returning lists up
+    # to that deep: each is journaled and read back (first run and
+    # replay alike), or refused terminally; never an error that fails
+    # every attempt.
+    lo, hi = 1, 2
+    while True:
+        try:
+            json.dumps(nest(hi))
+        except RecursionError:
+            break
+        lo, hi = hi, hi * 2
+    while hi - lo > 1:
+        mid = (lo + hi) // 2
+        try:
+            json.dumps(nest(mid))
+            lo = mid
+        except RecursionError:
+            hi = mid
+    out = []
+    for d in range(lo - 6, lo + 1):
+        try:
+            v = fnbridge.run("deep%d" % (d - lo), nest, d)
+            out.append("ok" if depth(v) == d else "changed")
+        except fnbridge.TerminalError as e:
+            out.append("refused" if "RecursionError" in e.message else e.message)
+    return out
+
+def huge_int_call(event):
+    return fnbridge.call("Big", "number") == 10 ** 5000
 
 def step_failure_swallowed(event):
     def boom():
@@ -419,6 +462,39 @@ func TestStepsUnserializableResultIsTerminal(t *testing.T) {
 	if e := j.Entries(); len(e) != 1 || e[0].Result.Failure == nil || e[0].Result.Failure.Code != 500 {
 		t.Fatalf("journal = %+v, want a terminal failure", e)
 	}
+}
+
+// A step value the encoder takes is read back on the first run and on
+// every replay, however deep it nests, or refused terminally; a callee's
+// output that is valid JSON is read whatever its integers' length. Before,
+// a list nested one or two levels short of the encoder's limit, and a
+// 5,001-digit integer, failed every attempt: the answer that carries them
+// back was beyond json.loads' defaults.
+func TestStepsValuesReadBackAtTheLimits(t *testing.T) {
+	s := newSteps(t, "deep_steps")
+	j := &stepctxtest.Journal{}
+	res, err := s.invoke(t, s.Open(t, j), `null`)
+	if err != nil {
+		t.Fatalf("deep steps: %v", err)
+	}
+	var first []string
+	if err := json.Unmarshal(res.Output, &first); err != nil || len(first) != 7 || first[0] != "ok" {
+		t.Fatalf("deep steps: %s (%v), want 7 outcomes, the shallowest ok", res.Output, err)
+	}
+	for _, o := range first {
+		if o != "ok" && o != "refused" {
+			t.Fatalf("deep steps: %s, want each step ok or refused terminally", res.Output)
+		}
+	}
+	j.Restart()
+	again, err := s.invoke(t, s.Open(t, j), `null`)
+	steptest.MustOutput(t, again, err, string(res.Output))
+
+	big := "1" + strings.Repeat("0", 5000)
+	s = newSteps(t, "huge_int_call")
+	j = &stepctxtest.Journal{CallResult: func(stepctx.CallRequest) stepctx.Result { return stepctx.Result{Value: []byte(big)} }}
+	res, err = s.invoke(t, s.Open(t, j), `null`)
+	steptest.MustOutput(t, res, err, `true`)
 }
 
 // Rule: once a step failed retryably the attempt is over: later calls
