@@ -141,12 +141,34 @@ func chooseInterpreter(dir, setting, fallback string) (Interpreter, error) {
 // fallback and there is none.
 var errNoFallback = errors.New("no python interpreter: dir has no .venv/bin/python and python3 is not on the runtime's PATH")
 
+// missingTarget follows the symbolic links from path (a venv's python is
+// often python -> python3 -> /usr/bin/python3.11) to the first target that
+// does not exist, and reports it: the name to give, not the intact link in
+// the middle of the chain.
+func missingTarget(path string) (string, bool) {
+	cur := path
+	for range 40 { // the kernel's own bound on a chain of links
+		t, err := os.Readlink(cur)
+		if err != nil {
+			return "", false
+		}
+		if !filepath.IsAbs(t) {
+			t = filepath.Join(filepath.Dir(cur), t)
+		}
+		if _, err := os.Lstat(t); err != nil {
+			return t, true
+		}
+		cur = t
+	}
+	return "", false
+}
+
 // checkExecutable checks that path is a program the server may run.
 func checkExecutable(path, chosenBy string) error {
 	st, err := os.Stat(path)
 	switch {
 	case errors.Is(err, fs.ErrNotExist):
-		if target, lerr := os.Readlink(path); lerr == nil {
+		if target, ok := missingTarget(path); ok {
 			return fmt.Errorf("python interpreter %s (%s) is a link to %s, which does not exist: recreate the virtual environment", path, chosenBy, target)
 		}
 		return fmt.Errorf("python interpreter %s (%s) does not exist", path, chosenBy)

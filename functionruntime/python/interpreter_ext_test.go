@@ -181,6 +181,20 @@ func TestInterpreterProblemsFailTheRegistration(t *testing.T) {
 				t.Fatal(err)
 			}
 		}, "python interpreter DIR/.venv/bin/python (.venv in dir) is a link to /nonexistent/python3.11, which does not exist: recreate the virtual environment"},
+		// As venv makes them: python -> python3 -> the base interpreter;
+		// the missing one is named, not the intact link between.
+		{"broken .venv through a chain", "", func(dir string) {
+			bin := filepath.Join(dir, ".venv", "bin")
+			if err := os.MkdirAll(bin, 0o755); err != nil {
+				t.Fatal(err)
+			}
+			if err := os.Symlink("/nonexistent/python3.11", filepath.Join(bin, "python3")); err != nil {
+				t.Fatal(err)
+			}
+			if err := os.Symlink("python3", filepath.Join(bin, "python")); err != nil {
+				t.Fatal(err)
+			}
+		}, "python interpreter DIR/.venv/bin/python (.venv in dir) is a link to /nonexistent/python3.11, which does not exist: recreate the virtual environment"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
