@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"os"
+	"path/filepath"
 	"reflect"
 	"strconv"
 	"strings"
@@ -116,8 +117,9 @@ func TestWorkerIsLongLived(t *testing.T) {
 
 // Rule: "Exceptions fail the invocation with type and message
 // (HandlerError) and the traceback goes to the logs" (the HandlerError
-// itself is checked by the conformance suite's Failures): every traceback
-// line is on the invocation.
+// itself is checked by the conformance suite's Failures): the traceback is
+// one record at warn, on the invocation, from the handler's frame on (the
+// worker's own frame left out), so a filter on the level keeps it whole.
 func TestExceptionTracebackIsLogged(t *testing.T) {
 	f := conformance.NewFixture(t, "h.boom", map[string]string{"h.py": handlerPy})
 	w := f.Start(t)
@@ -137,6 +139,14 @@ func TestExceptionTracebackIsLogged(t *testing.T) {
 		if r["invocation_id"] != "inv-1" {
 			t.Fatalf("traceback line without invocation_id: %v", r)
 		}
+	}
+	if len(recs) != 1 || recs[0]["level"] != "warn" {
+		t.Fatalf("traceback records %v, want one at warn", recs)
+	}
+	msg := recs[0]["message"].(string)
+	if !strings.HasPrefix(msg, "Traceback (most recent call last):\n  File \""+filepath.Join(f.Dir, "h.py")) || strings.Contains(msg, "<string>") ||
+		!strings.HasSuffix(msg, "ValueError: bad value: x") {
+		t.Fatalf("traceback %q, want it from the handler's frame to the exception, without the worker's", msg)
 	}
 }
 

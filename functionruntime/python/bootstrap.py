@@ -175,8 +175,18 @@ def _fnbridge_worker():
         return int(code)
 
     def print_traceback():
+        # One log record at warn, not a line per frame at info: a filter on
+        # the level keeps it whole, beside the failure it explains. The
+        # first frame, the worker's call of the handler, is left out.
         try:
-            traceback.print_exc()
+            exc_type, exc, tb = sys.exc_info()
+            if tb is not None and tb.tb_frame.f_code.co_filename == "<string>":
+                tb = tb.tb_next
+            text = "".join(traceback.format_exception(exc_type, exc, tb)).rstrip("\n")
+            if len(text) > 12000:  # well inside a log line's bound, as JSON
+                text = text[:2000] + "\n  [... %d characters ...]\n" % (len(text) - 11000) + text[-9000:]
+            sys.stderr.write(json.dumps({"level": "warn", "message": text}) + "\n")
+            sys.stderr.flush()
         except Exception:
             pass
 
