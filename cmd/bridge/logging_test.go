@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 
@@ -145,5 +146,20 @@ func TestBadConfigurationOrFlagExitsTwo(t *testing.T) {
 		if code := runBridge(tc.args, &stdout, &stderr); code != tc.want || !strings.Contains(stderr.String(), tc.says) {
 			t.Errorf("bridge %q: exit %d, stderr %q; want exit %d saying %q", tc.args, code, stderr.String(), tc.want, tc.says)
 		}
+	}
+}
+
+// A console log line carries its date and seconds: console logs often land
+// in files, where "10:29PM" says too little.
+func TestConsoleLogLinesCarryDateAndSeconds(t *testing.T) {
+	var buf bytes.Buffer
+	w, err := logWriter("console", &buf)
+	if err != nil {
+		t.Fatal(err)
+	}
+	log := zerolog.New(w).With().Timestamp().Logger()
+	log.Info().Msg("hello")
+	if !regexp.MustCompile(`^\d{4}-\d\d-\d\d \d\d:\d\d:\d\d INF hello`).MatchString(buf.String()) {
+		t.Fatalf("console line %q, want it to start with the date and time to the second", buf.String())
 	}
 }

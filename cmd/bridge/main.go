@@ -267,15 +267,21 @@ func parseLogLevel(name string) (zerolog.Level, error) {
 	return level, nil
 }
 
+// consoleTimeFormat is the time of a console log line: local, to the
+// second (the records' own time field has no finer precision).
+const consoleTimeFormat = "2006-01-02 15:04:05"
+
 // logWriter formats records for w as --log-format asks.
 func logWriter(format string, w io.Writer) (io.Writer, error) {
 	switch format {
 	case "json":
 		return w, nil
 	case "console":
-		// Colour only on a terminal: console logs often land in files.
+		// Colour only on a terminal: console logs often land in files,
+		// where a line needs its date and seconds (the writer's default is
+		// "3:04PM").
 		f, ok := w.(*os.File)
-		return zerolog.ConsoleWriter{Out: w, NoColor: !ok || !isTerminal(f)}, nil
+		return zerolog.ConsoleWriter{Out: w, NoColor: !ok || !isTerminal(f), TimeFormat: consoleTimeFormat}, nil
 	default:
 		return nil, fmt.Errorf("--log-format %q: want json or console", format)
 	}
