@@ -4,6 +4,7 @@ import (
 	"strings"
 
 	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 )
 
 // numbersAsOperands rewrites the command line args of root so that an
@@ -12,16 +13,27 @@ import (
 // flag parser would read it as shorthand flags ("unknown shorthand flag:
 // '5' in -5"), so `fnbridge state set balance -5` could not be written
 // without a "--" no Restate user would think of. No command has a digit
-// for a shorthand, so such a word is never a flag. The subcommand's flags
-// keep their places (a flag's value, -1s included, stays with its flag)
-// and every operand goes after one "--". Args without such a word, or
-// whose command parses its own flags, come back unchanged.
+// for a shorthand, so such a word is never a flag.
+//
+// A fnbridge command whose operands are data (a state name, a value, a
+// payload: see dataCommand) goes further: every word that is not one of
+// its flags is an operand, whatever it starts with. A name or payload the
+// caller controls ("$1" of `fnbridge state set last "$1"`) such as
+// --help or -x is then the data it is, never a flag that prints the help
+// and exits 0 having written nothing. -h and --help are no flags there
+// (`fnbridge help COMMAND` shows a command's help).
+//
+// The subcommand's flags keep their places (a flag's value, -1s
+// included, stays with its flag) and every operand goes after one "--".
+// Args with nothing to move, or whose command parses its own flags, come
+// back unchanged.
 func numbersAsOperands(root *cobra.Command, args []string) []string {
-	if !hasNegativeNumber(args) {
-		return args
-	}
 	cmd, _, err := root.Find(args)
 	if err != nil || cmd.DisableFlagParsing {
+		return args
+	}
+	data := dataCommand(cmd)
+	if !data && !hasNegativeNumber(args) {
 		return args
 	}
 	// The words naming the subcommand, which must lead args exactly.
@@ -47,6 +59,8 @@ func numbersAsOperands(root *cobra.Command, args []string) []string {
 			i = len(rest)
 		case negativeNumber(a) || a == "-" || !strings.HasPrefix(a, "-"):
 			operands = append(operands, a)
+		case data && flagOf(cmd, a) == nil:
+			operands = append(operands, a)
 		default:
 			flags = append(flags, a)
 			if takesNextArg(cmd, a) && i+1 < len(rest) {
@@ -57,6 +71,41 @@ func numbersAsOperands(root *cobra.Command, args []string) []string {
 	}
 	out := append(append([]string(nil), path...), flags...)
 	return append(append(out, "--"), operands...)
+}
+
+// dataCommand reports whether cmd is a fnbridge command (under `bridge
+// ctx`, or the fnbridge binary's root) that runs and takes operands: its
+// usage names them ("state set NAME VALUE").
+func dataCommand(cmd *cobra.Command) bool {
+	if !cmd.Runnable() || !strings.Contains(cmd.Use, " ") {
+		return false
+	}
+	for c := cmd; c != nil; c = c.Parent() {
+		if c.Name() == "fnbridge" && !c.HasParent() || c.Name() == "ctx" && c.HasParent() && !c.Parent().HasParent() {
+			return true
+		}
+	}
+	return false
+}
+
+// flagOf is the flag of cmd (its own or inherited) that the word a
+// ("--name", "--name=value" or "-n") names, nil for none; help is none.
+func flagOf(cmd *cobra.Command, a string) *pflag.Flag {
+	var f *pflag.Flag
+	if name, ok := strings.CutPrefix(a, "--"); ok {
+		name, _, _ = strings.Cut(name, "=")
+		if f = cmd.Flags().Lookup(name); f == nil {
+			f = cmd.InheritedFlags().Lookup(name)
+		}
+	} else if len(a) == 2 {
+		if f = cmd.Flags().ShorthandLookup(a[1:]); f == nil {
+			f = cmd.InheritedFlags().ShorthandLookup(a[1:])
+		}
+	}
+	if f != nil && f.Name == "help" {
+		return nil
+	}
+	return f
 }
 
 // hasNegativeNumber reports whether a word of args before any "--" is

@@ -2,6 +2,7 @@ package main
 
 import (
 	"slices"
+	"strings"
 	"testing"
 
 	"github.com/fnbridge/fnbridge/bridge/stepctx"
@@ -32,8 +33,44 @@ func TestCtxNegativeNumbersAreOperands(t *testing.T) {
 	fnbridge(t, "", "send", "--delay", "-1s", "Mail/send", "-1").want(t, 2, "", `--delay "-1s": must not be negative`)
 	fnbridge(t, "", "sleep", "-5s").want(t, 2, "", `duration "-5s"`)
 	fnbridge(t, "", "sleep", "-.5").want(t, 2, "", `duration "-.5"`)
-	// Anything else spelled with a dash is still a flag.
-	fnbridge(t, "", "call", "Users/get", "-x").want(t, 2, "", "unknown shorthand flag: 'x' in -x")
+	// A payload spelled like a flag is a payload too (not JSON here).
+	fnbridge(t, "", "call", "Users/get", "-x").want(t, 2, "", "the payload is not valid JSON")
+}
+
+// The operands of a fnbridge command are data, whatever they start with:
+// a caller's payload or name such as --help or -x, passed on as "$1", was
+// taken for a flag: --help printed the help and exited 0 having written
+// nothing (state set, state clear, call, resolve), -x exited 2. Only the
+// command's own flags are flags; `fnbridge help CMD` shows the help.
+func TestCtxOperandsAreData(t *testing.T) {
+	e := keyedEnv(t, &stepctxtest.Journal{CallResult: func(r stepctx.CallRequest) stepctx.Result {
+		return stepctx.Result{Value: r.Input}
+	}}, stepctx.HandlerInfo{Name: "Account/add", Keyed: true})
+	fnbridge(t, "", "state", "set", "last", "--help").want(t, 2, "", "the value is not valid JSON")
+	fnbridge(t, "", "state", "set", "--help", "1").want(t, 0, "", "")
+	fnbridge(t, "", "state", "set", "-x", `"a"`).want(t, 0, "", "")
+	fnbridge(t, "", "state", "get", "--help").want(t, 0, "1\n", "")
+	fnbridge(t, "", "state", "get", "-h").want(t, 1, "", "")
+	fnbridge(t, "", "state", "keys").want(t, 0, "--help\n-x\n", "")
+	fnbridge(t, "", "state", "clear", "--help").want(t, 0, "", "")
+	fnbridge(t, "", "state", "keys").want(t, 0, "-x\n", "")
+	fnbridge(t, "", "call", "--key", "k", "Users/get", "--help").want(t, 2, "", "the payload is not valid JSON")
+	fnbridge(t, "", "call", "Users/get", "--key", "--help", `{}`).want(t, 0, "{}\n", "")
+	var calls []stepctx.CallRequest
+	for _, en := range e.j.Entries() {
+		if en.Kind == "call" {
+			calls = append(calls, en.Call)
+		}
+	}
+	if len(calls) != 1 || calls[0].Key != "--help" {
+		t.Errorf("journaled calls %+v, want one, keyed --help (a flag's value is the flag's)", calls)
+	}
+	// A command without operands keeps its help; so does help itself.
+	for _, args := range [][]string{{"invocation-id", "--help"}, {"help", "state", "set"}} {
+		if r := fnbridge(t, "", args...); r.code != 0 || !strings.Contains(r.stdout, "Usage:") {
+			t.Errorf("fnbridge %q: exit %d stdout %q, want the help", args, r.code, r.stdout)
+		}
+	}
 }
 
 func TestNumbersAsOperandsRewrite(t *testing.T) {
@@ -45,7 +82,12 @@ func TestNumbersAsOperandsRewrite(t *testing.T) {
 		// Unchanged: no negative number, one only after "--", a command
 		// that parses its own flags.
 		{[]string{"invoke", "--config", "c.yaml", "Svc/h", "5"}, nil},
-		{[]string{"ctx", "call", "Svc/h", "--", "-5"}, nil},
+		{[]string{"ctx", "call", "Svc/h", "--", "-5"}, []string{"ctx", "call", "--", "Svc/h", "-5"}},
+		// A fnbridge command's operands are data, dashes or not.
+		{[]string{"ctx", "state", "set", "--help", "-x"}, []string{"ctx", "state", "set", "--", "--help", "-x"}},
+		{[]string{"ctx", "call", "--key", "--help", "Svc/h", "--x"}, []string{"ctx", "call", "--key", "--help", "--", "Svc/h", "--x"}},
+		// bridge's own commands keep unknown flags as flags (refused).
+		{[]string{"invoke", "--bogus", "Svc/h"}, nil},
 		{[]string{"ctx", "run", "n", "--", "printf", "-5"}, nil},
 	} {
 		want := c.want
