@@ -3,6 +3,8 @@ package bridge
 import (
 	"context"
 	"fmt"
+	"strings"
+	"unicode/utf8"
 
 	"github.com/fnbridge/fnbridge/bridge/stepctx"
 	"github.com/fnbridge/fnbridge/functionruntime"
@@ -48,9 +50,19 @@ func serviceTypes(cfg *Config) map[string]string {
 // would refuse it in words about gRPC metadata): before anything runs,
 // with the code of a bad request, since the key comes from the caller.
 func (k keyedHandler) checkKey(key string) error {
-	if k.keyed && len(key) > functionruntime.MaxInvocationEnvValue {
-		return &Error{Class: ClassInvalidInput, Code: restate.CodeBadRequest, Message: fmt.Sprintf(
-			"the key is %d bytes: fnbridge gives a function keys of at most %d bytes (FNBRIDGE_KEY)", len(key), functionruntime.MaxInvocationEnvValue)}
+	if !k.keyed {
+		return nil
+	}
+	bad := func(format string, args ...any) error {
+		return &Error{Class: ClassInvalidInput, Code: restate.CodeBadRequest, Message: fmt.Sprintf(format, args...)}
+	}
+	switch {
+	case len(key) > functionruntime.MaxInvocationEnvValue:
+		return bad("the key is %d bytes: fnbridge gives a function keys of at most %d bytes (FNBRIDGE_KEY)", len(key), functionruntime.MaxInvocationEnvValue)
+	case strings.IndexByte(key, 0) >= 0:
+		return bad("the key holds a NUL byte, which no environment variable can: fnbridge gives a function its key as FNBRIDGE_KEY")
+	case !utf8.ValidString(key):
+		return bad("the key is not UTF-8: fnbridge gives a function its key as FNBRIDGE_KEY, UTF-8 text")
 	}
 	return nil
 }

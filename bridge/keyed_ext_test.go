@@ -179,23 +179,30 @@ func TestStepsOutputsAreLogged(t *testing.T) {
 	}
 }
 
-// A key longer than a function can be given (FNBRIDGE_KEY, 8192 bytes)
-// fails the invocation terminally with 400, saying so in the user's
-// words, in both durability modes; the function never runs.
-func TestKeyTooLongForTheFunction(t *testing.T) {
+// A key longer than a function can be given (FNBRIDGE_KEY, 8192 bytes),
+// or holding a NUL byte, fails the invocation terminally with 400, saying
+// so in the user's words, in both durability modes; the function never
+// runs.
+func TestKeyAFunctionCannotBeGivenIsRefused(t *testing.T) {
 	ran := 0
 	fn := func(context.Context, map[string]string, *stepctx.Client, []byte) ([]byte, error) {
 		ran++
 		return []byte("1"), nil
 	}
 	h := keyedHarness(t, map[string]func(context.Context, map[string]string, *stepctx.Client, []byte) ([]byte, error){"add": fn, "key": fn})
-	key := strings.Repeat("k", functionruntime.MaxInvocationEnvValue+1)
-	for _, target := range []string{"Counter/add", "Counter/key"} {
-		h.target = target
-		got := h.play(6, []any{restatetest.StartKeyed("inv_long", key, 1, nil, false), restatetest.Input(nil)}, nil)
-		out, ok := restatetest.Message[*servicev1.OutputCommandMessage](got[len(got)-2])
-		if !ok || out.GetFailure().GetCode() != 400 || out.GetFailure().GetMessage() != "the key is 8193 bytes: fnbridge gives a function keys of at most 8192 bytes (FNBRIDGE_KEY)" {
-			t.Fatalf("%s: %v, want the terminal failure 400 naming the key's length", target, got)
+	for key, want := range map[string]string{
+		strings.Repeat("k", functionruntime.MaxInvocationEnvValue+1): "the key is 8193 bytes: fnbridge gives a function keys of at most 8192 bytes (FNBRIDGE_KEY)",
+		// A URL's %00 reaches the key; said as a key, not in the words of
+		// the gRPC metadata that carries it to the runtime.
+		"a\x00b": "the key holds a NUL byte, which no environment variable can: fnbridge gives a function its key as FNBRIDGE_KEY",
+	} {
+		for _, target := range []string{"Counter/add", "Counter/key"} {
+			h.target = target
+			got := h.play(6, []any{restatetest.StartKeyed("inv_bad_key", key, 1, nil, false), restatetest.Input(nil)}, nil)
+			out, ok := restatetest.Message[*servicev1.OutputCommandMessage](got[len(got)-2])
+			if !ok || out.GetFailure().GetCode() != 400 || out.GetFailure().GetMessage() != want {
+				t.Fatalf("%s: %v, want the terminal failure 400 %q", target, got, want)
+			}
 		}
 	}
 	if ran != 0 {
