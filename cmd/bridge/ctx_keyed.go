@@ -158,19 +158,33 @@ then fail with the reason on stderr and exit status 100.`,
 		clientCmd("clear-all", "Remove every state key", 0, func(ctx context.Context, _ *cobra.Command, c *stepctx.Client, _ []string) error {
 			return c.ClearAllState(ctx)
 		}),
-		clientCmd("keys", "Print the state keys, one per line, sorted", 0, func(ctx context.Context, cmd *cobra.Command, c *stepctx.Client, _ []string) error {
-			ks, err := c.StateKeys(ctx)
-			if err != nil {
-				return err
-			}
-			var b strings.Builder
-			for _, k := range ks {
-				b.WriteString(k + "\n")
-			}
-			return writeOut(cmd, []byte(b.String()))
-		}),
+		stateKeysCmd(),
 	)
 	return root
+}
+
+// stateKeysCmd is `fnbridge state keys [-z]`: one name a line, or with -z
+// each followed by a NUL byte, for names that hold a newline (a Python
+// handler may write any text): readarray -d '' keys < <(fnbridge state keys -z).
+func stateKeysCmd() *cobra.Command {
+	var nul bool
+	cmd := clientCmd("keys", "Print the state keys, sorted, one a line (-z: each followed by a NUL byte)", 0, func(ctx context.Context, cmd *cobra.Command, c *stepctx.Client, _ []string) error {
+		ks, err := c.StateKeys(ctx)
+		if err != nil {
+			return err
+		}
+		end := "\n"
+		if nul {
+			end = "\x00"
+		}
+		var b strings.Builder
+		for _, k := range ks {
+			b.WriteString(k + end)
+		}
+		return writeOut(cmd, []byte(b.String()))
+	})
+	cmd.Flags().BoolVarP(&nul, "null", "z", false, "end each name with a NUL byte, not a newline (names may hold newlines)")
+	return cmd
 }
 
 func newCtxAwakeableCmds() []*cobra.Command {

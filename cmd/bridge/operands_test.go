@@ -54,6 +54,9 @@ func TestCtxOperandsAreData(t *testing.T) {
 	fnbridge(t, "", "state", "keys").want(t, 0, "--help\n-x\n", "")
 	fnbridge(t, "", "state", "clear", "--help").want(t, 0, "", "")
 	fnbridge(t, "", "state", "keys").want(t, 0, "-x\n", "")
+	// A name with a newline is one name, NUL-terminated, with -z.
+	fnbridge(t, "", "state", "set", "two\nlines", "2").want(t, 0, "", "")
+	fnbridge(t, "", "state", "keys", "-z").want(t, 0, "-x\x00two\nlines\x00", "")
 	fnbridge(t, "", "call", "--key", "k", "Users/get", "--help").want(t, 2, "", "the payload is not valid JSON")
 	fnbridge(t, "", "call", "Users/get", "--key", "--help", `{}`).want(t, 0, "{}\n", "")
 	var calls []stepctx.CallRequest
