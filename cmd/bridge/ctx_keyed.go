@@ -165,7 +165,8 @@ then fail with the reason on stderr and exit status 100.`,
 
 // stateKeysCmd is `fnbridge state keys [-z]`: one name a line, or with -z
 // each followed by a NUL byte, for names that hold a newline (a Python
-// handler may write any text): readarray -d '' keys < <(fnbridge state keys -z).
+// handler may write any text), which bash's readarray -d with an empty
+// delimiter reads.
 func stateKeysCmd() *cobra.Command {
 	var nul bool
 	cmd := clientCmd("keys", "Print the state keys, sorted, one a line (-z: each followed by a NUL byte)", 0, func(ctx context.Context, cmd *cobra.Command, c *stepctx.Client, _ []string) error {
