@@ -173,10 +173,6 @@ func testAwakeableIngressSmoke(version int) func(*testing.T, *bridgeEnv) {
 			t.Fatalf("output: %d %s", status, out)
 		}
 		assertJSON(t, "the resumed function's output", out, fmt.Sprintf(`{"approved":{"by":"ops"},"id":%q}`, aid))
-		var attempts []string
-		eventually(t, 5*time.Second, "the bridge logs the suspended attempt and the one that completed", func() (bool, string) {
-			attempts = outcomes(invocationLogs(b.bridgeChild, id))
-			return len(attempts) >= 2 && attempts[0] == "suspended" && attempts[len(attempts)-1] == "ok", fmt.Sprint(attempts)
-		})
+		suspendedThenOK(t, b.bridgeChild, id, "the awakeable's waiter")
 	}
 }

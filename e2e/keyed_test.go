@@ -772,14 +772,7 @@ func testKeyedAwakeables(t *testing.T, env *bridgeEnv) {
 		if n := len(ws.lines(t, "keyed/"+w.tag+".id")); n != 1 {
 			t.Errorf("%s: the announce step ran %d times, want 1 (replayed on resumption)", w.tag, n)
 		}
-		var attempts []string
-		eventually(t, 5*time.Second, "the bridge logs "+w.tag+"'s attempts", func() (bool, string) {
-			attempts = outcomes(invocationLogs(b.bridgeChild, w.invocation))
-			return len(attempts) >= 2 && attempts[len(attempts)-1] == "ok", fmt.Sprint(attempts)
-		})
-		if attempts[0] != "suspended" {
-			t.Errorf("%s: the first attempt ended %q, want suspended (attempts %v)", w.tag, attempts[0], attempts)
-		}
+		suspendedThenOK(t, b.bridgeChild, w.invocation, w.tag)
 	}
 }
 

@@ -221,14 +221,7 @@ func testStepsRemote(t *testing.T, srv *restateserver.Server, version int, prefi
 				t.Errorf("the %s sleeper completed %s after the call", remoteLongSleep, took.Round(time.Millisecond))
 			}
 			checkRemoteOutput(t, "long", body, ws, l.marker)
-			var attempts []string
-			eventually(t, 5*time.Second, "the bridge logs the long sleeper's attempts", func() (bool, string) {
-				attempts = outcomes(invocationLogs(b.bridgeChild, longID))
-				return len(attempts) >= 2 && attempts[len(attempts)-1] == "ok", fmt.Sprint(attempts)
-			})
-			if attempts[0] != "suspended" {
-				t.Errorf("the long sleeper's attempts %v, want the first \"suspended\"", attempts)
-			}
+			suspendedThenOK(t, b.bridgeChild, longID, "the long sleeper")
 
 			// The remote runtime ran every step, not the bridge.
 			for key, execs := range remoteExecs(t, ws, l.marker) {
