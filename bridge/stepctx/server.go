@@ -873,9 +873,11 @@ func (a *Attempt) waitBudget() time.Duration {
 // function goes on as if the wait were incomplete, which a replay cannot
 // reproduce once it is complete (see WaitAbandonedError). It suspends on
 // fs at once; if they completed meanwhile, or the Journal cannot suspend
-// (Bridge.Invoke's), the attempt ends with WaitAbandonedError.
+// (Bridge.Invoke's, which would wait on: bounded well inside the
+// abandonedWait of a call made meanwhile), the attempt ends with
+// WaitAbandonedError.
 func (a *Attempt) waitAbandoned(fs []Future, mode AwaitMode) *apiError {
-	ctx, cancel := context.WithTimeout(a.ctx, abandonedWait)
+	ctx, cancel := context.WithTimeout(a.ctx, abandonedWait/5)
 	defer cancel()
 	_, err := a.j.Await(ctx, fs, mode, time.Nanosecond)
 	var cf *CallFailedError

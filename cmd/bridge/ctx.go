@@ -135,7 +135,7 @@ func runCtx(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	// A function's command, not an interactive tool: no shell completion
 	// scripts among its subcommands.
 	root.CompletionOptions.DisableDefaultCmd = true
-	root.SetArgs(numbersAsOperands(root, args))
+	root.SetArgs(separateOperands(root, args))
 	root.SetIn(stdin)
 	root.SetOut(stdout)
 	root.SetErr(stderr)

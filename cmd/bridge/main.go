@@ -106,7 +106,7 @@ func stopSignals() []os.Signal {
 // runBridge runs the bridge command line args and returns its exit status.
 func runBridge(args []string, stdout, stderr io.Writer) int {
 	root := newRootCmd()
-	root.SetArgs(numbersAsOperands(root, args))
+	root.SetArgs(separateOperands(root, args))
 	root.SetOut(stdout)
 	root.SetErr(stderr)
 	cmd, err := root.ExecuteC()

@@ -7,7 +7,7 @@ import (
 	"github.com/spf13/pflag"
 )
 
-// numbersAsOperands rewrites the command line args of root so that an
+// separateOperands rewrites the command line args of root so that an
 // operand spelled like a negative number (a JSON payload such as -5 or
 // -1.5e3, a duration such as -5s) reaches its command as an operand: the
 // flag parser would read it as shorthand flags ("unknown shorthand flag:
@@ -27,7 +27,7 @@ import (
 // included, stays with its flag) and every operand goes after one "--".
 // Args with nothing to move, or whose command parses its own flags, come
 // back unchanged.
-func numbersAsOperands(root *cobra.Command, args []string) []string {
+func separateOperands(root *cobra.Command, args []string) []string {
 	cmd, _, err := root.Find(args)
 	if err != nil || cmd.DisableFlagParsing {
 		return args

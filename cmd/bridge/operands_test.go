@@ -76,7 +76,7 @@ func TestCtxOperandsAreData(t *testing.T) {
 	}
 }
 
-func TestNumbersAsOperandsRewrite(t *testing.T) {
+func TestSeparateOperandsRewrite(t *testing.T) {
 	for _, c := range []struct{ in, want []string }{
 		{[]string{"invoke", "--config", "c.yaml", "Svc/h", "-5"}, []string{"invoke", "--config", "c.yaml", "--", "Svc/h", "-5"}},
 		{[]string{"invoke", "Svc/h", "-5", "--config=c.yaml"}, []string{"invoke", "--config=c.yaml", "--", "Svc/h", "-5"}},
@@ -97,8 +97,8 @@ func TestNumbersAsOperandsRewrite(t *testing.T) {
 		if want == nil {
 			want = c.in
 		}
-		if got := numbersAsOperands(newRootCmd(), c.in); !slices.Equal(got, want) {
-			t.Errorf("numbersAsOperands(%q) = %q, want %q", c.in, got, want)
+		if got := separateOperands(newRootCmd(), c.in); !slices.Equal(got, want) {
+			t.Errorf("separateOperands(%q) = %q, want %q", c.in, got, want)
 		}
 	}
 }
