@@ -711,7 +711,7 @@ def _fnbridge_worker():
                         ctx.ended = "step %r was interrupted and will be retried: %s" % (name, text)
                 raise
             try:
-                encoded = encode(value)
+                encoded = encode(value, readback=True)
             except _Unserializable as wrapped:
                 # A retry could only repeat it: journaled as a terminal failure.
                 exc = wrapped.args[0]
@@ -936,7 +936,7 @@ def _fnbridge_worker():
 
     def encode_value(api_name, value):
         try:
-            return ("value", encode(value))
+            return ("value", encode(value, readback=True))
         except _Unserializable as wrapped:
             exc = wrapped.args[0]
             raise TypeError("fnbridge.%s: the value is not JSON-serializable: %s: %s"
@@ -1344,14 +1344,17 @@ def _fnbridge_worker():
 
     encode_text = fast_encoder()
 
-    def encode(value):
+    def encode(value, readback=False):
+        # readback: a value journaled for this handler to read back inside
+        # an answer (a step's, a state value), which wraps it in more
+        # levels; one nested near the interpreter's limit could then not be
+        # read, which from Python 3.12 on no recursion limit setting helps.
+        # Such a value is refused like any that cannot be encoded; the
+        # check costs a second encoding of a large, bracket-rich value
+        # only, and only there (a function's output is read elsewhere).
         try:
             text = encode_text(value)
-            if len(text) > 1000 and text.count("[") + text.count("{") > 500:
-                # Nested deep enough to be near the interpreter's limit: the
-                # answer that carries it back wraps it in more levels, which
-                # from Python 3.12 on no recursion limit setting lets JSON
-                # read. Refused like any value that cannot be encoded.
+            if readback and len(text) > 1000 and text.count("[") + text.count("{") > 500:
                 encode_text([[[[value]]]])
             try:
                 return text.encode("utf-8")
