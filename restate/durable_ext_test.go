@@ -60,6 +60,21 @@ func playSteps(t *testing.T, url string, v int, handler string, start []any, inj
 	return got
 }
 
+// openSteps opens a BIDI invocation of D/handler driven by hand (not Play,
+// which answers proposals as restate-server does) and sends its start and
+// an empty input; the stream closes when the test ends.
+func openSteps(t *testing.T, url string, v int, handler, invocationID string) *restatetest.Session {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	t.Cleanup(cancel)
+	s := restatetest.Open(ctx, restatetest.NewH2CClient(), restatetest.InvokeURL(url, "D", handler), v)
+	t.Cleanup(s.Close)
+	if err := s.Send(restatetest.Start(invocationID, 1), restatetest.Input(nil)); err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
 func frameTypes(fs []restatetest.Frame) []wire.MessageType {
 	out := make([]wire.MessageType, len(fs))
 	for i, f := range fs {
@@ -231,15 +246,8 @@ func TestRunCompleteContextGivesUp(t *testing.T) {
 				return nil, &restate.RetryableError{Code: restate.CodeGatewayTimeout, Message: "the function was killed at its timeout"}
 			}
 			_, url := stepsServer(t, restate.BidiStream, map[string]restate.HandlerFunc{"h": h})
-			// Not Play, which answers a proposal as restate-server does:
-			// this runtime keeps the stream open and answers nothing.
-			ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-			defer cancel()
-			s := restatetest.Open(ctx, restatetest.NewH2CClient(), restatetest.InvokeURL(url, "D", "h"), v)
-			defer s.Close()
-			if err := s.Send(restatetest.Start("inv_no_ack", 1), restatetest.Input(nil)); err != nil {
-				t.Fatal(err)
-			}
+			// This runtime keeps the stream open and answers nothing.
+			s := openSteps(t, url, v, "h", "inv_no_ack")
 			var got []restatetest.Frame
 			for len(got) == 0 || !restatetest.Terminal(got[len(got)-1].Type()) {
 				f, err := s.Next()
@@ -565,13 +573,7 @@ func TestRunCommandReachesRuntimeBeforeClosure(t *testing.T) {
 			t.Run(fmt.Sprintf("v%d/%s", v, name), func(t *testing.T) {
 				seen = make(chan struct{})
 				_, url := stepsServer(t, restate.BidiStream, handlers)
-				ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-				defer cancel()
-				s := restatetest.Open(ctx, restatetest.NewH2CClient(), restatetest.InvokeURL(url, "D", name), v)
-				defer s.Close()
-				if err := s.Send(restatetest.Start("inv_flush", 1), restatetest.Input(nil)); err != nil {
-					t.Fatal(err)
-				}
+				s := openSteps(t, url, v, name, "inv_flush")
 				// The closure blocks until this frame was read, so only a
 				// RunCommand flushed before it ran can arrive here.
 				f, err := s.Next()
@@ -583,7 +585,7 @@ func TestRunCommandReachesRuntimeBeforeClosure(t *testing.T) {
 				}
 				select {
 				case <-entered:
-				case <-ctx.Done():
+				case <-time.After(20 * time.Second):
 					t.Fatal("the closure was not entered")
 				}
 				close(seen)
@@ -636,13 +638,7 @@ func TestRunReadyFlushesAfterReadiness(t *testing.T) {
 			readyIn, release, readyErr = make(chan struct{}), make(chan struct{}), nil
 			fnRan.Store(0)
 			_, url := stepsServer(t, restate.BidiStream, handlers)
-			ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-			defer cancel()
-			s := restatetest.Open(ctx, restatetest.NewH2CClient(), restatetest.InvokeURL(url, "D", "ready"), v)
-			defer s.Close()
-			if err := s.Send(restatetest.Start("inv_ready", 1), restatetest.Input(nil)); err != nil {
-				t.Fatal(err)
-			}
+			s := openSteps(t, url, v, "ready", "inv_ready")
 			<-readyIn
 			frames := make(chan restatetest.Frame, 1)
 			go func() {
