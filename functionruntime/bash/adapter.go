@@ -16,6 +16,11 @@ import (
 //go:embed bootstrap.bash
 var bootstrap string
 
+// bootstrapStub is the worker's -c script: it sources the bootstrap file
+// named by its first argument with the rest as positional parameters, so
+// $0 stays the worker's name in bash's own messages.
+const bootstrapStub = `builtin . "$1" "${@:2}"`
+
 // Kind is the runtime kind this adapter serves.
 const Kind = "bash"
 

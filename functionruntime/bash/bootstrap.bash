@@ -1,7 +1,8 @@
-# fnbridge bash worker bootstrap. It is embedded in the fnbridge binary and
-# run as:
+# fnbridge bash worker bootstrap. It is embedded in the fnbridge binary,
+# written to the worker's scratch directory and sourced by the stub in
+# adapter.go:
 #
-#   bash --noprofile --norc -c <this script> fnbridge-bash-worker FILE FUNCTION SCRATCH
+#   bash --noprofile --norc -c <stub> fnbridge-bash-worker SCRATCH/worker.bash FILE FUNCTION SCRATCH
 #
 # The wire protocol is described in the Go package documentation
 # (functionruntime/bash). Everything runs inside __fnb_main, which is parsed

@@ -108,9 +108,17 @@ func (l *launcher) start(ctx context.Context) (proc.Session, error) {
 		_ = os.RemoveAll(tmp)
 		return nil, fail(err)
 	}
+	// The bootstrap goes in a file the stub sources, not on the command
+	// line: ps and audit logs show a short line. `.` reads the file whole
+	// before it runs any of it, as -c did the string.
+	boot := filepath.Join(tmp, "worker.bash")
+	if err := os.WriteFile(boot, []byte(bootstrap), 0o400); err != nil {
+		_ = os.RemoveAll(tmp)
+		return nil, fail(fmt.Errorf("write worker bootstrap: %w", err))
+	}
 	p, err := proc.Start(proc.Config{
 		Path:        l.exe,
-		Args:        []string{"--noprofile", "--norc", "-c", bootstrap, "fnbridge-bash-worker", file, l.function, tmp},
+		Args:        []string{"--noprofile", "--norc", "-c", bootstrapStub, "fnbridge-bash-worker", boot, file, l.function, tmp},
 		Dir:         l.spec.Dir,
 		Env:         env,
 		Logger:      l.spec.Logger,

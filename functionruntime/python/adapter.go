@@ -17,6 +17,13 @@ import (
 //go:embed bootstrap.py
 var bootstrap string
 
+// bootstrapStub is the worker's -c code: it runs the bootstrap file named
+// by its first argument as -c code runs, in __main__ with no __file__
+// (multiprocessing's spawn would re-run a __main__ that has one in its
+// children), under the name "<string>" its tracebacks are filtered by, and
+// with sys.argv as the bootstrap expects it. It binds no name in __main__.
+const bootstrapStub = `exec(compile(open(__import__("sys").argv.pop(1), "rb").read(), "<string>", "exec"))`
+
 // Kind is the runtime kind this adapter serves.
 const Kind = "python"
 

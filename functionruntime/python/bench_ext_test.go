@@ -15,7 +15,7 @@ var bench = adaptertest.Bench{
 		"bench.py": "import json, logging, os, re\n\ndef echo(event):\n    return {\"got\": event}\n",
 	}},
 	Input: `{"n": 1}`, Output: `{"got":{"n":1}}`,
-	Worker: "_fnbridge_worker",
+	Worker: "/worker.py",
 }
 
 // BenchmarkPythonWarmInvoke measures one invocation on a warm worker: the

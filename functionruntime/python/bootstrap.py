@@ -1,7 +1,8 @@
-# fnbridge python worker bootstrap. It is embedded in the fnbridge binary and
-# run as:
+# fnbridge python worker bootstrap. It is embedded in the fnbridge binary,
+# written to the worker's scratch directory and run as -c code (the stub in
+# adapter.go reads it):
 #
-#   python3 -I -u -c <this file> MODULE FUNCTION WORKDIR MAX_OUTPUT
+#   python3 -I -u -c <stub> SCRATCH/worker.py MODULE FUNCTION WORKDIR MAX_OUTPUT
 #
 # The wire protocol is described in the Go package documentation
 # (functionruntime/python). Everything lives inside _fnbridge_worker so the

@@ -77,9 +77,17 @@ func (l *launcher) start(ctx context.Context) (proc.Session, error) {
 		_ = os.RemoveAll(tmp)
 		return nil, err
 	}
+	// The bootstrap goes in a file the stub reads, not on the command line:
+	// ps and audit logs show a short line, and it stays far from the
+	// kernel's 128 KiB bound on one argument.
+	boot := filepath.Join(tmp, "worker.py")
+	if err := os.WriteFile(boot, []byte(bootstrap), 0o400); err != nil {
+		_ = os.RemoveAll(tmp)
+		return nil, fmt.Errorf("write worker bootstrap: %w", err)
+	}
 	p, err := proc.Start(proc.Config{
 		Path:        l.interp.Executable,
-		Args:        []string{"-I", "-u", "-c", bootstrap, l.module, l.function, l.spec.Dir, strconv.Itoa(l.opts.MaxOutput)},
+		Args:        []string{"-I", "-u", "-c", bootstrapStub, boot, l.module, l.function, l.spec.Dir, strconv.Itoa(l.opts.MaxOutput)},
 		Dir:         l.spec.Dir,
 		Env:         env,
 		Logger:      l.spec.Logger,

@@ -1,6 +1,7 @@
 package adaptertest
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"os"
@@ -52,6 +53,7 @@ func Run(t *testing.T, a *Adapter) {
 		{"StartHonoursContext", testStartHonoursContext},
 		{"HandlerOutputGoesToInvocationLogs", testLogs},
 		{"MegabyteLogLineIsTruncated", testBigLine},
+		{"CommandLineIsShort", testCommandLineIsShort},
 		{"WorkerDiesWithServer", testWorkerDiesWithServer},
 		{"ServerKillLeavesNoHandlerProcess", testServerKill},
 	} {
@@ -319,6 +321,24 @@ func testOutputsFile(t *testing.T, a *Adapter) {
 		if !errors.As(err, &he) || he.Type != "InvalidOutputs" || !he.Terminal || !strings.Contains(he.Message, tc.want) {
 			t.Fatalf("outputs %q: error = %v, want a terminal InvalidOutputs %q (the server's OUTPUTS_INVALID is terminal too)", tc.in, err, tc.want)
 		}
+	}
+}
+
+// Rule (fnbridge): a worker's command line, which ps and audit logs show
+// to every user of the host, names its handler and stays short: the
+// bootstrap (tens of KiB, near the kernel's 128 KiB bound on one argument)
+// is read from a file, not passed on it.
+func testCommandLineIsShort(t *testing.T, a *Adapter) {
+	f, w := lifecycle(t, a)
+	pid := f.PidOf(t, w)
+	cmdline, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/cmdline")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, function, _ := strings.Cut(a.Lifecycle.Handler, ".")
+	if len(cmdline) > 1024 || !bytes.Contains(cmdline, []byte("\x00"+function+"\x00")) {
+		t.Fatalf("worker command line is %d bytes (want at most 1024, with the function %q as an argument): %.300q",
+			len(cmdline), function, cmdline)
 	}
 }
 
