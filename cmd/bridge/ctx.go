@@ -8,6 +8,7 @@ import (
 	"io"
 	"io/fs"
 	"math"
+	"net/http"
 	"os"
 	"os/exec"
 	"regexp"
@@ -166,8 +167,9 @@ Exit statuses: 0 success; 100 terminal failure (recorded: the same on replay;
 also a call the handler may not make, such as a state write from a shared
 handler, and a wait the invocation's cancellation interrupted); 75 the
 attempt suspended or ended, stop now; 3 the context call could not be made
-(no endpoint, a refused request, a broken connection); 2 bad arguments;
-1 (state get, promise peek only) nothing to print: absent or unresolved.
+(no endpoint, a refused request, a broken connection); 2 bad arguments
+(also those only the bridge can tell, such as a handle this attempt did not
+issue); 1 (state get, promise peek only) nothing to print: absent or unresolved.
 fnbridge run passes through the status of a CMD that failed retryably.`,
 		SilenceUsage:  true,
 		SilenceErrors: true,
@@ -200,7 +202,10 @@ func ctxClient() (*stepctx.Client, error) {
 
 // callFailed is the exit of a context call that returned err: a call
 // that failed terminally alone (refused, or its wait interrupted by the
-// invocation's cancellation) is a terminal failure.
+// invocation's cancellation) is a terminal failure; a request the
+// endpoint found malformed (400: a handle this attempt did not issue, a
+// value out of range) is bad arguments, as it would be had the command
+// known.
 func callFailed(err error) error {
 	var e *stepctx.Error
 	var cf *stepctx.CallFailedError
@@ -210,6 +215,8 @@ func callFailed(err error) error {
 		return exitf(ctxExitUsage, "%v", te)
 	case errors.As(err, &e) && e.Ended():
 		return exitf(ctxExitStopped, "%s", e.Message)
+	case errors.As(err, &e) && e.Status == http.StatusBadRequest:
+		return exitf(ctxExitUsage, "%v", err)
 	case errors.As(err, &cf):
 		return exitf(ctxExitTerminal, "%s", cf.Failure.Message)
 	}

@@ -119,7 +119,7 @@ func runAgent(ctx context.Context, dir string, worker int, ready io.Writer) erro
 		if tooLong {
 			// Only a step name makes a line this long, and the context
 			// endpoint refuses one past MaxRunNameBytes: say so as it does.
-			status, kind, msg = ctxExitError, "e", fmt.Sprintf("run: the step name is longer than %d bytes, the most a step name may have", stepctx.MaxRunNameBytes)
+			status, kind, msg = ctxExitUsage, "e", fmt.Sprintf("run: the step name is longer than %d bytes, the most a step name may have", stepctx.MaxRunNameBytes)
 		} else {
 			status, kind, msg = a.serve(ctx, fields)
 		}

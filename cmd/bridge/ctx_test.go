@@ -293,7 +293,7 @@ func TestCtxCallSendAwait(t *testing.T) {
 	fnbridge(t, "", "await", ch, th).want(t, 0, `{"to":"k2"}`+"\n\n", "")
 	fnbridge(t, "", "await", "--any", ch, th).want(t, 0, ch+"\n"+`{"to":"k2"}`+"\n", "")
 	fnbridge(t, "", "await", th, fh, ch).want(t, 100, "\n\n"+`{"to":"k2"}`+"\n", fh+" failed (code 404): no such user")
-	fnbridge(t, "", "await", "fut-404").want(t, 3, "", `unknown handle "fut-404"`)
+	fnbridge(t, "", "await", "fut-404").want(t, 2, "", `unknown handle "fut-404"`)
 	fnbridge(t, "", "await").want(t, 2, "", "usage: fnbridge await [--any] HANDLE...")
 
 	fnbridge(t, "", "invocation-id").want(t, 0, "inv_abc\n", "")

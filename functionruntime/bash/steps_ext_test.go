@@ -524,8 +524,8 @@ func TestSteps(t *testing.T) {
 		// A step name past the bound is refused, said once, whether the
 		// agent's line or the endpoint finds it too long.
 		res, err = e.start(t, "inshell_long", nil).invoke(t, e.Open(t, &stepctxtest.Journal{}), "")
-		steptest.MustOutput(t, res, err, "fnbridge: run: the step name is longer than 16384 bytes, the most a step name may have\n 3\n"+
-			"fnbridge: run's \"name\" is 17000 bytes; a step name may have at most 16384 (HTTP 400)\n 3")
+		steptest.MustOutput(t, res, err, "fnbridge: run: the step name is longer than 16384 bytes, the most a step name may have\n 2\n"+
+			"fnbridge: run's \"name\" is 17000 bytes; a step name may have at most 16384 (HTTP 400)\n 2")
 		// A shell function as CMD is refused before the step starts, saying
 		// what a step runs, not bash's "exec: greet: not found"; so is the
 		// builtin printf's -v, which would set a variable of the function's
