@@ -539,13 +539,18 @@ def _fnbridge_worker():
         data = base64.b64decode(r.get("bytes", ""))
         return data if data else None
 
+    def bytes_field(field, value):
+        # Bytes go as they are: base64 in field, which the endpoint
+        # decodes (a JSON "value" would be written as JSON text).
+        import base64
+
+        return (field, json.dumps(base64.b64encode(bytes(value)).decode("ascii")).encode("ascii"))
+
     def encode_input(api_name, value):
         if value is None:
             return None
         if isinstance(value, (bytes, bytearray)):
-            import base64
-
-            return ("input_bytes", json.dumps(base64.b64encode(bytes(value)).decode("ascii")).encode("ascii"))
+            return bytes_field("input_bytes", value)
         try:
             return ("input", encode(value))
         except _Unserializable as wrapped:
@@ -953,7 +958,8 @@ def _fnbridge_worker():
     class _State(object):
         """The durable key/value state of a virtual object or workflow.
 
-        Values are JSON-encodable; reads see this invocation's writes.
+        Values are JSON (bytes for a value that is not); reads see this
+        invocation's writes.
         Shared handlers read it; writing from one raises TerminalError."""
 
         __slots__ = ()
@@ -977,9 +983,13 @@ def _fnbridge_worker():
             return result_of(r)
 
         def set(self, name, value):
-            """Set state key name to value (JSON-encodable)."""
+            """Set state key name to value: JSON-encodable, or bytes written
+            as they are (for readers that do not take JSON)."""
             check_str("state.set", "name", name)
-            raw = encode_value("state.set", value)
+            if isinstance(value, (bytes, bytearray)):
+                raw = bytes_field("bytes", value)
+            else:
+                raw = encode_value("state.set", value)
             context_op("state.set", "state/set", {"name": name}, raw)
 
         def clear(self, name):

@@ -26,7 +26,11 @@ def counter(event):
             "missing": fnbridge.state.get("none", "default"), "absent": fnbridge.state.get("none")}
 
 def raw(event):
-    return [repr(fnbridge.state.get("empty", 0)), repr(fnbridge.state.get("text")), repr(fnbridge.state.get("none", 0))]
+    text = fnbridge.state.get("text")
+    fnbridge.state.set("copy", text + b"\xff")
+    fnbridge.state.set("arr", bytearray(b"[1]"))
+    return [repr(fnbridge.state.get("empty", 0)), repr(text), repr(fnbridge.state.get("none", 0)),
+            repr(fnbridge.state.get("copy")), repr(fnbridge.state.get("arr"))]
 
 def clearing(event):
     fnbridge.state.clear("a")
@@ -179,11 +183,15 @@ func TestKeyedState(t *testing.T) {
 	}
 
 	// A value that is not JSON reads as bytes; an empty one is a value
-	// too (Restate's state map says so), never the default.
+	// too (Restate's state map says so), never the default. bytes are
+	// written as they are (a value that is JSON then reads as JSON).
 	r := keyed(t, "raw")
 	j = &stepctxtest.Journal{State: map[string][]byte{"empty": {}, "text": []byte("plain")}}
 	res, err = r.invokeKeyed(t, r.Open(t, j, exclusiveHandler), &key, `null`)
-	steptest.MustOutput(t, res, err, `["b''","b'plain'","0"]`)
+	steptest.MustOutput(t, res, err, `["b''","b'plain'","0","b'plain\\xff'","[1]"]`)
+	if string(j.State["copy"]) != "plain\xff" || string(j.State["arr"]) != "[1]" {
+		t.Fatalf("state %q, want copy and arr journaled as the bytes given", j.State)
+	}
 
 	c := keyed(t, "clearing")
 	j = &stepctxtest.Journal{State: map[string][]byte{"a": []byte("1"), "b": []byte("2")}}
