@@ -31,17 +31,26 @@ type KeygenOptions struct {
 	Reuse bool
 }
 
+// Check reports options that contradict each other, before any file is
+// looked at (the command line's mistake, in its words).
+func (o KeygenOptions) Check() error {
+	if o.Force && o.Reuse {
+		return errors.New("--force and --reuse contradict each other: choose one")
+	}
+	if o.PublicOut != "" && samePath(o.Out, o.PublicOut) {
+		return fmt.Errorf("--public-out %s is the private key file --out names: choose another file for the public key", o.PublicOut)
+	}
+	return nil
+}
+
 // Keygen writes a new key pair (or, with Reuse, keeps an existing private
 // key) and returns the publickeyv1_ key.
 func Keygen(o KeygenOptions) (string, error) {
-	if o.Force && o.Reuse {
-		return "", errors.New("--force and --reuse contradict each other: choose one")
-	}
 	if o.PublicOut == "" {
 		o.PublicOut = o.Out + ".pub"
 	}
-	if samePath(o.Out, o.PublicOut) {
-		return "", fmt.Errorf("--public-out %s is the private key file --out names: choose another file for the public key", o.PublicOut)
+	if err := o.Check(); err != nil {
+		return "", err
 	}
 	if o.Reuse {
 		// As ssh does: a private key others can read is refused, not used.

@@ -19,6 +19,9 @@ matching publickeyv1_ key to FILE.pub and prints it on stdout: put it in the bri
 or pass the .pub file to bridge serve --identity-keys-file.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			if err := o.Check(); err != nil {
+				return usageError{err}
+			}
 			key, err := bridge.Keygen(o)
 			if err != nil {
 				return err

@@ -36,3 +36,19 @@ func TestKeygenCommandPrintsOnlyTheKey(t *testing.T) {
 		t.Errorf("second keygen: err = %v, want a refusal naming --force", err)
 	}
 }
+
+// Options that contradict each other are the command line's mistake:
+// exit 2, nothing written.
+func TestKeygenContradictoryFlagsExit2(t *testing.T) {
+	out := filepath.Join(t.TempDir(), "id.pem")
+	for _, args := range [][]string{{"--force", "--reuse"}, {"--public-out", out}} {
+		var stdout, stderr strings.Builder
+		code := runBridge(append([]string{"keygen", "--out", out}, args...), &stdout, &stderr)
+		if code != invokeExitUsage || stdout.Len() != 0 {
+			t.Errorf("keygen %v: exit %d, stdout %q, stderr %q; want %d and nothing printed", args, code, stdout.String(), stderr.String(), invokeExitUsage)
+		}
+		if _, err := os.Stat(out); err == nil {
+			t.Fatalf("keygen %v wrote %s", args, out)
+		}
+	}
+}

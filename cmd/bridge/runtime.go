@@ -115,24 +115,24 @@ func runRuntimeServe(cmd *cobra.Command, g *globalFlags, f *runtimeServeFlags) e
 	logSysmon(log)
 	kind, ok := kinds.Lookup(f.kind)
 	if !ok {
-		return fmt.Errorf("--runtime %q: want %s", f.kind, runtimeKinds())
+		return usageError{fmt.Errorf("--runtime %q: want %s", f.kind, runtimeKinds())}
 	}
 	for name, v := range map[string]time.Duration{
 		"--drain-timeout": f.drainTimeout, "--default-timeout": f.defaultTimeout,
 		"--max-timeout": f.maxTimeout, "--registration-timeout": f.registrationTimeout,
 	} {
 		if v <= 0 {
-			return fmt.Errorf("%s %s: must be positive", name, v)
+			return usageError{fmt.Errorf("%s %s: must be positive", name, v)}
 		}
 	}
 	if f.maxInputBytes <= 0 {
-		return fmt.Errorf("--max-input-bytes %d: must be positive", f.maxInputBytes)
+		return usageError{fmt.Errorf("--max-input-bytes %d: must be positive", f.maxInputBytes)}
 	}
 	if f.orphanGrace < 0 {
-		return fmt.Errorf("--orphan-grace %s: must not be negative (0 turns reaping off)", f.orphanGrace)
+		return usageError{fmt.Errorf("--orphan-grace %s: must not be negative (0 turns reaping off)", f.orphanGrace)}
 	}
 	if f.defaultTimeout > f.maxTimeout {
-		return fmt.Errorf("--default-timeout %s: must not exceed --max-timeout %s", f.defaultTimeout, f.maxTimeout)
+		return usageError{fmt.Errorf("--default-timeout %s: must not exceed --max-timeout %s", f.defaultTimeout, f.maxTimeout)}
 	}
 
 	log = log.With().Str("runtime", f.kind).Logger()
@@ -141,7 +141,7 @@ func runRuntimeServe(cmd *cobra.Command, g *globalFlags, f *runtimeServeFlags) e
 	if len(f.allowedRoots) > 0 {
 		opt, err := functionruntime.AllowedRoots(f.allowedRoots)
 		if err != nil {
-			return fmt.Errorf("--allowed-root: %w", err)
+			return usageError{fmt.Errorf("--allowed-root: %w", err)}
 		}
 		grpcOpts = append(grpcOpts, opt)
 	}
