@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -16,6 +17,7 @@ import (
 	"strings"
 	"syscall"
 	"time"
+	"unicode"
 	"unicode/utf8"
 
 	"github.com/spf13/cobra"
@@ -188,7 +190,30 @@ fnbridge run passes through the status of a CMD that failed retryably.`,
 			return c.UUID(ctx)
 		}),
 	)
+	root.SetHelpFunc(ctxHelp)
 	return root
+}
+
+// ctxHelp prints a fnbridge command's help the way cobra does, but true to
+// how its operands are read (separateOperands): a command whose operands
+// are data does not list -h/--help, which it takes for a name or payload,
+// and the footer points to `fnbridge help COMMAND`, which works for every
+// command, rather than to `COMMAND --help`, which does not.
+func ctxHelp(c *cobra.Command, _ []string) {
+	if dataCommand(c) {
+		if f := c.Flags().Lookup("help"); f != nil {
+			f.Hidden = true
+		}
+	}
+	w := c.OutOrStdout()
+	if text := strings.TrimRightFunc(cmp.Or(c.Long, c.Short), unicode.IsSpace); text != "" {
+		fmt.Fprintf(w, "%s\n\n", text)
+	}
+	root := c.Root().Name()
+	helpPath := root + " help" + strings.TrimPrefix(c.CommandPath(), root)
+	fmt.Fprint(w, strings.Replace(c.UsageString(),
+		fmt.Sprintf("Use %q for more information", c.CommandPath()+" [command] --help"),
+		fmt.Sprintf("Use %q for more information", helpPath+" [command]"), 1))
 }
 
 // ctxClient is the client of the environment's endpoint.

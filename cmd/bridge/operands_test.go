@@ -74,6 +74,24 @@ func TestCtxOperandsAreData(t *testing.T) {
 			t.Errorf("fnbridge %q: exit %d stdout %q, want the help", args, r.code, r.stdout)
 		}
 	}
+	// The help says so: a data command lists no --help, and every footer
+	// points to `fnbridge help`, not to a --help a data command takes
+	// for a name.
+	if r := fnbridge(t, "", "help", "state", "get"); strings.Contains(r.stdout, "--help") || strings.Contains(r.stdout, "[flags]") {
+		t.Errorf("fnbridge help state get lists a --help it does not take:\n%s", r.stdout)
+	}
+	for _, c := range []struct {
+		args   []string
+		footer string
+	}{
+		{[]string{"help"}, `Use "fnbridge help [command]"`},
+		{[]string{"help", "state"}, `Use "fnbridge help state [command]"`},
+		{[]string{"state", "--help"}, `Use "fnbridge help state [command]"`},
+	} {
+		if r := fnbridge(t, "", c.args...); !strings.Contains(r.stdout, c.footer) {
+			t.Errorf("fnbridge %q: footer is not %s:\n%s", c.args, c.footer, r.stdout)
+		}
+	}
 }
 
 func TestSeparateOperandsRewrite(t *testing.T) {
