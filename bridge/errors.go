@@ -17,7 +17,9 @@ const (
 	// completes with a failure; the invocation ends with it, no retry.
 	ClassTerminal Class = iota + 1
 	// ClassHandler: the handler failed otherwise (exception, non-zero
-	// status, bad outputs). Retried by Restate (500).
+	// status). Retried by Restate (500). Outputs over their bounds are a
+	// terminal failure of the handler instead (ClassTerminal): a retry
+	// would break them again.
 	ClassHandler
 	// ClassCrashed: the worker died during the invocation. Retried (500).
 	ClassCrashed
