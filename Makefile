@@ -134,7 +134,7 @@ chaos-cluster: tools build ## Run the cluster chaos test: 3 restate-server nodes
 
 .PHONY: bench
 bench: tools build ## Run the benchmarks side by side and write bench/RESULTS.md
-	@if [ -x bench/run.sh ]; then bench/run.sh; else echo "bench/run.sh not present yet"; exit 1; fi
+	@if [ -x bench/run.sh ]; then bench/run.sh; else echo "bench/run.sh is missing"; exit 1; fi
 
 .PHONY: demo
 demo: tools build ## Start restate-server and bridge serve with examples/, register, invoke, stop

@@ -687,7 +687,7 @@ func (c *Config) resolve(baseDir string) error {
 
 func (h *HandlerConfig) resolve(hp, baseDir string, bad func(path, format string, args ...any)) {
 	if k, ok := kinds.Lookup(h.Runtime); ok && h.Handler == "" {
-		bad(hp+".handler", "missing (%s)", map[string]string{"python": "module.function", "bash": "file.function, file.sh in dir"}[h.Runtime])
+		bad(hp+".handler", "missing (%s)", k.HandlerForm)
 	} else if ok {
 		if err := k.CheckHandler(h.Handler); err != nil {
 			bad(hp+".handler", "%v", err)

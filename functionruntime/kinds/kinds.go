@@ -22,6 +22,9 @@ type Kind struct {
 	// CheckHandler checks a configured handler string; its error says what
 	// shape the kind wants, without naming the configuration field.
 	CheckHandler func(handler string) error
+	// HandlerForm is the handler string's shape, for a message about a
+	// missing one ("module.function").
+	HandlerForm string
 	// SourceFiles lists, in a fixed order, the files inside dir holding the
 	// handler's code: their content goes into the registration digest.
 	SourceFiles func(dir, handler string) ([]string, error)
@@ -45,6 +48,7 @@ var table = []Kind{
 			return python.New(python.Options{MaxOutput: functionruntime.DefaultMaxOutputBytes})
 		},
 		CheckHandler:  python.CheckHandler,
+		HandlerForm:   "module.function",
 		SourceFiles:   python.SourceFiles,
 		SourceExt:     ".py",
 		JSONInputOnly: true,
@@ -57,6 +61,7 @@ var table = []Kind{
 			return bash.New(bash.Options{MaxOutput: functionruntime.DefaultMaxOutputBytes})
 		},
 		CheckHandler: bash.CheckHandler,
+		HandlerForm:  "file.function, file.sh in dir",
 		SourceFiles:  bash.SourceFiles,
 		SourceExt:    ".sh",
 	},

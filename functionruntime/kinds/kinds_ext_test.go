@@ -30,7 +30,7 @@ func TestEveryKindIsCompleteAndBuildsItsOwnAdapter(t *testing.T) {
 		if !ok {
 			t.Fatalf("Lookup(%q) failed for a listed name", name)
 		}
-		if k.New == nil || k.CheckHandler == nil || k.SourceFiles == nil {
+		if k.New == nil || k.CheckHandler == nil || k.SourceFiles == nil || k.HandlerForm == "" || k.SourceExt == "" {
 			t.Fatalf("kind %q has an empty field: %+v", name, k)
 		}
 		if got := k.New().Kind(); got != name {

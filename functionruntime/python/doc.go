@@ -67,6 +67,7 @@
 //	import fnbridge
 //	raise fnbridge.TerminalError("order not found", code=404)   # no retry
 //	fnbridge.set_output("order_id", "A-17")           # key and value are str
+//	fnbridge.traceparent()      # the invocation's W3C traceparent, or None
 //
 // set_output belongs to the invocation whose context it is called in: the
 // handler, its coroutines, asyncio.to_thread and anything run with
@@ -92,8 +93,9 @@
 //	fnbridge.invocation_id(), fnbridge.random(), fnbridge.uuid4()   the same on every attempt
 //	fnbridge.state.get(name, default=None), .set(name, value), .clear(name), .clear_all(), .keys()
 //	fnbridge.awakeable()                      → (awakeable_id, Future)
-//	fnbridge.resolve_awakeable(id, value), fnbridge.reject_awakeable(id, message)
-//	fnbridge.promise(name)                    → Promise: .get(), .peek() (None unresolved), .resolve(value), .reject(message)
+//	fnbridge.resolve_awakeable(id, value), fnbridge.reject_awakeable(id, message, code=500)
+//	fnbridge.promise(name)                    → Promise: .get(), .get_async() (a Future), .peek() (None unresolved),
+//	                                            .resolve(value), .reject(message, code=500)
 //	fnbridge.cancel(invocation_id)
 //	fnbridge.key()                            the object key or workflow id (both durability modes)
 //
