@@ -2,10 +2,10 @@ package main
 
 import (
 	"context"
-	"os"
-	"os/exec"
 	"testing"
 	"time"
+
+	"github.com/fnbridge/fnbridge/internal/testtool"
 )
 
 // measureAdapter collects every distribution section 3 reports, with the
@@ -13,12 +13,7 @@ import (
 // checked call (a wrong output fails the measurement).
 func TestMeasureAdapterCollectsEachDistribution(t *testing.T) {
 	for _, tool := range []string{"python3", "bash"} {
-		if _, err := exec.LookPath(tool); err != nil {
-			if os.Getenv("CI") == "true" {
-				t.Fatalf("%s is required in CI: %v", tool, err)
-			}
-			t.Skipf("%s not found: %v", tool, err)
-		}
+		testtool.Require(t, "", tool, "to measure its adapter")
 	}
 	dir := t.TempDir()
 	if _, err := writeFixtures(dir, registrations{1, 1, 1}); err != nil {

@@ -2,12 +2,13 @@ package main
 
 import (
 	"context"
-	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/fnbridge/fnbridge/internal/testtool"
 )
 
 // stepsAnswer is the fifth step's value for the load generator's body.
@@ -18,14 +19,10 @@ func TestStepsAnswer(t *testing.T) {
 }
 
 // The five-step fixtures answer stepsAnswer through `bridge invoke` (a
-// local journal: every step executes). FNBENCH_BRIDGE names the bridge
-// binary; without it the test is skipped.
+// local journal: every step executes), with the bridge that BRIDGE_BIN
+// names (the Makefile's bin/bridge).
 func TestStepsFixturesInvoke(t *testing.T) {
-	bin := os.Getenv("FNBENCH_BRIDGE")
-	if bin == "" {
-		t.Skip("FNBENCH_BRIDGE (a bin/bridge) not set")
-	}
-	bin, _ = filepath.Abs(bin)
+	bin, _ := filepath.Abs(testtool.Require(t, "BRIDGE_BIN", "bridge", "to invoke the five-step fixtures"))
 	dir := t.TempDir()
 	cfgs, err := writeFixtures(dir, registrations{1, 1, 1})
 	if err != nil {
