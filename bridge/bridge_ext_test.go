@@ -490,19 +490,18 @@ func TestQueuedInvocationFlushesItsRunOnceLeased(t *testing.T) {
 		n := h.b.InFlight()
 		return n == 2, fmt.Sprintf("%d invocations in flight", n)
 	})
-	first := make(chan restatetest.Frame, 1)
-	go func() {
-		if f, err := s.Next(); err == nil {
-			first <- f
-		}
-	}()
+	first := s.NextAsync()
 	select {
-	case f := <-first:
-		t.Fatalf("queued invocation wrote %v while the only registration was leased", f)
+	case r := <-first:
+		t.Fatalf("queued invocation wrote %v (%v) while the only registration was leased", r.Frame, r.Err)
 	case <-time.After(300 * time.Millisecond):
 	}
 	close(release)
-	got := []restatetest.Frame{<-first}
+	r := <-first
+	if r.Err != nil {
+		t.Fatal(r.Err)
+	}
+	got := []restatetest.Frame{r.Frame}
 	rest, err := s.Play(nil, nil)
 	if err != nil {
 		t.Fatalf("after %v: %v", rest, err)

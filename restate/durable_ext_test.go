@@ -640,20 +640,19 @@ func TestRunReadyFlushesAfterReadiness(t *testing.T) {
 			_, url := stepsServer(t, restate.BidiStream, handlers)
 			s := openSteps(t, url, v, "ready", "inv_ready")
 			<-readyIn
-			frames := make(chan restatetest.Frame, 1)
-			go func() {
-				if f, err := s.Next(); err == nil {
-					frames <- f
-				}
-			}()
+			frames := s.NextAsync()
 			// A frame here would be a RunCommand flushed while ready waits.
 			select {
-			case f := <-frames:
-				t.Fatalf("frame %v reached the runtime while the readiness step waited", f)
+			case r := <-frames:
+				t.Fatalf("frame %v (%v) reached the runtime while the readiness step waited", r.Frame, r.Err)
 			case <-time.After(300 * time.Millisecond):
 			}
 			close(release)
-			f := <-frames
+			next := <-frames
+			if next.Err != nil {
+				t.Fatal(next.Err)
+			}
+			f := next.Frame
 			if r, ok := restatetest.Message[*servicev1.RunCommandMessage](f); !ok || r.GetName() != "step" {
 				t.Fatalf("first frame %v, want RunCommand \"step\"", f)
 			}

@@ -47,9 +47,16 @@ func TestReadSelfAndChild(t *testing.T) {
 	}
 	cmd := exec.Command("sleep", "30")
 	if err := cmd.Start(); err != nil {
-		t.Skipf("sleep: %v", err)
+		t.Fatalf("sleep: %v", err)
 	}
 	pid := cmd.Process.Pid
+	reaped := false
+	t.Cleanup(func() { // a failed check leaves no sleep behind
+		if !reaped {
+			_ = cmd.Process.Kill()
+			_ = cmd.Wait()
+		}
+	})
 	if !procstat.Alive(pid) {
 		t.Fatalf("running child %d not alive", pid)
 	}
@@ -64,6 +71,7 @@ func TestReadSelfAndChild(t *testing.T) {
 	}
 	_ = cmd.Process.Kill()
 	_ = cmd.Wait()
+	reaped = true
 	if procstat.Alive(pid) {
 		t.Fatalf("reaped child %d still alive", pid)
 	}

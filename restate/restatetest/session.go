@@ -133,6 +133,25 @@ func (s *Session) Next() (Frame, error) {
 	return Frame{Header: h, Message: m}, nil
 }
 
+// Read is one result of Next.
+type Read struct {
+	Frame Frame
+	Err   error
+}
+
+// NextAsync reads the next response frame in a goroutine: a test can
+// check that none arrives for a while, then take the one that does. The
+// channel always gets the result, an error included, so a receive never
+// waits for a frame that cannot come.
+func (s *Session) NextAsync() <-chan Read {
+	ch := make(chan Read, 1)
+	go func() {
+		f, err := s.Next()
+		ch <- Read{f, err}
+	}()
+	return ch
+}
+
 // Close releases the stream.
 func (s *Session) Close() {
 	_ = s.pw.CloseWithError(errors.New("session closed"))

@@ -107,6 +107,10 @@ func StartHelper(t *testing.T, env []string, stdin bool) *Helper {
 	// The killed helper cannot remove its worker scratch directories: keep
 	// them inside the test's temporary directory.
 	cmd.Env = append(append(os.Environ(), env...), "TMPDIR="+t.TempDir())
+	// Pdeathsig: a test binary that dies (go test -timeout panics, and
+	// skips the cleanup) takes the helper with it, and the helper's
+	// workers follow it; the "server" helper would otherwise block forever.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
 	h := &Helper{Cmd: cmd}
 	if stdin {
 		in, err := cmd.StdinPipe()
