@@ -6,6 +6,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/fnbridge/fnbridge/internal/testtool"
 )
 
 // The registration digest must not change across releases for the same
@@ -162,9 +164,7 @@ func TestRegistrationDigestFollowsTheInterpreter(t *testing.T) {
 		}
 		return h
 	}
-	if defaultPython() == "" {
-		t.Skip("python3 is not on PATH")
-	}
+	testtool.Require(t, "", "python3", "to digest a venv's interpreter")
 	a := newDir()
 	plain := digest(handler(a, ""))
 	fakePython(t, filepath.Join(a, ".venv", "bin", "python"), "3.11.2")

@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"net"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"reflect"
 	"slices"
@@ -25,6 +24,8 @@ import (
 	"github.com/fnbridge/fnbridge/restate"
 	"github.com/fnbridge/fnbridge/restate/discovery"
 	"github.com/fnbridge/fnbridge/restate/restatetest"
+
+	"github.com/fnbridge/fnbridge/internal/testtool"
 )
 
 // The reload tests run real python3 and bash workers on the embedded
@@ -83,9 +84,7 @@ func newLiveHarness(t *testing.T, config string) *liveHarness {
 func newLiveHarnessWith(t *testing.T, config string, opts bridge.Options) *liveHarness {
 	t.Helper()
 	for _, bin := range []string{"python3", "bash"} {
-		if _, err := exec.LookPath(bin); err != nil {
-			t.Skipf("%s not found: needed to run the functions", bin)
-		}
+		testtool.Require(t, "", bin, "to run the functions")
 	}
 	root := t.TempDir()
 	lh := &liveHarness{t: t, root: root}

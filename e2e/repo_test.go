@@ -6,15 +6,15 @@ import (
 	"regexp"
 	"strings"
 	"testing"
+
+	"github.com/fnbridge/fnbridge/internal/testtool"
 )
 
 // Rule (README, CONTRIBUTING): "make help" lists every target with one
 // line each: every target the Makefile documents with "## " is in its
 // output, e2e (a name with a digit) included.
 func TestMakeHelpListsEveryDocumentedTarget(t *testing.T) {
-	if _, err := exec.LookPath("make"); err != nil {
-		t.Skip("make is not installed")
-	}
+	testtool.Require(t, "", "make", "to list the Makefile's targets")
 	src, err := os.ReadFile("../Makefile")
 	if err != nil {
 		t.Fatal(err)

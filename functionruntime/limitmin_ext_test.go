@@ -2,7 +2,6 @@ package functionruntime_test
 
 import (
 	"context"
-	"os/exec"
 	"testing"
 	"time"
 
@@ -13,6 +12,8 @@ import (
 	"github.com/fnbridge/fnbridge/functionruntime"
 	"github.com/fnbridge/fnbridge/functionruntime/bash"
 	executorv1 "github.com/fnbridge/fnbridge/proto/executor/v1"
+
+	"github.com/fnbridge/fnbridge/internal/testtool"
 )
 
 // A registration asking for fewer open files or processes than its
@@ -21,9 +22,7 @@ import (
 // at once instead of starting workers that fail): the configuration can
 // only refuse what no runtime's worker starts with.
 func TestRegistrationBelowTheWorkersLeastIsRefused(t *testing.T) {
-	if _, err := exec.LookPath("bash"); err != nil {
-		t.Skip("bash not found:", err)
-	}
+	testtool.Require(t, "", "bash", "to start a worker")
 	srv := functionruntime.NewServer(functionruntime.Options{
 		Adapter: bash.New(bash.Options{Grace: 100 * time.Millisecond, NoContextCommand: true}),
 		Logger:  zerolog.Nop(),

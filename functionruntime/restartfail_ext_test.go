@@ -3,7 +3,6 @@ package functionruntime_test
 import (
 	"context"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -15,6 +14,8 @@ import (
 	"github.com/fnbridge/fnbridge/functionruntime"
 	"github.com/fnbridge/fnbridge/functionruntime/bash"
 	executorv1 "github.com/fnbridge/fnbridge/proto/executor/v1"
+
+	"github.com/fnbridge/fnbridge/internal/testtool"
 )
 
 // "Permanent initialization failure is surfaced as FAILED with a bounded
@@ -26,9 +27,7 @@ import (
 // The real bash adapter runs the worker: the failure comes from its
 // supervisor.
 func TestFailedBackgroundRestartIsFailedInStatus(t *testing.T) {
-	if _, err := exec.LookPath("bash"); err != nil {
-		t.Skip("bash not found:", err)
-	}
+	testtool.Require(t, "", "bash", "to start a worker")
 	dir := t.TempDir()
 	file := filepath.Join(dir, "h.sh")
 	if err := os.WriteFile(file, []byte("slow() { sleep 60; }\n"), 0o644); err != nil {

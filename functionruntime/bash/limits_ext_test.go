@@ -2,12 +2,13 @@ package bash_test
 
 import (
 	"errors"
-	"os/exec"
 	"strings"
 	"testing"
 
 	"github.com/fnbridge/fnbridge/functionruntime"
 	"github.com/fnbridge/fnbridge/functionruntime/internal/proc"
+
+	"github.com/fnbridge/fnbridge/internal/testtool"
 )
 
 // A command a Bash function runs past the worker's memory limit fails the
@@ -15,10 +16,7 @@ import (
 // not with the command's own MemoryError: where the worker has a memory
 // cgroup, the command gets no data rlimit to hit first.
 func TestChildPastTheMemoryLimitIsNamed(t *testing.T) {
-	py, err := exec.LookPath("python3")
-	if err != nil {
-		t.Skip("no python3 to allocate with")
-	}
+	py := testtool.Require(t, "", "python3", "to allocate memory with")
 	if desc, _ := proc.Mechanisms(); !strings.Contains(desc, "memory of the whole worker") {
 		t.Skipf("no memory cgroup here: %s", desc)
 	}
@@ -29,7 +27,7 @@ func TestChildPastTheMemoryLimitIsNamed(t *testing.T) {
 	f.Spec.Limits = functionruntime.DefaultWorkerLimits()
 	f.Spec.Limits.Memory = 128 << 20
 	w := f.Start(t)
-	_, err = f.Invoke(t, w, "null")
+	_, err := f.Invoke(t, w, "null")
 	var le *proc.LimitError
 	if !errors.As(err, &le) || le.Limit != proc.LimitMemory {
 		t.Fatalf("err = %v, want a memory LimitError", err)

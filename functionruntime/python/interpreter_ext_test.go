@@ -16,6 +16,8 @@ import (
 	"github.com/fnbridge/fnbridge/functionruntime"
 	"github.com/fnbridge/fnbridge/functionruntime/internal/adaptertest"
 	"github.com/fnbridge/fnbridge/functionruntime/python"
+
+	"github.com/fnbridge/fnbridge/internal/testtool"
 )
 
 // venvHandler imports a package only the test's virtual environment has,
@@ -238,10 +240,7 @@ func TestCheckInterpreter(t *testing.T) {
 // bridge starting 32 registrations through a pyenv shim ran 32 probes, a
 // dozen bash processes each, while its first invocations waited.
 func TestConcurrentResolutionsShareOneProbe(t *testing.T) {
-	python3, err := exec.LookPath("python3")
-	if err != nil {
-		t.Skip("python3 not found")
-	}
+	python3 := testtool.Require(t, "", "python3", "to probe")
 	dir := t.TempDir()
 	count := filepath.Join(dir, "probes")
 	// Counts its runs, then waits for all resolutions to have begun.
@@ -281,10 +280,7 @@ func TestConcurrentResolutionsShareOneProbe(t *testing.T) {
 // the registration that started it, not every one that waited for it:
 // those ask on their own.
 func TestASharedProbeThatDiesFailsOnlyItsOwnRegistration(t *testing.T) {
-	python3, err := exec.LookPath("python3")
-	if err != nil {
-		t.Skip("python3 not found")
-	}
+	python3 := testtool.Require(t, "", "python3", "to probe")
 	dir := t.TempDir()
 	first := filepath.Join(dir, "first")
 	// The first run waits for the others to share it, then is killed.

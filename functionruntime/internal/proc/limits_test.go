@@ -11,7 +11,6 @@ import (
 	"io"
 	"math"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -22,6 +21,8 @@ import (
 	"github.com/fnbridge/fnbridge/functionruntime/internal/proctest"
 	"github.com/fnbridge/fnbridge/internal/procstat"
 	"github.com/rs/zerolog"
+
+	"github.com/fnbridge/fnbridge/internal/testtool"
 )
 
 var errTestCrash = errors.New("crashed")
@@ -220,9 +221,7 @@ func TestSetsidOrphansAreReaped(t *testing.T) {
 // reaped once it exits: killed with the worker's cgroup, or, without one,
 // when it ends on its own after the worker.
 func TestSetpgidDescendantsAreReaped(t *testing.T) {
-	if _, err := exec.LookPath("timeout"); err != nil {
-		t.Skip("no timeout(1) here")
-	}
+	testtool.Require(t, "", "timeout", "to make a descendant leave the group")
 	for _, c := range []struct {
 		name   string
 		limits Limits
@@ -248,6 +247,9 @@ func TestSetpgidDescendantsAreReaped(t *testing.T) {
 						child = st.PID
 					}
 				}
+			}
+			if child == 0 {
+				t.Fatalf("timeout's child (of %d) not found within 5s", pid)
 			}
 			p.Terminate(100 * time.Millisecond)
 			deadline := time.Now().Add(10 * time.Second)

@@ -4,20 +4,18 @@ import (
 	"context"
 	"errors"
 	"os"
-	"os/exec"
 	"strconv"
 	"strings"
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/fnbridge/fnbridge/internal/testtool"
 )
 
 func requireSh(t *testing.T) string {
 	t.Helper()
-	sh, err := exec.LookPath("sh")
-	if err != nil {
-		t.Skip("no sh")
-	}
+	sh := testtool.Require(t, "", "sh", "to run the probes")
 	return sh
 }
 

@@ -4,7 +4,6 @@ import (
 	"bufio"
 	"errors"
 	"os"
-	"os/exec"
 	"strconv"
 	"strings"
 	"syscall"
@@ -12,14 +11,13 @@ import (
 	"time"
 
 	"github.com/rs/zerolog"
+
+	"github.com/fnbridge/fnbridge/internal/testtool"
 )
 
 func startSh(t *testing.T, script string, env []string) *Process {
 	t.Helper()
-	sh, err := exec.LookPath("sh")
-	if err != nil {
-		t.Skip("no sh")
-	}
+	sh := testtool.Require(t, "", "sh", "to run the worker scripts")
 	p, err := Start(Config{Path: sh, Args: []string{"-c", script}, Dir: t.TempDir(), Env: env, Logger: zerolog.Nop()})
 	if err != nil {
 		t.Fatal(err)
