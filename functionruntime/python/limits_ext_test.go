@@ -2,18 +2,22 @@ package python_test
 
 import (
 	"encoding/json"
+	"fmt"
 	"os"
+	"strings"
 	"testing"
+	"time"
 
 	"golang.org/x/sys/unix"
 
 	"github.com/fnbridge/fnbridge/functionruntime"
+	"github.com/fnbridge/fnbridge/functionruntime/internal/proctest"
 )
 
 // limitsPy reports the descriptors the worker holds beyond stdio and
 // whether its guardian runs (fds), or opens files until it cannot (fill).
 const limitsPy = `
-import os, resource, time
+import os, resource
 
 def held(fd):
     try:
@@ -23,8 +27,7 @@ def held(fd):
         return False
 
 def guardian():
-    # The worker's guardian, blocked reading the lifeline, or None.
-    time.sleep(0.2)  # one that failed has killed the group by now
+    # The worker's guardian (started before the handshake), or None.
     for pid in os.listdir("/proc"):
         try:
             with open("/proc/%s/cmdline" % pid, "rb") as f:
@@ -72,6 +75,14 @@ func fdsOf(t *testing.T, open int64) (fdReport, fillReport) {
 	var r fdReport
 	if err := json.Unmarshal(f.MustInvoke(t, w, "null").Output, &r); err != nil {
 		t.Fatal(err)
+	}
+	if r.Guardian != 0 {
+		// A guardian that works blocks reading the lifeline; one that
+		// could not read it kills the group and is gone instead.
+		proctest.Eventually(t, 5*time.Second, "the guardian blocks reading the lifeline", func() bool {
+			wchan, _ := os.ReadFile(fmt.Sprintf("/proc/%d/wchan", r.Guardian))
+			return strings.Contains(string(wchan), "pipe")
+		})
 	}
 	f.Spec.Handler = "lim.fill"
 	var fr fillReport
