@@ -325,7 +325,10 @@ where  v=$(fnbridge run NAME -- CMD)  forks a subshell.`,
 				return callFailed(err)
 			}
 			if rec != nil {
-				drainPipedStdin(cmd.InOrStdin())
+				// A recorded step reads none of its stdin: whether CMD read
+				// it cannot be known, and a pipe it shares with the code
+				// around it (producer | while read ...; do fnbridge run ...)
+				// is that code's input, which reading lost.
 				if rec.Failure != nil {
 					return exitf(ctxExitTerminal, "run %s: %s", name, rec.Failure.Message)
 				}
@@ -335,28 +338,6 @@ where  v=$(fnbridge run NAME -- CMD)  forks a subshell.`,
 		},
 	}
 	return cmd
-}
-
-// maxReplayDrain bounds what a replayed step reads of a piped stdin.
-const maxReplayDrain = 64 << 20
-
-// drainPipedStdin reads a replayed step's stdin when it is a pipe, to its
-// end or maxReplayDrain, and discards it, as CMD reading its input did: a
-// writer feeding the step (producer | fnbridge run NAME -- CMD) then ends
-// as it did the first time, rather than with a broken pipe that fails the
-// pipeline (pipefail) on every retry. The bound stops an endless writer
-// (yes | ...), which gets its broken pipe as it did when CMD exited.
-// Another stdin (a file, the worker's /dev/null) is not read: a command
-// that did not read it must not move a loop's file offset on replay.
-func drainPipedStdin(r io.Reader) {
-	f, ok := r.(*os.File)
-	if !ok {
-		return
-	}
-	if fi, err := f.Stat(); err != nil || fi.Mode()&os.ModeNamedPipe == 0 {
-		return
-	}
-	_, _ = io.CopyN(io.Discard, f, maxReplayDrain)
 }
 
 // stepStdout is the file CMD's stdout goes to, as in the shell function:

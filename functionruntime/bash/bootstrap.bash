@@ -113,12 +113,6 @@ __fnb_run() {
 		builtin printf 'C\t%s.%d\t%s\t%s\t%d\t%s\n' "$__fnb_f" "$__fnb_rq" "$FNBRIDGE_CONTEXT" "$FNBRIDGE_CONTEXT_TOKEN" "$__fnb_rc" "${1//[$'\t\n']/ }" >&"$__fnb_areq"
 		__fnb_answer || builtin return
 	fi
-	if [[ $__fnb_k != x && -p /dev/stdin ]]; then
-		# Replayed with a pipe for stdin (< <(producer)): read it as CMD
-		# did, up to the bound the fnbridge command has (see
-		# drainPipedStdin), so its writer ends as it did the first time.
-		command head -c 67108864 >/dev/null || :
-	fi
 	# test, not [[ ]]: a function's nocasematch would let r and o match.
 	if [ "$__fnb_k" = R ] || [ "$__fnb_k" = O ]; then
 		__fnb_run_nul "$__fnb_var" "$__fnb_name"
