@@ -258,6 +258,12 @@ __fnb_agent_open() {
 # end, would otherwise stay open in the agent for the worker's life.
 __fnb_agent_start() {
 	builtin local __fnb_o
+	# The function's glob settings must not empty the list (set -f left
+	# the pattern unexpanded, GLOBIGNORE=* drops every name): this runs in
+	# a command substitution's subshell, so nothing needs restoring.
+	builtin set +f
+	builtin shopt -u nullglob failglob nocaseglob extglob
+	GLOBIGNORE=
 	for __fnb_o in /proc/$BASHPID/fd/*; do
 		__fnb_o=${__fnb_o##*/}
 		case $__fnb_o in

@@ -240,7 +240,9 @@ inshell_own() {
 	sleep 0.01 &
 	bg=$!
 	exec 9>held
+	set -f # set -euf scripts: the agent's start still closes every file
 	fnbridge run --var v o1 -- printf one || return
+	set +f
 	[[ $! == "$bg" ]] || echo "\$! is $! after a step, was $bg"
 	wait
 	echo "waited $?"
@@ -465,7 +467,8 @@ func TestSteps(t *testing.T) {
 	// Rule: `fnbridge run` in the function's shell leaves the function's
 	// state alone: $! and a bare wait (the agent used to be a process
 	// substitution: wait hung for the worker's life), its open files (the
-	// agent held them and their locks), nocasematch (every --var step
+	// agent held them and their locks, also under set -f, which left the
+	// glob naming them unexpanded), nocasematch (every --var step
 	// failed as holding a NUL), a long step name (the agent read it
 	// garbled and the step hung), its PATH, set -x (which traced the
 	// bootstrap, the attempt's token included); a readonly --var fails
