@@ -176,6 +176,9 @@ func TestConfigErrorsNameLineFieldAndWhatIsAllowed(t *testing.T) {
 			servicesStart + "      - &base {name: a, runtime: python, dir: functions, handler: greeter.greet, timeout: ~}\n" +
 				"      - <<: *base\n        name: b\n        timeout: 0s\n",
 			"line 7: services[0].handlers[1].timeout: 0 is not allowed: want 0 < timeout <= 15m (left out: 30s)"},
+		{"too few processes for a steps-mode Bash worker",
+			servicesStart + "      - {name: h, runtime: bash, dir: functions, handler: greeter.greet, durability: steps, limits: {processes: 8}}\n",
+			"line 4: services[0].handlers[0].limits.processes: 8 is fewer than 12, the fewest a durability: steps Bash worker takes a step with (the worker, its guardian and subshell, the step agent, a Go program whose threads count, and the step's command; each fnbridge command run outside the function's own shell adds about 6)"},
 		{"a written zero suspend_after on a function-mode handler",
 			servicesStart + "      - {name: h, runtime: python, dir: functions, handler: greeter.greet, suspend_after: 0s}\n",
 			"line 4: services[0].handlers[0].suspend_after: only applies with durability: steps (a function-mode handler never waits on the journal)"},

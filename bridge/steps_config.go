@@ -23,6 +23,14 @@ const (
 // timeout instead, so a wait suspends before the attempt times out.
 const DefaultSuspendAfter = 5 * time.Second
 
+// MinBashStepsProcesses is the fewest processes (a pids cgroup counts
+// threads) a durability: steps Bash worker takes a step with: the worker,
+// its guardian and invocation subshell, the step agent (a Go program of 5
+// to 7 threads) and the step's command. Measured with bridge invoke on 2
+// CPUs: 8 for a step in the function's own shell, 11 for one in $(...),
+// where the fnbridge command runs too; 12 leaves one to spare.
+const MinBashStepsProcesses = 12
+
 // StepsMode reports whether the handler journals its own steps.
 func (h *HandlerConfig) StepsMode() bool { return h.Durability == DurabilitySteps }
 
@@ -42,6 +50,10 @@ func (h *HandlerConfig) resolveDurability(hp string, bad func(path, format strin
 			bad(hp+".suspend_after", "only applies with durability: steps (a function-mode handler never waits on the journal)")
 		}
 		return
+	}
+	if n := h.Limits.Worker().Processes; h.Runtime == "bash" && n > 0 && n < MinBashStepsProcesses {
+		bad(hp+".limits.processes", "%d is fewer than %d, the fewest a durability: steps Bash worker takes a step with (the worker, its guardian and subshell, the step agent, a Go program whose threads count, and the step's command; each fnbridge command run outside the function's own shell adds about 6)",
+			n, MinBashStepsProcesses)
 	}
 	switch {
 	case h.SuspendAfter == 0:
