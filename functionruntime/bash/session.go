@@ -332,18 +332,28 @@ func (s *session) invoke(input []byte, sc *functionruntime.StepContext, env map[
 	// One byte over the bound for the trailing newline, taken off below.
 	out, outErr := takeFile(stdout, s.maxOutput, 1, "stdout")
 	outs, outsErr := takeFile(outsFile, proc.MaxOutputsFile, 0, proc.OutputsEnv+" file")
-	if status == TerminalExitStatus {
-		// `fnbridge fail` leaves its code and message here; only it
-		// writes the file, and it always exits 100.
-		if rec := takeHead(cur.file(s.Tmp, 'f'), maxFailRecord); len(rec) > 0 {
-			if he := failRecord(rec); he != nil {
-				s.P.SyncLogs()
-				return functionruntime.Result{}, he
+	if status != 0 {
+		var failed error
+		if status == TerminalExitStatus {
+			// `fnbridge fail` leaves its code and message here; only it
+			// writes the file, and it always exits 100.
+			if rec := takeHead(cur.file(s.Tmp, 'f'), maxFailRecord); len(rec) > 0 {
+				if he := failRecord(rec); he != nil {
+					s.P.SyncLogs()
+					failed = he
+				}
 			}
 		}
-	}
-	if status != 0 {
-		return functionruntime.Result{}, s.statusError(status, sc != nil)
+		if failed == nil {
+			failed = s.statusError(status, sc != nil)
+		}
+		if sc != nil && len(s.P.Leftovers(s.agentPid())) > 0 {
+			// The attempt is over, and no code of it may go on: a
+			// background step still running would run beside the retry
+			// (its completion refused, its side effects not).
+			return functionruntime.Result{}, &proc.DiscardSession{Err: failed}
+		}
+		return functionruntime.Result{}, failed
 	}
 	if outErr != nil {
 		return functionruntime.Result{}, outErr
@@ -367,6 +377,18 @@ func (s *session) invoke(input []byte, sc *functionruntime.StepContext, env map[
 		}
 	}
 	return functionruntime.Result{Output: out, ContentType: contentType(out), Outputs: outputs}, nil
+}
+
+// agentPid is the pid of the worker's step agent (durability: steps), or
+// 0: a process that serves the worker's later invocations, not a
+// leftover of one.
+func (s *session) agentPid() int {
+	b, err := os.ReadFile(filepath.Join(s.Tmp, "a.pid"))
+	if err != nil {
+		return 0
+	}
+	pid, _ := strconv.Atoi(strings.TrimSpace(string(b)))
+	return pid
 }
 
 // readStatus reads the status of request s.seq, whose token is token:

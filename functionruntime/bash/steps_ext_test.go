@@ -8,6 +8,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -18,6 +19,7 @@ import (
 	"github.com/fnbridge/fnbridge/functionruntime/bash"
 	"github.com/fnbridge/fnbridge/functionruntime/internal/adaptertest"
 	"github.com/fnbridge/fnbridge/functionruntime/internal/proc/steptest"
+	"github.com/fnbridge/fnbridge/internal/procstat"
 )
 
 // stepsSh is the test file steps.sh. Each step's command appends its
@@ -48,6 +50,14 @@ loops() {
 	while read -r x; do fnbridge run "here $x" -- printf '%s' "$x" >/dev/null || exit; out+="$x,"; done <<<$'d\ne'
 	out+=$(printf 'f\ng\nh\n' | while read -r x; do fnbridge run "piped $x" -- printf '%s' "$x" >/dev/null || exit; printf '%s,' "$x"; done) || exit
 	echo "$out"
+}
+
+# A background step still running when the function fails: the attempt is
+# over, and its step must not run on beside the retry.
+bg_fail() {
+	fnbridge run upload -- sh -c 'echo "$$" >bg.pid; exec sleep 60' >/dev/null &
+	until [ -s bg.pid ]; do sleep 0.01; done
+	exit 1
 }
 
 terminal() {
@@ -372,6 +382,27 @@ func TestSteps(t *testing.T) {
 		if got := s.marker(t); got != "u" {
 			t.Fatalf("steps ran %q, want upload once", got)
 		}
+	})
+
+	// Rule (issue 10): once an attempt ends, no code of it runs. A
+	// background step of a function that failed is stopped before the
+	// failure is answered, so Restate's retry never runs beside it; the
+	// worker serves the retry.
+	t.Run("a failed attempt's background step is stopped", func(t *testing.T) {
+		s := e.start(t, "bg_fail", nil)
+		_, err := s.invoke(t, e.Open(t, &stepctxtest.Journal{}), "")
+		steptest.WantHandlerError(t, err, functionruntime.HandlerError{Type: "exit", ExitCode: 1, Message: "exit status 1"})
+		b, rerr := os.ReadFile(filepath.Join(s.f.Dir, "bg.pid"))
+		pid, _ := strconv.Atoi(strings.TrimSpace(string(b)))
+		if rerr != nil || pid == 0 {
+			t.Fatalf("bg.pid: %q %v", b, rerr)
+		}
+		if st, err := procstat.Read(pid); err == nil && !st.Dead() {
+			t.Fatalf("the failed attempt's background step (pid %d, %c) still runs after its failure was answered", pid, st.State)
+		}
+		_ = os.Remove(filepath.Join(s.f.Dir, "bg.pid"))
+		_, err = s.invoke(t, e.Open(t, &stepctxtest.Journal{}), "")
+		steptest.WantHandlerError(t, err, functionruntime.HandlerError{Type: "exit", ExitCode: 1, Message: "exit status 1"})
 	})
 
 	// A step in a loop reads none of the loop's input, the first time or

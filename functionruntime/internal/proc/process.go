@@ -5,11 +5,14 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"slices"
 	"sync"
 	"syscall"
 	"time"
 
 	"github.com/rs/zerolog"
+
+	"github.com/fnbridge/fnbridge/internal/procstat"
 )
 
 // DefaultGrace is how long a worker's group gets between SIGTERM and
@@ -261,6 +264,19 @@ func (p *Process) RecentLines(n int) []string { return p.logs.lastLines(n) }
 // server, without touching the worker itself. Call it between invocations
 // so a handler that spawns background children does not pile up zombies.
 func (p *Process) ReapStrays() { reapStrays(p.pid, p.pid) }
+
+// Leftovers lists the live processes of the worker's group other than the
+// worker, its own children and except: what ended invocations left
+// running (their background jobs, re-parented once their subshell exited).
+func (p *Process) Leftovers(except ...int) []int {
+	var left []int
+	for _, st := range procstat.All() {
+		if st.PGID == p.pid && st.PID != p.pid && st.PPID != p.pid && !st.Dead() && !slices.Contains(except, st.PID) {
+			left = append(left, st.PID)
+		}
+	}
+	return left
+}
 
 // Terminate stops the worker's whole process group: SIGTERM, up to grace
 // for the group to exit, then SIGKILL. It reaps the worker (and any group

@@ -54,6 +54,16 @@ type ProtocolError struct{ Err error }
 func (e *ProtocolError) Error() string { return e.Err.Error() }
 func (e *ProtocolError) Unwrap() error { return e.Err }
 
+// DiscardSession is a call's answer (Err) after which its session must
+// not serve again: [Supervisor.Do] stops the session, its whole process
+// group, before it returns Err, and the next call gets a fresh one. An
+// adapter returns it when an invocation that failed left processes
+// running (see [Process.Leftovers]) that must not run beside its retry.
+type DiscardSession struct{ Err error }
+
+func (e *DiscardSession) Error() string { return e.Err.Error() }
+func (e *DiscardSession) Unwrap() error { return e.Err }
+
 // SupervisorConfig configures a [Supervisor].
 type SupervisorConfig struct {
 	// Name describes the worker in errors ("python worker").
@@ -161,6 +171,11 @@ func (s *Supervisor) Do(ctx context.Context, logger *zerolog.Logger, call func(S
 	// change it: Interrupt's deadlines stay on the pipes, so the worker can
 	// take no more invocations, though this one stands.
 	interrupted := !stopWatch()
+	var ds *DiscardSession
+	discardAsked := errors.As(err, &ds)
+	if discardAsked {
+		err = ds.Err
+	}
 
 	var pe *ProtocolError
 	if errors.As(err, &pe) {
@@ -189,8 +204,13 @@ func (s *Supervisor) Do(ctx context.Context, logger *zerolog.Logger, call func(S
 		return fmt.Errorf("%s: %w during the invocation", s.cfg.Name, ErrClosed)
 	}
 	p.SyncLogs()
+	if discardAsked {
+		// Before EndInvocation: the last lines of what it stops are
+		// still this invocation's.
+		s.discard(sess)
+	}
 	p.EndInvocation()
-	if interrupted {
+	if interrupted && !discardAsked {
 		s.discard(sess)
 	}
 	if err != nil {
@@ -202,7 +222,7 @@ func (s *Supervisor) Do(ctx context.Context, logger *zerolog.Logger, call func(S
 			return &LimitError{Limit: limit, Detail: detail, InForce: p.inForce, Err: err}
 		}
 	}
-	if !interrupted {
+	if !interrupted && !discardAsked {
 		p.ReapStrays()
 	}
 	return err
