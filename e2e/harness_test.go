@@ -16,7 +16,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"runtime"
 	"strconv"
 	"strings"
 	"sync"
@@ -66,26 +65,14 @@ var build struct {
 // bin/bridge and exports it), else the binary built once for all tests.
 func bridgeBin(t testing.TB) string {
 	t.Helper()
-	if p := os.Getenv("BRIDGE_BIN"); p != "" {
-		if _, err := os.Stat(p); err == nil {
-			return p
-		}
+	if p := testtool.BuiltBridge(); p != "" {
+		return p
 	}
 	build.once.Do(func() {
-		_, file, _, ok := runtime.Caller(0)
-		if !ok {
-			build.err = errors.New("cannot locate the module root from the test source")
-			return
-		}
 		if build.dir, build.err = os.MkdirTemp("", "fnbridge-e2e-bin-"); build.err != nil {
 			return
 		}
-		build.bin = filepath.Join(build.dir, "bridge")
-		cmd := exec.Command("go", "build", "-o", build.bin, "./cmd/bridge")
-		cmd.Dir = filepath.Dir(filepath.Dir(file))
-		if out, err := cmd.CombinedOutput(); err != nil {
-			build.err = fmt.Errorf("go build ./cmd/bridge: %v\n%s", err, out)
-		}
+		build.bin, build.err = testtool.BuildBridge(build.dir)
 	})
 	if build.err != nil {
 		t.Fatal(build.err)

@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"regexp"
 	"strconv"
@@ -20,6 +19,7 @@ import (
 	"github.com/fnbridge/fnbridge/functionruntime/internal/adaptertest"
 	"github.com/fnbridge/fnbridge/functionruntime/internal/proc/steptest"
 	"github.com/fnbridge/fnbridge/internal/procstat"
+	"github.com/fnbridge/fnbridge/internal/testtool"
 )
 
 // stepsSh is the test file steps.sh. Each step's command appends its
@@ -290,10 +290,7 @@ type stepsEnv struct {
 func newStepsEnv(t testing.TB) *stepsEnv {
 	t.Helper()
 	e := &stepsEnv{Server: steptest.New(t)}
-	e.bridge = filepath.Join(e.Dir, "bridge")
-	if out, err := exec.Command("go", "build", "-o", e.bridge, "github.com/fnbridge/fnbridge/cmd/bridge").CombinedOutput(); err != nil {
-		t.Fatalf("build the bridge binary (the fnbridge command): %v\n%s", err, out)
-	}
+	e.bridge = testtool.BridgeBin(t, e.Dir)
 	return e
 }
 
