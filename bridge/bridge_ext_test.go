@@ -18,6 +18,7 @@ import (
 
 	"github.com/fnbridge/fnbridge/bridge"
 	"github.com/fnbridge/fnbridge/functionruntime"
+	"github.com/fnbridge/fnbridge/internal/testtool"
 	executorv1 "github.com/fnbridge/fnbridge/proto/executor/v1"
 	servicev1 "github.com/fnbridge/fnbridge/proto/restate/service/v1"
 	"github.com/fnbridge/fnbridge/restate"
@@ -486,7 +487,7 @@ func TestQueuedInvocationFlushesItsRunOnceLeased(t *testing.T) {
 	if err := s.Send(restatetest.Start("inv_b", 1), restatetest.Input([]byte(`2`))); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, "the queued invocation in flight", func() (bool, string) {
+	testtool.Eventually(t, 5*time.Second, "the queued invocation in flight", func() (bool, string) {
 		n := h.b.InFlight()
 		return n == 2, fmt.Sprintf("%d invocations in flight", n)
 	})

@@ -304,7 +304,7 @@ func TestLiveReloadLetsInFlightInvocationsFinishOnTheOldVersion(t *testing.T) {
 	if err := waiting.Send(restatetest.Start("inv_waiting", 1), restatetest.Input([]byte(`{}`))); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, "the second invocation in flight", func() (bool, string) {
+	testtool.Eventually(t, 5*time.Second, "the second invocation in flight", func() (bool, string) {
 		n := lh.live.InFlight()
 		return n == 2, fmt.Sprintf("%d invocations in flight", n)
 	})
@@ -561,7 +561,7 @@ func TestReloadKeepsRegistrationGaugesTrue(t *testing.T) {
 			t.Fatalf("after reload %d: Sh/f warm workers %v (%v), want 1", v-1, n, ok)
 		}
 		lh.callOK("Py", "f")
-		eventually(t, fmt.Sprintf("after reload %d: Py/f warm workers 1", v-1), func() (bool, string) {
+		testtool.Eventually(t, 5*time.Second, fmt.Sprintf("after reload %d: Py/f warm workers 1", v-1), func() (bool, string) {
 			n, ok := warm("Py")
 			return ok && n == 1, fmt.Sprintf("%v (%v)", n, ok)
 		})
@@ -573,7 +573,7 @@ services:
       - {name: f, runtime: bash, dir: fn, handler: sh.f}
 `)
 	lh.reload()
-	eventually(t, "the removed Py/f counts no warm worker", func() (bool, string) {
+	testtool.Eventually(t, 5*time.Second, "the removed Py/f counts no warm worker", func() (bool, string) {
 		n, ok := warm("Py")
 		return !ok || n == 0, fmt.Sprintf("%v (%v)", n, ok)
 	})

@@ -16,6 +16,7 @@ import (
 	"github.com/fnbridge/fnbridge/bridge"
 	"github.com/fnbridge/fnbridge/bridge/telemetry"
 	"github.com/fnbridge/fnbridge/bridge/telemetry/telemetrytest"
+	"github.com/fnbridge/fnbridge/internal/testtool"
 	executorv1 "github.com/fnbridge/fnbridge/proto/executor/v1"
 	"github.com/fnbridge/fnbridge/restate/restatetest"
 	"github.com/fnbridge/fnbridge/restate/wire"
@@ -224,7 +225,7 @@ func TestReloadCountsTheReplacedGenerationWhileItServes(t *testing.T) {
 
 	release()
 	wantTypes(t, waitFrames(t, done), wire.RunCommandType, wire.ProposeRunCompletionMessageType, wire.OutputCommandType, wire.EndMessageType)
-	eventually(t, "the replaced generation no longer counted", func() (bool, string) {
+	testtool.Eventually(t, 5*time.Second, "the replaced generation no longer counted", func() (bool, string) {
 		f := lf.gather()
 		inflight, _ := f.Value("fnbridge_inflight_streams")
 		busy, _ := f.Value("fnbridge_registrations", "service", "Svc", "state", "busy")
@@ -309,7 +310,7 @@ func TestReloadDeletesTheSeriesOfARemovedHandler(t *testing.T) {
 	}
 	release()
 	waitFrames(t, done)
-	eventually(t, "no series of the removed Gone/g", func() (bool, string) {
+	testtool.Eventually(t, 5*time.Second, "no series of the removed Gone/g", func() (bool, string) {
 		s := seriesOf(lf.gather(), "Gone")
 		return len(s) == 0, fmt.Sprintf("%d series: %v", len(s), s)
 	})

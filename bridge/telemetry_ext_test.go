@@ -23,6 +23,7 @@ import (
 	"github.com/fnbridge/fnbridge/bridge/telemetry"
 	"github.com/fnbridge/fnbridge/bridge/telemetry/telemetrytest"
 	"github.com/fnbridge/fnbridge/functionruntime"
+	"github.com/fnbridge/fnbridge/internal/testtool"
 	executorv1 "github.com/fnbridge/fnbridge/proto/executor/v1"
 	"github.com/fnbridge/fnbridge/restate"
 	"github.com/fnbridge/fnbridge/restate/identity"
@@ -50,23 +51,6 @@ func (r metricsOf) expect(name string, want float64, labels ...string) {
 	r.t.Helper()
 	if got := r.value(name, labels...); got != want {
 		r.t.Errorf("%s%v = %v, want %v", name, labels, got, want)
-	}
-}
-
-// eventually polls cond for up to 5 s (what a released registration or a
-// closed stream takes to show is moments).
-func eventually(t *testing.T, what string, cond func() (bool, string)) {
-	t.Helper()
-	deadline := time.Now().Add(5 * time.Second)
-	for {
-		ok, state := cond()
-		if ok {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%s: not within 5s (last: %s)", what, state)
-		}
-		time.Sleep(10 * time.Millisecond)
 	}
 }
 
@@ -167,7 +151,7 @@ func TestMetricsGaugesFollowALeasedRegistration(t *testing.T) {
 	close(release)
 	<-done
 	<-done
-	eventually(t, "both registrations idle, no stream in flight", func() (bool, string) {
+	testtool.Eventually(t, 5*time.Second, "both registrations idle, no stream in flight", func() (bool, string) {
 		f := telemetrytest.Gather(t, m.Registry())
 		idle, _ := f.Value("fnbridge_registrations", "state", "idle")
 		inflight, _ := f.Value("fnbridge_inflight_streams")
@@ -434,7 +418,7 @@ func TestMetricsCountRefusedRequests(t *testing.T) {
 	// second is refused over the limit.
 	held := restatetest.Open(ctx, h.client, url, 6)
 	defer held.Close()
-	eventually(t, "the first stream is admitted", func() (bool, string) {
+	testtool.Eventually(t, 5*time.Second, "the first stream is admitted", func() (bool, string) {
 		return h.b.InFlight() == 1, fmt.Sprint(h.b.InFlight(), " in flight")
 	})
 	over := restatetest.Open(ctx, h.client, url, 6)
@@ -452,7 +436,7 @@ func TestMetricsCountRefusedRequests(t *testing.T) {
 	if _, err := held.Next(); err != nil {
 		t.Fatalf("held stream: %v, want its ErrorMessage", err)
 	}
-	eventually(t, "the stream that never started is counted", func() (bool, string) {
+	testtool.Eventually(t, 5*time.Second, "the stream that never started is counted", func() (bool, string) {
 		v := r.value("fnbridge_refused_requests_total", "reason", restate.RefusedBeforeStart)
 		return v == 1, fmt.Sprint(v)
 	})

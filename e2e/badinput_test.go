@@ -57,6 +57,7 @@ import (
 
 	"github.com/fnbridge/fnbridge/bridge"
 	"github.com/fnbridge/fnbridge/internal/procstat"
+	"github.com/fnbridge/fnbridge/internal/testtool"
 	servicev1 "github.com/fnbridge/fnbridge/proto/restate/service/v1"
 	"github.com/fnbridge/fnbridge/restate/identity"
 	"github.com/fnbridge/fnbridge/restate/restatetest"
@@ -545,7 +546,7 @@ func TestBadInputBackgroundChild(t *testing.T) {
 	f.mustServe(t)
 	// The registration goes away: the bridge unregisters everything.
 	f.close(t)
-	eventually(t, 15*time.Second, fmt.Sprintf("background child %d is killed once its registration is unregistered", child), func() (bool, string) {
+	testtool.Eventually(t, 15*time.Second, fmt.Sprintf("background child %d is killed once its registration is unregistered", child), func() (bool, string) {
 		st, err := procstat.Read(child)
 		return err != nil || st.Dead(), fmt.Sprintf("%+v", st)
 	})

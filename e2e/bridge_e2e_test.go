@@ -19,6 +19,7 @@ import (
 	"github.com/fnbridge/fnbridge/internal/procstat"
 	"github.com/fnbridge/fnbridge/internal/restateserver"
 	"github.com/fnbridge/fnbridge/internal/sysmon"
+	"github.com/fnbridge/fnbridge/internal/testtool"
 )
 
 // bridgeCase is one end-to-end rule, run against a group's shared server.
@@ -468,7 +469,7 @@ func testTimeoutRetried(t *testing.T, env *bridgeEnv) {
 		t.Fatal(err)
 	}
 	// Attempts are at least 1 s apart, so the retry is seen before the end.
-	eventually(t, 30*time.Second, "Restate records a retried 504", func() (bool, string) {
+	testtool.Eventually(t, 30*time.Second, "Restate records a retried 504", func() (bool, string) {
 		r := invocationRow(ctx, t, env.srv, id, "status, retry_count, last_failure")
 		if r["status"] == "completed" {
 			t.Fatalf("invocation completed before a retry was observed: %v", r)
@@ -510,7 +511,7 @@ func testCancelKillsWorker(t *testing.T, env *bridgeEnv) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, 30*time.Second, "the handler starts", func() (bool, string) {
+	testtool.Eventually(t, 30*time.Second, "the handler starts", func() (bool, string) {
 		return len(ws.lines(t, "calls.log")) == 1, fmt.Sprint(ws.lines(t, "calls.log"))
 	})
 	pid := ws.pids(t, "calls.log")[0]
@@ -557,7 +558,7 @@ services:
 		}
 		// The bridge logs each attempt's outcome: one, that ran the
 		// function and answered.
-		eventually(t, 5*time.Second, "the bridge logs the attempt", func() (bool, string) {
+		testtool.Eventually(t, 5*time.Second, "the bridge logs the attempt", func() (bool, string) {
 			return strings.Contains(b.logs(), `"outcome":"ok"`), "no ok outcome yet"
 		})
 		for _, o := range []string{"replayed", "suspended"} {
@@ -599,7 +600,7 @@ func testCrashReplays(t *testing.T, env *bridgeEnv) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, 30*time.Second, "the bridge holds after the journaled run", func() (bool, string) {
+	testtool.Eventually(t, 30*time.Second, "the bridge holds after the journaled run", func() (bool, string) {
 		b, _ := os.ReadFile(hold)
 		return strings.TrimSpace(string(b)) == id, string(b)
 	})
@@ -617,7 +618,7 @@ func testCrashReplays(t *testing.T, env *bridgeEnv) {
 	// The worker's guardian sees its lifeline close when the bridge dies and
 	// then kills the whole worker group, itself included; that takes a moment
 	// after the worker's own Pdeathsig, so wait for it rather than look once.
-	eventually(t, 10*time.Second, "no process of the killed bridge's workers survives", func() (bool, string) {
+	testtool.Eventually(t, 10*time.Second, "no process of the killed bridge's workers survives", func() (bool, string) {
 		procs := procsInDir(ws.fn)
 		return len(procs) == 0, fmt.Sprint(procs)
 	})
@@ -704,7 +705,7 @@ func testGracefulShutdown(t *testing.T, env *bridgeEnv) {
 	waitDead(t, 5*time.Second, "the worker is gone after shutdown", worker)
 	// Shutdown SIGKILLs what is left of each worker group after its grace;
 	// a killed process may take a moment to disappear from /proc.
-	eventually(t, 5*time.Second, "no process left behind after shutdown", func() (bool, string) {
+	testtool.Eventually(t, 5*time.Second, "no process left behind after shutdown", func() (bool, string) {
 		procs := procsInDir(ws.fn)
 		return len(procs) == 0, fmt.Sprint(procs)
 	})
@@ -788,7 +789,7 @@ func testSecondSignal(t *testing.T, env *bridgeEnv) {
 	run := termInFlight(t, env, ws, "Twice", "slowfirst.slow", `{"job":"H-8"}`, shutdownTimeout)
 	// The drain has begun (and the second signal is listened for) once
 	// readiness answers 503.
-	eventually(t, 10*time.Second, "readiness answers 503 while draining", func() (bool, string) {
+	testtool.Eventually(t, 10*time.Second, "readiness answers 503 while draining", func() (bool, string) {
 		st := healthStatus(run.addr, "/health/ready")
 		return st == http.StatusServiceUnavailable, fmt.Sprintf("HTTP %d", st)
 	})
@@ -848,7 +849,7 @@ services:
 	if err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, 30*time.Second, "the handler starts", func() (bool, string) {
+	testtool.Eventually(t, 30*time.Second, "the handler starts", func() (bool, string) {
 		return len(ws.lines(t, "calls.log")) >= 1, "no start yet"
 	})
 	first := ws.pids(t, "calls.log")[0]
@@ -909,7 +910,7 @@ func testBusyRetried(t *testing.T, env *bridgeEnv) {
 		ids[i] = id
 	}
 	// While the first holds the only registration the others are refused.
-	eventually(t, 30*time.Second, "Restate records a 429 retry", func() (bool, string) {
+	testtool.Eventually(t, 30*time.Second, "Restate records a 429 retry", func() (bool, string) {
 		rows := invocationRows(ctx, t, env.srv, "Busy", "retry_count, last_failure")
 		for _, r := range rows {
 			if strings.Contains(fmt.Sprint(r["last_failure"]), "[429") {

@@ -21,6 +21,7 @@ import (
 
 	"github.com/fnbridge/fnbridge/internal/procstat"
 	"github.com/fnbridge/fnbridge/internal/restateserver"
+	"github.com/fnbridge/fnbridge/internal/testtool"
 )
 
 // chaosPlan sizes one chaos run.
@@ -456,7 +457,7 @@ func (r *chaosRun) killBridge(b *bridgeServe) {
 	}
 	if left := leftOver(); len(left) > 0 {
 		r.lingered += len(left)
-		poll(10*time.Second, func() bool { left = leftOver(); return len(left) == 0 })
+		testtool.Poll(10*time.Second, func() bool { left = leftOver(); return len(left) == 0 })
 		r.lingerMax = max(r.lingerMax, time.Since(at))
 		if len(left) > 0 {
 			r.t.Errorf("processes of the killed bridge's worker groups still alive 10s after the SIGKILL: %+v", left)
@@ -510,7 +511,7 @@ func (r *chaosRun) checkResources() {
 		r.t.Errorf("the load finished before the resource baseline (at %.0f%%) was taken", 100*r.plan.leakBaselineAt)
 		return
 	}
-	if !poll(30*time.Second, func() bool { r.after = measureBridge(r.b.pid()); return r.after.settled(*r.baseline) }) {
+	if !testtool.Poll(30*time.Second, func() bool { r.after = measureBridge(r.b.pid()); return r.after.settled(*r.baseline) }) {
 		r.t.Errorf("bridge resources did not return near the baseline within 30s: baseline %v, now %v (own fds other than sockets may exceed it by 8 plus %d per worker beyond the baseline's, sockets at most %d, pidfds at most %d per worker + %d, RSS limit %d MiB)",
 			*r.baseline, r.after, fdsPerWorker, maxBridgeSockets, pidfdsPerWorker, maxStrayPidfds, r.baseline.rssLimit()>>20)
 	}
@@ -1024,7 +1025,7 @@ func newChaosEnv(t *testing.T, perHandler int, shutdownTimeout time.Duration) *c
 func (e *chaosEnv) waitStarted(t *testing.T, n int, timeout time.Duration) {
 	t.Helper()
 	got := 0
-	if !poll(timeout, func() bool { execs, _, _ := readMarker(e.marker); got = len(execs); return got == n }) {
+	if !testtool.Poll(timeout, func() bool { execs, _, _ := readMarker(e.marker); got = len(execs); return got == n }) {
 		t.Fatalf("only %d of %d invocations started within %s", got, n, timeout)
 	}
 }
@@ -1413,7 +1414,7 @@ func TestChaosBridgeKillLeavesNoHandlerProcess(t *testing.T) {
 	env.b.killLeader()
 	// Pdeathsig is delivered at once; allow for reaping.
 	var left []procstat.Stat
-	poll(5*time.Second, func() bool { left = liveInGroups(groups); return len(left) == 0 })
+	testtool.Poll(5*time.Second, func() bool { left = liveInGroups(groups); return len(left) == 0 })
 	for _, p := range left {
 		_ = syscall.Kill(p.PID, syscall.SIGKILL) // do not leave them behind
 	}

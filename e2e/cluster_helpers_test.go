@@ -145,7 +145,7 @@ func (h *haproxy) serverStats() (map[string]haproxyServer, error) {
 // waitUp waits at most timeout until HAProxy sees server up; ok is false
 // if it did not.
 func (h *haproxy) waitUp(server string, timeout time.Duration) bool {
-	return poll(timeout, func() bool {
+	return testtool.Poll(timeout, func() bool {
 		st, err := h.serverStats()
 		return err == nil && st[server].status == "UP"
 	})
@@ -170,7 +170,7 @@ func replicaShares(replicas []*bridgeServe) []int {
 // of services (a registration made through another node reaches it a
 // moment later; until then its ingress answers 404).
 func knowsServices(node *restateserver.Server, timeout time.Duration, services ...string) bool {
-	return poll(timeout, func() bool {
+	return testtool.Poll(timeout, func() bool {
 		for _, svc := range services {
 			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 			ok, err := node.KnowsService(ctx, svc)

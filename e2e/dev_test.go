@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/fnbridge/fnbridge/internal/restateserver"
+	"github.com/fnbridge/fnbridge/internal/testtool"
 )
 
 // `bridge dev` against restate-server: the loop a developer runs.
@@ -67,7 +68,7 @@ func startDev(t *testing.T, srv *restateserver.Server, ws *fnWorkspace, configPa
 // answers polls service/v through the ingress until it answers want.
 func (d *devLoop) answers(service, want string) {
 	d.t.Helper()
-	eventually(d.t, 30*time.Second, service+"/v answers "+want, func() (bool, string) {
+	testtool.Eventually(d.t, 30*time.Second, service+"/v answers "+want, func() (bool, string) {
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer cancel()
 		status, out, err := d.srv.Call(ctx, service, "v", []byte(`{}`), nil)
@@ -83,7 +84,7 @@ func (d *devLoop) answers(service, want string) {
 func (d *devLoop) logged(msg string, match func(rec map[string]any) bool) map[string]any {
 	d.t.Helper()
 	var found map[string]any
-	eventually(d.t, 30*time.Second, "a log record "+msg, func() (bool, string) {
+	testtool.Eventually(d.t, 30*time.Second, "a log record "+msg, func() (bool, string) {
 		recs := logRecords(d.b.logs(), msg)
 		for _, rec := range recs {
 			if match(rec) {
@@ -179,7 +180,7 @@ func TestDevReloadsEditedFunctionsAndConfiguration(t *testing.T) {
     handlers:
       - {name: a, runtime: python, dir: fn, handler: added.a}
 `)
-	eventually(t, 30*time.Second, "DevAdded/a invocable through the ingress", func() (bool, string) {
+	testtool.Eventually(t, 30*time.Second, "DevAdded/a invocable through the ingress", func() (bool, string) {
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer cancel()
 		status, out, err := srv.Call(ctx, "DevAdded", "a", []byte(`{"n":1}`), nil)

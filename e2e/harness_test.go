@@ -34,7 +34,7 @@ import (
 const (
 	healthTimeout = 30 * time.Second
 	stopGrace     = 15 * time.Second
-	pollEvery     = 25 * time.Millisecond
+	pollEvery     = testtool.PollEvery
 )
 
 func TestMain(m *testing.M) {
@@ -569,36 +569,11 @@ func (w *fnWorkspace) pids(t *testing.T, name string) []int {
 	return out
 }
 
-// poll checks cond every pollEvery until it holds (true) or timeout
-// passes (false).
-func poll(timeout time.Duration, cond func() bool) bool {
-	deadline := time.Now().Add(timeout)
-	for {
-		if cond() {
-			return true
-		}
-		if time.Now().After(deadline) {
-			return false
-		}
-		time.Sleep(pollEvery)
-	}
-}
-
-// eventually polls cond until it holds or timeout passes; then the test
-// fails with what and cond's last description of the state.
-func eventually(t testing.TB, timeout time.Duration, what string, cond func() (bool, string)) {
-	t.Helper()
-	var state string
-	if !poll(timeout, func() (ok bool) { ok, state = cond(); return ok }) {
-		t.Fatalf("%s: not within %s (last state: %s)", what, timeout, state)
-	}
-}
-
 // waitDead fails the test unless process pid has exited (a zombie counts:
 // it runs no more code) within timeout.
 func waitDead(t testing.TB, timeout time.Duration, what string, pid int) {
 	t.Helper()
-	eventually(t, timeout, fmt.Sprintf("%s (PID %d)", what, pid), func() (bool, string) {
+	testtool.Eventually(t, timeout, fmt.Sprintf("%s (PID %d)", what, pid), func() (bool, string) {
 		return !procstat.Alive(pid), "alive"
 	})
 }

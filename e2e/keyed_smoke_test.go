@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/fnbridge/fnbridge/internal/restateserver"
+	"github.com/fnbridge/fnbridge/internal/testtool"
 )
 
 func TestKeyedSmoke(t *testing.T) {
@@ -144,7 +145,7 @@ func testAwakeableIngressSmoke(version int) func(*testing.T, *bridgeEnv) {
 			t.Fatal(err)
 		}
 		var aid string
-		eventually(t, 30*time.Second, "the function publishes its awakeable id", func() (bool, string) {
+		testtool.Eventually(t, 30*time.Second, "the function publishes its awakeable id", func() (bool, string) {
 			b, err := os.ReadFile(filepath.Join(ws.fn, "awakeable-id"))
 			aid = string(b)
 			return err == nil && aid != "", fmt.Sprint(err)
@@ -152,7 +153,7 @@ func testAwakeableIngressSmoke(version int) func(*testing.T, *bridgeEnv) {
 		if !strings.HasPrefix(aid, "sign_1") {
 			t.Fatalf("awakeable id %q, want sign_1...", aid)
 		}
-		eventually(t, 30*time.Second, "Restate shows the waiting invocation suspended", func() (bool, string) {
+		testtool.Eventually(t, 30*time.Second, "Restate shows the waiting invocation suspended", func() (bool, string) {
 			st, err := env.srv.InvocationStatus(ctx, id)
 			if err != nil {
 				return false, err.Error()

@@ -209,11 +209,11 @@ func testKeyedCounter(version int) func(*testing.T, *bridgeEnv) {
 		var killedAt []int64
 		cut := map[string]bool{} // invocation ids of the adds held at a kill
 		for _, at := range []int64{n / 4, n * 11 / 20} {
-			eventually(t, 2*time.Minute, fmt.Sprintf("%d of %d adds answered", at, n), func() (bool, string) {
+			testtool.Eventually(t, 2*time.Minute, fmt.Sprintf("%d of %d adds answered", at, n), func() (bool, string) {
 				return done.Load() >= at, fmt.Sprint(done.Load())
 			})
 			writeFile(t, block, "")
-			eventually(t, time.Minute, "an add is held between its read and its write", func() (bool, string) {
+			testtool.Eventually(t, time.Minute, "an add is held between its read and its write", func() (bool, string) {
 				held := 0
 				for _, l := range ws.lines(t, "keyed/add.attempts") {
 					if id, ok := strings.CutPrefix(l, "between "); ok && !cut[id] {
@@ -523,7 +523,7 @@ func testKeyedShared(t *testing.T, env *bridgeEnv) {
 				t.Fatal(err)
 			}
 			var p peek
-			eventually(t, 30*time.Second, svc+": the shared peek sees the state hold wrote", func() (bool, string) {
+			testtool.Eventually(t, 30*time.Second, svc+": the shared peek sees the state hold wrote", func() (bool, string) {
 				p = peekOf(t, svc)
 				return str(p.Phase) == "holding" && strings.HasPrefix(str(p.Gate), "sign_1"), fmt.Sprintf("phase %s, gate %s", str(p.Phase), str(p.Gate))
 			})
@@ -616,7 +616,7 @@ func testKeyedWorkflow(t *testing.T, env *bridgeEnv) {
 	}
 	waitWaiting := func(id string) {
 		t.Helper()
-		eventually(t, 30*time.Second, id+": run waits on the approval promise", func() (bool, string) {
+		testtool.Eventually(t, 30*time.Second, id+": run waits on the approval promise", func() (bool, string) {
 			out := callOK(ctx, t, env.srv, "Signup/"+id, "status", "null", nil)
 			var s struct {
 				Stage    *string         `json:"stage"`

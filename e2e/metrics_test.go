@@ -11,6 +11,7 @@ import (
 
 	"github.com/fnbridge/fnbridge/bridge/telemetry/telemetrytest"
 	"github.com/fnbridge/fnbridge/internal/restateserver"
+	"github.com/fnbridge/fnbridge/internal/testtool"
 )
 
 // metricsOutcomes is every outcome label value, the README's list.
@@ -23,7 +24,7 @@ var metricsOutcomes = []string{"ok", "replayed", "terminal_failure", "retryable_
 func scrapeUntil(t *testing.T, url string, want map[string]float64) telemetrytest.Families {
 	t.Helper()
 	var f telemetrytest.Families
-	eventually(t, 15*time.Second, "the scrape shows every attempt", func() (bool, string) {
+	testtool.Eventually(t, 15*time.Second, "the scrape shows every attempt", func() (bool, string) {
 		var err error
 		if f, err = telemetrytest.Scrape(url); err != nil {
 			return false, err.Error()
@@ -141,7 +142,7 @@ services:
 		if err != nil {
 			t.Fatal(err)
 		}
-		eventually(t, 30*time.Second, "the hanging function starts", func() (bool, string) {
+		testtool.Eventually(t, 30*time.Second, "the hanging function starts", func() (bool, string) {
 			b, err := os.ReadFile(filepath.Join(hangDir, "calls.log"))
 			return err == nil && len(b) > 0, fmt.Sprint(err)
 		})

@@ -23,6 +23,7 @@ import (
 	"time"
 
 	"github.com/fnbridge/fnbridge/internal/restateserver"
+	"github.com/fnbridge/fnbridge/internal/testtool"
 )
 
 // invocationRecords are the bridge's "invocation" log records (one per
@@ -310,13 +311,13 @@ services:
 	if err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, 30*time.Second, "the invocation starts", func() (bool, string) {
+	testtool.Eventually(t, 30*time.Second, "the invocation starts", func() (bool, string) {
 		_, err := os.Stat(filepath.Join(ws.fn, "started-held"))
 		return err == nil, fmt.Sprint(err)
 	})
 
 	b.signal(syscall.SIGTERM)
-	eventually(t, 10*time.Second, "readiness answers 503 while draining", func() (bool, string) {
+	testtool.Eventually(t, 10*time.Second, "readiness answers 503 while draining", func() (bool, string) {
 		st := healthStatus(addr, "/health/ready")
 		return st == http.StatusServiceUnavailable, fmt.Sprintf("HTTP %d", st)
 	})

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/fnbridge/fnbridge/internal/restateserver"
+	"github.com/fnbridge/fnbridge/internal/testtool"
 )
 
 // bridgeEnv is what one group of bridge tests shares: the restate-server
@@ -80,7 +81,7 @@ func invocationRow(ctx context.Context, t *testing.T, srv *restateserver.Server,
 // waitCompleted polls until the invocation's status is completed.
 func waitCompleted(t *testing.T, srv *restateserver.Server, id string, timeout time.Duration) {
 	t.Helper()
-	eventually(t, timeout, "invocation "+id+" completes", func() (bool, string) {
+	testtool.Eventually(t, timeout, "invocation "+id+" completes", func() (bool, string) {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		defer cancel()
 		st, err := srv.InvocationStatus(ctx, id)
@@ -101,7 +102,7 @@ func invocationOutput(t *testing.T, srv *restateserver.Server, id string, timeou
 		status int
 		body   []byte
 	)
-	eventually(t, timeout, "output of "+id, func() (bool, string) {
+	testtool.Eventually(t, timeout, "output of "+id, func() (bool, string) {
 		resp, err := client.Get(srv.IngressURL() + "/restate/invocation/" + id + "/output")
 		if err != nil {
 			return false, err.Error()

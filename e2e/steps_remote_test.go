@@ -25,6 +25,7 @@ import (
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 
 	"github.com/fnbridge/fnbridge/internal/restateserver"
+	"github.com/fnbridge/fnbridge/internal/testtool"
 )
 
 // The sleeps of the remote steps handlers: suspend_after is 2 s; the short
@@ -191,7 +192,7 @@ func testStepsRemote(t *testing.T, srv *restateserver.Server, version int, prefi
 				t.Fatalf("short sleep: %d %s", status, body)
 			}
 			checkRemoteOutput(t, "short", body, ws, l.marker)
-			eventually(t, 5*time.Second, "the bridge logs the short sleeper's attempt", func() (bool, string) {
+			testtool.Eventually(t, 5*time.Second, "the bridge logs the short sleeper's attempt", func() (bool, string) {
 				o := outcomes(invocationLogs(b.bridgeChild, shortID))
 				return len(o) >= 1, fmt.Sprint(o)
 			})
@@ -206,7 +207,7 @@ func testStepsRemote(t *testing.T, srv *restateserver.Server, version int, prefi
 			if err != nil {
 				t.Fatal(err)
 			}
-			eventually(t, 20*time.Second, "Restate shows the long sleeper suspended", func() (bool, string) {
+			testtool.Eventually(t, 20*time.Second, "Restate shows the long sleeper suspended", func() (bool, string) {
 				st, err := srv.InvocationStatus(ctx, longID)
 				if err != nil {
 					return false, err.Error()

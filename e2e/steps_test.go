@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/fnbridge/fnbridge/internal/restateserver"
+	"github.com/fnbridge/fnbridge/internal/testtool"
 )
 
 // TestSteps runs the durable-steps rules against the real `bridge serve`,
@@ -110,7 +111,7 @@ func serveOneHandler(t *testing.T, env *bridgeEnv, ws *fnWorkspace, svc, handler
 func suspendedThenOK(t *testing.T, b *bridgeChild, id, what string) {
 	t.Helper()
 	var attempts []string
-	eventually(t, 5*time.Second, "the bridge logs "+what+"'s attempts", func() (bool, string) {
+	testtool.Eventually(t, 5*time.Second, "the bridge logs "+what+"'s attempts", func() (bool, string) {
 		attempts = outcomes(invocationLogs(b, id))
 		return len(attempts) >= 2 && attempts[len(attempts)-1] == "ok", fmt.Sprint(attempts)
 	})
@@ -164,7 +165,7 @@ func testStepsCrash(version int) func(*testing.T, *bridgeEnv) {
 			ids[l.svc] = id
 		}
 		for _, l := range langs {
-			eventually(t, 30*time.Second, l.svc+" reaches step 3", func() (bool, string) {
+			testtool.Eventually(t, 30*time.Second, l.svc+" reaches step 3", func() (bool, string) {
 				return len(stepLines(t, ws, l.marker)["step3"]) == 1, fmt.Sprint(ws.lines(t, l.marker))
 			})
 		}
@@ -182,7 +183,7 @@ func testStepsCrash(version int) func(*testing.T, *bridgeEnv) {
 		}
 		// Nothing of the killed bridge (the blocked step 3 included) may
 		// still run when step 3 is released.
-		eventually(t, 15*time.Second, "no process of the killed bridge's workers survives", func() (bool, string) {
+		testtool.Eventually(t, 15*time.Second, "no process of the killed bridge's workers survives", func() (bool, string) {
 			procs := procsInDir(ws.fn)
 			return len(procs) == 0, fmt.Sprint(procs)
 		})
@@ -282,7 +283,7 @@ func testStepsSleep(t *testing.T, env *bridgeEnv) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, 20*time.Second, "Restate shows the 30 s sleeper suspended", func() (bool, string) {
+	testtool.Eventually(t, 20*time.Second, "Restate shows the 30 s sleeper suspended", func() (bool, string) {
 		st, err := env.srv.InvocationStatus(ctx, longID)
 		if err != nil {
 			return false, err.Error()
@@ -489,7 +490,7 @@ func testStepsCalls(t *testing.T, env *bridgeEnv) {
 		t.Cleanup(func() { _ = os.WriteFile(filepath.Join(ws.fn, "stale-go"), nil, 0o644) })
 		writeFile(t, filepath.Join(ws.fn, "stale-go"), "")
 		var got string
-		eventually(t, 30*time.Second, "the background process tries its stale token", func() (bool, string) {
+		testtool.Eventually(t, 30*time.Second, "the background process tries its stale token", func() (bool, string) {
 			b, _ := os.ReadFile(filepath.Join(ws.fn, "stale.out"))
 			got = string(b)
 			return strings.Contains(got, "exit="), got
@@ -525,7 +526,7 @@ func testStepsJournalMismatch(t *testing.T, env *bridgeEnv) {
 		t.Fatal(err)
 	}
 	// Two failed attempts: the second replayed step 1 (journaled).
-	eventually(t, 30*time.Second, "the invocation is retried after step 1", func() (bool, string) {
+	testtool.Eventually(t, 30*time.Second, "the invocation is retried after step 1", func() (bool, string) {
 		r := invocationRow(ctx, t, env.srv, id, "status, retry_count, last_failure")
 		n, _ := r["retry_count"].(float64)
 		return n >= 2 && strings.Contains(fmt.Sprint(r["last_failure"]), "failing after step 1"), fmt.Sprint(r)
@@ -540,7 +541,7 @@ func testStepsJournalMismatch(t *testing.T, env *bridgeEnv) {
 		t.Fatal(err)
 	}
 	b.start()
-	eventually(t, 30*time.Second, "Restate records the journal mismatch", func() (bool, string) {
+	testtool.Eventually(t, 30*time.Second, "Restate records the journal mismatch", func() (bool, string) {
 		r := invocationRow(ctx, t, env.srv, id, "status, last_failure")
 		f := strings.ToLower(fmt.Sprint(r["last_failure"]))
 		return strings.Contains(f, "570") || strings.Contains(f, "journal mismatch"), fmt.Sprint(r)

@@ -12,6 +12,7 @@ import (
 
 	"github.com/fnbridge/fnbridge/internal/procstat"
 	"github.com/fnbridge/fnbridge/internal/restateserver"
+	"github.com/fnbridge/fnbridge/internal/testtool"
 	"golang.org/x/sys/unix"
 )
 
@@ -120,7 +121,7 @@ func TestTrustLimits(t *testing.T) {
 		for i := 0; i < 200; i++ {
 			callOK(ctx, t, srv, "TrustLimits", "orphan", `{}`, nil)
 		}
-		eventually(t, 10*time.Second, "no zombies parented to the bridge", func() (bool, string) {
+		testtool.Eventually(t, 10*time.Second, "no zombies parented to the bridge", func() (bool, string) {
 			z := zombiesOf(b.pid())
 			return len(z) == 0, fmt.Sprint(len(z), " zombies: ", z)
 		})

@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"github.com/fnbridge/fnbridge/internal/restateserver"
+	"github.com/fnbridge/fnbridge/internal/testtool"
 	"github.com/fnbridge/fnbridge/journal"
 	servicev1 "github.com/fnbridge/fnbridge/proto/restate/service/v1"
 	"github.com/fnbridge/fnbridge/restate/restatetest"
@@ -53,7 +54,7 @@ func TestTrustWire(t *testing.T) {
 	play := func(t *testing.T, version int, service, handler string, input []byte) []restatetest.Frame {
 		t.Helper()
 		var got []restatetest.Frame
-		eventually(t, 5*time.Second, "a slot for "+service+"/"+handler, func() (bool, string) {
+		testtool.Eventually(t, 5*time.Second, "a slot for "+service+"/"+handler, func() (bool, string) {
 			n++
 			s := restatetest.Open(ctx, client, restatetest.InvokeURL(b.URI(), service, handler), version)
 			defer s.Close()
@@ -113,7 +114,7 @@ func TestTrustWire(t *testing.T) {
 				results[i] <- result{got, err}
 			}()
 		}
-		eventually(t, 20*time.Second, "both gated invocations run their function", func() (bool, string) {
+		testtool.Eventually(t, 20*time.Second, "both gated invocations run their function", func() (bool, string) {
 			var missing []string
 			for _, in := range []string{"a", "b"} {
 				if _, err := os.Stat(filepath.Join(ws.fn, "started-"+in)); err != nil {
@@ -177,7 +178,7 @@ func TestTrustWire(t *testing.T) {
 			t.Fatal(err)
 		}
 		var row map[string]any
-		eventually(t, 20*time.Second, "Restate records the journal bound's failure", func() (bool, string) {
+		testtool.Eventually(t, 20*time.Second, "Restate records the journal bound's failure", func() (bool, string) {
 			row = invocationRow(ctx, t, srv, id, "status, retry_count, last_failure")
 			return strings.Contains(fmt.Sprint(row["last_failure"]), journalErr), fmt.Sprint(row)
 		})

@@ -26,6 +26,7 @@ import (
 	"time"
 
 	"github.com/fnbridge/fnbridge/internal/restateserver"
+	"github.com/fnbridge/fnbridge/internal/testtool"
 )
 
 const trustWorkersConfig = `services:
@@ -264,7 +265,7 @@ func TestTrustWorkers(t *testing.T) {
 				t.Fatal(err)
 			}
 			var row map[string]any
-			eventually(t, 20*time.Second, "Restate records the forged frame's failure and retries", func() (bool, string) {
+			testtool.Eventually(t, 20*time.Second, "Restate records the forged frame's failure and retries", func() (bool, string) {
 				row = invocationRow(ctx, t, srv, id, "status, retry_count, last_failure, last_failure_error_code")
 				n, _ := row["retry_count"].(float64)
 				return n >= 1 && strings.Contains(fmt.Sprint(row["last_failure"]), "forged or stray frame"), fmt.Sprint(row)

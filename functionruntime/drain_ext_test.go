@@ -8,6 +8,7 @@ import (
 	"google.golang.org/grpc/codes"
 
 	"github.com/fnbridge/fnbridge/functionruntime"
+	"github.com/fnbridge/fnbridge/functionruntime/internal/proctest"
 	executorv1 "github.com/fnbridge/fnbridge/proto/executor/v1"
 )
 
@@ -84,7 +85,7 @@ func (h *harness) drainLong(t *testing.T, ref *executorv1.FunctionRegistration) 
 		_, err := h.unregister(ref, false, 600000)
 		errc <- err
 	}()
-	eventually(t, "DRAINING", func() bool {
+	proctest.Eventually(t, 10*time.Second, "DRAINING", func() bool {
 		_, err := h.status(ref)
 		return functionruntime.ErrorInfo(err).GetReason() == functionruntime.ReasonRegistrationDraining
 	})

@@ -289,18 +289,6 @@ func wantCode(t *testing.T, err error, code codes.Code, reason string) *status.S
 	return st
 }
 
-// eventually polls cond until it holds or the deadline passes.
-func eventually(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
-}
-
 // TestMain fails the run when goroutines outlive the tests: every worker,
 // invocation and registration goroutine must end.
 func TestMain(m *testing.M) {

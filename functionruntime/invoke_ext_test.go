@@ -12,6 +12,7 @@ import (
 	"google.golang.org/grpc/codes"
 
 	"github.com/fnbridge/fnbridge/functionruntime"
+	"github.com/fnbridge/fnbridge/functionruntime/internal/proctest"
 	executorv1 "github.com/fnbridge/fnbridge/proto/executor/v1"
 )
 
@@ -471,7 +472,7 @@ func TestInvokeRequiresReadyRegistration(t *testing.T) {
 		_, err := h.cli.UnregisterFunction(context.Background(), &executorv1.UnregisterFunctionRequest{Registration: ref, DrainTimeoutMillis: 10000})
 		unreg <- err
 	}()
-	eventually(t, "DRAINING", func() bool {
+	proctest.Eventually(t, 10*time.Second, "DRAINING", func() bool {
 		_, err := h.status(ref)
 		info := functionruntime.ErrorInfo(err)
 		return info.GetReason() == functionruntime.ReasonRegistrationDraining

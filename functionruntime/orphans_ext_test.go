@@ -12,6 +12,7 @@ import (
 	"google.golang.org/grpc/codes"
 
 	"github.com/fnbridge/fnbridge/functionruntime"
+	"github.com/fnbridge/fnbridge/functionruntime/internal/proctest"
 	executorv1 "github.com/fnbridge/fnbridge/proto/executor/v1"
 )
 
@@ -244,7 +245,7 @@ func TestOrphanSweepRunsByItself(t *testing.T) {
 	w := ad.allWorkers()[0]
 	// Watch with a stale ID, which is no contact of its caller.
 	stale := &executorv1.FunctionRegistration{RunUid: ref.GetRunUid(), RegistrationId: "reg_watcher"}
-	eventually(t, "the orphan to be reaped", func() bool {
+	proctest.Eventually(t, 10*time.Second, "the orphan to be reaped", func() bool {
 		_, err := h.status(stale)
 		return functionruntime.ErrorInfo(err).GetReason() == functionruntime.ReasonRegistrationNotFound
 	})

@@ -15,6 +15,7 @@ import (
 	"github.com/fnbridge/fnbridge/functionruntime/bash"
 	executorv1 "github.com/fnbridge/fnbridge/proto/executor/v1"
 
+	"github.com/fnbridge/fnbridge/functionruntime/internal/proctest"
 	"github.com/fnbridge/fnbridge/internal/testtool"
 )
 
@@ -64,7 +65,7 @@ func TestFailedBackgroundRestartIsFailedInStatus(t *testing.T) {
 	wantCode(t, err, codes.DeadlineExceeded, functionruntime.ReasonInvocationTimeout)
 
 	var st *executorv1.FunctionStatusResponse
-	eventually(t, "FunctionStatus to read FAILED", func() bool {
+	proctest.Eventually(t, 10*time.Second, "FunctionStatus to read FAILED", func() bool {
 		st, err = cli.FunctionStatus(ctx, &executorv1.FunctionStatusRequest{Registration: ref})
 		if err != nil {
 			t.Fatalf("FunctionStatus: %v", err)

@@ -11,6 +11,7 @@ import (
 	"google.golang.org/grpc/codes"
 
 	"github.com/fnbridge/fnbridge/functionruntime"
+	"github.com/fnbridge/fnbridge/functionruntime/internal/proctest"
 	executorv1 "github.com/fnbridge/fnbridge/proto/executor/v1"
 )
 
@@ -67,7 +68,7 @@ func TestUnregisterDrainsThenRemoves(t *testing.T) {
 				}
 				unreg <- err
 			}()
-			eventually(t, "DRAINING rejects new invokes", func() bool {
+			proctest.Eventually(t, 10*time.Second, "DRAINING rejects new invokes", func() bool {
 				_, err := h.invoke(ref, "", "{}")
 				switch functionruntime.ErrorInfo(err).GetReason() {
 				case functionruntime.ReasonRegistrationDraining:
@@ -178,7 +179,7 @@ func TestUnregisterConcurrent(t *testing.T) {
 			errs <- err
 		}()
 	}
-	eventually(t, "DRAINING", func() bool {
+	proctest.Eventually(t, 10*time.Second, "DRAINING", func() bool {
 		_, err := h.status(ref)
 		return functionruntime.ErrorInfo(err).GetReason() == functionruntime.ReasonRegistrationDraining
 	})

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/fnbridge/fnbridge/internal/restateserver"
+	"github.com/fnbridge/fnbridge/internal/testtool"
 )
 
 func get(t *testing.T, url string) int {
@@ -22,18 +23,6 @@ func get(t *testing.T, url string) int {
 	}
 	resp.Body.Close()
 	return resp.StatusCode
-}
-
-// eventually polls cond until it holds or d has passed.
-func eventually(d time.Duration, cond func() bool) bool {
-	for end := time.Now().Add(d); ; time.Sleep(20 * time.Millisecond) {
-		if cond() {
-			return true
-		}
-		if time.Now().After(end) {
-			return false
-		}
-	}
 }
 
 // groupGone reports whether no process of group pgid is left.
@@ -63,7 +52,7 @@ func TestStartRestartStop(t *testing.T) {
 	// The invoker's per-partition directories go to the server's own
 	// temporary directory, removed with it, not to the machine's /tmp
 	// (3,000 of them had piled up there after a day of test runs).
-	if !eventually(10*time.Second, func() bool {
+	if !testtool.Poll(10*time.Second, func() bool {
 		m, _ := filepath.Glob(filepath.Join(filepath.Dir(s.BaseDir()), "tmp", "invoker-*"))
 		return len(m) > 0
 	}) {

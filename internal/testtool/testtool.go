@@ -1,8 +1,9 @@
 // Package testtool owns how tests find the external programs they run
-// (restate's CLI, grpcurl, h2spec, the interpreters): the path a Makefile
-// variable names, or a name looked up in PATH. A missing program skips the
-// test with what it is needed for, except under CI=true, where every tool
-// must be installed and a missing one fails the test.
+// (restate's CLI, grpcurl, h2spec, the interpreters, the bridge binary):
+// the path a Makefile variable names, or a name looked up in PATH. A
+// missing program skips the test with what it is needed for, except under
+// CI=true, where every tool must be installed and a missing one fails the
+// test. It also has the one way tests wait for a state (Poll, Eventually).
 package testtool
 
 import (

@@ -17,6 +17,8 @@ import (
 
 	"github.com/fnbridge/fnbridge/internal/procstat"
 	"github.com/rs/zerolog"
+
+	"github.com/fnbridge/fnbridge/internal/testtool"
 )
 
 // Logs is a goroutine-safe zerolog sink that keeps every record.
@@ -69,16 +71,12 @@ func (l *Logs) Messages() []string {
 	return out
 }
 
-// Eventually polls cond every few milliseconds until it holds or timeout
-// passes; it fails the test with msg otherwise.
+// Eventually polls cond (testtool.Poll) until it holds or timeout passes;
+// it fails the test with msg otherwise.
 func Eventually(t testing.TB, timeout time.Duration, msg string, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(timeout)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("condition not met within %v: %s", timeout, msg)
-		}
-		time.Sleep(5 * time.Millisecond)
+	if !testtool.Poll(timeout, cond) {
+		t.Fatalf("condition not met within %v: %s", timeout, msg)
 	}
 }
 
