@@ -919,6 +919,7 @@ func testBusyRetried(t *testing.T, env *bridgeEnv) {
 		}
 		return false, fmt.Sprint(rows)
 	})
+	writeFile(t, filepath.Join(ws.fn, "release"), "")
 	for i, id := range ids {
 		status, body := invocationOutput(t, env.srv, id, 30*time.Second)
 		if status != http.StatusOK {
