@@ -71,8 +71,11 @@ func TestH2specConformance(t *testing.T) {
 	for _, s := range r.Suites {
 		for _, c := range s.Cases {
 			total++
-			if c.Failure != nil || c.Error != nil {
+			switch {
+			case c.Failure != nil || c.Error != nil:
 				failed = append(failed, c.Package+" "+c.ClassName)
+			case c.Skipped != nil: // a case not run is no pass
+				failed = append(failed, c.Package+" "+c.ClassName+" (skipped)")
 			}
 		}
 	}
