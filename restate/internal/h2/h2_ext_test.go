@@ -412,18 +412,32 @@ func TestSendWindowHonoured(t *testing.T) {
 	}
 }
 
-// A read deadline set through http.ResponseController ends a waiting body
-// read with os.ErrDeadlineExceeded (the endpoint's way to stop its body
-// reader).
+// A read deadline set through http.ResponseController ends a body read
+// with os.ErrDeadlineExceeded (the endpoint's way to stop its body
+// reader): one set in the past from another goroutine, whether the read
+// waits already or not, and one that passes while the read waits.
 func TestReadDeadline(t *testing.T) {
+	for _, waiting := range []bool{false, true} {
+		readDeadline(t, waiting)
+	}
+}
+
+func readDeadline(t *testing.T, waiting bool) {
 	got := make(chan error, 1)
 	addr := serve(t, &h2.Server{}, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		go func() {
-			time.Sleep(50 * time.Millisecond)
-			if err := http.NewResponseController(w).SetReadDeadline(time.Now().Add(-time.Second)); err != nil {
+		rc := http.NewResponseController(w)
+		if waiting {
+			if err := rc.SetReadDeadline(time.Now().Add(100 * time.Millisecond)); err != nil {
 				t.Errorf("SetReadDeadline: %v", err)
 			}
-		}()
+		} else {
+			go func() {
+				time.Sleep(50 * time.Millisecond) // most often while the read waits; either way it must end it
+				if err := rc.SetReadDeadline(time.Now().Add(-time.Second)); err != nil {
+					t.Errorf("SetReadDeadline: %v", err)
+				}
+			}()
+		}
 		_, err := r.Body.Read(make([]byte, 10))
 		got <- err
 	}))
