@@ -3,12 +3,13 @@ package bridge_test
 import (
 	"context"
 	"net"
-	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 
 	"github.com/fnbridge/fnbridge/bridge"
+
+	"github.com/fnbridge/fnbridge/internal/testtool"
 )
 
 // oneOffBridge is the bridge `bridge invoke` builds for Greeter/<handler>
@@ -54,11 +55,7 @@ func TestOneOffRunOfAPlainHandlerHasNoContextEndpoint(t *testing.T) {
 // With a remote runtime, a one-off run's socket is next to the configured
 // one, in the directory the runtime shares: the first name free or stale.
 func TestOneOffRunSocketBesideTheConfiguredOne(t *testing.T) {
-	dir, err := os.MkdirTemp("", "ctxl")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer os.RemoveAll(dir)
+	dir := testtool.SocketDir(t)
 	sock := filepath.Join(dir, "ctx.sock")
 	top := "runtimes: {python: unix://" + filepath.Join(dir, "rt.sock") + "}\ncontext_listen: unix://" + sock + "\n"
 	serving := oneOffBridge(t, top, "")

@@ -662,7 +662,7 @@ func TestBadInputConfig(t *testing.T) {
 		t.Run(c.name, func(t *testing.T) {
 			cfg := filepath.Join(ws.root, strings.NewReplacer(" ", "_", "/", "_").Replace(c.name)+".yaml")
 			writeFile(t, cfg, c.yaml)
-			stdout, stderr, code := runBridge(t, 30*time.Second, "serve", "--config", cfg, "--listen", freeAddr(t))
+			stdout, stderr, code := runBridge(t, 30*time.Second, "serve", "--config", cfg, "--listen", testtool.FreeAddr(t))
 			if code != 2 {
 				t.Fatalf("exit %d, want 2 (a bad configuration: nothing started)\nstdout: %s\nstderr: %s", code, stdout, stderr)
 			}

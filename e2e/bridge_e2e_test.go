@@ -136,7 +136,7 @@ func caseContext(t *testing.T) context.Context {
 // free loopback port and registers it with the group's server.
 func serveAndRegister(t *testing.T, env *bridgeEnv, configPath string, extra ...string) *bridgeServe {
 	t.Helper()
-	b := startBridge(t, configPath, freeAddr(t), extra...)
+	b := startBridge(t, configPath, testtool.FreeAddr(t), extra...)
 	env.srv.Register(t, b.URI(), false)
 	return b
 }
@@ -277,7 +277,7 @@ func testRetryableFailureRetried(t *testing.T, env *bridgeEnv) {
           max_attempts: 10
           on_max_attempts: kill
 `)
-	b := startBridge(t, cfg, freeAddr(t))
+	b := startBridge(t, cfg, testtool.FreeAddr(t))
 	answer := env.srv.Register(t, b.URI(), false)
 	var reg struct {
 		Services []struct {
@@ -338,7 +338,7 @@ def run(x):
     handlers:
       - {name: run, runtime: python, dir: fn, handler: private.run, workflow_completion_retention: 48h}
 `)
-	b := startBridge(t, cfg, freeAddr(t))
+	b := startBridge(t, cfg, testtool.FreeAddr(t))
 	answer := env.srv.Register(t, b.URI(), false)
 	var reg struct {
 		Services []struct {
@@ -592,7 +592,7 @@ func testCrashReplays(t *testing.T, env *bridgeEnv) {
         retry_policy: {initial_interval: 100ms, max_interval: 500ms}
 `)
 	hold := filepath.Join(ws.root, "held-invocation")
-	addr := freeAddr(t)
+	addr := testtool.FreeAddr(t)
 	first := startBridge(t, cfg, addr, "--test-hold-after-run", hold)
 	env.srv.Register(t, first.URI(), false)
 	ctx := caseContext(t)
@@ -650,7 +650,7 @@ services:
     handlers:
       - {name: greet, runtime: python, dir: fn, handler: greeter.greet, env: {GREETING: Hi}}
 `, pub))
-	b := startBridge(t, cfg, freeAddr(t))
+	b := startBridge(t, cfg, testtool.FreeAddr(t))
 	body, err := env.srv.TryRegister(caseContext(t), b.URI(), false)
 	var he *restateserver.HTTPError
 	if !errors.As(err, &he) {
@@ -841,7 +841,7 @@ services:
         handler: %s
         retry_policy: {initial_interval: 100ms, max_interval: 500ms}
 `, shutdownTimeout, service, handler))
-	addr := freeAddr(t)
+	addr := testtool.FreeAddr(t)
 	b := startBridge(t, cfg, addr)
 	env.srv.Register(t, b.URI(), false)
 	ctx := caseContext(t)
@@ -869,7 +869,7 @@ func testHTTP11(t *testing.T, env *bridgeEnv) {
       - {name: greet, runtime: python, dir: fn, handler: greeter.greet, env: {GREETING: Hey}}
       - {name: respond, runtime: bash, dir: fn, handler: shell.respond}
 `)
-	b := startBridge(t, cfg, freeAddr(t))
+	b := startBridge(t, cfg, testtool.FreeAddr(t))
 	env.srv.Register(t, b.URI(), true)
 	ctx := caseContext(t)
 	out := callOK(ctx, t, env.srv, "Http11", "greet", `{"name":"h1"}`, nil)
@@ -1132,7 +1132,7 @@ func testInvalidConfig(t *testing.T, env *bridgeEnv) {
     handlers:
       - {name: greet, runtime: ruby, dir: fn, handler: greeter.greet}
 `)
-	addr := freeAddr(t)
+	addr := testtool.FreeAddr(t)
 	start := time.Now()
 	_, stderr, code := runBridge(t, 30*time.Second, "serve", "--config", cfg, "--listen", addr)
 	took := time.Since(start)
@@ -1171,7 +1171,7 @@ func testHangupAndLeftovers(t *testing.T, _ *bridgeEnv) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = os.RemoveAll(tmp) })
-	b := newBridgeServe(t, cfg, freeAddr(t), "debug")
+	b := newBridgeServe(t, cfg, testtool.FreeAddr(t), "debug")
 	b.env = []string{"TMPDIR=" + tmp}
 	dirsOf := func(pid int) []string {
 		m, _ := filepath.Glob(filepath.Join(tmp, fmt.Sprintf("fnbridge-*-%d-*", pid)))

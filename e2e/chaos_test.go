@@ -1012,7 +1012,7 @@ func newChaosEnv(t *testing.T, perHandler int, shutdownTimeout time.Duration) *c
 	restateserver.Binary(t)
 	requireInterpreters(t)
 	ws, marker, stepsMarker := chaosWorkspace(t)
-	addr := freeAddr(t)
+	addr := testtool.FreeAddr(t)
 	cfg := ws.config(t, chaosConfig(addr, marker, stepsMarker, perHandler, shutdownTimeout))
 	srv := restateserver.Start(t, restateserver.Options{})
 	b := newBridgeServe(t, cfg, addr, "warn")

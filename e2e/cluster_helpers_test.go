@@ -58,7 +58,7 @@ func startHAProxy(t *testing.T, backends []string) *haproxy {
 	t.Helper()
 	bin := requireHAProxy(t)
 	dir := t.TempDir()
-	h := &haproxy{addr: freeAddr(t), stats: freeAddr(t)}
+	h := &haproxy{addr: testtool.FreeAddr(t), stats: testtool.FreeAddr(t)}
 	var b strings.Builder
 	fmt.Fprintf(&b, `global
   maxconn 4096

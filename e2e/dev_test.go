@@ -58,7 +58,7 @@ type devLoop struct {
 
 func startDev(t *testing.T, srv *restateserver.Server, ws *fnWorkspace, configPath string, extra ...string) *devLoop {
 	t.Helper()
-	addr := freeAddr(t)
+	addr := testtool.FreeAddr(t)
 	args := append([]string{"dev", "--config", configPath, "--listen", addr, "--admin", srv.AdminURL(), "--log-format", "json", "--log-level", "info"}, extra...)
 	d := &devLoop{t: t, srv: srv, ws: ws, b: newBridgeChild(t, ws.root, httpHealth(addr), args...)}
 	d.b.start()
@@ -299,7 +299,7 @@ func TestDevRefusesBadStarts(t *testing.T) {
 	writeFile(t, filepath.Join(ws.fn, "dev.py"), devPy("1"))
 	writeFile(t, filepath.Join(ws.fn, "dev.sh"), devSh("1"))
 	cfgPath := ws.config(t, devConfig)
-	_, port, _ := net.SplitHostPort(freeAddr(t))
+	_, port, _ := net.SplitHostPort(testtool.FreeAddr(t))
 	_, stderr, code := runBridge(t, 30*time.Second, "dev", "--config", cfgPath, "--listen", "0.0.0.0:"+port)
 	if code == 0 || !strings.Contains(stderr, "--listen 0.0.0.0:"+port) || !strings.Contains(stderr, "bridge keygen") {
 		t.Fatalf("dev on 0.0.0.0 without keys: exit %d\n%s\nwant a refusal naming --listen and bridge keygen", code, stderr)
@@ -310,8 +310,8 @@ func TestDevRefusesBadStarts(t *testing.T) {
 	}
 
 	srv := restateserver.Start(t, restateserver.Options{})
-	nowhere := "http://" + freeAddr(t)
-	_, stderr, code = runBridge(t, 60*time.Second, "dev", "--config", cfgPath, "--listen", freeAddr(t), "--admin", srv.AdminURL(), "--advertise", nowhere)
+	nowhere := "http://" + testtool.FreeAddr(t)
+	_, stderr, code = runBridge(t, 60*time.Second, "dev", "--config", cfgPath, "--listen", testtool.FreeAddr(t), "--admin", srv.AdminURL(), "--advertise", nowhere)
 	if code == 0 || !strings.Contains(stderr, "refused to register "+nowhere) {
 		t.Fatalf("dev --advertise %s that nothing serves: exit %d\n%s\nwant the registration refusal", nowhere, code, stderr)
 	}

@@ -80,18 +80,6 @@ func bridgeBin(t testing.TB) string {
 	return build.bin
 }
 
-// freeAddr returns a loopback address no one listens on right now.
-func freeAddr(t testing.TB) string {
-	t.Helper()
-	lis, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := lis.Addr().String()
-	lis.Close()
-	return addr
-}
-
 // freeAddrs returns n distinct loopback addresses no one listens on right
 // now (all held open while they are picked, so none is picked twice).
 func freeAddrs(t testing.TB, n int) []string {

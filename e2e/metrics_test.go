@@ -90,7 +90,7 @@ func TestMetrics(t *testing.T) {
 		// hang.py marks calls.log too, which flaky.py counts: its own dir.
 		hangDir := filepath.Join(ws.root, "hang")
 		copyTestdata(t, "hang.py", filepath.Join(hangDir, "hang.py"))
-		metrics := freeAddr(t)
+		metrics := testtool.FreeAddr(t)
 		cfg := ws.config(t, fmt.Sprintf(`metrics_listen: %s
 services:
   - name: MGreeter
@@ -114,7 +114,7 @@ services:
     handlers:
       - {name: hang, runtime: python, dir: hang, handler: hang.hang, timeout: 5m}
 `, metrics))
-		b := startBridge(t, cfg, freeAddr(t))
+		b := startBridge(t, cfg, testtool.FreeAddr(t))
 		srv.Register(t, b.URI(), false)
 		url := "http://" + metrics + "/metrics"
 
@@ -204,7 +204,7 @@ services:
 	t.Run("request/response: one attempt", func(t *testing.T) {
 		t.Parallel()
 		ws := newWorkspace(t, "square.py")
-		metrics := freeAddr(t)
+		metrics := testtool.FreeAddr(t)
 		cfg := ws.config(t, fmt.Sprintf(`protocol_mode: request_response
 metrics_listen: %s
 services:
@@ -212,7 +212,7 @@ services:
     handlers:
       - {name: square, runtime: python, dir: fn, handler: square.square}
 `, metrics))
-		b := startBridge(t, cfg, freeAddr(t))
+		b := startBridge(t, cfg, testtool.FreeAddr(t))
 		srv.Register(t, b.URI(), false)
 		out := callOK(caseContext(t), t, srv, "MSquare", "square", `{"n":6}`, nil)
 		assertJSON(t, "output", out, `{"square":36}`)

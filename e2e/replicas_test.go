@@ -107,7 +107,7 @@ func TestReplicasShareARuntime(t *testing.T) {
 	restateserver.Binary(t)
 	requireInterpreters(t)
 	ws := newWorkspace(t, "replica.py")
-	rtAddr := freeAddr(t)
+	rtAddr := testtool.FreeAddr(t)
 	rt := startRuntimeServe(t, "python", rtAddr, "passthrough:///"+rtAddr)
 	const perReplica = 4
 	cfg := ws.config(t, fmt.Sprintf(`runtimes: {python: %q}
@@ -119,9 +119,9 @@ services:
 `, rtAddr, perReplica))
 	srvA := restateserver.Start(t, restateserver.Options{})
 	srvB := restateserver.Start(t, restateserver.Options{})
-	a := newBridgeServe(t, cfg, freeAddr(t), "info", "--instance", "Replica-A")
+	a := newBridgeServe(t, cfg, testtool.FreeAddr(t), "info", "--instance", "Replica-A")
 	a.start()
-	b := newBridgeServe(t, cfg, freeAddr(t), "info")
+	b := newBridgeServe(t, cfg, testtool.FreeAddr(t), "info")
 	b.env = []string{"FNBRIDGE_INSTANCE=replica-b"}
 	b.start()
 	srvA.Register(t, a.URI(), false)
@@ -299,7 +299,7 @@ services:
       - {name: gated, runtime: python, dir: fn, handler: trust_workers_gate.gated}
 `)
 	srv := restateserver.Start(t, restateserver.Options{})
-	addr := freeAddr(t)
+	addr := testtool.FreeAddr(t)
 	b := startBridge(t, cfg, addr)
 	srv.Register(t, b.URI(), false)
 	if st := healthStatus(addr, "/health/ready"); st != http.StatusOK {

@@ -46,7 +46,7 @@ func TestRuntimeServeContractExamples(t *testing.T) {
 	}
 	copyTestdata(t, "handler.py", filepath.Join(workDir, "handler.py"))
 
-	addr := freeAddr(t)
+	addr := testtool.FreeAddr(t)
 	rtGrpcurl := func(args ...string) (string, error) { t.Helper(); return grpcurl(t, grpcurlBin, addr, args...) }
 	healthy := func() error {
 		out, err := rtGrpcurl("grpc.health.v1.Health/Check")

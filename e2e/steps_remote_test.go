@@ -12,7 +12,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
-	"os"
 	"path/filepath"
 	"slices"
 	"strconv"
@@ -131,21 +130,15 @@ func remoteExecs(t *testing.T, ws *fnWorkspace, marker string) map[string][]remo
 
 func testStepsRemote(t *testing.T, srv *restateserver.Server, version int, prefix string, tcpContext bool) {
 	ws := newWorkspace(t, "steps_remote.py", "steps_remote.sh", "steps_remote_mark.sh")
-	// A short directory: a unix socket path is at most 107 bytes, which a
-	// t.TempDir() under a long test name can exceed.
-	sockDir, err := os.MkdirTemp("", "fnb-rem-")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { os.RemoveAll(sockDir) })
+	sockDir := testtool.SocketDir(t)
 	pySock := filepath.Join(sockDir, "py.sock")
-	shAddr := freeAddr(t)
+	shAddr := testtool.FreeAddr(t)
 	pyRT := startRuntimeServe(t, "python", "unix://"+pySock, "unix://"+pySock)
 	shRT := startRuntimeServe(t, "bash", shAddr, "passthrough:///"+shAddr)
 
 	ctxAddr, ctxLine := "", ""
 	if tcpContext {
-		ctxAddr = freeAddr(t)
+		ctxAddr = testtool.FreeAddr(t)
 		ctxLine = "context_listen: " + ctxAddr + "\n"
 	}
 	py, sh := prefix+"Py", prefix+"Sh"
@@ -160,7 +153,7 @@ func testStepsRemote(t *testing.T, srv *restateserver.Server, version int, prefi
     handlers:
       - {name: three, runtime: bash, dir: fn, handler: steps_remote.three, durability: steps, suspend_after: %[6]s, retry_policy: %[7]s}
 `, pySock, shAddr, ctxLine, py, sh, remoteSuspendAfter, stepsRetry))
-	b := startBridge(t, cfg, freeAddr(t))
+	b := startBridge(t, cfg, testtool.FreeAddr(t))
 	srv.Register(t, b.URI(), false)
 	ctx := caseContext(t)
 

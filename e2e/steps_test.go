@@ -100,7 +100,7 @@ func invocationLogs(b *bridgeChild, id string) []map[string]any {
 // env's restate-server.
 func serveOneHandler(t *testing.T, env *bridgeEnv, ws *fnWorkspace, svc, handler string) *bridgeServe {
 	t.Helper()
-	b := startBridge(t, ws.config(t, "services:\n  - name: "+svc+"\n    handlers:\n      - "+handler+"\n"), freeAddr(t))
+	b := startBridge(t, ws.config(t, "services:\n  - name: "+svc+"\n    handlers:\n      - "+handler+"\n"), testtool.FreeAddr(t))
 	env.srv.Register(t, b.URI(), false)
 	return b
 }
@@ -147,7 +147,7 @@ func testStepsCrash(version int) func(*testing.T, *bridgeEnv) {
     handlers:
       - {name: four, runtime: bash, dir: fn, handler: steps_crash.four, durability: steps, retry_policy: %[1]s}
 `, stepsRetry))
-		b := startBridge(t, cfg, freeAddr(t))
+		b := startBridge(t, cfg, testtool.FreeAddr(t))
 		env.srv.Register(t, b.URI(), false)
 		ctx := caseContext(t)
 
@@ -385,7 +385,7 @@ func testStepsCalls(t *testing.T, env *bridgeEnv) {
 		}
 	}
 	cfg := ws.config(t, "services:\n"+hs.String())
-	b := startBridge(t, cfg, freeAddr(t))
+	b := startBridge(t, cfg, testtool.FreeAddr(t))
 	env.srv.Register(t, b.URI(), false)
 	ctx := caseContext(t)
 
@@ -573,7 +573,7 @@ services:
     handlers:
       - {name: four, runtime: bash, dir: fn, handler: steps_crash.four, durability: steps, retry_policy: %[1]s}
 `, stepsRetry))
-	b := startBridge(t, cfg, freeAddr(t))
+	b := startBridge(t, cfg, testtool.FreeAddr(t))
 	env.srv.Register(t, b.URI(), false)
 	ctx := caseContext(t)
 	for _, c := range []struct{ svc, marker, input, first string }{

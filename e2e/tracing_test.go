@@ -12,6 +12,8 @@ import (
 
 	"github.com/fnbridge/fnbridge/bridge/telemetry/telemetrytest"
 	"github.com/fnbridge/fnbridge/internal/restateserver"
+
+	"github.com/fnbridge/fnbridge/internal/testtool"
 )
 
 // traced is what the trace.py and trace.sh functions answer: the trace
@@ -73,7 +75,7 @@ const callerSpan = "00f067aa0ba902b7"
 // bridge stops.
 func TestTracing(t *testing.T) {
 	requireInterpreters(t)
-	srv := restateserver.Start(t, restateserver.Options{ExtraEnv: []string{"RESTATE_TRACING_ENDPOINT=http://" + freeAddr(t)}})
+	srv := restateserver.Start(t, restateserver.Options{ExtraEnv: []string{"RESTATE_TRACING_ENDPOINT=http://" + testtool.FreeAddr(t)}})
 
 	t.Run("exported: attempt and execution spans continue the caller's trace", func(t *testing.T) {
 		t.Parallel()
@@ -84,7 +86,7 @@ func TestTracing(t *testing.T) {
   service_name: fnbridge-e2e
   headers: {X-Tenant: e2e}
 `, rcv.URL())+traceServices("Traced"))
-		b := startBridge(t, cfg, freeAddr(t))
+		b := startBridge(t, cfg, testtool.FreeAddr(t))
 		srv.Register(t, b.URI(), false)
 
 		traceIDs := map[string]string{"TracedPy": "4bf92f3577b34da6a3ce929d0e0e4736", "TracedSh": "0af7651916cd43dd8448eb211c80319c"}
@@ -170,7 +172,7 @@ func TestTracing(t *testing.T) {
 		t.Parallel()
 		ws := newWorkspace(t, "trace.py", "trace.sh")
 		cfg := ws.config(t, traceServices("Plain"))
-		b := startBridge(t, cfg, freeAddr(t))
+		b := startBridge(t, cfg, testtool.FreeAddr(t))
 		srv.Register(t, b.URI(), false)
 		// Two invocations of the same warm worker in two traces: each sees
 		// its own.

@@ -42,7 +42,7 @@ func TestTrustLimits(t *testing.T) {
     handlers:
       - {name: echo, runtime: python, dir: fn, handler: echo.echo}
 `)
-	b := startBridge(t, cfg, freeAddr(t))
+	b := startBridge(t, cfg, testtool.FreeAddr(t))
 	srv.Register(t, b.URI(), false)
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()

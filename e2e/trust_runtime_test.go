@@ -83,7 +83,7 @@ func TestTrustRuntimeAllowedRoot(t *testing.T) {
 // says at start what is exposed and what to do about it.
 func TestTrustRuntimeWarnsWhenExposed(t *testing.T) {
 	grpcurlBin := testtool.Require(t, "GRPCURL_BIN", "grpcurl", "to call the FunctionRuntime server")
-	_, port, err := net.SplitHostPort(freeAddr(t))
+	_, port, err := net.SplitHostPort(testtool.FreeAddr(t))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -11,6 +11,8 @@ import (
 	"time"
 
 	"github.com/fnbridge/fnbridge/internal/restateserver"
+
+	"github.com/fnbridge/fnbridge/internal/testtool"
 )
 
 // keygen runs `bridge keygen --out dir/name` and returns the private key's
@@ -52,14 +54,14 @@ func TestTrustServeKeygenSignsEndToEnd(t *testing.T) {
 	_, otherKey := keygen(t, keys, "other.pem")
 	srv := restateserver.Start(t, restateserver.Options{IdentityPrivateKeyPEM: pemPath})
 
-	b := startBridge(t, echoConfig(t, "TrustSigned", "identity_keys: ["+key+"]"), freeAddr(t))
+	b := startBridge(t, echoConfig(t, "TrustSigned", "identity_keys: ["+key+"]"), testtool.FreeAddr(t))
 	srv.Register(t, b.URI(), false)
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	out := callOK(ctx, t, srv, "TrustSigned", "echo", `{"n":1}`, nil)
 	assertJSON(t, "output", out, `{"echo":{"n":1}}`)
 
-	other := startBridge(t, echoConfig(t, "TrustOther", "identity_keys: ["+otherKey+"]"), freeAddr(t))
+	other := startBridge(t, echoConfig(t, "TrustOther", "identity_keys: ["+otherKey+"]"), testtool.FreeAddr(t))
 	body, err := srv.TryRegister(ctx, other.URI(), false)
 	var he *restateserver.HTTPError
 	if !errors.As(err, &he) {
@@ -76,7 +78,7 @@ func TestTrustServeKeygenSignsEndToEnd(t *testing.T) {
 func TestTrustServeRefusesUnsignedPublicListen(t *testing.T) {
 	requireInterpreters(t)
 	cfg := echoConfig(t, "TrustOpen", "")
-	_, port, _ := net.SplitHostPort(freeAddr(t))
+	_, port, _ := net.SplitHostPort(testtool.FreeAddr(t))
 	public := "0.0.0.0:" + port
 	_, stderr, code := runBridge(t, 30*time.Second, serveArgs(cfg, public, "info")...)
 	if code == 0 {
@@ -112,7 +114,7 @@ func TestTrustServeLongFunctionCompletesOnce(t *testing.T) {
     handlers:
       - {name: work, runtime: python, dir: fn, handler: trust_serve_long.work, timeout: 30s}
 `)
-	b := startBridge(t, cfg, freeAddr(t))
+	b := startBridge(t, cfg, testtool.FreeAddr(t))
 	srv.Register(t, b.URI(), false)
 
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)

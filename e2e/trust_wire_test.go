@@ -40,7 +40,7 @@ services:
 func TestTrustWire(t *testing.T) {
 	requireInterpreters(t)
 	ws := newWorkspace(t, "trust_workers_gate.py", "echo.py")
-	b := startBridge(t, ws.config(t, trustWireConfig), freeAddr(t))
+	b := startBridge(t, ws.config(t, trustWireConfig), testtool.FreeAddr(t))
 	client := restatetest.NewH2CClient()
 	t.Cleanup(client.CloseIdleConnections)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)

@@ -226,7 +226,7 @@ func TestTrustWorkers(t *testing.T) {
 	requireInterpreters(t)
 	srv := restateserver.Start(t, restateserver.Options{})
 	ws := newWorkspace(t, "trust_workers.py", "trust_workers.sh", "echo.py")
-	b := startBridge(t, ws.config(t, trustWorkersConfig), freeAddr(t))
+	b := startBridge(t, ws.config(t, trustWorkersConfig), testtool.FreeAddr(t))
 	srv.Register(t, b.URI(), false)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
@@ -446,7 +446,7 @@ func TestTrustWorkers(t *testing.T) {
 		} {
 			cfg := filepath.Join(bad.root, c.name+".yaml")
 			writeFile(t, cfg, fmt.Sprintf("services:\n  - name: S\n    handlers:\n      - {name: h, runtime: bash, dir: fn, handler: %s%s}\n", c.handler, c.env))
-			stdout, stderr, code := runBridge(t, 30*time.Second, "serve", "--config", cfg, "--listen", freeAddr(t))
+			stdout, stderr, code := runBridge(t, 30*time.Second, "serve", "--config", cfg, "--listen", testtool.FreeAddr(t))
 			if code != 2 {
 				t.Fatalf("%s: exit %d, want 2\nstdout: %s\nstderr: %s", c.name, code, stdout, stderr)
 			}

@@ -18,6 +18,8 @@ import (
 
 	"github.com/fnbridge/fnbridge/bridge/stepctx"
 	"github.com/fnbridge/fnbridge/bridge/stepctx/stepctxtest"
+
+	"github.com/fnbridge/fnbridge/internal/testtool"
 )
 
 // serve runs a Server on a fresh unix socket or loopback TCP listener and
@@ -32,13 +34,7 @@ func serveWrapped(t *testing.T, network string, cfg stepctx.Config, wrap func(ne
 	t.Helper()
 	var addr string
 	if network == "unix" {
-		// Short path: t.TempDir can exceed the 108-byte sun_path limit.
-		dir, err := os.MkdirTemp("", "stepctx")
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { os.RemoveAll(dir) })
-		addr = "unix://" + filepath.Join(dir, "ctx.sock")
+		addr = "unix://" + filepath.Join(testtool.SocketDir(t), "ctx.sock")
 	} else {
 		addr = "tcp://127.0.0.1:0"
 	}

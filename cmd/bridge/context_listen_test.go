@@ -7,19 +7,9 @@ import (
 	"strings"
 	"testing"
 	"time"
-)
 
-// freePort is a loopback host:port nothing listens on (closed again).
-func freePort(t *testing.T) string {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := l.Addr().String()
-	l.Close()
-	return addr
-}
+	"github.com/fnbridge/fnbridge/internal/testtool"
+)
 
 // serveUntilListening runs args (serve or dev) until its Restate
 // endpoint at listen accepts a connection, then stops it; the error is
@@ -76,39 +66,39 @@ func TestServeContextListenPerReplica(t *testing.T) {
 
 	t.Run("file", func(t *testing.T) {
 		t.Setenv("FNBRIDGE_CONTEXT_LISTEN", "")
-		err := serveUntilListening(t, freePort(t), "serve", "--config", cfg)
+		err := serveUntilListening(t, testtool.FreeAddr(t), "serve", "--config", cfg)
 		if err == nil || !strings.Contains(err.Error(), "context_listen "+taken+": ") || !strings.Contains(err.Error(), "address already in use") {
 			t.Fatalf("err = %v, want the held address refused, naming context_listen", err)
 		}
 	})
 	t.Run("flag", func(t *testing.T) {
 		t.Setenv("FNBRIDGE_CONTEXT_LISTEN", "")
-		if err := serveUntilListening(t, freePort(t), "serve", "--config", cfg, "--context-listen", freePort(t)); err != nil {
+		if err := serveUntilListening(t, testtool.FreeAddr(t), "serve", "--config", cfg, "--context-listen", testtool.FreeAddr(t)); err != nil {
 			t.Fatal(err)
 		}
 	})
 	t.Run("env", func(t *testing.T) {
-		t.Setenv("FNBRIDGE_CONTEXT_LISTEN", freePort(t))
-		if err := serveUntilListening(t, freePort(t), "serve", "--config", cfg); err != nil {
+		t.Setenv("FNBRIDGE_CONTEXT_LISTEN", testtool.FreeAddr(t))
+		if err := serveUntilListening(t, testtool.FreeAddr(t), "serve", "--config", cfg); err != nil {
 			t.Fatal(err)
 		}
 	})
 	t.Run("flag over env", func(t *testing.T) {
 		t.Setenv("FNBRIDGE_CONTEXT_LISTEN", taken)
-		if err := serveUntilListening(t, freePort(t), "serve", "--config", cfg, "--context-listen", freePort(t)); err != nil {
+		if err := serveUntilListening(t, testtool.FreeAddr(t), "serve", "--config", cfg, "--context-listen", testtool.FreeAddr(t)); err != nil {
 			t.Fatal(err)
 		}
 	})
 	t.Run("the flag's address taken", func(t *testing.T) {
 		t.Setenv("FNBRIDGE_CONTEXT_LISTEN", "")
-		err := serveUntilListening(t, freePort(t), "serve", "--config", cfg, "--context-listen", taken)
+		err := serveUntilListening(t, testtool.FreeAddr(t), "serve", "--config", cfg, "--context-listen", taken)
 		if err == nil || !strings.Contains(err.Error(), "--context-listen "+taken+": ") {
 			t.Fatalf("err = %v, want the held address refused, naming --context-listen", err)
 		}
 	})
 	t.Run("the variable's address taken", func(t *testing.T) {
 		t.Setenv("FNBRIDGE_CONTEXT_LISTEN", taken)
-		err := serveUntilListening(t, freePort(t), "serve", "--config", cfg)
+		err := serveUntilListening(t, testtool.FreeAddr(t), "serve", "--config", cfg)
 		if err == nil || !strings.Contains(err.Error(), "FNBRIDGE_CONTEXT_LISTEN "+taken+": ") {
 			t.Fatalf("err = %v, want the held address refused, naming FNBRIDGE_CONTEXT_LISTEN", err)
 		}
@@ -133,7 +123,7 @@ func TestServeRefusesInvalidContextListen(t *testing.T) {
 		for _, cmd := range []string{"serve", "dev"} {
 			t.Run(tc.name+"/"+cmd, func(t *testing.T) {
 				t.Setenv("FNBRIDGE_CONTEXT_LISTEN", tc.env)
-				args := []string{cmd, "--config", cfg, "--listen", freePort(t), "--log-level", "error"}
+				args := []string{cmd, "--config", cfg, "--listen", testtool.FreeAddr(t), "--log-level", "error"}
 				if tc.flag != "" {
 					args = append(args, "--context-listen", tc.flag)
 				}

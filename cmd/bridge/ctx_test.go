@@ -17,6 +17,8 @@ import (
 
 	"github.com/fnbridge/fnbridge/bridge/stepctx"
 	"github.com/fnbridge/fnbridge/bridge/stepctx/stepctxtest"
+
+	"github.com/fnbridge/fnbridge/internal/testtool"
 )
 
 // ctxEnv serves a context endpoint on a unix socket and points the
@@ -33,11 +35,7 @@ type ctxEnv struct {
 }
 
 func newCtxEnv(t *testing.T, j *stepctxtest.Journal, opts ...stepctx.AttemptOption) *ctxEnv {
-	dir, err := os.MkdirTemp("", "ctxcli")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { os.RemoveAll(dir) })
+	dir := testtool.SocketDir(t)
 	l, err := stepctx.Listen("unix://" + filepath.Join(dir, "c.sock"))
 	if err != nil {
 		t.Fatal(err)

@@ -47,18 +47,6 @@ func writeCtxConfig(t *testing.T, head string) string {
 	return path
 }
 
-// shortTempDir is a temporary directory with a path short enough for
-// unix sockets (t.TempDir's carries the test's name).
-func shortTempDir(t *testing.T) string {
-	t.Helper()
-	dir, err := os.MkdirTemp("", "ctxl")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = os.RemoveAll(dir) })
-	return dir
-}
-
 // invoke runs `bridge invoke` of S/handler and returns its stdout,
 // failing the test on a non-zero exit.
 func invoke(t *testing.T, cfg, handler string) string {
@@ -117,7 +105,7 @@ func TestInvokeBesideServeTCPContextListen(t *testing.T) {
 func TestInvokeBesideServeUnixContextListen(t *testing.T) {
 	testtool.Require(t, "", "python3", "to run the Python functions")
 	t.Setenv("FNBRIDGE_CONTEXT_LISTEN", "")
-	sock := filepath.Join(shortTempDir(t), "ctx.sock")
+	sock := filepath.Join(testtool.SocketDir(t), "ctx.sock")
 	held, err := net.Listen("unix", sock)
 	if err != nil {
 		t.Fatal(err)
@@ -142,7 +130,7 @@ func TestInvokeBesideServeUnixContextListen(t *testing.T) {
 func TestInvokeBesideServeUnixContextListenRemoteRuntime(t *testing.T) {
 	testtool.Require(t, "", "python3", "to run the Python functions")
 	t.Setenv("FNBRIDGE_CONTEXT_LISTEN", "")
-	dir := shortTempDir(t)
+	dir := testtool.SocketDir(t)
 	rt := filepath.Join(dir, "rt.sock")
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
