@@ -60,6 +60,14 @@ bg_fail() {
 	exit 1
 }
 
+# A failure that leaves nothing running keeps its worker ($$ is the
+# worker's shell).
+fail_plain() {
+	fnbridge run --var v a -- printf a || exit
+	echo "$$" >>worker.pids
+	exit 1
+}
+
 terminal() {
 	fnbridge run plan -- sh -c 'echo p >>marker; echo "no such plan"; exit 100' || exit
 	echo unreachable
@@ -400,6 +408,16 @@ func TestSteps(t *testing.T) {
 		_ = os.Remove(filepath.Join(s.f.Dir, "bg.pid"))
 		_, err = s.invoke(t, e.Open(t, &stepctxtest.Journal{}), "")
 		steptest.WantHandlerError(t, err, functionruntime.HandlerError{Type: "exit", ExitCode: 1, Message: "exit status 1"})
+
+		// Only leftovers cost the worker: a plain failure keeps it.
+		p := e.start(t, "fail_plain", nil)
+		for range 2 {
+			_, err := p.invoke(t, e.Open(t, &stepctxtest.Journal{}), "")
+			steptest.WantHandlerError(t, err, functionruntime.HandlerError{Type: "exit", ExitCode: 1, Message: "exit status 1"})
+		}
+		if pids, _ := os.ReadFile(filepath.Join(p.f.Dir, "worker.pids")); len(strings.Fields(string(pids))) != 2 || strings.Fields(string(pids))[0] != strings.Fields(string(pids))[1] {
+			t.Fatalf("worker shells of two plain failures: %q, want the same one twice", pids)
+		}
 	})
 
 	// A step in a loop reads none of the loop's input, the first time or
