@@ -1531,6 +1531,11 @@ def _fnbridge_worker():
         lost_dir = return_home("an earlier invocation")
         if ctx is not None:
             steps["ctx"] = None
+            # A thread of the function still inside a context call (a step
+            # it runs in the background) when the function failed: no code
+            # of an ended attempt may run beside its retry, and a thread
+            # cannot be stopped, so Go ends this worker before it answers.
+            in_flight = ctx.lock.locked()
             keep_connection(ctx)
             os.environ.pop("FNBRIDGE_CONTEXT", None)
             os.environ.pop("FNBRIDGE_CONTEXT_TOKEN", None)
@@ -1541,6 +1546,8 @@ def _fnbridge_worker():
             if over is not None and (error is None or error["terminal"] or error["type"] == "fnbridge.Suspended"):
                 error = {"type": "fnbridge.Suspended" if ctx.ended else "RuntimeError", "message": over,
                          "terminal": False}
+            if in_flight and error is not None:
+                error["discard"] = True
 
         extra = []
         try:

@@ -274,7 +274,10 @@
 //	← 'F' id, raw FNBRIDGE_OUTPUTS file content  (optional)
 //	← 'R' id, output bytes                       success, ends the invocation
 //	← 'E' id, {"type","message","terminal"}      failure, ends the invocation
-//	                                             (+ "code": a TerminalError's int code)
+//	                                             (+ "code": a TerminalError's int code;
+//	                                             + "discard": true when a thread of a failed
+//	                                             steps attempt is still in a context call:
+//	                                             Go ends the worker before it answers)
 //
 // An 'N' frame is followed by a 'C' or 'I', a 'C' frame by the 'I', all
 // of the same id; anything else, or an 'N' naming a variable off the

@@ -254,13 +254,21 @@ func (s *session) invoke(input []byte, sc *functionruntime.StepContext, env map[
 				Type, Message string
 				Terminal      bool
 				Code          int
+				// Discard: a thread of the failed steps attempt is still
+				// inside a context call (a background step), which only
+				// ending the worker stops.
+				Discard bool
 			}
 			if err := json.Unmarshal(payload, &f); err != nil {
 				return functionruntime.Result{}, &proc.ProtocolError{Err: fmt.Errorf("bad error frame: %w", err)}
 			}
-			return functionruntime.Result{}, &functionruntime.HandlerError{
+			he := &functionruntime.HandlerError{
 				Terminal: f.Terminal, Type: f.Type, Message: proc.Clip(f.Message, maxMessage), Code: f.Code,
 			}
+			if f.Discard {
+				return functionruntime.Result{}, &proc.DiscardSession{Err: he}
+			}
+			return functionruntime.Result{}, he
 		default:
 			return functionruntime.Result{}, &proc.ProtocolError{Err: errors.New("unexpected frame kind " + strconv.QuoteRune(rune(kind)))}
 		}

@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -16,6 +17,7 @@ import (
 	"github.com/fnbridge/fnbridge/functionruntime"
 	"github.com/fnbridge/fnbridge/functionruntime/internal/adaptertest"
 	"github.com/fnbridge/fnbridge/functionruntime/internal/proc/steptest"
+	"github.com/fnbridge/fnbridge/internal/procstat"
 )
 
 // stepsPy is the test module steps.py. mark(name) appends to the file
@@ -178,6 +180,26 @@ def threads(event):
     t.start()
     t.join()
     return {"value": value, "errors": errors, "plain_thread": plain}
+
+def bg_fail(event):
+    # A step run in a background thread, still executing when the
+    # function fails: the attempt is over, and it must not run on.
+    def upload():
+        with open("bg.pid", "w") as f:
+            f.write(str(os.getpid()))
+        threading.Event().wait(60)
+        return "uploaded"
+    t = threading.Thread(target=contextvars.copy_context().run, args=(fnbridge.run, "upload", upload), daemon=True)
+    t.start()
+    while not os.path.exists("bg.pid"):
+        threading.Event().wait(0.01)
+    raise ValueError("failed beside a background step")
+
+def fail_plain(event):
+    fnbridge.run("a", lambda: "a")
+    with open("worker.pids", "a") as f:
+        f.write("%d\n" % os.getpid())
+    raise ValueError("plain failure")
 
 def catch(fn, *args):
     try:
@@ -507,6 +529,34 @@ func TestStepsNothingAfterAFailedStep(t *testing.T) {
 	steptest.WantHandlerError(t, err, functionruntime.HandlerError{Type: functionruntime.AttemptEndedType, Message: `step 'boom' failed and will be retried: ValueError: boom`})
 	if got := marks(t, s.f.Dir); got["swallowed"] != 0 {
 		t.Fatal("a context call after the failed step raised an Exception, want Suspended (a BaseException)")
+	}
+}
+
+// Rule (issue 10): once an attempt ends, no code of it runs. A step a
+// background thread still executes when the function fails is stopped,
+// with its worker, before the failure is answered, so Restate's retry
+// never runs beside it; a failure that leaves no step running keeps the
+// worker.
+func TestStepsFailedAttemptsBackgroundStepIsStopped(t *testing.T) {
+	s := newSteps(t, "bg_fail")
+	_, err := s.invoke(t, s.Open(t, &stepctxtest.Journal{}), `null`)
+	steptest.WantHandlerError(t, err, functionruntime.HandlerError{Type: "ValueError", Message: "failed beside a background step"})
+	b, rerr := os.ReadFile(filepath.Join(s.f.Dir, "bg.pid"))
+	pid, _ := strconv.Atoi(string(b))
+	if rerr != nil || pid == 0 {
+		t.Fatalf("bg.pid: %q %v", b, rerr)
+	}
+	if st, err := procstat.Read(pid); err == nil && !st.Dead() {
+		t.Fatalf("the worker (pid %d) running the failed attempt's background step still runs after the failure was answered", pid)
+	}
+
+	p := newSteps(t, "fail_plain")
+	for range 2 {
+		_, err := p.invoke(t, p.Open(t, &stepctxtest.Journal{}), `null`)
+		steptest.WantHandlerError(t, err, functionruntime.HandlerError{Type: "ValueError", Message: "plain failure"})
+	}
+	if pids, _ := os.ReadFile(filepath.Join(p.f.Dir, "worker.pids")); len(strings.Fields(string(pids))) != 2 || strings.Fields(string(pids))[0] != strings.Fields(string(pids))[1] {
+		t.Fatalf("workers of two plain failures: %q, want the same one twice", pids)
 	}
 }
 
