@@ -97,7 +97,7 @@ func New(cfg *Config, opts Options) (*Bridge, error) {
 	}
 	b.instance = instance
 	unimplemented := map[string]*sync.Once{}
-	services := serviceTypes(cfg)
+	services, handlers := serviceTypes(cfg), serviceHandlers(cfg)
 	for si := range cfg.Services {
 		svc := &cfg.Services[si]
 		rs := restate.Service{Name: svc.Name, Type: svc.restateType(), Documentation: svc.Documentation, Metadata: svc.Metadata,
@@ -148,7 +148,7 @@ func New(cfg *Config, opts Options) (*Bridge, error) {
 				}
 			}
 			b.pools[svc.Name+"/"+h.Name] = p
-			b.keyed[p] = keyedHandlerOf(svc, h, services)
+			b.keyed[p] = keyedHandlerOf(svc, h, services, handlers)
 			rh := restateHandler(b, p)
 			rh.Type = svc.HandlerType(h)
 			rs.Handlers = append(rs.Handlers, rh)

@@ -21,14 +21,27 @@ type keyedHandler struct {
 
 // keyedHandlerOf is h's keyedHandler; services are serviceTypes of the
 // configuration.
-func keyedHandlerOf(svc *ServiceConfig, h *HandlerConfig, services map[string]string) keyedHandler {
+func keyedHandlerOf(svc *ServiceConfig, h *HandlerConfig, services map[string]string, handlers map[string][]string) keyedHandler {
 	return keyedHandler{keyed: svc.Keyed(), info: stepctx.HandlerInfo{
 		Name:     svc.Name + "/" + h.Name,
 		Keyed:    svc.Keyed(),
 		Workflow: svc.Type == TypeWorkflow,
 		Shared:   svc.HandlerType(h) == restate.HandlerTypeShared,
 		Services: services,
+		Handlers: handlers,
 	}}
+}
+
+// serviceHandlers are cfg's services by name, with their handlers' names:
+// what the context endpoint checks a call's handler against.
+func serviceHandlers(cfg *Config) map[string][]string {
+	m := make(map[string][]string, len(cfg.Services))
+	for i := range cfg.Services {
+		for _, h := range cfg.Services[i].Handlers {
+			m[cfg.Services[i].Name] = append(m[cfg.Services[i].Name], h.Name)
+		}
+	}
+	return m
 }
 
 // serviceTypes are cfg's services by name, with their type: what the

@@ -134,6 +134,11 @@ type HandlerInfo struct {
 	// would take the empty key for a missing one. Other services are
 	// Restate's to check.
 	Services map[string]string
+	// Handlers are the handler names of each service in Services: a call
+	// or send to a handler one of them lacks is refused (Restate would
+	// fail the invocation and retry it until it paused, the function never
+	// told). A service without an entry here is not checked.
+	Handlers map[string][]string
 }
 
 // Future is a Journal's handle on a pending result (a run, timer or

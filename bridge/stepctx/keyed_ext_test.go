@@ -50,7 +50,8 @@ var (
 	// withServices is a plain handler of a deployment that also serves a
 	// virtual object and a workflow.
 	withServices = stepctx.HandlerInfo{Name: "Greeter/greet", Services: map[string]string{
-		"Greeter": "service", "Counter": "virtual_object", "Signup": "workflow"}}
+		"Greeter": "service", "Counter": "virtual_object", "Signup": "workflow"},
+		Handlers: map[string][]string{"Greeter": {"greet"}, "Counter": {"add", "get"}, "Signup": {"run"}}}
 )
 
 // wantFailure asserts err is the terminal failure of one call (the
@@ -153,6 +154,16 @@ func TestRefusedCalls(t *testing.T) {
 			_, err := c.Call(ctx, stepctx.CallRequest{Service: "Greeter", Handler: "greet", Key: "k"})
 			return err
 		}, "call Greeter/greet refused: Greeter is a plain service (type: service), whose handlers take no key; call it without one"},
+		// A handler the deployment's service lacks: Restate would fail the
+		// invocation and retry it until it paused, the function never told.
+		{"call to a handler the service lacks", withServices, func(c *stepctx.Client) error {
+			_, err := c.Call(ctx, stepctx.CallRequest{Service: "Counter", Handler: "ad", Key: "k"})
+			return err
+		}, `call Counter/ad refused: Counter has no handler "ad" (its handlers: add, get)`},
+		{"send to a handler the service lacks", withServices, func(c *stepctx.Client) error {
+			_, err := c.Send(ctx, stepctx.SendRequest{CallRequest: stepctx.CallRequest{Service: "Greeter", Handler: "nosuch"}})
+			return err
+		}, `send Greeter/nosuch refused: Greeter has no handler "nosuch" (its handlers: greet)`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			j := &stepctxtest.Journal{}

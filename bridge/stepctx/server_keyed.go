@@ -5,6 +5,7 @@ import (
 	"encoding/base64"
 	"fmt"
 	"math/big"
+	"slices"
 	"strings"
 )
 
@@ -47,9 +48,14 @@ func (a *Attempt) promiseAllowed(op string) *apiError {
 
 // calleeKey refuses a call to a service of this deployment whose key does
 // not fit its type: without a key, Restate would run a virtual object's
-// or workflow's handler under the empty key, with that key's state.
+// or workflow's handler under the empty key, with that key's state. It
+// refuses a call to a handler such a service lacks too (a misspelt name),
+// which Restate would retry until it paused the invocation.
 func (a *Attempt) calleeKey(op string, req CallRequest) *apiError {
 	typ, ok := a.handler.Services[req.Service]
+	if hs, known := a.handler.Handlers[req.Service]; ok && known && !slices.Contains(hs, req.Handler) {
+		return refused("%s %s/%s refused: %s has no handler %q (its handlers: %s)", op, req.Service, req.Handler, req.Service, req.Handler, strings.Join(hs, ", "))
+	}
 	switch {
 	case !ok:
 		return nil
