@@ -173,6 +173,24 @@ func (b *Bridge) closeContext(ctx context.Context) error {
 //
 // The error is the function's classified failure (*Error) or, when the
 // attempt ended first, Attempt.Err (stepsToRestate maps both).
+// suspendUnwindGrace is how long a suspended Python function has to
+// unwind (fnbridge.Suspended through its finally blocks) and answer before
+// its worker is stopped: no code of the attempt runs past it, and one that
+// returns within it keeps its worker warm.
+const suspendUnwindGrace = time.Second
+
+// stopAfterUnwind cancels a suspended function's invocation with cause
+// once it has finished, or suspendUnwindGrace has passed.
+func stopAfterUnwind(cause error, cancel context.CancelCauseFunc, finished <-chan struct{}) {
+	t := time.NewTimer(suspendUnwindGrace)
+	defer t.Stop()
+	select {
+	case <-finished:
+	case <-t.C:
+	}
+	cancel(cause)
+}
+
 func (b *Bridge) runSteps(ctx context.Context, p *pool, j stepctx.Journal, invocationID string, input []byte, contentType string) (*Result, string, error) {
 	if b.ctxEnd == nil {
 		return nil, "", errors.New("bridge: the context endpoint is not running")
@@ -188,8 +206,30 @@ func (b *Bridge) runSteps(ctx context.Context, p *pool, j stepctx.Journal, invoc
 		return nil, "", err
 	}
 	defer a.Close()
-	ictx, cancel := context.WithCancelCause(ctx)
+	// fnbridge.Suspended unwinds a Python function (its finally blocks and
+	// with exits run) and its warm worker answers; only one that has not
+	// within suspendUnwindGrace is stopped. So a suspension, which ends
+	// the restate attempt's ctx at once, reaches a Python function's
+	// InvokeFunction through stopAfterUnwind. A Bash function's shell has
+	// no such unwinding: it is stopped at once.
+	python := p.h.Runtime == "python"
+	base := ctx
+	if python {
+		base = context.WithoutCancel(ctx)
+	}
+	ictx, cancel := context.WithCancelCause(base)
 	defer cancel(nil)
+	finished := make(chan struct{})
+	if python {
+		stop := context.AfterFunc(ctx, func() {
+			if cause := context.Cause(ctx); errors.Is(cause, restate.ErrSuspended) {
+				stopAfterUnwind(cause, cancel, finished)
+			} else {
+				cancel(cause)
+			}
+		})
+		defer stop()
+	}
 	ictx = metadata.AppendToOutgoingContext(ictx, functionruntime.MetadataContext, b.ctxEnd.url, functionruntime.MetadataContextToken, a.Token())
 	type result struct {
 		res    *Result
@@ -199,13 +239,19 @@ func (b *Bridge) runSteps(ctx context.Context, p *pool, j stepctx.Journal, invoc
 	done := make(chan result, 1)
 	go func() {
 		res, uid, err := p.invoke(ictx, invocationID, input, contentType)
+		close(finished)
 		done <- result{res, uid, err}
 	}()
 	var r result
 	select {
 	case r = <-done:
 	case <-a.Done():
-		cancel(a.Err()) // why the function is stopped: its span says so
+		// Why the function is stopped: its span says so.
+		if python && errors.Is(a.Err(), stepctx.ErrSuspended) {
+			stopAfterUnwind(a.Err(), cancel, finished)
+		} else {
+			cancel(a.Err())
+		}
 		r = <-done
 	}
 	// Close first: if nothing ended the attempt before, its end is

@@ -3,6 +3,7 @@ package bridge_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -98,6 +99,33 @@ func TestStepsAttemptOutputIsTheFunctionsResult(t *testing.T) {
 	var ce *stepctx.Error
 	if !errors.As(err, &ce) || ce.Status != http.StatusForbidden {
 		t.Fatalf("after the attempt: %v, want 403 (stale token)", err)
+	}
+}
+
+// A suspended Python function unwinds (fnbridge.Suspended through its
+// finally blocks) before anything stops it: its worker is left alone for
+// up to a second, so one that answers in that time stays warm.
+func TestStepsSuspendedPythonFunctionUnwindsFirst(t *testing.T) {
+	unwound := make(chan error, 1)
+	b, _ := newStepsBridge(t, "steps", func(ctx context.Context, c *stepctx.Client, _ []byte) ([]byte, error) {
+		if _, err := c.Sleep(context.Background(), time.Hour); !errors.Is(err, stepctx.ErrSuspended) {
+			unwound <- errors.Join(err, errors.New("sleep did not suspend"))
+			return nil, err
+		}
+		select { // a finally block's work
+		case <-ctx.Done():
+			unwound <- fmt.Errorf("stopped while unwinding: %w", context.Cause(ctx))
+		case <-time.After(200 * time.Millisecond):
+			unwound <- nil
+		}
+		return nil, errors.New("fnbridge.Suspended")
+	})
+	_, err := runSteps(t, b, &stepctxtest.Journal{HoldSleeps: true})
+	if !errors.Is(err, stepctx.ErrSuspended) {
+		t.Fatalf("err = %v, want suspended", err)
+	}
+	if e := <-unwound; e != nil {
+		t.Fatal(e)
 	}
 }
 

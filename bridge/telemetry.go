@@ -174,7 +174,11 @@ func (e execTelemetry) end(ctx context.Context, err error) {
 		return
 	}
 	switch cause := context.Cause(ctx); {
-	case err != nil && ctx.Err() != nil && (errors.Is(cause, stepctx.ErrSuspended) || errors.Is(cause, restate.ErrSuspended)):
+	case err != nil && ctx.Err() != nil && (errors.Is(cause, stepctx.ErrSuspended) || errors.Is(cause, restate.ErrSuspended)),
+		err != nil && ctx.Err() == nil && functionruntime.ErrorInfo(err).GetMetadata()["error_type"] == functionruntime.AttemptEndedType:
+		// Stopped with its suspended attempt, or (a Python function, which
+		// runSteps leaves to unwind only when it suspended) answered so
+		// itself before anything stopped it.
 		e.span.SetAttributes(attrOutcome.String(telemetry.OutcomeSuspended.String()))
 	case err != nil:
 		e.span.SetAttributes(attrErrorClass.String(class.String()))

@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"google.golang.org/genproto/googleapis/rpc/errdetails"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
@@ -365,18 +366,39 @@ func TestFunctionGetsTheTraceContext(t *testing.T) {
 
 // A function stopped because its attempt suspended did not fail: its span
 // says it was suspended, with no error status (each durable wait longer
-// than suspend_after counted against span error rates).
+// than suspend_after counted against span error rates). So does one that
+// answers its suspension itself (a Python function unwinding
+// fnbridge.Suspended, which the runtime reports as a handler error of type
+// fnbridge.Suspended).
 func TestSuspendedExecutionSpanIsNoError(t *testing.T) {
+	stopped := func(ctx context.Context, c *stepctx.Client, _ []byte) ([]byte, error) {
+		_, _ = c.Sleep(context.Background(), time.Hour)
+		<-ctx.Done() // stopped by the bridge, as a killed worker is
+		return nil, status.FromContextError(ctx.Err()).Err()
+	}
+	unwound := func(ctx context.Context, c *stepctx.Client, _ []byte) ([]byte, error) {
+		_, _ = c.Sleep(context.Background(), time.Hour)
+		st, err := status.New(codes.Unknown, "handler failed: fnbridge.Suspended").WithDetails(&errdetails.ErrorInfo{
+			Domain: functionruntime.ErrorDomain, Reason: functionruntime.ReasonHandlerError,
+			Metadata: map[string]string{"error_type": functionruntime.AttemptEndedType, "terminal": "false"},
+		})
+		if err != nil {
+			return nil, err
+		}
+		return nil, st.Err()
+	}
+	for _, fn := range []func(context.Context, *stepctx.Client, []byte) ([]byte, error){stopped, unwound} {
+		suspendedSpan(t, fn)
+	}
+}
+
+func suspendedSpan(t *testing.T, fn func(context.Context, *stepctx.Client, []byte) ([]byte, error)) {
 	rcv := telemetrytest.NewReceiver(t)
 	tr, err := telemetry.NewTracing(context.Background(), telemetry.TracingConfig{Endpoint: rcv.URL() + "/v1/traces", ServiceName: "fnbridge"})
 	if err != nil {
 		t.Fatal(err)
 	}
-	b, _ := newStepsBridgeWith(t, "steps", bridge.Options{Tracer: tr.Tracer}, func(ctx context.Context, c *stepctx.Client, _ []byte) ([]byte, error) {
-		_, _ = c.Sleep(context.Background(), time.Hour)
-		<-ctx.Done() // stopped by the bridge, as a killed worker is
-		return nil, status.FromContextError(ctx.Err()).Err()
-	})
+	b, _ := newStepsBridgeWith(t, "steps", bridge.Options{Tracer: tr.Tracer}, fn)
 	if _, err := runSteps(t, b, &stepctxtest.Journal{HoldSleeps: true}); !errors.Is(err, stepctx.ErrSuspended) {
 		t.Fatalf("err = %v, want suspended", err)
 	}

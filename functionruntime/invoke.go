@@ -91,10 +91,16 @@ func (s *Server) InvokeFunction(ctx context.Context, req *executorv1.InvokeFunct
 		// The status's code and message, not its Error(): "rpc error:
 		// code = ... desc = ..." says the same twice over.
 		st := status.Convert(err)
+		var he *HandlerError
 		if ctx.Err() != nil {
 			// The caller stopped it (a suspended or cancelled attempt, a
 			// closed stream): routine for durable steps, not a failure.
 			log.Info().Str("code", st.Code().String()).Str("error", st.Message()).Dur("elapsed_ms", elapsed).Msg("invocation cancelled by the caller")
+		} else if errors.As(werr, &he) && he.Type == AttemptEndedType {
+			// The function stopped itself because its step context ended
+			// the attempt (a Python function unwound its suspension):
+			// routine too.
+			log.Info().Str("code", st.Code().String()).Str("error", st.Message()).Dur("elapsed_ms", elapsed).Msg("invocation ended with its attempt")
 		} else {
 			log.Warn().Str("code", st.Code().String()).Str("error", st.Message()).Dur("elapsed_ms", elapsed).Msg("invocation failed")
 		}
