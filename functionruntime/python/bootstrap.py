@@ -169,11 +169,13 @@ def _fnbridge_worker():
     def terminal_code(exc):
         # The code of a terminal failure, as the runtime and Restate take
         # it: an int from 1 to 65535 (an IntEnum such as HTTPStatus too);
-        # anything else is no code, and the failure gets 500.
-        code = getattr(exc, "code", None)
-        if isinstance(code, bool) or not isinstance(code, int) or not 1 <= code <= 65535:
-            return None
-        return int(code)
+        # anything else is no code, and the failure gets 500. The Restate
+        # Python SDK's TerminalError keeps it as status_code.
+        for attr in ("code", "status_code"):
+            code = getattr(exc, attr, None)
+            if not isinstance(code, bool) and isinstance(code, int) and 1 <= code <= 65535:
+                return int(code)
+        return None
 
     def print_traceback():
         # One log record at warn, not a line per frame at info: a filter on

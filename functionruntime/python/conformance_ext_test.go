@@ -97,6 +97,9 @@ var conformance = &adaptertest.Adapter{
 		{Name: "own TerminalError class", Handler: adaptertest.Handler{Handler: "h.custom_terminal", Files: hPy}, Calls: []adaptertest.FailedCall{
 			{Input: "null", Want: functionruntime.HandlerError{Terminal: true, Type: "h.TerminalError", Message: "my own terminal class"}},
 		}},
+		{Name: "a TerminalError whose code is status_code, as the Restate SDK's", Handler: adaptertest.Handler{Handler: "h.sdk_terminal", Files: hPy}, Calls: []adaptertest.FailedCall{
+			{Input: "null", Want: functionruntime.HandlerError{Terminal: true, Type: "h.SDKTerminalError", Message: "not found", Code: 404}},
+		}},
 	},
 	Outputs:       adaptertest.Handler{Handler: "h.outputs_file", Files: hPy},
 	OutputsResult: `"ok"`,

@@ -63,6 +63,15 @@ class TerminalError(Exception):
 def custom_terminal(event):
     raise TerminalError("my own terminal class")
 
+class SDKTerminalError(TerminalError):
+    # As the Restate Python SDK's: the code is status_code.
+    def __init__(self, message, status_code=500):
+        super().__init__(message)
+        self.status_code = status_code
+
+def sdk_terminal(event):
+    raise SDKTerminalError("not found", status_code=404)
+
 def unserializable(event):
     return {"s": {1, 2}}
 
