@@ -377,3 +377,36 @@ def run(event):
 		t.Errorf("info logged under the function's WARNING: %v", recs)
 	}
 }
+
+// The handler's module imports fnbridge, so a multiprocessing child
+// started with spawn or forkserver (which import the module afresh; 3.14's
+// default start method on Linux) must be able to import it too: its names
+// load, and its context calls raise, naming why.
+func TestMultiprocessingChildrenImportFnbridge(t *testing.T) {
+	f := conformance.NewFixture(t, "mp.pool", map[string]string{"mp.py": `
+import multiprocessing
+import fnbridge
+
+def square(x):
+    return x * x
+
+def outside(_):
+    try:
+        fnbridge.key()
+    except RuntimeError as e:
+        return str(e)
+    return "no error"
+
+def pool(method):
+    with multiprocessing.get_context(method).Pool(2) as p:
+        return [p.map(square, range(4)), p.map(outside, [0])[0], fnbridge.TerminalError("x", code=404).code]
+`})
+	w := f.Start(t)
+	for _, method := range []string{"spawn", "forkserver"} {
+		res := f.MustInvoke(t, w, `"`+method+`"`)
+		want := `[[0,1,4,9],"fnbridge.key: context calls work only in the function's worker process, not in a process it started (a multiprocessing child)",404]`
+		if string(res.Output) != want {
+			t.Fatalf("%s: output %s, want %s", method, res.Output, want)
+		}
+	}
+}

@@ -198,6 +198,43 @@ def _fnbridge_worker():
     # set_output belongs to the invocation whose context it runs in (the
     # handler, its coroutines, asyncio.to_thread, contextvars.copy_context):
     # a thread that outlives its invocation cannot add to a later one.
+    child_stub = (
+        '"""fnbridge in a process the function started (a multiprocessing child):\n'
+        'the names import, context calls raise: they work only in the worker."""\n'
+        "\n"
+        "\n"
+        "class TerminalError(Exception):\n"
+        "    def __init__(self, message=\"\", code=500, *, status_code=None):\n"
+        "        Exception.__init__(self, message)\n"
+        "        self.message = message\n"
+        "        self.code = code if status_code is None else status_code\n"
+        "\n"
+        "    @property\n"
+        "    def status_code(self):\n"
+        "        return self.code\n"
+        "\n"
+        "\n"
+        "class Suspended(BaseException):\n"
+        "    pass\n"
+        "\n"
+        "\n"
+        "class _Outside(object):\n"
+        "    def __init__(self, name):\n"
+        "        self._name = name\n"
+        "\n"
+        "    def __getattr__(self, name):\n"
+        "        return _Outside(self._name + \".\" + name)\n"
+        "\n"
+        "    def __call__(self, *args, **kwargs):\n"
+        "        raise RuntimeError(\"fnbridge.%s: context calls work only in the function's worker \"\n"
+        "                           \"process, not in a process it started (a multiprocessing child)\" % self._name)\n"
+        "\n"
+        "\n"
+        "def __getattr__(name):\n"
+        "    if name.startswith(\"__\"):\n"
+        "        raise AttributeError(name)\n"
+        "    return _Outside(name)\n"
+    )
     state = {"outputs": {}, "invocation": 0, "env": {}}
     # The names a per-invocation environment ('N' frame) may set; Go checks
     # them too (functionruntime.InvocationEnvNames).
@@ -1126,6 +1163,25 @@ def _fnbridge_worker():
     api.Suspended = Suspended
     sys.modules["fnbridge"] = api
 
+    def add_child_stub():
+        # multiprocessing's spawn and forkserver start a fresh interpreter
+        # that imports the handler's module, and with it fnbridge, which
+        # exists only in this process's sys.modules. A stub on sys.path
+        # (after the handler's own directories; here the injected module
+        # wins) lets the child load it; its context calls raise there, as
+        # outside an invocation. Best effort: without a writable scratch
+        # directory a child cannot import fnbridge, as before.
+        if not outputs_base:
+            return
+        lib = os.path.join(os.path.dirname(outputs_base), "lib")
+        try:
+            os.mkdir(lib, 0o700)
+            with open(os.path.join(lib, "fnbridge.py"), "w") as f:
+                f.write(child_stub)
+        except OSError:
+            return
+        sys.path.append(lib)
+
     def check_inside(name):
         # Find (without running it) every module of the dotted name, outermost
         # first, and refuse one whose file is not beneath the working
@@ -1273,6 +1329,7 @@ def _fnbridge_worker():
     # a quick edit would start the old code under the new digest.
     sys.dont_write_bytecode = True
     sys.path.insert(0, workdir)
+    add_child_stub()
     stage = "import module %r" % module_name
     try:
         import importlib
