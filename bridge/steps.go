@@ -179,6 +179,13 @@ func (b *Bridge) closeContext(ctx context.Context) error {
 // returns within it keeps its worker warm.
 const suspendUnwindGrace = time.Second
 
+// abandoned reports whether err ended an attempt because a step's process
+// went away before completing it.
+func abandoned(err error) bool {
+	var sf *stepctx.StepFailedError
+	return errors.As(err, &sf) && sf.Abandoned
+}
+
 // stopAfterUnwind cancels a suspended function's invocation with cause
 // once it has finished, or suspendUnwindGrace has passed.
 func stopAfterUnwind(cause error, cancel context.CancelCauseFunc, finished <-chan struct{}) {
@@ -246,8 +253,11 @@ func (b *Bridge) runSteps(ctx context.Context, p *pool, j stepctx.Journal, invoc
 	select {
 	case r = <-done:
 	case <-a.Done():
-		// Why the function is stopped: its span says so.
-		if python && errors.Is(a.Err(), stepctx.ErrSuspended) {
+		// Why the function is stopped: its span says so. A step abandoned
+		// (the process running it went away) gets the grace too: the
+		// runtime, left to see its worker die, says why (a worker limit,
+		// which the attempt's end could not know).
+		if (python && errors.Is(a.Err(), stepctx.ErrSuspended)) || abandoned(a.Err()) {
 			stopAfterUnwind(a.Err(), cancel, finished)
 		} else {
 			cancel(a.Err())
@@ -258,6 +268,11 @@ func (b *Bridge) runSteps(ctx context.Context, p *pool, j stepctx.Journal, invoc
 	// ErrClosed and the function's own result stands.
 	a.Close()
 	if aerr := a.Err(); !errors.Is(aerr, stepctx.ErrClosed) {
+		if abandoned(aerr) && functionruntime.ErrorInfo(r.err).GetMetadata()["error_type"] == functionruntime.LimitExceededType {
+			// A worker limit killed the step's process: the limit, named
+			// (and terminal, as outside a step), not "abandoned".
+			return nil, r.runUID, r.err
+		}
 		return nil, r.runUID, aerr
 	}
 	// The restate attempt can end (a suspension, a CANCEL) before the

@@ -12,8 +12,10 @@ import (
 	"testing"
 	"time"
 
+	"google.golang.org/genproto/googleapis/rpc/errdetails"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/metadata"
+	"google.golang.org/grpc/status"
 
 	"github.com/fnbridge/fnbridge/bridge"
 	"github.com/fnbridge/fnbridge/bridge/stepctx"
@@ -126,6 +128,33 @@ func TestStepsSuspendedPythonFunctionUnwindsFirst(t *testing.T) {
 	}
 	if e := <-unwound; e != nil {
 		t.Fatal(e)
+	}
+}
+
+// A step whose process a worker limit killed (its connection closed with
+// the run open: abandoned) fails naming the limit, terminally, as the same
+// limit does outside a step: the runtime's answer is waited for and wins
+// over "abandoned", which is retried.
+func TestStepsAbandonedByALimitNamesIt(t *testing.T) {
+	b, _ := newStepsBridge(t, "steps", func(ctx context.Context, c *stepctx.Client, _ []byte) ([]byte, error) {
+		if _, _, err := c.RunStart(ctx, "mem"); err != nil {
+			return nil, err
+		}
+		c.Close() // the worker's end: its connection goes with it
+		time.Sleep(100 * time.Millisecond)
+		st, err := status.New(codes.Unknown, "handler failed: LimitExceeded: memory limit of 300Mi exceeded").WithDetails(&errdetails.ErrorInfo{
+			Domain: functionruntime.ErrorDomain, Reason: functionruntime.ReasonHandlerTerminalError,
+			Metadata: map[string]string{"error_type": functionruntime.LimitExceededType, "terminal": "true"},
+		})
+		if err != nil {
+			return nil, err
+		}
+		return nil, st.Err()
+	})
+	_, err := runSteps(t, b, &stepctxtest.Journal{})
+	var be *bridge.Error
+	if !errors.As(err, &be) || be.Class != bridge.ClassTerminal || !strings.Contains(err.Error(), "memory limit of 300Mi exceeded") {
+		t.Fatalf("err = %v, want the terminal memory limit, not the abandoned step", err)
 	}
 }
 

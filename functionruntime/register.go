@@ -377,6 +377,10 @@ func warnUnenforced(log zerolog.Logger, handler, dir string, l WorkerLimits, pro
 // limit. It is terminal: the same input under the same limits fails again
 // (the worker is fresh for the next try either way), except for cpu, which
 // a warm worker accumulates over all its invocations.
+// LimitExceededType is the HandlerError.Type (and the error_type of its
+// status) of an invocation that hit a worker limit.
+const LimitExceededType = "LimitExceeded"
+
 type limitedWorker struct {
 	Worker
 	limits WorkerLimits
@@ -390,7 +394,7 @@ func (w *limitedWorker) Invoke(ctx context.Context, inv Invocation) (Result, err
 	}
 	he := &HandlerError{
 		Terminal: le.Limit != proc.LimitCPU,
-		Type:     "LimitExceeded",
+		Type:     LimitExceededType,
 		Message:  fmt.Sprintf("%s exceeded (%s); the next invocation gets a fresh worker: %v", describeInForce(w.limits, le), le.Detail, le.Err),
 	}
 	var inner *HandlerError
