@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -142,20 +143,30 @@ func TestStepsAbandonedByALimitNamesIt(t *testing.T) {
 		}
 		c.Close() // the worker's end: its connection goes with it
 		time.Sleep(100 * time.Millisecond)
-		st, err := status.New(codes.Unknown, "handler failed: LimitExceeded: memory limit of 300Mi exceeded").WithDetails(&errdetails.ErrorInfo{
-			Domain: functionruntime.ErrorDomain, Reason: functionruntime.ReasonHandlerTerminalError,
-			Metadata: map[string]string{"error_type": functionruntime.LimitExceededType, "terminal": "true"},
-		})
-		if err != nil {
-			return nil, err
-		}
-		return nil, st.Err()
+		return nil, handlerErrorStatus(functionruntime.LimitExceededType, true, "memory limit of 300Mi exceeded")
 	})
 	_, err := runSteps(t, b, &stepctxtest.Journal{})
 	var be *bridge.Error
 	if !errors.As(err, &be) || be.Class != bridge.ClassTerminal || !strings.Contains(err.Error(), "memory limit of 300Mi exceeded") {
 		t.Fatalf("err = %v, want the terminal memory limit, not the abandoned step", err)
 	}
+}
+
+// handlerErrorStatus is the status a runtime answers a handler's failure
+// of errorType with, as functionruntime's server does.
+func handlerErrorStatus(errorType string, terminal bool, msg string) error {
+	reason := functionruntime.ReasonHandlerError
+	if terminal {
+		reason = functionruntime.ReasonHandlerTerminalError
+	}
+	st, err := status.New(codes.Unknown, "handler failed: "+errorType+": "+msg).WithDetails(&errdetails.ErrorInfo{
+		Domain: functionruntime.ErrorDomain, Reason: reason,
+		Metadata: map[string]string{"error_type": errorType, "terminal": strconv.FormatBool(terminal)},
+	})
+	if err != nil {
+		panic(err)
+	}
+	return st.Err()
 }
 
 // A wait that suspends cancels the invocation, releases the lease (the

@@ -11,7 +11,6 @@ import (
 	"testing"
 	"time"
 
-	"google.golang.org/genproto/googleapis/rpc/errdetails"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
@@ -378,14 +377,7 @@ func TestSuspendedExecutionSpanIsNoError(t *testing.T) {
 	}
 	unwound := func(ctx context.Context, c *stepctx.Client, _ []byte) ([]byte, error) {
 		_, _ = c.Sleep(context.Background(), time.Hour)
-		st, err := status.New(codes.Unknown, "handler failed: fnbridge.Suspended").WithDetails(&errdetails.ErrorInfo{
-			Domain: functionruntime.ErrorDomain, Reason: functionruntime.ReasonHandlerError,
-			Metadata: map[string]string{"error_type": functionruntime.AttemptEndedType, "terminal": "false"},
-		})
-		if err != nil {
-			return nil, err
-		}
-		return nil, st.Err()
+		return nil, handlerErrorStatus(functionruntime.AttemptEndedType, false, "the invocation suspended")
 	}
 	for _, fn := range []func(context.Context, *stepctx.Client, []byte) ([]byte, error){stopped, unwound} {
 		suspendedSpan(t, fn)
