@@ -176,7 +176,8 @@ func (b *Bridge) closeContext(ctx context.Context) error {
 // suspendUnwindGrace is how long a suspended Python function has to
 // unwind (fnbridge.Suspended through its finally blocks) and answer before
 // its worker is stopped: no code of the attempt runs past it, and one that
-// returns within it keeps its worker warm.
+// returns within it keeps its worker warm. An abandoned step's runtime
+// gets it too, to read its worker's death and say why.
 const suspendUnwindGrace = time.Second
 
 // abandoned reports whether err ended an attempt because a step's process
@@ -186,8 +187,8 @@ func abandoned(err error) bool {
 	return errors.As(err, &sf) && sf.Abandoned
 }
 
-// stopAfterUnwind cancels a suspended function's invocation with cause
-// once it has finished, or suspendUnwindGrace has passed.
+// stopAfterUnwind cancels the function's invocation with cause once it
+// has finished, or suspendUnwindGrace has passed.
 func stopAfterUnwind(cause error, cancel context.CancelCauseFunc, finished <-chan struct{}) {
 	t := time.NewTimer(suspendUnwindGrace)
 	defer t.Stop()
