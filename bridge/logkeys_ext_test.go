@@ -45,6 +45,19 @@ func (l *logRecords) withMessage(msg string) []map[string]any {
 	return out
 }
 
+// withLevel returns the records logged at level (warn, info, ...).
+func (l *logRecords) withLevel(level string) []map[string]any {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	var out []map[string]any
+	for _, r := range l.recs {
+		if r["level"] == level {
+			out = append(out, r)
+		}
+	}
+	return out
+}
+
 // A duration in a log line carries its unit in its key: the invocation
 // line's duration_ms is a number of milliseconds, and no key is a bare
 // "duration".

@@ -465,6 +465,26 @@ func TestMetricsCountRefusedRequests(t *testing.T) {
 	r.expect("fnbridge_refused_requests_total", 2, "reason", restate.RefusedBeforeStart)
 	r.expect("fnbridge_invocations_total", 0, "outcome", "ok")
 
+	// A handler this bridge does not serve (a reload removed it while
+	// restate-server still routes to it): 404, counted, and logged with
+	// the invocation, so endless retries in Restate show here too.
+	req, _ = http.NewRequest(http.MethodPost, restatetest.InvokeURL(h.url, "Svc", "gone"), strings.NewReader(""))
+	req.Header.Set("Content-Type", "application/vnd.restate.invocation.v6")
+	req.Header.Set("x-restate-invocation-id", "inv_1gone")
+	if resp, err := h.client.Do(req); err != nil || resp.StatusCode != http.StatusNotFound {
+		t.Fatalf("stream for Svc/gone: %v %v, want 404", resp, err)
+	} else {
+		resp.Body.Close()
+	}
+	r.expect("fnbridge_refused_requests_total", 1, "reason", restate.RefusedUnknownHandler)
+	var logged bool
+	for _, rec := range h.logs.withLevel("warn") {
+		logged = logged || rec["handler"] == "Svc/gone" && rec["invocation_id"] == "inv_1gone"
+	}
+	if !logged {
+		t.Fatalf("no warning names Svc/gone and its invocation; log: %v", h.logs.withLevel("warn"))
+	}
+
 	// Draining: new streams are refused.
 	dctx, cancel := context.WithCancel(ctx)
 	cancel() // start the drain, do not wait for it

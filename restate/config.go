@@ -105,11 +105,16 @@ const (
 	// (415), or no StartMessage and journal within StartTimeout, a journal
 	// over MaxJournalBytes, a malformed or cut frame (ErrorMessage 571).
 	RefusedBeforeStart = "failed_before_start"
+	// RefusedUnknownHandler: an invocation stream for a service or handler
+	// this endpoint does not serve, answered 404. restate-server retries
+	// it while the registered deployment still names the handler, as
+	// after a redeploy or reload that removed it with invocations pinned.
+	RefusedUnknownHandler = "unknown_handler"
 )
 
 // RefusalReasons are every reason Config.OnRefused reports, in a fixed
 // order.
-var RefusalReasons = []string{RefusedUnauthenticated, RefusedDraining, RefusedConcurrencyLimit, RefusedBeforeStart}
+var RefusalReasons = []string{RefusedUnauthenticated, RefusedDraining, RefusedConcurrencyLimit, RefusedBeforeStart, RefusedUnknownHandler}
 
 // refused reports reason to Config.OnRefused, when set.
 func (e *Endpoint) refused(reason string) {

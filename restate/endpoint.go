@@ -221,6 +221,14 @@ func (e *Endpoint) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		}
 		h := e.lookup(service, handler)
 		if h == nil {
+			// Logged and counted: restate-server retries such a stream for
+			// as long as the registered deployment names the handler (one a
+			// redeploy or reload removed, with invocations still pinned to
+			// it), and an operator must see why.
+			e.cfg.Logger.Warn().Str("handler", service+"/"+handler).
+				Str("invocation_id", r.Header.Get("x-restate-invocation-id")).
+				Msg("refused invocation: this deployment serves no such handler; restate-server retries it while the deployment it registered names the handler (one a reload or redeploy removed)")
+			e.refused(RefusedUnknownHandler)
 			httpError(w, http.StatusNotFound, "not found: no handler %s/%s is bound", service, handler)
 			return
 		}

@@ -186,7 +186,7 @@ func NewMetrics(version string) *Metrics {
 	m.journalReplays = counter("fnbridge_journal_replays_total",
 		"Invocation attempts that started by replaying journal entries beyond the input: a resumption, an attempt after a restart, or a retry of an attempt that journaled anything (under durability: function, every retry of a failed function).", handlerLabels...)
 	m.refused = counter("fnbridge_refused_requests_total",
-		"Requests answered before any handler ran, by reason: unauthenticated (401: not signed by restate-server), draining (503 during shutdown), concurrency_limit (503: over max_concurrent_invocations), failed_before_start (a stream that could not start: protocol version, start timeout, journal bound, malformed frames).",
+		"Requests answered before any handler ran, by reason: unauthenticated (401: not signed by restate-server), draining (503 during shutdown), concurrency_limit (503: over max_concurrent_invocations), failed_before_start (a stream that could not start: protocol version, start timeout, journal bound, malformed frames), unknown_handler (404: an invocation of a handler this deployment does not serve).",
 		"reason")
 	for _, r := range restate.RefusalReasons {
 		m.refused.WithLabelValues(r)
