@@ -293,8 +293,9 @@ func restartOnly(old, cfg *Config) []string { return changedFields(restartOnlyCh
 func endpointChanges(old, cfg *Config) []string { return changedFields(endpointChecks, old, cfg) }
 
 // Reload applies cfg (already loaded and checked, as for serve): each
-// handler whose settings or source files changed is registered anew and,
-// once a registration of the new version is READY, served by it; handlers
+// handler whose settings or source files changed is registered anew (all
+// of them side by side) and, once every such handler has a READY
+// registration of its new version or has failed, served by it; handlers
 // new in cfg are added and those gone from it removed. A handler whose new
 // version fails to register (a syntax error, a missing module) keeps its
 // previous version, which is reported in ReloadReport.Failed. Endpoint
@@ -319,6 +320,7 @@ func (l *Live) Reload(ctx context.Context, cfg *Config) (*ReloadReport, error) {
 	served := *cfg
 	served.Services = nil
 	l.gen++
+	versions := l.newVersions(ctx, cfg, old)
 	for si := range cfg.Services {
 		svc := &cfg.Services[si]
 		ss := *svc
@@ -326,7 +328,6 @@ func (l *Live) Reload(ctx context.Context, cfg *Config) (*ReloadReport, error) {
 		for hi := range svc.Handlers {
 			h := &svc.Handlers[hi]
 			key := svc.Name + "/" + h.Name
-			want := versionOf(h)
 			cur := old.pools[key]
 			keep := func() {
 				if cur != nil {
@@ -334,11 +335,12 @@ func (l *Live) Reload(ctx context.Context, cfg *Config) (*ReloadReport, error) {
 					ss.Handlers = append(ss.Handlers, *cur.h)
 				}
 			}
-			if cur != nil && l.versions[cur].same(want) {
+			nv, changed := versions[key]
+			if !changed {
 				keep()
 				continue
 			}
-			p, err := l.candidate(ctx, svc.Name, h)
+			p, err, want := nv.p, nv.err, nv.version
 			if err != nil {
 				rep.Failed[key] = err.Error()
 				keep()
@@ -407,6 +409,66 @@ func (l *Live) Reload(ctx context.Context, cfg *Config) (*ReloadReport, error) {
 	return rep, nil
 }
 
+// newVersion is the candidate pool of one changed handler, or why it
+// could not be built.
+type newVersion struct {
+	version handlerVersion // what p runs, read before it registered
+	p       *pool
+	err     error
+}
+
+// reloadParallelism bounds how many new versions register at once: each
+// starts a worker that imports or sources its handler.
+const reloadParallelism = 8
+
+// newVersions registers the new version of every handler of cfg whose
+// settings or sources differ from what old serves, side by side: a reload
+// goes live as a whole (handlers edited together switch together), so it
+// waits for the slowest registration, not for the sum of them. The map is
+// keyed "Service/handler"; an unchanged handler has no entry.
+func (l *Live) newVersions(ctx context.Context, cfg *Config, old *Bridge) map[string]*newVersion {
+	out := map[string]*newVersion{}
+	type job struct {
+		v       *newVersion
+		service string
+		h       *HandlerConfig
+		rc      *runtimeConn
+	}
+	var jobs []job
+	for si := range cfg.Services {
+		svc := &cfg.Services[si]
+		for hi := range svc.Handlers {
+			h := &svc.Handlers[hi]
+			key := svc.Name + "/" + h.Name
+			want := versionOf(h)
+			if cur := old.pools[key]; cur != nil && l.versions[cur].same(want) {
+				continue
+			}
+			v := &newVersion{version: want}
+			out[key] = v
+			// Connected before any registration starts: runtime fills the
+			// Live's maps, which the registrations only read.
+			var rc *runtimeConn
+			if rc, v.err = l.runtime(h.Runtime); v.err == nil {
+				jobs = append(jobs, job{v, svc.Name, h, rc})
+			}
+		}
+	}
+	sem := make(chan struct{}, reloadParallelism)
+	var wg sync.WaitGroup
+	for _, j := range jobs {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			sem <- struct{}{}
+			defer func() { <-sem }()
+			j.v.p, j.v.err = l.candidate(ctx, j.service, j.h, j.rc)
+		}()
+	}
+	wg.Wait()
+	return out
+}
+
 // hasHandler reports whether c configures handler key ("Service/handler").
 func (c *Config) hasHandler(key string) bool {
 	for _, svc := range c.Services {
@@ -419,15 +481,11 @@ func (c *Config) hasHandler(key string) bool {
 	return false
 }
 
-// candidate builds and starts the pool of a new version of a handler once
-// one of its registrations is READY. Its run UIDs carry the generation,
+// candidate builds and starts the pool of a new version of a handler, on
+// its runtime's connection rc, once one of its registrations is READY. Its run UIDs carry the generation,
 // so registering it never supersedes (and so never stops) a registration
 // of the version still serving.
-func (l *Live) candidate(ctx context.Context, service string, h *HandlerConfig) (*pool, error) {
-	rc, err := l.runtime(h.Runtime)
-	if err != nil {
-		return nil, err
-	}
+func (l *Live) candidate(ctx context.Context, service string, h *HandlerConfig, rc *runtimeConn) (*pool, error) {
 	hc := *h
 	p := newPool(l.cur.Load().instance, service, &hc, rc.client, l.opts.Logger, l.unimplemented[h.Runtime])
 	p.tel = newPoolTelemetry(l.opts, service, &hc)

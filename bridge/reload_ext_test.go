@@ -521,6 +521,50 @@ func TestLiveReloadServesDurableStepsHandlers(t *testing.T) {
 	}
 }
 
+// A reload registers the new versions of the handlers it changed side by
+// side, so going live waits for the slowest of them, not for their sum
+// (the dev loop's "the next call runs the new code"). Here A's new module
+// cannot finish its import before B's new module has started importing,
+// which only registering them at once allows: one after the other, A's
+// import gives up first and A keeps its old version.
+func TestLiveReloadRegistersChangedHandlersTogether(t *testing.T) {
+	lh := newLiveHarness(t, `
+services:
+  - name: A
+    handlers:
+      - {name: f, runtime: python, dir: fn, handler: a.f}
+  - name: B
+    handlers:
+      - {name: f, runtime: python, dir: fn, handler: b.f}
+`)
+	lh.write("fn/a.py", "def f(x):\n    return {'v': 1}\n")
+	lh.write("fn/b.py", "def f(x):\n    return {'v': 1}\n")
+	if rep := lh.reload(); len(rep.Failed) != 0 {
+		t.Fatalf("first report %+v, want no failure", rep)
+	}
+	if a, b := lh.callOK("A", "f"), lh.callOK("B", "f"); a.V != 1 || b.V != 1 {
+		t.Fatalf("A/f = %+v, B/f = %+v, want version 1 of both", a, b)
+	}
+	lh.write("fn/a.py", `import os, time
+
+deadline = time.monotonic() + 20
+while not os.path.exists("b-importing"):
+    if time.monotonic() > deadline:
+        raise ImportError("b's new version never started importing beside this one")
+    time.sleep(0.01)
+
+def f(x):
+    return {"v": 2}
+`)
+	lh.write("fn/b.py", "open('b-importing', 'w').close()\n\ndef f(x):\n    return {'v': 2}\n")
+	if rep := lh.reload(); !slices.Equal(rep.Reloaded, []string{"A/f", "B/f"}) || len(rep.Failed) != 0 {
+		t.Fatalf("report %+v, want A/f and B/f reloaded together", rep)
+	}
+	if a, b := lh.callOK("A", "f"), lh.callOK("B", "f"); a.V != 2 || b.V != 2 {
+		t.Fatalf("after the reload A/f = %+v, B/f = %+v, want version 2 of both", a, b)
+	}
+}
+
 // A new or edited module beside a Python handler may be one it imports: it
 // is a new version of every Python handler under that dir, and of no Bash
 // one (whose code it cannot be).
