@@ -400,8 +400,15 @@ func (e *UnknownHandlerError) Error() string {
 }
 
 func (b *Bridge) unknownHandler(service, handler string) error {
+	return b.cfg.UnknownHandler(service, handler)
+}
+
+// UnknownHandler is the error naming service/handler as absent from c,
+// with the configured names (for a caller that checks before starting a
+// bridge, as `bridge invoke` does).
+func (c *Config) UnknownHandler(service, handler string) *UnknownHandlerError {
 	e := &UnknownHandlerError{Name: service + "/" + handler}
-	for _, s := range b.cfg.Services {
+	for _, s := range c.Services {
 		for _, h := range s.Handlers {
 			e.Known = append(e.Known, s.Name+"/"+h.Name)
 		}

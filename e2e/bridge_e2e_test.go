@@ -1020,7 +1020,8 @@ func testCLIInvoke(t *testing.T, env *bridgeEnv) {
 
 	// Nothing runs for a name not configured, a surplus argument, bad JSON
 	// on stdin or as the argument of a JSON handler: exit 2, naming what is
-	// wrong.
+	// wrong; no runtime starts for them either (its log says when one shut
+	// down).
 	calls := len(ws.lines(t, "calls_py.log"))
 	for _, tc := range []struct {
 		args  []string
@@ -1035,6 +1036,9 @@ func testCLIInvoke(t *testing.T, env *bridgeEnv) {
 		_, stderr, code := runWithInput(t, 60*time.Second, tc.stdin, bridgeBin(t), append([]string{"invoke", "--config", cfg}, tc.args...)...)
 		if code != 2 || !strings.Contains(stderr, tc.want) {
 			t.Errorf("bridge invoke %v: exit %d (want 2), stderr without %q:\n%s", tc.args, code, tc.want, stderr)
+		}
+		if strings.Contains(stderr, "function runtime server") {
+			t.Errorf("bridge invoke %v started a runtime for nothing:\n%s", tc.args, stderr)
 		}
 	}
 	if n := len(ws.lines(t, "calls_py.log")); n != calls {

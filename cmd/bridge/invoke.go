@@ -85,10 +85,13 @@ func newInvokeCmd(g *globalFlags) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			// JSON input is checked here, as the ingress would refuse it;
-			// an unknown handler is the bridge's to name.
-			if h := cfg.Handler(service, handler); h != nil && len(input) > 0 &&
-				bridge.IsJSON(h.LocalInputContentType()) && !json.Valid(input) {
+			// An unknown handler and JSON input are checked here, before
+			// any runtime starts, as the ingress would refuse them.
+			h := cfg.Handler(service, handler)
+			if h == nil {
+				return cfg.UnknownHandler(service, handler)
+			}
+			if len(input) > 0 && bridge.IsJSON(h.LocalInputContentType()) && !json.Valid(input) {
 				return fmt.Errorf("%s is not valid JSON (the input_content_type of %s/%s is %s)", what, service, handler, h.LocalInputContentType())
 			}
 			// Its own identity, derived from the replica's (FNBRIDGE_INSTANCE
