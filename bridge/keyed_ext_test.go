@@ -210,6 +210,29 @@ func TestKeyAFunctionCannotBeGivenIsRefused(t *testing.T) {
 	}
 }
 
+// A steps function that fails retryably once Restate's CANCEL has
+// arrived, with no context call to take it (a step or code running past
+// its timeout), ends the invocation cancelled (409), and its log line and
+// outcome say cancelled: "retryable_failure" promised a retry that never
+// comes.
+func TestStepsFunctionFailingAfterCancelIsCancelled(t *testing.T) {
+	h := keyedHarness(t, map[string]func(context.Context, map[string]string, *stepctx.Client, []byte) ([]byte, error){
+		"add": func(context.Context, map[string]string, *stepctx.Client, []byte) ([]byte, error) {
+			return nil, runtimeError(codes.DeadlineExceeded, functionruntime.ReasonInvocationTimeout, "timed out after 5s")
+		},
+	})
+	h.target = "Counter/add"
+	got := h.play(7, []any{restatetest.StartKeyed("inv_late", "k1", 2, nil, false), restatetest.Input(nil), restatetest.Cancel()}, nil)
+	wantTypes(t, got, wire.OutputCommandType, wire.EndMessageType)
+	if o, _ := restatetest.Message[*servicev1.OutputCommandMessage](got[0]); o.GetFailure().GetCode() != 409 {
+		t.Fatalf("output %v, want 409", o)
+	}
+	recs := h.logs.withMessage("invocation")
+	if len(recs) != 1 || recs[0]["outcome"] != "cancelled" || !strings.Contains(fmt.Sprint(recs[0]["error"]), "cancelled by Restate") {
+		t.Fatalf("invocation log lines %v, want one with outcome cancelled saying Restate cancelled it", recs)
+	}
+}
+
 // A steps function whose invocation Restate cancels sees its pending wait
 // fail with 409 (TerminalError), may compensate with a journaled step,
 // and its terminal failure ends the invocation with 409 and its message.

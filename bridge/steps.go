@@ -375,8 +375,16 @@ func (b *Bridge) stepsHandlerFunc(p *pool) restate.HandlerFunc {
 			cause := err
 			err = stepsToRestate(err)
 			outcome = attemptOutcome(ctx, true, err, cause)
+			msg := err.Error()
+			if (outcome == telemetry.OutcomeRetryableFailure || outcome == telemetry.OutcomePaused) && ctx.EndsCancelled(err) {
+				// Restate's CANCEL came while the function ran, and no
+				// context call took it: the endpoint ends the invocation
+				// cancelled rather than failing the attempt.
+				outcome = telemetry.OutcomeCancelled
+				msg = "cancelled by Restate (the invocation ends with 409, not retried); the attempt had failed: " + msg
+			}
 			if !suspended {
-				ev = b.log.Warn().Str("error", err.Error())
+				ev = b.log.Warn().Str("error", msg)
 			}
 		}
 		att.end(outcome, err)

@@ -24,6 +24,23 @@ func (c invocationContext) InvocationID() string       { return c.inv.m.Invocati
 func (c invocationContext) Key() string                { return c.inv.m.Key() }
 func (c invocationContext) Headers() map[string]string { return c.inv.headers }
 
+func (c invocationContext) EndsCancelled(err error) bool {
+	inv := c.inv
+	var te *TerminalError
+	if err == nil || !inv.h.deliverCancel || errors.Is(err, ErrCancelled) || errors.As(err, &te) {
+		return false
+	}
+	inv.mu.Lock()
+	defer inv.mu.Unlock()
+	if inv.cancelVerdict == 0 {
+		inv.cancelVerdict = -1
+		if !inv.m.Done() && inv.m.Cancelled() && !inv.m.CancelTaken() {
+			inv.cancelVerdict = 1
+		}
+	}
+	return inv.cancelVerdict > 0
+}
+
 func (c invocationContext) Run(name string, fn func(ctx context.Context) ([]byte, error)) ([]byte, error) {
 	return c.RunReady(name, nil, fn)
 }

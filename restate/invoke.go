@@ -58,11 +58,14 @@ type invocation struct {
 	// failedRun is the run RunFail named: the attempt's ErrorMessage, once
 	// the handler returns its *RetryableError, relates to it.
 	failedRun *failedRun
-	ep        *Endpoint
-	h         *boundHandler
-	w         http.ResponseWriter
-	r         *http.Request
-	fl        http.Flusher
+	// cancelVerdict is EndsCancelled's settled answer: 0 none yet, 1
+	// the failure ends cancelled, -1 it fails the attempt.
+	cancelVerdict int8
+	ep            *Endpoint
+	h             *boundHandler
+	w             http.ResponseWriter
+	r             *http.Request
+	fl            http.Flusher
 
 	// mu guards m, which the body reader goroutine feeds concurrently
 	// with the handler goroutine's operations (BIDI_STREAM only).
@@ -450,7 +453,7 @@ func (inv *invocation) runHandler() {
 	var te *TerminalError
 	if err != nil && inv.h.deliverCancel && !errors.Is(err, ErrCancelled) && !errors.As(err, &te) {
 		inv.mu.Lock()
-		endsCancelled := !inv.m.Done() && inv.m.Cancelled() && !inv.m.CancelTaken()
+		endsCancelled := !inv.m.Done() && inv.cancelEndsLocked()
 		inv.mu.Unlock()
 		if endsCancelled {
 			// It ends cancelled below without a wait having taken the
@@ -479,7 +482,7 @@ func (inv *invocation) runHandler() {
 		_ = inv.m.Output(journal.Result{Value: out})
 	case errors.As(err, &te):
 		_ = inv.m.Output(journal.Result{Failure: &journal.Failure{Code: orInternal(te.Code), Message: te.Message}})
-	case inv.m.Cancelled() && !inv.m.CancelTaken():
+	case inv.cancelEndsLocked():
 		// DeliverCancel, but the handler failed before any wait saw the
 		// CANCEL: a retry would only run it again, so it ends cancelled,
 		// as it would have without DeliverCancel.
@@ -493,6 +496,16 @@ func (inv *invocation) runHandler() {
 	default:
 		inv.m.Fail(&journal.Error{Code: CodeInternal, Message: err.Error(), RelatedIndex: -1})
 	}
+}
+
+// cancelEndsLocked is whether a DeliverCancel handler's retryable failure
+// ends the invocation cancelled: the CANCEL arrived and no wait took it,
+// or EndsCancelled settled it so. Callers hold inv.mu.
+func (inv *invocation) cancelEndsLocked() bool {
+	if inv.cancelVerdict != 0 {
+		return inv.cancelVerdict > 0
+	}
+	return inv.m.Cancelled() && !inv.m.CancelTaken()
 }
 
 // call runs the handler, turning a panic into an attempt failure.

@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -366,6 +367,8 @@ func TestDeliverCancel(t *testing.T) {
 // CANCEL: a retry would only run it again, so the invocation ends
 // cancelled (409), as without DeliverCancel; a handler that saw it and
 // then fails retryably is retried, to finish what it compensates.
+// EndsCancelled tells the handler beforehand which it will be (for its
+// log line and metrics).
 func TestDeliverCancelUnseenRetryableFailureEnds(t *testing.T) {
 	for _, v := range versions {
 		for _, c := range []struct {
@@ -377,6 +380,7 @@ func TestDeliverCancelUnseenRetryableFailureEnds(t *testing.T) {
 			step bool
 		}{{"unseen", false, true, false}, {"seen", true, false, false}, {"unseen, a step failed", false, true, true}} {
 			t.Run(fmt.Sprintf("v%d/%s", v, c.name), func(t *testing.T) {
+				var ends atomic.Bool
 				h := func(ctx restate.Context, _ []byte) ([]byte, error) {
 					if c.step {
 						_, run, err := ctx.RunStart("step")
@@ -391,7 +395,12 @@ func TestDeliverCancelUnseenRetryableFailureEnds(t *testing.T) {
 						timer, _ := ctx.Sleep(time.Hour)
 						_, _ = ctx.Await([]restate.Future{timer}, restate.AwaitAll, 20*time.Second)
 					}
-					return nil, &restate.RetryableError{Message: "flaky"}
+					err := &restate.RetryableError{Message: "flaky"}
+					if ctx.EndsCancelled(&restate.TerminalError{Code: 422}) {
+						t.Error("EndsCancelled of a terminal failure: true, want false (it is the output)")
+					}
+					ends.Store(ctx.EndsCancelled(err))
+					return nil, err
 				}
 				_, url := keyedServer(t, restate.BidiStream, restate.ServiceTypeService, true, h)
 				start := []any{restatetest.Start("inv_u", 2), restatetest.Input(nil), restatetest.Cancel()}
@@ -405,6 +414,9 @@ func TestDeliverCancelUnseenRetryableFailureEnds(t *testing.T) {
 					if o.GetFailure().GetCode() != 409 {
 						t.Fatalf("output %v, want 409", o)
 					}
+				}
+				if ends.Load() != c.output {
+					t.Fatalf("EndsCancelled = %v, want %v", ends.Load(), c.output)
 				}
 			})
 		}

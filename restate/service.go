@@ -127,6 +127,14 @@ type Context interface {
 	CompletePromise(name string, out Outcome) error
 	// CancelInvocation sends Restate's CANCEL signal to another invocation.
 	CancelInvocation(invocationID string) error
+	// EndsCancelled reports whether the handler (one with DeliverCancel)
+	// returning err now ends the invocation cancelled (409) instead of
+	// failing the attempt with err: err is retryable, Restate's CANCEL has
+	// arrived, and no wait took it. The answer is settled by the call, so
+	// that what the handler logs is what its return does: a CANCEL that
+	// arrives later leaves the attempt to fail, and the retry ends
+	// cancelled.
+	EndsCancelled(err error) bool
 }
 
 // RetryPolicy is the runtime-side retry policy of a handler.
