@@ -284,8 +284,11 @@ func healthStatus(addr, path string) int {
 // when the bridge gets SIGTERM. While it is still held: /health/ready
 // answers 503 and /health/live 200 on the same listener, and a new
 // invocation stream is refused with 503 and Retry-After (restate-server
-// retries it elsewhere). Released, the invocation completes once with its
-// result, and the bridge exits 0.
+// retries it elsewhere), also one restate-server opens on the held
+// invocation's own connection (the same virtual object key: the same
+// partition). Released, the invocation completes once with its result,
+// and the bridge exits 0. (A GOAWAY sent with that refusal made
+// restate-server fail the held stream: "broken pipe", then a retry.)
 func TestReplicaDrainsOnSIGTERM(t *testing.T) {
 	restateserver.Binary(t)
 	requireInterpreters(t)
@@ -295,8 +298,9 @@ func TestReplicaDrainsOnSIGTERM(t *testing.T) {
 	cfg := ws.config(t, `shutdown_timeout: 60s
 services:
   - name: Drain
+    type: virtual_object
     handlers:
-      - {name: gated, runtime: python, dir: fn, handler: trust_workers_gate.gated}
+      - {name: gated, runtime: python, dir: fn, handler: trust_workers_gate.gated, shared: true, concurrency: 2}
 `)
 	srv := restateserver.Start(t, restateserver.Options{})
 	addr := testtool.FreeAddr(t)
@@ -307,7 +311,7 @@ services:
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	id, err := srv.Send(ctx, "Drain", "gated", []byte(`"held"`), nil)
+	id, err := srv.Send(ctx, "Drain/k", "gated", []byte(`"held"`), nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -334,6 +338,21 @@ services:
 	if resp.StatusCode != http.StatusServiceUnavailable || resp.Header.Get("Retry-After") == "" {
 		t.Errorf("a new invocation stream while draining: HTTP %d, Retry-After %q; want 503 with Retry-After", resp.StatusCode, resp.Header.Get("Retry-After"))
 	}
+	late, err := srv.Send(ctx, "Drain/k", "gated", []byte(`"late"`), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Refused twice: restate-server's retry, a second after the first
+	// refusal, opens its stream on the held invocation's connection (the
+	// moment a GOAWAY made it fail that connection's streams).
+	testtool.Eventually(t, 30*time.Second, "restate-server retries the refused invocation", func() (bool, string) {
+		rows, err := srv.Query(ctx, "SELECT status, retry_count FROM sys_invocation WHERE id = '"+late+"'")
+		if err != nil || len(rows) == 0 {
+			return false, fmt.Sprint(rows, err)
+		}
+		n, _ := rows[0]["retry_count"].(float64)
+		return rows[0]["status"] == "backing-off" && n >= 2, fmt.Sprint(rows[0])
+	})
 	if _, done := b.waitExit(0); done {
 		t.Fatal("the bridge exited with an invocation in flight")
 	}

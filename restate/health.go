@@ -17,9 +17,10 @@ import (
 //	                           draining or while the readiness check fails
 //
 // Drain turns readiness off and refuses new invocation streams with 503,
-// Retry-After and Connection: close (a GOAWAY on HTTP/2), so restate-server
-// retries them on a fresh connection, which the load balancer sends to
-// another replica, while the streams in flight finish.
+// Retry-After and Connection: close (a GOAWAY on HTTP/2, once the
+// connection's streams in flight have ended), so restate-server retries
+// them on a fresh connection, which the load balancer sends to another
+// replica, while the streams in flight finish.
 
 // readinessTimeout bounds one readiness check: a probe must not hang on
 // a remote runtime that stopped answering.
@@ -82,9 +83,9 @@ func (e *Endpoint) admit(w http.ResponseWriter) (n int64, ok bool) {
 	e.refused(RefusedDraining)
 	h := w.Header()
 	h["Retry-After"] = retryAfterOne
-	// HTTP/1.1: close after this answer; HTTP/2: the server sends GOAWAY and
-	// lets the connection's other streams finish. Either way the retry
-	// opens a new connection, which can reach another replica.
+	// HTTP/1.1: close after this answer; HTTP/2: the server sends GOAWAY
+	// once the connection's other streams have finished. Either way a retry
+	// after that opens a new connection, which can reach another replica.
 	h.Set("Connection", "close")
 	httpError(w, http.StatusServiceUnavailable, "draining: this deployment is shutting down and takes no new invocations; retry (another replica)")
 	return n, false

@@ -537,8 +537,10 @@ func TestPanicResetsOnlyItsStream(t *testing.T) {
 }
 
 // A response with Connection: close (the endpoint's refusal while it
-// drains) is sent, then GOAWAY: the client takes its next stream to a new
-// connection, while the streams already open finish.
+// drains) is sent, then GOAWAY once the streams already open on the
+// connection have finished (restate-server fails the streams of a
+// connection that sends GOAWAY): the client takes its next stream to a
+// new connection.
 func TestConnectionCloseSendsGoAway(t *testing.T) {
 	release := make(chan struct{})
 	addr := serve(t, &h2.Server{}, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -562,12 +564,57 @@ func TestConnectionCloseSendsGoAway(t *testing.T) {
 			t.Errorf("the connection header went out on HTTP/2: %v", hf)
 		}
 	}
-	if g, ok := rc.next().(*http2.GoAwayFrame); !ok || g.LastStreamID != 3 || g.ErrCode != http2.ErrCodeNo {
-		t.Fatalf("want GOAWAY after it, got %v", g)
+	// No GOAWAY while stream 1 is open: a PING is answered first.
+	if err := rc.fr.WritePing(false, [8]byte{'h', 'e', 'l', 'd'}); err != nil {
+		t.Fatal(err)
+	}
+	for {
+		f := rc.next()
+		if p, ok := f.(*http2.PingFrame); ok && p.IsAck() {
+			break
+		}
+		if _, ok := f.(*http2.GoAwayFrame); ok {
+			t.Fatalf("GOAWAY while stream 1 is still open: %v", f)
+		}
 	}
 	close(release)
 	if f, ok := rc.next().(*http2.MetaHeadersFrame); !ok || f.StreamID != 1 {
 		t.Fatalf("want the held stream's response, got %v", f)
+	}
+	for {
+		f := rc.next()
+		if g, ok := f.(*http2.GoAwayFrame); ok {
+			if g.LastStreamID != 3 || g.ErrCode != http2.ErrCodeNo {
+				t.Fatalf("want GOAWAY (NO_ERROR, last stream 3), got %v", g)
+			}
+			break
+		}
+		if d, ok := f.(*http2.DataFrame); !ok || d.StreamID != 1 {
+			t.Fatalf("want stream 1's body, then GOAWAY; got %v", f)
+		}
+	}
+}
+
+// With no other stream open, Connection: close is followed by GOAWAY at
+// once.
+func TestConnectionCloseAloneSendsGoAwayAtOnce(t *testing.T) {
+	addr := serve(t, &h2.Server{}, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Connection", "close")
+		w.WriteHeader(http.StatusServiceUnavailable)
+	}))
+	rc := dialRaw(t, addr)
+	rc.headers(1, true, "GET", "/refuse")
+	for {
+		f := rc.next()
+		if g, ok := f.(*http2.GoAwayFrame); ok {
+			if g.LastStreamID != 1 || g.ErrCode != http2.ErrCodeNo {
+				t.Fatalf("want GOAWAY (NO_ERROR, last stream 1), got %v", g)
+			}
+			return
+		}
+		if f.Header().StreamID != 1 {
+			t.Fatalf("want stream 1's response, then GOAWAY; got %v", f)
+		}
 	}
 }
 

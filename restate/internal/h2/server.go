@@ -157,6 +157,7 @@ type serverConn struct {
 	maxClientID   uint32 // the highest stream id the client opened
 	goingAway     bool   // GOAWAY sent or received: no new streams
 	sentGoAway    bool   // our GOAWAY is written
+	goAwayIdle    bool   // a response said Connection: close: GOAWAY once no stream is open
 	broken        error  // set once the connection cannot be written
 	sendWindow    int64  // what the client lets us send on the connection
 	initialSend   int64  // the client's SETTINGS_INITIAL_WINDOW_SIZE
@@ -841,6 +842,42 @@ func (sc *serverConn) goAway(code http2.ErrCode, why error) {
 	if sc.closing() {
 		sc.wakeReader() // nothing open: the connection ends now
 	}
+}
+
+// goAwayWhenIdle is a response's Connection: close (st's): GOAWAY at once
+// when no other stream is open on the connection, else when the last one
+// ends (streamGone). Not earlier: restate-server 1.7.12 fails every
+// stream of a connection that sends it a GOAWAY, NO_ERROR included
+// ("stream closed because of a broken pipe"), so a drain's refusal would
+// cut the invocations still running beside it, which the drain exists to
+// let finish.
+func (sc *serverConn) goAwayWhenIdle(st *stream) {
+	sc.mu.Lock()
+	others := len(sc.streams)
+	if sc.streams[st.id] == st {
+		others--
+	}
+	if others > 0 {
+		sc.goAwayIdle = true
+	}
+	sc.mu.Unlock()
+	if others == 0 {
+		sc.goAway(http2.ErrCodeNo, nil)
+	}
+}
+
+// streamGoneLocked is what the end of a stream (just forgotten) asks of
+// the connection (sc.mu held): wake the reader of one going away with no
+// stream left, or the GOAWAY a Connection: close put off (goAwayWhenIdle).
+func (sc *serverConn) streamGoneLocked() (last, goAway bool) {
+	if len(sc.streams) > 0 {
+		return false, false
+	}
+	if sc.goingAway {
+		return true, false
+	}
+	goAway, sc.goAwayIdle = sc.goAwayIdle, false
+	return false, goAway
 }
 
 // closing reports a connection going away with no stream left.

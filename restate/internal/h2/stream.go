@@ -177,11 +177,14 @@ func (st *stream) done(reset bool) {
 		sc.open--
 	}
 	sc.forgetLocked(st)
-	last := sc.goingAway && len(sc.streams) == 0
+	last, goAway := sc.streamGoneLocked()
 	sc.mu.Unlock()
 	_ = sc.consumed(dropped)
-	if last {
+	switch {
+	case last:
 		sc.wakeReader() // the connection going away ends with its last stream
+	case goAway:
+		sc.goAway(http2.ErrCodeNo, nil)
 	}
 }
 
@@ -193,11 +196,16 @@ func (st *stream) abort(err error, gone bool) {
 	sc.mu.Lock()
 	st.reset, st.peerDone = true, true
 	sc.wireClosedLocked(st)
+	var goAway bool
 	if st.handlerDone {
 		sc.forgetLocked(st)
+		_, goAway = sc.streamGoneLocked()
 	}
 	sc.sendCond.Broadcast()
 	sc.mu.Unlock()
+	if goAway {
+		sc.goAway(http2.ErrCodeNo, nil)
+	}
 	st.mu.Lock()
 	if st.err == nil {
 		st.err = err
@@ -541,9 +549,9 @@ func (w *responseWriter) flush(end, finish bool) error {
 		if w.closeConn {
 			// Connection: close asks for the connection's end: GOAWAY,
 			// so the client opens a new one (which a load balancer may
-			// give to another server); its other streams finish.
+			// give to another server), once its other streams finished.
 			w.closeConn = false
-			sc.goAway(http2.ErrCodeNo, nil)
+			sc.goAwayWhenIdle(st)
 		}
 		data = data[n:]
 		if last {
