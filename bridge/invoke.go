@@ -329,7 +329,11 @@ func (p *pool) classifyInvoke(ctx context.Context, err error) *Error {
 	case functionruntime.ClassTimeout:
 		return &Error{Class: ClassTimeout, Message: fmt.Sprintf("timed out after %s: %s", p.h.Timeout.Std(), msg), Cause: err}
 	case functionruntime.ClassBusy:
-		return &Error{Class: ClassBusy, Message: msg, Cause: err}
+		// This bridge leased the registration: whoever keeps it busy is
+		// another client of the runtime, most likely a replica that
+		// registers the same run UIDs, which only its identity tells.
+		return &Error{Class: ClassBusy, Message: msg + "; this bridge holds that registration's lease, so another client of the runtime invokes it: " +
+			"is another bridge replica running with the same instance identity (the run UID's first part)? Give each replica its own --instance", Cause: err}
 	case functionruntime.ClassUnimplemented:
 		p.reportUnimplemented.Do(func() {
 			p.log.Error().Err(err).Msgf("the %s runtime server does not implement executor.v1.FunctionRuntime: this is a configuration error, invocations pause until it is fixed", p.h.Runtime)
