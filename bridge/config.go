@@ -43,6 +43,12 @@ type Config struct {
 	// Runtimes maps a runtime kind to a remote FunctionRuntime address
 	// (host:port or unix:///path); a kind absent or empty runs embedded.
 	Runtimes map[string]string `yaml:"runtimes"`
+	// SharedRuntimes are runtime kinds whose remote runtime several
+	// replicas share: its health does not gate this replica's readiness,
+	// since its outage would make every replica unready (and stop the
+	// handlers of every other kind); their invocations fail with 503
+	// meanwhile, which Restate retries.
+	SharedRuntimes []string `yaml:"shared_runtimes"`
 	// Python is the default python block of every python handler that
 	// sets none (see PythonConfig).
 	Python PythonConfig `yaml:"python"`
@@ -601,6 +607,11 @@ func (c *Config) resolve(baseDir string) error {
 		runtimeKinds = append(runtimeKinds, kind)
 	}
 	sort.Strings(runtimeKinds) // problems on one line keep one order
+	for i, kind := range c.SharedRuntimes {
+		if c.Runtimes[kind] == "" {
+			bad(fmt.Sprintf("shared_runtimes[%d]", i), "%q names no remote runtime: it must be a kind that runtimes: gives an address", kind)
+		}
+	}
 	for _, kind := range runtimeKinds {
 		addr := c.Runtimes[kind]
 		if _, ok := kinds.Lookup(kind); !ok {

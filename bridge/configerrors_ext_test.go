@@ -13,7 +13,7 @@ import (
 // The fields each level of the configuration knows, in the order its
 // errors list them: one place to update when a field is added.
 const (
-	knownTop      = "listen, protocol_mode, identity_keys, allow_unauthenticated, runtimes, python, shutdown_timeout, start_timeout, max_concurrent_invocations, max_journal_bytes, context_listen, metrics_listen, tracing, instance, services"
+	knownTop      = "listen, protocol_mode, identity_keys, allow_unauthenticated, runtimes, shared_runtimes, python, shutdown_timeout, start_timeout, max_concurrent_invocations, max_journal_bytes, context_listen, metrics_listen, tracing, instance, services"
 	knownService  = "name, type, documentation, metadata, lazy_state, handlers"
 	knownHandler  = "name, documentation, metadata, runtime, dir, handler, env, python, timeout, idle_timeout, concurrency, min_warm, lease_timeout, input_content_type, output_content_type, inactivity_timeout, abort_timeout, journal_retention, idempotency_retention, workflow_completion_retention, ingress_private, retry_policy, limits, durability, suspend_after, shared"
 	knownLimits   = "memory, processes, open_files, file_size, cpu"

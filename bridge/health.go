@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sort"
 	"sync"
 	"time"
@@ -20,7 +21,8 @@ import (
 
 // Readiness of a replica for a load balancer (GET /health/ready): the
 // bridge is ready once Start has registered the min_warm registrations and
-// while every remote runtime it uses answers its gRPC health check. A
+// while every remote runtime it uses answers its gRPC health check, but
+// those of shared_runtimes, whose outage is every replica's. A
 // handler whose own registration fails is not counted: Restate already
 // retries or pauses its invocations, and taking the replica out would stop
 // the healthy handlers too.
@@ -85,7 +87,7 @@ func (f *runtimeFailure) Error() string {
 func (b *Bridge) checkRuntimes(ctx context.Context) error {
 	names := make([]string, 0, len(b.runtimes))
 	for k, rc := range b.runtimes {
-		if rc.conn != nil {
+		if rc.conn != nil && !slices.Contains(b.cfg.SharedRuntimes, k) {
 			names = append(names, k)
 		}
 	}

@@ -26,11 +26,17 @@ import (
 // remote python runtime at addr.
 func remoteBridge(t *testing.T, addr string) *Bridge {
 	t.Helper()
+	return remoteBridgeWith(t, addr, "")
+}
+
+// remoteBridgeWith is remoteBridge with more top-level configuration.
+func remoteBridgeWith(t *testing.T, addr, extra string) *Bridge {
+	t.Helper()
 	dir := t.TempDir()
 	if err := os.WriteFile(filepath.Join(dir, "m.py"), []byte("def f(x):\n    return x\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	cfg, err := ParseConfig([]byte("runtimes: {python: \""+addr+"\"}\nservices:\n  - name: S\n    handlers:\n      - {name: f, runtime: python, dir: ., handler: m.f}\n"), dir)
+	cfg, err := ParseConfig([]byte(extra+"runtimes: {python: \""+addr+"\"}\nservices:\n  - name: S\n    handlers:\n      - {name: f, runtime: python, dir: ., handler: m.f}\n"), dir)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -242,5 +248,40 @@ func TestReadyRefusesARuntimeOfAnotherKind(t *testing.T) {
 				t.Fatalf("Ready: %v, want %q", err, want)
 			}
 		})
+	}
+}
+
+// A runtime listed in shared_runtimes does not gate readiness: replicas
+// sharing it would all be taken out at once, the handlers of every other
+// kind with them, by one runtime's outage.
+func TestReadyLeavesSharedRuntimesOut(t *testing.T) {
+	k, _ := kinds.Lookup("python")
+	fn := functionruntime.NewServer(functionruntime.Options{Adapter: k.New(), Logger: zerolog.Nop()})
+	gs := functionruntime.NewGRPCServer(fn)
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	go func() { _ = gs.Server.Serve(lis) }()
+	t.Cleanup(func() {
+		gs.Stop()
+		_ = fn.Shutdown(context.Background())
+	})
+	b := remoteBridgeWith(t, lis.Addr().String(), "shared_runtimes: [python]\n")
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := b.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	gs.Health.SetServingStatus("", healthpb.HealthCheckResponse_NOT_SERVING)
+	b.ready.checked = time.Time{}
+	if err := b.Ready(ctx); err != nil {
+		t.Fatalf("shared runtime NOT_SERVING: %v, want ready", err)
+	}
+
+	// Only a kind with a remote runtime can be one.
+	_, err = ParseConfig([]byte("shared_runtimes: [bash]\nservices:\n  - name: S\n    handlers:\n      - {name: f, runtime: python, dir: ., handler: m.f}\n"), t.TempDir())
+	if err == nil || !strings.Contains(err.Error(), `shared_runtimes[0]: "bash" names no remote runtime`) {
+		t.Fatalf("shared_runtimes without its runtime: %v", err)
 	}
 }

@@ -264,6 +264,7 @@ func changedFields(checks []fieldCheck, old, cfg *Config) []string {
 var restartOnlyChecks = []fieldCheck{
 	{"listen", func(a, b *Config) bool { return a.Listen != b.Listen }},
 	{"runtimes", func(a, b *Config) bool { return !maps.Equal(a.Runtimes, b.Runtimes) }},
+	{"shared_runtimes", func(a, b *Config) bool { return !slices.Equal(a.SharedRuntimes, b.SharedRuntimes) }},
 	{"context_listen", func(a, b *Config) bool { return a.ContextListen != b.ContextListen }},
 	{"shutdown_timeout", func(a, b *Config) bool { return a.ShutdownTimeout != b.ShutdownTimeout }},
 	{"instance", func(a, b *Config) bool { return a.Instance != b.Instance }},
