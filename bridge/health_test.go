@@ -51,22 +51,11 @@ func remoteBridgeWith(t *testing.T, addr, extra string) *Bridge {
 // A replica is ready once started and while its remote runtime serves;
 // the reason it is not names the runtime.
 func TestReadyFollowsStartAndRemoteRuntime(t *testing.T) {
-	k, _ := kinds.Lookup("python")
-	fn := functionruntime.NewServer(functionruntime.Options{Adapter: k.New(), Logger: zerolog.Nop()})
-	gs := functionruntime.NewGRPCServer(fn)
 	lis, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
-	go func() { _ = gs.Server.Serve(lis) }()
-	stopped := false
-	t.Cleanup(func() {
-		if !stopped {
-			gs.Stop()
-		}
-		_ = fn.Shutdown(context.Background())
-	})
-
+	gs, stop := serveRuntimeGRPC(t, "python", lis)
 	addr := lis.Addr().String()
 	b := remoteBridge(t, addr)
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
@@ -94,8 +83,7 @@ func TestReadyFollowsStartAndRemoteRuntime(t *testing.T) {
 		t.Fatalf("runtime not serving, identity keys set: %v", err)
 	}
 	b.cfg.IdentityKeys = nil
-	gs.Stop()
-	stopped = true
+	stop()
 	if err := recheck(); err == nil || !strings.HasPrefix(err.Error(), "runtimes.python ("+addr+"): ") {
 		t.Fatalf("runtime gone: %v", err)
 	}
@@ -159,12 +147,20 @@ func TestReadyRefusesAnHTTPServerThatIsNotARuntime(t *testing.T) {
 // the test's end) stops it at once, as a SIGKILL would.
 func serveRuntime(t *testing.T, kind string, lis net.Listener) (stop func()) {
 	t.Helper()
+	_, stop = serveRuntimeGRPC(t, kind, lis)
+	return stop
+}
+
+// serveRuntimeGRPC is serveRuntime that also returns the gRPC server, whose
+// health service a test sets.
+func serveRuntimeGRPC(t *testing.T, kind string, lis net.Listener) (gs *functionruntime.GRPCServer, stop func()) {
+	t.Helper()
 	k, ok := kinds.Lookup(kind)
 	if !ok {
 		t.Fatalf("no runtime kind %q", kind)
 	}
 	fn := functionruntime.NewServer(functionruntime.Options{Adapter: k.New(), Logger: zerolog.Nop()})
-	gs := functionruntime.NewGRPCServer(fn)
+	gs = functionruntime.NewGRPCServer(fn)
 	go func() { _ = gs.Server.Serve(lis) }()
 	var once sync.Once
 	stop = func() {
@@ -174,7 +170,7 @@ func serveRuntime(t *testing.T, kind string, lis net.Listener) (stop func()) {
 		})
 	}
 	t.Cleanup(stop)
-	return stop
+	return gs, stop
 }
 
 // A python handler sent to a bash runtime server never runs as the bash
@@ -255,18 +251,11 @@ func TestReadyRefusesARuntimeOfAnotherKind(t *testing.T) {
 // sharing it would all be taken out at once, the handlers of every other
 // kind with them, by one runtime's outage.
 func TestReadyLeavesSharedRuntimesOut(t *testing.T) {
-	k, _ := kinds.Lookup("python")
-	fn := functionruntime.NewServer(functionruntime.Options{Adapter: k.New(), Logger: zerolog.Nop()})
-	gs := functionruntime.NewGRPCServer(fn)
 	lis, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
-	go func() { _ = gs.Server.Serve(lis) }()
-	t.Cleanup(func() {
-		gs.Stop()
-		_ = fn.Shutdown(context.Background())
-	})
+	gs, _ := serveRuntimeGRPC(t, "python", lis)
 	b := remoteBridgeWith(t, lis.Addr().String(), "shared_runtimes: [python]\n")
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()

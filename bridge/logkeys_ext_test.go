@@ -33,25 +33,18 @@ func (l *logRecords) Write(p []byte) (int, error) {
 }
 
 // withMessage returns the records whose message is msg.
-func (l *logRecords) withMessage(msg string) []map[string]any {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	var out []map[string]any
-	for _, r := range l.recs {
-		if r["message"] == msg {
-			out = append(out, r)
-		}
-	}
-	return out
-}
+func (l *logRecords) withMessage(msg string) []map[string]any { return l.with("message", msg) }
 
 // withLevel returns the records logged at level (warn, info, ...).
-func (l *logRecords) withLevel(level string) []map[string]any {
+func (l *logRecords) withLevel(level string) []map[string]any { return l.with("level", level) }
+
+// with returns the records whose key holds value.
+func (l *logRecords) with(key, value string) []map[string]any {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	var out []map[string]any
 	for _, r := range l.recs {
-		if r["level"] == level {
+		if r[key] == value {
 			out = append(out, r)
 		}
 	}
