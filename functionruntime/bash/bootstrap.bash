@@ -198,7 +198,10 @@ __fnb_fail() {
 	# the caller (the fnbridge command says the same).
 	(($#)) || builtin set -- "the function failed (fnbridge fail was given no message)"
 	# The record first: with errexit on, a failed print to a closed stderr
-	# would end the shell before it (and || : keeps it from doing so).
+	# would end the shell before it (and || : keeps it from doing so). The
+	# function's umask must not make it unreadable to the runtime (0777
+	# lost the code); the shell exits right after.
+	builtin umask 0077
 	builtin printf '%d %s' "$((10#$__fnb_code))" "$*" >|"$__fnb_dir/f.$__fnb_f"
 	builtin printf '%s\n' "$*" >&2 || :
 	builtin exit 100
@@ -622,7 +625,13 @@ __fnb_main() {
 	# are they set again in each invocation's shell.
 	__fnb_traps=$(builtin trap -p ERR DEBUG RETURN)
 	[[ -z $__fnb_traps ]] || builtin trap - ERR DEBUG RETURN
-	[[ " ${__fnb_reapply[*]} " == *" errtrace "* || " ${__fnb_reapply[*]} " == *" functrace "* ]] || __fnb_traps=
+	# Each name tested on its own: a join of the list would depend on the
+	# IFS the file set (strict-mode headers make it a newline and a tab).
+	__fnb_n=
+	for __fnb_o in "${__fnb_reapply[@]}"; do
+		[[ $__fnb_o != errtrace && $__fnb_o != functrace ]] || __fnb_n=y
+	done
+	[[ -n $__fnb_n ]] || __fnb_traps=
 	# From here on this loop's stdout is the response pipe, which saves a
 	# redirection per message; each subshell points its own stdout at the
 	# output file.

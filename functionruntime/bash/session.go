@@ -331,7 +331,17 @@ func (s *session) invoke(input []byte, sc *functionruntime.StepContext, env map[
 	// exists only once the function writes it.)
 	// One byte over the bound for the trailing newline, taken off below.
 	out, outErr := takeFile(stdout, s.maxOutput, 1, "stdout")
+	if outErr == errNoFile {
+		// The subshell creates it before the function runs: gone, it was
+		// removed under the invocation (a cleaner of the scratch
+		// directory), and its output with it, which must not read as an
+		// empty result.
+		outErr = &functionruntime.HandlerError{Type: "OutputUnreadable", Message: "the file holding the function's stdout (" + stdout + ") was removed during the invocation: the output is lost"}
+	}
 	outs, outsErr := takeFile(outsFile, proc.MaxOutputsFile, 0, proc.OutputsEnv+" file")
+	if outsErr == errNoFile {
+		outsErr = nil // written only by a function that sets outputs
+	}
 	if status != 0 {
 		var failed error
 		if status == TerminalExitStatus {
@@ -581,15 +591,18 @@ func tooLarge(what string, size, limit int) error {
 	}
 }
 
+// errNoFile is takeFile's answer for a file that does not exist.
+var errNoFile = errors.New("no such file")
+
 // takeFile reads a file of at most limit (and slack) bytes and removes it;
-// a missing file is empty, a larger one a terminal failure naming what it
-// holds and limit. Plain system calls, as in writeFile: every invocation
+// a missing one is errNoFile, a larger one a terminal failure naming what
+// it holds and limit. Plain system calls, as in writeFile: every invocation
 // takes two files (stdout, and FNBRIDGE_OUTPUTS, which usually does not
 // exist), and os.Open and os.Remove cost twice the calls.
 func takeFile(path string, limit, slack int, what string) ([]byte, error) {
 	fd, err := syscall.Open(path, syscall.O_RDONLY|syscall.O_CLOEXEC, 0)
 	if err == syscall.ENOENT {
-		return nil, nil
+		return nil, errNoFile
 	}
 	if err != nil {
 		return nil, &functionruntime.HandlerError{Type: "OutputUnreadable", Message: (&os.PathError{Op: "open", Path: path, Err: err}).Error()}

@@ -269,15 +269,17 @@ func TestFnbridgeModuleCannotBeShadowed(t *testing.T) {
 }
 
 // Outputs are bounded: a handler cannot push unbounded outputs through the
-// protocol, and the worker survives the attempt.
+// protocol, and the worker survives the attempt. Rule: "Outputs that break
+// a bound fail the invocation terminally (500, naming the bound)", the
+// largest too (retried, a retry would set them again).
 func TestHugeOutputsRejected(t *testing.T) {
 	f := conformance.NewFixture(t, "h.huge_outputs", map[string]string{"h.py": handlerPy})
 	w := f.Start(t)
 	for i := 0; i < 2; i++ {
 		_, err := f.Invoke(t, w, "null")
 		var he *functionruntime.HandlerError
-		if !errors.As(err, &he) || he.Type != "InvalidOutputs" || !strings.Contains(he.Message, "more than the 1048576 allowed") {
-			t.Fatalf("call %d: error = %v, want InvalidOutputs", i, err)
+		if !errors.As(err, &he) || he.Type != "InvalidOutputs" || !he.Terminal || !strings.Contains(he.Message, "more than the 1048576 allowed") {
+			t.Fatalf("call %d: error = %v, want a terminal InvalidOutputs", i, err)
 		}
 	}
 }

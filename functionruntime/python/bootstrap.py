@@ -1619,8 +1619,9 @@ def _fnbridge_worker():
         if state["outputs"]:
             data = json.dumps(state["outputs"], ensure_ascii=True).encode("ascii")
             if len(data) > max_outputs_file and error is None:
-                error = {"type": "InvalidOutputs", "terminal": False,
-                         "message": "fnbridge.set_output: outputs total %d bytes, more than the %d allowed"
+                error = {"type": "InvalidOutputs", "terminal": True,
+                         "message": "fnbridge.set_output: outputs total %d bytes, more than the %d allowed "
+                         "(far past the bounds on the outputs' count and sizes)"
                          % (len(data), max_outputs_file)}
             extra.append((ord("O"), data))
 

@@ -92,14 +92,26 @@ func (p *Process) limitHit(before, after limitCounters, err error, crashed bool)
 	}
 	typ, msg, code := hf.HandlerFailure()
 	switch {
-	case l.Memory > 0 && typ == "MemoryError":
+	case l.Memory > 0 && typ == "MemoryError" && !p.cg.boundsMemory():
+		// RLIMIT_DATA is the memory limit only without the worker's
+		// memory cgroup, whose limit kills (counted above): under it a
+		// MemoryError is an allocation the system refused, or raised by
+		// the code itself.
 		return LimitMemory, "the handler could not allocate memory"
-	case l.FileSize > 0 && (code == 128+int(syscall.SIGXFSZ) || strings.Contains(msg, "[Errno "+strconv.Itoa(int(syscall.EFBIG))+"]")):
+	case l.FileSize > 0 && (code == 128+int(syscall.SIGXFSZ) || oserror(msg, syscall.EFBIG)):
 		return LimitFileSize, "a write went past the file size limit"
 	case l.CPU > 0 && code == 128+int(syscall.SIGXCPU):
 		return LimitCPU, "a process was killed by SIGXCPU"
-	case l.OpenFiles > 0 && strings.Contains(msg, "[Errno "+strconv.Itoa(int(syscall.EMFILE))+"]"):
+	case l.OpenFiles > 0 && oserror(msg, syscall.EMFILE):
 		return LimitOpenFiles, "the handler could not open another file"
 	}
 	return "", ""
+}
+
+// oserror reports whether a handler's failure message is a Python
+// OSError of errno ("[Errno 24] Too many open files"): its own text
+// starts so. A message that only quotes one (an upstream's error relayed)
+// is no limit of this worker's.
+func oserror(msg string, errno syscall.Errno) bool {
+	return strings.HasPrefix(msg, "[Errno "+strconv.Itoa(int(errno))+"]")
 }

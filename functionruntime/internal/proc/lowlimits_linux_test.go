@@ -115,3 +115,39 @@ func TestLimitErrorCarriesTheLimitsInForce(t *testing.T) {
 		t.Fatalf("limits in force %+v, want %+v", le.InForce, want)
 	}
 }
+
+// handlerFailure is a handler's failure of type typ and message msg.
+type handlerFailure struct{ typ, msg string }
+
+func (f handlerFailure) Error() string { return f.typ + ": " + f.msg }
+func (f handlerFailure) HandlerFailure() (string, string, int) {
+	return f.typ, f.msg, 1
+}
+
+// Only the worker's own OSError names its open_files limit: a message
+// that merely quotes one (an upstream's error relayed) is retried as any
+// failure is, not made terminal. Where the memory cgroup bounds the
+// worker, a MemoryError is no limit of its (the cgroup's limit kills);
+// without it, RLIMIT_DATA is the limit a MemoryError shows.
+func TestLimitsNamedOnlyForTheirOwnSigns(t *testing.T) {
+	s := supervise(t, `while read x <&3; do :; done`, Limits{OpenFiles: 64, Memory: 256 << 20})
+	l := zerolog.Nop()
+	do := func(f handlerFailure) error {
+		return s.Do(t.Context(), &l, func(Session) error { return f })
+	}
+	var le *LimitError
+	if err := do(handlerFailure{"RuntimeError", "upstream said: [Errno 24] Too many open files on their side"}); errors.As(err, &le) {
+		t.Errorf("a relayed [Errno 24]: %v, want no LimitError", err)
+	}
+	if err := do(handlerFailure{"OSError", "[Errno 24] Too many open files: 'f'"}); !errors.As(err, &le) || le.Limit != LimitOpenFiles {
+		t.Errorf("the worker's own EMFILE: %v, want an open_files LimitError", err)
+	}
+	err := do(handlerFailure{"MemoryError", ""})
+	if memoryCgroup() {
+		if errors.As(err, &le) {
+			t.Errorf("MemoryError under the memory cgroup: %v, want no LimitError", err)
+		}
+	} else if !errors.As(err, &le) || le.Limit != LimitMemory {
+		t.Errorf("MemoryError under RLIMIT_DATA: %v, want a memory LimitError", err)
+	}
+}
