@@ -139,6 +139,11 @@ func splitHandler(handler string) (stem, fn string, err error) {
 		return "", "", fmt.Errorf("bash handler %q: function %q must be 1-%d ASCII letters, digits or '_', not starting with a digit: %s", handler, fn, maxName, want)
 	case reservedNames[fn]:
 		return "", "", fmt.Errorf("bash handler %q: function %q is a bash special builtin or reserved word, which bash may run in place of a function of that name: choose another name", handler, fn)
+	case fn == "fnbridge" || strings.HasPrefix(fn, "__fnb_"):
+		// The worker defines these in every invocation's shell, after the
+		// file: the handler would be replaced, and the caller's payload
+		// would pick a context command (fnbridge fail, ...).
+		return "", "", fmt.Errorf("bash handler %q: function %q is a name the worker defines in every invocation's shell (the fnbridge command and its helpers): choose another name", handler, fn)
 	}
 	return stem, fn, nil
 }

@@ -11,6 +11,7 @@ import (
 	"strings"
 	"testing"
 	"time"
+	"unicode/utf8"
 
 	"github.com/fnbridge/fnbridge/functionruntime"
 	"github.com/fnbridge/fnbridge/functionruntime/kinds"
@@ -391,5 +392,96 @@ func TestSourceErrTrapIsGoneAfterTheSource(t *testing.T) {
 	var he *functionruntime.HandlerError
 	if !errors.As(err, &he) || he.ExitCode != 1 || strings.Contains(he.Message, "ended the file") || !strings.Contains(he.Message, "own message") {
 		t.Fatalf("err = %v, want the function's status 1 and its own message", err)
+	}
+}
+
+// The common strict-mode header (set -Eeuo pipefail, IFS=$'\n\t', an ERR
+// trap) keeps its trap in every invocation: the worker's check for
+// errtrace read the options list joined with the file's IFS, and dropped
+// the trap under this one.
+func TestStrictModeHeaderKeepsItsErrTrap(t *testing.T) {
+	f := conformance.NewFixture(t, "s.run", map[string]string{"s.sh": `set -Eeuo pipefail
+IFS=$'\n\t'
+trap 'echo "ERR at line $LINENO: $BASH_COMMAND" >&2' ERR
+run() { false | true; echo "not reached"; }
+`})
+	w := f.Start(t)
+	_, err := f.Invoke(t, w, "x")
+	var he *functionruntime.HandlerError
+	if !errors.As(err, &he) || !strings.Contains(he.Message, "ERR at line") {
+		t.Fatalf("err = %v, want the file's ERR trap's line as the message", err)
+	}
+	t.Logf("msg %q", he.Message)
+	if false {
+	}
+}
+
+// An output the function wrote is its result only if the file holding it
+// is still there: a cleaner that removes it mid-invocation loses the
+// output, which must not read as a successful empty result.
+func TestRemovedStdoutFileIsNoEmptyResult(t *testing.T) {
+	f := conformance.NewFixture(t, "r.run", map[string]string{"r.sh": `run() {
+	echo '"lost"'
+	[[ $1 != rm ]] || command rm -f "${FNBRIDGE_OUTPUTS%/*}"/s.*
+}
+`})
+	w := f.Start(t)
+	_, err := f.Invoke(t, w, "rm")
+	var he *functionruntime.HandlerError
+	if !errors.As(err, &he) || he.Terminal || !strings.Contains(he.Message, "removed during the invocation") {
+		t.Fatalf("err = %v, want a retryable failure saying the output is lost", err)
+	}
+	t.Logf("ERR %v", err)
+	if got := string(f.MustInvoke(t, w, "keep").Output); got != `"lost"` {
+		t.Fatalf("the next invocation returned %q", got)
+	}
+}
+
+// TMOUT set by the file is the function's (read without -t times out),
+// not the worker's: the worker waits for its next request as long as it
+// takes, on the same process.
+func TestTMOUTInTheFileIsTheFunctions(t *testing.T) {
+	f := conformance.NewFixture(t, "t.run", map[string]string{"t.sh": `export TMOUT=1
+run() {
+	case $1 in
+	pid) printf '%s' "$$" ;;
+	*) printf '%s %s' "$TMOUT" "$(printenv TMOUT)" ;;
+	esac
+}
+`})
+	w := f.Start(t)
+	pid := f.MustInvoke(t, w, "pid").Output
+	// Idle past TMOUT (what is under test is time passing): neither the
+	// loop waiting for the next key nor the subshell waiting for its
+	// request may read it.
+	time.Sleep(1500 * time.Millisecond)
+	if got := f.MustInvoke(t, w, "pid").Output; string(got) != string(pid) {
+		t.Fatalf("worker %s replaced by %s while idle", pid, got)
+	}
+	if got := string(f.MustInvoke(t, w, "x").Output); got != "1 1" {
+		t.Fatalf("the function's TMOUT (and its export) = %q, want \"1 1\"", got)
+	}
+}
+
+// Under set -x, the message of a bare exit 100 is the function's last
+// line on stderr, not the trace of the exit; a line over 1 KiB is cut at
+// a character boundary.
+func TestExitMessageSkipsTheExitTraceAndKeepsUTF8(t *testing.T) {
+	f := conformance.NewFixture(t, "x.run", map[string]string{"x.sh": `run() {
+	case $1 in
+	traced) set -x; echo "order not found" >&2; exit 100 ;;
+	long) { printf 'x%.0s' {1..1023}; printf 'ééééé\n'; } >&2; exit 100 ;;
+	esac
+}
+`})
+	w := f.Start(t)
+	_, err := f.Invoke(t, w, "traced")
+	var he *functionruntime.HandlerError
+	if !errors.As(err, &he) || !he.Terminal || he.Message != "order not found" {
+		t.Fatalf("err = %v, want terminal \"order not found\"", err)
+	}
+	_, err = f.Invoke(t, w, "long")
+	if !errors.As(err, &he) || !utf8.ValidString(he.Message) || !strings.HasPrefix(he.Message, strings.Repeat("x", 1023)) {
+		t.Fatalf("err = %v, want the line cut at a character boundary", err)
 	}
 }

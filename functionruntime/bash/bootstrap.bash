@@ -444,6 +444,10 @@ __fnb_invocation() {
 	# The shell whose fnbridge function may use the step agent.
 	__fnb_ishell=$BASHPID __fnb_areq= __fnb_aans= __fnb_apid= __fnb_rq=0
 	[[ -z $__fnb_traps ]] || builtin eval "$__fnb_traps"
+	if [[ -n $__fnb_tmout ]]; then
+		TMOUT=${__fnb_tmout%-}
+		[[ -z $__fnb_tmoutx ]] || builtin export TMOUT
+	fi
 	for __fnb_o in "${__fnb_reapply[@]}"; do
 		builtin set -o "$__fnb_o"
 	done
@@ -474,6 +478,7 @@ __fnb_main() {
 	local __fnb_file=$1 __fnb_fn=$2 __fnb_dir=$3
 	local __fnb_in __fnb_out __fnb_status __fnb_len __fnb_payload __fnb_rc __fnb_o
 	local __fnb_key __fnb_tok __fnb_f __fnb_hdr __fnb_seq=0 __fnb_x __fnb_n __fnb_lc __fnb_lcset __fnb_lcvar __fnb_traps __fnb_home
+	local __fnb_tmout= __fnb_tmoutx=
 	local -a __fnb_reapply=()
 	builtin set --
 
@@ -610,6 +615,18 @@ __fnb_main() {
 		LC_ALL=C
 	else
 		LC_CTYPE=C
+	fi
+	# TMOUT bounds every read without -t: the file's would end this loop's
+	# wait for the next request (and the waiting subshell's), and the
+	# worker with it, after that many idle seconds. Taken off here, given
+	# back (value and export) in each invocation's shell.
+	if [[ -n ${TMOUT+set} ]]; then
+		__fnb_tmout=${TMOUT}-
+		[[ $(builtin declare -p TMOUT 2>/dev/null) != "declare -"*x* ]] || __fnb_tmoutx=x
+		if ! builtin unset -v TMOUT 2>/dev/null; then
+			builtin printf 'E readonly TMOUT\n' >&"$__fnb_out"
+			builtin exit 1
+		fi
 	fi
 	# Each invocation's subshell asks for its EXIT trap (trap -p below),
 	# and bash first reads every signal's original disposition, two system

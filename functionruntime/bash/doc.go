@@ -13,7 +13,8 @@
 // builtin, command, declare, typeset, local, let, alias or enable, nor a
 // reserved word (if, then, ..., coproc, in): in POSIX mode bash runs a
 // special builtin before a function of that name, so a function named
-// eval would run the payload as shell code.
+// eval would run the payload as shell code. Nor is it fnbridge or a
+// __fnb_ name, which the worker defines in every invocation's shell.
 // No '/', '..', whitespace or shell metacharacter is ever accepted.
 //
 // At registration the worker sources file.sh once; it must source with
@@ -229,6 +230,7 @@
 //	← "E readonly\n"                the file made a step context or per-invocation variable readonly; the worker exits
 //	← "E readonly LC_ALL\n"         the file made the locale variable the worker switches (LC_ALL when the file set it,
 //	  "E readonly LC_CTYPE\n"       LC_CTYPE otherwise) readonly (requests are read in the C locale); the worker exits
+//	← "E readonly TMOUT\n"          the file made TMOUT readonly (it would end the worker's waits for requests); the worker exits
 //	→ <key>                         after K, and after each request: the next invocation's key
 //	→ <token><n> then n payload bytes   one invocation (n as 12 digits)
 //	→ <token>c<n><m><context> then n payload bytes

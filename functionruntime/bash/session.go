@@ -143,7 +143,7 @@ func (l *launcher) start(ctx context.Context) (proc.Session, error) {
 }
 
 // handshake waits for "K", "E source N", "E shadow NAME...", "E readonly",
-// "E readonly LC_ALL", "E cwd" or "E nofunc", then sends the first
+// "E readonly LC_ALL", "E readonly TMOUT", "E cwd" or "E nofunc", then sends the first
 // invocation's key.
 func (l *launcher) handshake(ctx context.Context, s *session) error {
 	stop := context.AfterFunc(ctx, s.P.Interrupt)
@@ -174,6 +174,8 @@ func (l *launcher) handshake(ctx context.Context, s *session) error {
 		return fmt.Errorf("sourcing %s failed with status %s%s", l.file, line[len("E source "):], proc.LastLinesSuffix(s.P.RecentLines(3)))
 	case line == "E readonly":
 		return fmt.Errorf("%s makes %s, %s or one of %s readonly; the runtime sets them per invocation", l.file, ContextEnv, ContextTokenEnv, strings.Join(functionruntime.InvocationEnvNames, ", "))
+	case line == "E readonly TMOUT":
+		return fmt.Errorf("%s makes TMOUT readonly; the worker waits for requests with reads TMOUT would end, and gives the function TMOUT back as the file set it", l.file)
 	case line == "E readonly LC_ALL" || line == "E readonly LC_CTYPE":
 		v := line[len("E readonly "):]
 		return fmt.Errorf("%s makes %s readonly; the worker reads its requests in the C locale and gives the function %s back as the file left it", l.file, v, v)
@@ -478,8 +480,9 @@ func (s *session) statusError(status int, steps bool) error {
 	lines := s.P.RecentLines(recentForMessage)
 	for i := len(lines) - 1; i >= 0; i-- {
 		// Bash's own word on the killed subshell ("line N: PID Killed
-		// ( __fnb_invocation )") is the worker's, not the function's.
-		if strings.TrimSpace(lines[i]) != "" && !strings.HasSuffix(strings.TrimSpace(lines[i]), "( __fnb_invocation )") {
+		// ( __fnb_invocation )") is the worker's, not the function's, and
+		// under set -x the trace of the exit itself says nothing.
+		if l := strings.TrimSpace(lines[i]); l != "" && !strings.HasSuffix(l, "( __fnb_invocation )") && !isExitTrace(l) {
 			if status == TerminalExitStatus {
 				msg = lines[i]
 			} else {
@@ -497,6 +500,19 @@ func (s *session) statusError(status int, steps bool) error {
 		Message:  msg,
 		ExitCode: status,
 	}
+}
+
+// isExitTrace reports whether line is xtrace's line for an exit command
+// ("+ exit 100", "++ builtin exit 100"), with bash's default PS4.
+func isExitTrace(line string) bool {
+	rest := strings.TrimLeft(line, "+")
+	if len(rest) == len(line) || !strings.HasPrefix(rest, " ") {
+		return false
+	}
+	rest = strings.TrimPrefix(strings.TrimPrefix(rest, " "), "builtin ")
+	code, ok := strings.CutPrefix(rest, "exit")
+	code = strings.TrimPrefix(code, " ")
+	return ok && strings.Trim(code, "0123456789") == ""
 }
 
 // saidStop reports whether a fnbridge call of the invocation exited 75

@@ -158,6 +158,10 @@ func TestSpecialBuiltinNamesRefused(t *testing.T) {
 		"return", "shift", "times", "break", "continue", "declare", "typeset", "local", "let", "alias", "enable",
 		"if", "then", "else", "elif", "fi", "case", "esac", "for", "while", "until", "do", "done", "function",
 		"select", "time", "coproc", "in",
+		// The worker's own, defined in every invocation's shell after the
+		// file: a handler fnbridge would let the payload pick a context
+		// command (fnbridge fail, ...).
+		"fnbridge", "__fnb_run",
 	}
 	for _, n := range names {
 		err := bash.ValidateHandler("h." + n)

@@ -7,6 +7,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"syscall"
+	"unicode/utf8"
 
 	"github.com/rs/zerolog"
 )
@@ -192,7 +193,13 @@ func (c *logCapture) emit(text []byte, dropped int) {
 
 	line := text
 	if len(line) > recentLineMax {
-		line = line[:recentLineMax]
+		// At a character boundary: the line may become a failure's
+		// message (Bash's exit 100), which must stay valid UTF-8.
+		n := recentLineMax
+		for n > recentLineMax-utf8.UTFMax && n > 0 && !utf8.RuneStart(line[n]) {
+			n--
+		}
+		line = line[:n]
 	}
 	if len(c.recent) == recentLines {
 		copy(c.recent, c.recent[1:])
