@@ -77,11 +77,38 @@ func TestInvokeAsyncHandler(t *testing.T) {
 
 // A handler takes the decoded input or, as Restate's SDKs allow, nothing
 // (the input is then not passed); a bound method, optional parameters and
-// *args get the input.
+// *args get the input. A decorated function (functools.wraps,
+// lru_cache) and a callable object are read by their own signature.
 func TestHandlerShapes(t *testing.T) {
 	const shapes = `
+import functools
+
 def noarg():
     return "no input"
+
+def timed(fn):
+    @functools.wraps(fn)
+    def wrapper(*a, **k):
+        return fn(*a, **k)
+    return wrapper
+
+@timed
+def deco_noarg():
+    return "decorated, no input"
+
+@timed
+def deco_arg(x):
+    return ["decorated", x]
+
+@functools.lru_cache(maxsize=None)
+def cached_noarg():
+    return "cached"
+
+class Callable:
+    def __call__(self):
+        return "object, no input"
+
+obj_noarg = Callable()
 
 def optional(x, y=2):
     return [x, y]
@@ -95,7 +122,8 @@ class Greeter:
 
 method = Greeter().greet
 `
-	for handler, want := range map[string]string{"s.noarg": `"no input"`, "s.optional": `["a",2]`, "s.star": `["a"]`, "s.method": `"hi a"`} {
+	for handler, want := range map[string]string{"s.noarg": `"no input"`, "s.optional": `["a",2]`, "s.star": `["a"]`, "s.method": `"hi a"`,
+		"s.deco_noarg": `"decorated, no input"`, "s.deco_arg": `["decorated","a"]`, "s.cached_noarg": `"cached"`, "s.obj_noarg": `"object, no input"`} {
 		f := conformance.NewFixture(t, handler, map[string]string{"s.py": shapes})
 		if got := string(f.MustInvoke(t, f.Start(t), `"a"`).Output); got != want {
 			t.Errorf("%s: output = %s, want %s", handler, got, want)
@@ -147,6 +175,27 @@ func TestExceptionTracebackIsLogged(t *testing.T) {
 	if !strings.HasPrefix(msg, "Traceback (most recent call last):\n  File \""+filepath.Join(f.Dir, "h.py")) || strings.Contains(msg, "<string>") ||
 		!strings.HasSuffix(msg, "ValueError: bad value: x") {
 		t.Fatalf("traceback %q, want it from the handler's frame to the exception, without the worker's", msg)
+	}
+}
+
+// A traceback reaches the logs after an earlier invocation replaced
+// sys.stderr (a library capturing output), which would have swallowed it.
+func TestTracebackSurvivesAReplacedStderr(t *testing.T) {
+	f := conformance.NewFixture(t, "s.run", map[string]string{"s.py": `import io, sys
+
+def run(x):
+    if x == "capture":
+        sys.stderr = io.StringIO()
+        return "captured"
+    raise ValueError("after the capture")
+`})
+	w := f.Start(t)
+	f.MustInvoke(t, w, `"capture"`)
+	if _, err := f.Invoke(t, w, `"boom"`); err == nil {
+		t.Fatal("the second invocation succeeded")
+	}
+	if len(f.Logs.Records("ValueError: after the capture")) == 0 {
+		t.Fatalf("no traceback in the logs: %v", f.Logs.Messages())
 	}
 }
 

@@ -188,8 +188,11 @@ def _fnbridge_worker():
             text = "".join(traceback.format_exception(exc_type, exc, tb)).rstrip("\n")
             if len(text) > 12000:  # well inside a log line's bound, as JSON
                 text = text[:2000] + "\n  [... %d characters ...]\n" % (len(text) - 11000) + text[-9000:]
-            sys.stderr.write(json.dumps({"level": "warn", "message": text}) + "\n")
-            sys.stderr.flush()
+            # To the log pipe itself: an earlier invocation may have
+            # replaced sys.stderr (an io.StringIO), which would swallow it.
+            stream = sys.__stderr__ or sys.stderr
+            stream.write(json.dumps({"level": "warn", "message": text}) + "\n")
+            stream.flush()
         except Exception:
             pass
 
@@ -1301,19 +1304,38 @@ def _fnbridge_worker():
         # What a handler takes: the decoded input, or nothing (a handler
         # without a parameter, as Restate's SDKs allow). One that needs more
         # could only fail on every invocation: its registration fails. A
-        # callable without code (a class, a partial) gets the input.
-        offset = 0
-        if hasattr(fn, "__func__"):
-            fn, offset = fn.__func__, 1
-        code = getattr(fn, "__code__", None)
-        if code is None or not isinstance(getattr(code, "co_argcount", None), int):
-            return True
+        # plain function's code says it; anything else (a decorated
+        # function, a callable object, a partial) is read by inspect, and
+        # one it cannot read gets the input.
+        target, offset = fn, 0
+        if hasattr(target, "__func__"):
+            target, offset = target.__func__, 1
+        code = getattr(target, "__code__", None)
+        if code is None or hasattr(target, "__wrapped__") or not isinstance(getattr(code, "co_argcount", None), int):
+            return check_signature_inspect(name, fn)
         positional = code.co_argcount - offset
-        defaults = len(getattr(fn, "__defaults__", None) or ())
+        defaults = len(getattr(target, "__defaults__", None) or ())
         names = code.co_varnames[offset:code.co_argcount]
         required = names[:max(0, positional - defaults)]
         kwonly = code.co_varnames[code.co_argcount:code.co_argcount + code.co_kwonlyargcount]
-        missing = [k for k in kwonly if k not in (getattr(fn, "__kwdefaults__", None) or {})]
+        missing = [k for k in kwonly if k not in (getattr(target, "__kwdefaults__", None) or {})]
+        refuse_signature(name, required, missing)
+        return positional > 0 or bool(code.co_flags & 0x04)
+
+    def check_signature_inspect(name, fn):
+        import inspect
+
+        try:
+            params = list(inspect.signature(fn).parameters.values())
+        except (TypeError, ValueError):
+            return True
+        P = inspect.Parameter
+        positional = (P.POSITIONAL_ONLY, P.POSITIONAL_OR_KEYWORD)
+        refuse_signature(name, [p.name for p in params if p.kind in positional and p.default is P.empty],
+                         [p.name for p in params if p.kind == P.KEYWORD_ONLY and p.default is P.empty])
+        return any(p.kind in positional or p.kind == P.VAR_POSITIONAL for p in params)
+
+    def refuse_signature(name, required, missing):
         needs = []
         if len(required) > 1:
             needs.append("%d positional arguments (%s)" % (len(required), ", ".join(required)))
@@ -1322,7 +1344,6 @@ def _fnbridge_worker():
         if needs:
             raise TypeError("%s needs %s; a handler is called with one argument, the decoded input "
                             "(or with none when it takes no parameter)" % (name, " and ".join(needs)))
-        return positional > 0 or bool(code.co_flags & 0x04)
 
     # Load the handler once. No bytecode cache is written: a cached .pyc is
     # trusted while the source keeps its size and modification second, so

@@ -159,6 +159,8 @@ var brokenModules = []adaptertest.StartFailure{
 		"h.handle needs 2 positional arguments (a, b); a handler is called with one argument, the decoded input (or with none when it takes no parameter)"),
 	broken("keyword-only parameter", "h.handle", "h.py", "def handle(a, *, must):\n    return a\n",
 		"h.handle needs the keyword-only arguments must"),
+	broken("callable object with two parameters", "h.handle", "h.py", "class C:\n    def __call__(self, a, b):\n        return a\nhandle = C()\n",
+		"h.handle needs 2 positional arguments (a, b)"),
 }
 
 // broken is a handler whose one file (if any) cannot be loaded.
