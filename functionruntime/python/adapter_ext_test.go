@@ -178,6 +178,23 @@ func TestExceptionTracebackIsLogged(t *testing.T) {
 	}
 }
 
+// An output value with a lone surrogate (text decoded with
+// surrogateescape) has no UTF-8 form: refused terminally as a broken bound
+// is, where the bridge would have read it as another value (U+FFFD).
+func TestOutputWithALoneSurrogateIsRefused(t *testing.T) {
+	f := conformance.NewFixture(t, "s.run", map[string]string{"s.py": `import fnbridge
+
+def run(x):
+    fnbridge.set_output("a", "\ud800x")
+    return "set"
+`})
+	_, err := f.Invoke(t, f.Start(t), "null")
+	var he *functionruntime.HandlerError
+	if !errors.As(err, &he) || !he.Terminal || he.Type != "InvalidOutputs" || !strings.Contains(he.Message, "lone surrogate") {
+		t.Fatalf("err = %v, want a terminal InvalidOutputs naming the lone surrogate", err)
+	}
+}
+
 // A traceback reaches the logs after an earlier invocation replaced
 // sys.stderr (a library capturing output), which would have swallowed it.
 func TestTracebackSurvivesAReplacedStderr(t *testing.T) {

@@ -279,6 +279,17 @@ def _fnbridge_worker():
     api.TerminalError = TerminalError
     api.set_output = set_output
 
+    def lone_surrogate(outputs):
+        # The first key or value of outputs with no UTF-8 form, named, or None.
+        for key, value in outputs.items():
+            for what, text in (("key %r" % key, key), ("the value of %r" % key, value)):
+                if not text.isascii():
+                    try:
+                        text.encode("utf-8")
+                    except UnicodeEncodeError:
+                        return what
+        return None
+
     def traceparent():
         """The W3C traceparent of the current invocation, or None without one."""
         # Like set_output, only the invocation's own context may ask: a
@@ -1638,6 +1649,14 @@ def _fnbridge_worker():
             if error is None:
                 error = failure(exc, terminal=False, message="reading FNBRIDGE_OUTPUTS: %s" % message_of(exc))
         if state["outputs"]:
+            bad = lone_surrogate(state["outputs"])
+            if bad is not None and error is None:
+                # JSON would carry it as \udXXX, which the bridge reads as
+                # U+FFFD: another value than the one set, so refused, as a
+                # bound is.
+                error = {"type": "InvalidOutputs", "terminal": True,
+                         "message": "fnbridge.set_output: %s is not valid Unicode text (a lone surrogate): "
+                                    "outputs are UTF-8" % bad}
             data = json.dumps(state["outputs"], ensure_ascii=True).encode("ascii")
             if len(data) > max_outputs_file and error is None:
                 error = {"type": "InvalidOutputs", "terminal": True,
