@@ -7,6 +7,7 @@ import (
 	"math/rand/v2"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -483,5 +484,25 @@ func TestExitMessageSkipsTheExitTraceAndKeepsUTF8(t *testing.T) {
 	_, err = f.Invoke(t, w, "long")
 	if !errors.As(err, &he) || !utf8.ValidString(he.Message) || !strings.HasPrefix(he.Message, strings.Repeat("x", 1023)) {
 		t.Fatalf("err = %v, want the line cut at a character boundary", err)
+	}
+}
+
+// A file under set -x traces the function in each invocation, not the
+// worker's own lines that set the file's options again before it.
+func TestXtraceFileTracesTheFunctionOnly(t *testing.T) {
+	f := conformance.NewFixture(t, "x.run", map[string]string{"x.sh": "set -eux\nrun() { echo '\"ran\"'; }\n"})
+	w := f.Start(t)
+	before := len(f.Logs.Messages()) // the registration's own trace
+	if got := string(f.MustInvoke(t, w, "x").Output); got != `"ran"` {
+		t.Fatalf("output %q", got)
+	}
+	lines := f.Logs.Messages()[before:]
+	for _, m := range lines {
+		if strings.Contains(m, "__fnb_") {
+			t.Fatalf("the invocation traced the worker's own line %q; its lines: %q", m, lines)
+		}
+	}
+	if !slices.ContainsFunc(lines, func(m string) bool { return strings.Contains(m, "run x") }) {
+		t.Fatalf("no trace of the function's call; its lines: %q", lines)
 	}
 }

@@ -568,6 +568,11 @@ __fnb_main() {
 			;;
 		esac
 	done
+	# Switched off first here, xtrace goes back on last in each invocation's
+	# shell, so its trace starts at the function, not in this script.
+	if [[ ${__fnb_reapply[0]-} == xtrace ]]; then
+		__fnb_reapply=("${__fnb_reapply[@]:1}" xtrace)
+	fi
 	builtin set +o posix
 
 	if ((__fnb_status != 0)); then
