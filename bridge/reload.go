@@ -423,7 +423,8 @@ type newVersion struct {
 const reloadParallelism = 8
 
 // newVersions registers the new version of every handler of cfg whose
-// settings or sources differ from what old serves, side by side: a reload
+// settings or sources differ from what old serves, side by side (up to
+// reloadParallelism at once): a reload
 // goes live as a whole (handlers edited together switch together), so it
 // waits for the slowest registration, not for the sum of them. The map is
 // keyed "Service/handler"; an unchanged handler has no entry.

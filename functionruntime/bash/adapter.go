@@ -140,10 +140,12 @@ func splitHandler(handler string) (stem, fn string, err error) {
 	case reservedNames[fn]:
 		return "", "", fmt.Errorf("bash handler %q: function %q is a bash special builtin or reserved word, which bash may run in place of a function of that name: choose another name", handler, fn)
 	case fn == "fnbridge" || strings.HasPrefix(fn, "__fnb_"):
-		// The worker defines these in every invocation's shell, after the
-		// file: the handler would be replaced, and the caller's payload
-		// would pick a context command (fnbridge fail, ...).
-		return "", "", fmt.Errorf("bash handler %q: function %q is a name the worker defines in every invocation's shell (the fnbridge command and its helpers): choose another name", handler, fn)
+		// The worker defines fnbridge in every invocation's shell after
+		// the file (the handler would be replaced, and the caller's
+		// payload would pick a context command, fnbridge fail, ...); the
+		// __fnb_ names are its helpers, which the file's function would
+		// replace.
+		return "", "", fmt.Errorf("bash handler %q: function %q is the worker's own name (the fnbridge command, or one of its __fnb_ helpers): choose another name", handler, fn)
 	}
 	return stem, fn, nil
 }

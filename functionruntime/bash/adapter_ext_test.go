@@ -412,9 +412,6 @@ run() { false | true; echo "not reached"; }
 	if !errors.As(err, &he) || !strings.Contains(he.Message, "ERR at line") {
 		t.Fatalf("err = %v, want the file's ERR trap's line as the message", err)
 	}
-	t.Logf("msg %q", he.Message)
-	if false {
-	}
 }
 
 // An output the function wrote is its result only if the file holding it
@@ -432,35 +429,45 @@ func TestRemovedStdoutFileIsNoEmptyResult(t *testing.T) {
 	if !errors.As(err, &he) || he.Terminal || !strings.Contains(he.Message, "removed during the invocation") {
 		t.Fatalf("err = %v, want a retryable failure saying the output is lost", err)
 	}
-	t.Logf("ERR %v", err)
 	if got := string(f.MustInvoke(t, w, "keep").Output); got != `"lost"` {
 		t.Fatalf("the next invocation returned %q", got)
 	}
 }
 
 // TMOUT set by the file is the function's (read without -t times out),
-// not the worker's: the worker waits for its next request as long as it
-// takes, on the same process.
+// as the file set it (exported or not, empty or not), not the worker's:
+// the worker waits for its next request as long as it takes, on the same
+// process.
 func TestTMOUTInTheFileIsTheFunctions(t *testing.T) {
-	f := conformance.NewFixture(t, "t.run", map[string]string{"t.sh": `export TMOUT=1
+	for _, tc := range []struct{ name, set, want string }{
+		{"exported", "export TMOUT=1", "1|1"},
+		{"plain", "TMOUT=1", "1|-"},
+		{"empty", "TMOUT=", "|-"},
+		{"none", "", "unset|-"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			f := conformance.NewFixture(t, "t.run", map[string]string{"t.sh": tc.set + `
 run() {
 	case $1 in
 	pid) printf '%s' "$$" ;;
-	*) printf '%s %s' "$TMOUT" "$(printenv TMOUT)" ;;
+	*) printf '%s|%s' "${TMOUT-unset}" "$(printenv TMOUT || printf -)" ;;
 	esac
 }
 `})
-	w := f.Start(t)
-	pid := f.MustInvoke(t, w, "pid").Output
-	// Idle past TMOUT (what is under test is time passing): neither the
-	// loop waiting for the next key nor the subshell waiting for its
-	// request may read it.
-	time.Sleep(1500 * time.Millisecond)
-	if got := f.MustInvoke(t, w, "pid").Output; string(got) != string(pid) {
-		t.Fatalf("worker %s replaced by %s while idle", pid, got)
-	}
-	if got := string(f.MustInvoke(t, w, "x").Output); got != "1 1" {
-		t.Fatalf("the function's TMOUT (and its export) = %q, want \"1 1\"", got)
+			w := f.Start(t)
+			pid := f.MustInvoke(t, w, "pid").Output
+			// Idle past TMOUT (what is under test is time passing): neither
+			// the loop waiting for the next key nor the subshell waiting for
+			// its request may read it.
+			time.Sleep(1500 * time.Millisecond)
+			if got := f.MustInvoke(t, w, "pid").Output; string(got) != string(pid) {
+				t.Fatalf("worker %s replaced by %s while idle", pid, got)
+			}
+			if got := string(f.MustInvoke(t, w, "x").Output); got != tc.want {
+				t.Fatalf("the function's TMOUT|exported = %q, want %q", got, tc.want)
+			}
+		})
 	}
 }
 

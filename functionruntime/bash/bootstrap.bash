@@ -198,10 +198,7 @@ __fnb_fail() {
 	# the caller (the fnbridge command says the same).
 	(($#)) || builtin set -- "the function failed (fnbridge fail was given no message)"
 	# The record first: with errexit on, a failed print to a closed stderr
-	# would end the shell before it (and || : keeps it from doing so). The
-	# function's umask must not make it unreadable to the runtime (0777
-	# lost the code); the shell exits right after.
-	builtin umask 0077
+	# would end the shell before it (and || : keeps it from doing so).
 	builtin printf '%d %s' "$((10#$__fnb_code))" "$*" >|"$__fnb_dir/f.$__fnb_f"
 	builtin printf '%s\n' "$*" >&2 || :
 	builtin exit 100

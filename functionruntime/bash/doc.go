@@ -13,8 +13,9 @@
 // builtin, command, declare, typeset, local, let, alias or enable, nor a
 // reserved word (if, then, ..., coproc, in): in POSIX mode bash runs a
 // special builtin before a function of that name, so a function named
-// eval would run the payload as shell code. Nor is it fnbridge or a
-// __fnb_ name, which the worker defines in every invocation's shell.
+// eval would run the payload as shell code. Nor is it fnbridge, which the
+// worker defines in every invocation's shell after the file, or a __fnb_
+// name, one of the worker's own helpers.
 // No '/', '..', whitespace or shell metacharacter is ever accepted.
 //
 // At registration the worker sources file.sh once; it must source with

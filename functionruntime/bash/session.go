@@ -546,7 +546,7 @@ func failRecord(rec []byte) *functionruntime.HandlerError {
 // cannot: a failure's record longer than its bound keeps its code and the
 // start of its message.
 func takeHead(path string, limit int) []byte {
-	fd, err := syscall.Open(path, syscall.O_RDONLY|syscall.O_CLOEXEC, 0)
+	fd, err := openOwn(path)
 	if err != nil {
 		return nil
 	}
@@ -607,6 +607,17 @@ func tooLarge(what string, size, limit int) error {
 	}
 }
 
+// openOwn opens for reading a file the worker wrote, which runs as this
+// process's user: one the function's umask made unreadable (0777) is made
+// readable first, so an extreme umask loses no record or outputs.
+func openOwn(path string) (int, error) {
+	fd, err := syscall.Open(path, syscall.O_RDONLY|syscall.O_CLOEXEC, 0)
+	if err == syscall.EACCES && syscall.Chmod(path, 0o600) == nil {
+		fd, err = syscall.Open(path, syscall.O_RDONLY|syscall.O_CLOEXEC, 0)
+	}
+	return fd, err
+}
+
 // errNoFile is takeFile's answer for a file that does not exist.
 var errNoFile = errors.New("no such file")
 
@@ -616,7 +627,7 @@ var errNoFile = errors.New("no such file")
 // takes two files (stdout, and FNBRIDGE_OUTPUTS, which usually does not
 // exist), and os.Open and os.Remove cost twice the calls.
 func takeFile(path string, limit, slack int, what string) ([]byte, error) {
-	fd, err := syscall.Open(path, syscall.O_RDONLY|syscall.O_CLOEXEC, 0)
+	fd, err := openOwn(path)
 	if err == syscall.ENOENT {
 		return nil, errNoFile
 	}

@@ -104,6 +104,16 @@ def deco_arg(x):
 def cached_noarg():
     return "cached"
 
+def with_db(fn):
+    @functools.wraps(fn)
+    def wrapper(x):
+        return fn("db", x)
+    return wrapper
+
+@with_db
+def injected(db, x):
+    return [db, x]
+
 class Callable:
     def __call__(self):
         return "object, no input"
@@ -123,7 +133,8 @@ class Greeter:
 method = Greeter().greet
 `
 	for handler, want := range map[string]string{"s.noarg": `"no input"`, "s.optional": `["a",2]`, "s.star": `["a"]`, "s.method": `"hi a"`,
-		"s.deco_noarg": `"decorated, no input"`, "s.deco_arg": `["decorated","a"]`, "s.cached_noarg": `"cached"`, "s.obj_noarg": `"object, no input"`} {
+		"s.deco_noarg": `"decorated, no input"`, "s.deco_arg": `["decorated","a"]`, "s.cached_noarg": `"cached"`, "s.obj_noarg": `"object, no input"`,
+		"s.injected": `["db","a"]`} {
 		f := conformance.NewFixture(t, handler, map[string]string{"s.py": shapes})
 		if got := string(f.MustInvoke(t, f.Start(t), `"a"`).Output); got != want {
 			t.Errorf("%s: output = %s, want %s", handler, got, want)
@@ -337,7 +348,7 @@ func TestFnbridgeModuleCannotBeShadowed(t *testing.T) {
 // Outputs are bounded: a handler cannot push unbounded outputs through the
 // protocol, and the worker survives the attempt. Rule: "Outputs that break
 // a bound fail the invocation terminally (500, naming the bound)", the
-// largest too (retried, a retry would set them again).
+// largest too (they were retried, though a retry sets them again).
 func TestHugeOutputsRejected(t *testing.T) {
 	f := conformance.NewFixture(t, "h.huge_outputs", map[string]string{"h.py": handlerPy})
 	w := f.Start(t)

@@ -1334,17 +1334,32 @@ def _fnbridge_worker():
         return positional > 0 or bool(code.co_flags & 0x04)
 
     def check_signature_inspect(name, fn):
+        # What is called is the callable itself (own): its signature says
+        # what it can take, and a refusal is its alone. A wrapper that
+        # takes anything (*args, as functools.wraps decorators do, or no
+        # signature at all, as lru_cache) defers to the function it wraps
+        # (inner) on whether the input is passed.
         import inspect
 
-        try:
-            params = list(inspect.signature(fn).parameters.values())
-        except (TypeError, ValueError):
-            return True
+        def params(**kw):
+            try:
+                return list(inspect.signature(fn, **kw).parameters.values())
+            except (TypeError, ValueError):
+                return None
+
         P = inspect.Parameter
         positional = (P.POSITIONAL_ONLY, P.POSITIONAL_OR_KEYWORD)
-        refuse_signature(name, [p.name for p in params if p.kind in positional and p.default is P.empty],
-                         [p.name for p in params if p.kind == P.KEYWORD_ONLY and p.default is P.empty])
-        return any(p.kind in positional or p.kind == P.VAR_POSITIONAL for p in params)
+        own, inner = params(follow_wrapped=False), params()
+        check = own if own is not None else inner
+        if check is None:
+            return True
+        refuse_signature(name, [p.name for p in check if p.kind in positional and p.default is P.empty],
+                         [p.name for p in check if p.kind == P.KEYWORD_ONLY and p.default is P.empty])
+        if own is not None and not any(p.kind == P.VAR_POSITIONAL for p in own):
+            return any(p.kind in positional for p in own)
+        if inner is None:
+            return True
+        return any(p.kind in positional or p.kind == P.VAR_POSITIONAL for p in inner)
 
     def refuse_signature(name, required, missing):
         needs = []
