@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net"
 	"os"
+	"strconv"
 	"strings"
 
 	"github.com/rs/zerolog"
@@ -23,29 +24,54 @@ const UnixSocketMode os.FileMode = 0o600
 // live server still accepts on is an error, and so is any other file at
 // the path.
 func Listen(address string) (net.Listener, error) {
+	if err := CheckListenAddress(address); err != nil {
+		return nil, err
+	}
 	path, isUnix := unixPath(address)
 	if !isUnix {
-		if address == "" {
-			return nil, errors.New("listen address is empty: want host:port or unix:///path")
-		}
 		lis, err := net.Listen("tcp", address)
 		if err != nil {
 			return nil, fmt.Errorf("listen on %s: %w", address, err)
 		}
 		return lis, nil
 	}
+	return unixsock.Listen(path, UnixSocketMode)
+}
+
+// CheckListenAddress reports what is wrong with the form of a listen
+// address, before anything is bound: a command line can then tell a
+// mistake in it (exit 2) from an address it could not bind.
+func CheckListenAddress(address string) error {
+	path, isUnix := unixPath(address)
+	if !isUnix {
+		if address == "" {
+			return errors.New("listen address is empty: want host:port or unix:///path")
+		}
+		_, port, err := net.SplitHostPort(address)
+		if err != nil {
+			return fmt.Errorf("listen address %q is not host:port or unix:///path: %v", address, err)
+		}
+		if n, err := strconv.Atoi(port); err == nil && (n < 0 || n > 65535) {
+			return fmt.Errorf("listen address %q: port %d is not from 0 to 65535", address, n)
+		} else if err != nil {
+			if _, err := net.LookupPort("tcp", port); err != nil {
+				return fmt.Errorf("listen address %q: port %q is neither a number from 0 to 65535 nor a known service name", address, port)
+			}
+		}
+		return nil
+	}
 	if path == "" {
-		return nil, fmt.Errorf("listen address %q names no socket path", address)
+		return fmt.Errorf("listen address %q names no socket path", address)
 	}
 	if strings.HasPrefix(path, "@") {
-		return nil, fmt.Errorf("listen address %q is an abstract socket, which has no permissions: use a socket path", address)
+		return fmt.Errorf("listen address %q is an abstract socket, which has no permissions: use a socket path", address)
 	}
 	if rest, ok := strings.CutPrefix(address, "unix://"); ok && !strings.HasPrefix(rest, "/") {
 		// gRPC's naming, which the bridge's runtimes: setting follows: a
 		// path after unix:// is absolute; unix:path may be relative.
-		return nil, fmt.Errorf("listen address %q: a path after unix:// must be absolute (unix:///run/x.sock); write unix:%s for one relative to the working directory", address, rest)
+		return fmt.Errorf("listen address %q: a path after unix:// must be absolute (unix:///run/x.sock); write unix:%s for one relative to the working directory", address, rest)
 	}
-	return unixsock.Listen(path, UnixSocketMode)
+	return nil
 }
 
 // WarnIfExposed logs one warning when addr is a TCP address that is not

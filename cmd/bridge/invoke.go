@@ -46,7 +46,7 @@ func newInvokeCmd(g *globalFlags) *cobra.Command {
 			"by a signal (Ctrl-C).",
 		Args: func(_ *cobra.Command, args []string) error {
 			if len(args) < 1 || len(args) > 2 {
-				return fmt.Errorf("want Service/handler and its JSON input ('{}' for an empty object, - to read it from standard input, none for no input), got %d arguments", len(args))
+				return fmt.Errorf("want Service/handler and its JSON input ('{}' for an empty object, - to read it from standard input, or leave it out for no input), got %d arguments", len(args))
 			}
 			return nil
 		},

@@ -122,6 +122,10 @@ func TestBadConfigurationOrFlagExitsTwo(t *testing.T) {
 	if err := os.WriteFile(good, []byte("services:\n- name: S\n  handlers:\n  - {name: h, runtime: bash, dir: ., handler: f.f}\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
+	private := filepath.Join(dir, "private.yaml")
+	if err := os.WriteFile(private, []byte("services:\n- name: S\n  handlers:\n  - {name: h, runtime: bash, dir: ., handler: f.f, ingress_private: true}\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
 	// The refusal to serve a reachable address unsigned (README, Security)
 	// is a mistake to fix, not a failure to retry, whichever command serves.
 	reachable := []string{"--config", good, "--listen", "0.0.0.0:0"}
@@ -141,6 +145,14 @@ func TestBadConfigurationOrFlagExitsTwo(t *testing.T) {
 		{[]string{"serve", "--config", good, "--instance", "not a name!"}, 2, "--instance"},
 		{[]string{"serve", "--config", good, "--context-listen", "unix://relative"}, 2, "--context-listen"},
 		{[]string{"dev", "--config", good, "--admin", "ftp://x"}, 2, "--admin"},
+		// cobra's own refusals are usage errors too, and a flag's error
+		// says what the flag wants, not which Go parser refused it.
+		{[]string{"servee"}, 2, `unknown command "servee"`},
+		{[]string{"serve", "extra", "--config", good}, 2, `unknown command "extra"`},
+		{[]string{"version", "extra"}, 2, `unknown command "extra"`},
+		{[]string{"completion", "tcsh"}, 2, `unknown shell "tcsh"`},
+		{[]string{"manifest", "--config", good, "--manifest-version", "abc"}, 2, `"--manifest-version" flag: want a whole number`},
+		{[]string{"manifest", "--config", private, "--manifest-version", "2"}, 2, "cannot keep S/h private"},
 	} {
 		var stdout, stderr bytes.Buffer
 		if code := runBridge(tc.args, &stdout, &stderr); code != tc.want || !strings.Contains(stderr.String(), tc.says) {

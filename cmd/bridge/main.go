@@ -14,6 +14,7 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"regexp"
 	"runtime"
 	"slices"
 	"strings"
@@ -131,6 +132,11 @@ func runBridge(args []string, stdout, stderr io.Writer) int {
 	if errors.As(err, &ce) || errors.As(err, &ue) {
 		return invokeExitUsage
 	}
+	if cmd == root && strings.HasPrefix(err.Error(), "unknown command ") {
+		// A misspelt command (bridge servee): cobra finds it before any
+		// argument check of ours runs.
+		return invokeExitUsage
+	}
 	return 1
 }
 
@@ -152,9 +158,68 @@ func newRootCmd() *cobra.Command {
 		}
 		return nil
 	}
-	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return usageError{err} })
+	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return usageError{plainFlagError(err)} })
 	root.AddCommand(newVersionCmd(), newServeCmd(g, nil), newDevCmd(g), newInvokeCmd(g), newManifestCmd(g), newRuntimeCmd(g), newKeygenCmd(), newCtxCmd())
+	root.InitDefaultCompletionCmd()
+	for _, c := range root.Commands() {
+		if c.Name() == "completion" {
+			// cobra's completion command shows its help for a shell it
+			// does not know, and exits 0.
+			c.RunE = func(cmd *cobra.Command, args []string) error {
+				if len(args) > 0 {
+					return usageError{fmt.Errorf("unknown shell %q for %q: want bash, zsh, fish or powershell", args[0], cmd.CommandPath())}
+				}
+				return cmd.Help()
+			}
+			c.Args = cobra.ArbitraryArgs
+		}
+	}
+	usageArgs(root)
 	return root
+}
+
+// usageArgs makes every argument check of c and its subcommands a
+// usageError (exit 2: nothing started), as a flag error is; cobra's are
+// plain errors.
+func usageArgs(c *cobra.Command) {
+	if check := c.Args; check != nil {
+		c.Args = func(cmd *cobra.Command, args []string) error {
+			if err := check(cmd, args); err != nil {
+				return usageError{err}
+			}
+			return nil
+		}
+	}
+	for _, s := range c.Commands() {
+		usageArgs(s)
+	}
+}
+
+// goParseError is the tail Go's parsers give a flag's error, which names
+// them (strconv.ParseInt, time.ParseDuration) rather than what the flag
+// wants.
+var goParseError = regexp.MustCompile(`: (strconv\.Parse(\w+): parsing "[^"]*": (invalid syntax|value out of range)|time: .*duration.*)$`)
+
+// plainFlagError says in a flag's error what the flag wants instead of
+// which Go parser refused its value.
+func plainFlagError(err error) error {
+	msg := err.Error()
+	m := goParseError.FindStringSubmatch(msg)
+	if m == nil {
+		return err
+	}
+	want := "want a duration such as 30s, 5m or 1h"
+	switch {
+	case m[3] == "value out of range":
+		want = "out of range"
+	case m[2] == "Bool":
+		want = "want true or false"
+	case m[2] == "Float":
+		want = "want a number"
+	case m[2] != "":
+		want = "want a whole number"
+	}
+	return errors.New(strings.TrimSuffix(msg, m[0]) + ": " + want)
 }
 
 func newVersionCmd() *cobra.Command {

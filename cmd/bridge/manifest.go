@@ -42,7 +42,7 @@ func newManifestCmd(g *globalFlags) *cobra.Command {
 			if private := discovery.PrivateDropped(m, version); len(private) > 0 {
 				// The endpoint refuses to serve this manifest; printing it
 				// would show a configuration restate-server never gets.
-				return fmt.Errorf("--manifest-version %d cannot keep %s private to the ingress (ingress_private needs manifest version 3 or newer), and the bridge refuses to serve such a manifest", version, strings.Join(private, ", "))
+				return usageError{fmt.Errorf("--manifest-version %d cannot keep %s private to the ingress (ingress_private needs manifest version 3 or newer), and the bridge refuses to serve such a manifest", version, strings.Join(private, ", "))}
 			}
 			out, err := discovery.Encode(m, version)
 			if err != nil {

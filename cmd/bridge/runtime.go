@@ -145,6 +145,9 @@ func runRuntimeServe(cmd *cobra.Command, g *globalFlags, f *runtimeServeFlags) e
 		}
 		grpcOpts = append(grpcOpts, opt)
 	}
+	if err := functionruntime.CheckListenAddress(f.listen); err != nil {
+		return usageError{fmt.Errorf("--listen: %w", err)}
+	}
 	lis, err := functionruntime.Listen(f.listen)
 	if err != nil {
 		return fmt.Errorf("--listen: %w", err)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
+	"net"
 	"os"
 	"path/filepath"
 	"strings"
@@ -34,7 +35,12 @@ func TestRuntimeServeRejectsBadFlags(t *testing.T) {
 		code int
 	}{
 		{"invalid --runtime is a clear error", []string{"--runtime", "ruby"}, `--runtime "ruby": want bash or python`, 2},
-		{"bad listen address", []string{"--listen", "unix://"}, "--listen", 1},
+		// A listen address of the wrong form is a mistake (2), as serve's
+		// is; one that cannot be bound is a failure (1, below).
+		{"listen address without a path", []string{"--listen", "unix://"}, "--listen", 2},
+		{"listen address without a port", []string{"--listen", "nonsense"}, `"nonsense" is not host:port`, 2},
+		{"listen port out of range", []string{"--listen", "127.0.0.1:99999"}, "port 99999 is not from 0 to 65535", 2},
+		{"duration flag", []string{"--default-timeout", "abc"}, "want a duration such as 30s", 2},
 		{"default above max timeout", []string{"--default-timeout", "2h", "--max-timeout", "1h"}, "--default-timeout 2h0m0s: must not exceed --max-timeout", 2},
 		{"non-positive drain timeout", []string{"--drain-timeout", "0s"}, "--drain-timeout 0s: must be positive", 2},
 		{"non-positive --max-input-bytes", []string{"--max-input-bytes", "0"}, "--max-input-bytes 0: must be positive", 2},
@@ -43,6 +49,17 @@ func TestRuntimeServeRejectsBadFlags(t *testing.T) {
 		{"empty --allowed-root", []string{"--allowed-root", ""}, "--allowed-root: an empty directory name", 2},
 		{"bad log format", []string{"--log-format", "xml"}, `--log-format "xml"`, 2},
 	}
+	busy, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer busy.Close()
+	tests = append(tests, struct {
+		name string
+		args []string
+		want string
+		code int
+	}{"listen address in use", []string{"--listen", busy.Addr().String()}, "address already in use", 1})
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			var stdout, stderr strings.Builder
