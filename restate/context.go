@@ -33,10 +33,9 @@ func (c invocationContext) EndsCancelled(err error) bool {
 	inv.mu.Lock()
 	defer inv.mu.Unlock()
 	if inv.cancelVerdict == 0 {
-		if !inv.m.Done() && inv.cancelEndsLocked() {
+		inv.cancelVerdict = -1
+		if !inv.m.Done() && inv.m.Cancelled() && !inv.m.CancelTaken() {
 			inv.cancelVerdict = 1
-		} else {
-			inv.cancelVerdict = -1
 		}
 	}
 	return inv.cancelVerdict > 0
