@@ -109,6 +109,13 @@ type Result struct {
 // registration becomes FAILED.
 var ErrWorkerFailed = errors.New("worker failed")
 
+// InvalidOutputsType is the HandlerError.Type an adapter gives a result it
+// cannot pass on (a bad FNBRIDGE_OUTPUTS line, an output Python cannot
+// encode): the server reports it as its own check of the result does,
+// reason OUTPUTS_INVALID, so a caller sees one reason for one kind of
+// failure whichever side found it.
+const InvalidOutputsType = "InvalidOutputs"
+
 // HandlerError is a failure raised by the handler itself (a Python exception,
 // a non-zero Bash status). Terminal failures must not be retried.
 type HandlerError struct {

@@ -192,6 +192,9 @@ func TerminalMessage(err error) string {
 
 // handlerStatus maps a *HandlerError to codes.Unknown with its reason.
 func handlerStatus(he *HandlerError, runUID, invocationID string) error {
+	if he.Terminal && he.Type == InvalidOutputsType {
+		return invalidResultStatus(runUID, invocationID, he.Message)
+	}
 	reason := ReasonHandlerError
 	if he.Terminal {
 		reason = ReasonHandlerTerminalError
@@ -207,6 +210,14 @@ func handlerStatus(he *HandlerError, runUID, invocationID string) error {
 		md[MetadataTerminalCode] = strconv.Itoa(he.Code)
 	}
 	return statusError(codes.Unknown, reason, md, "invocation %s: %s", invocationID, he.Error())
+}
+
+// invalidResultStatus is OUTPUTS_INVALID: the handler returned, but its
+// result breaks a bound (terminal: a retry would return it again).
+func invalidResultStatus(runUID, invocationID, why string) error {
+	return statusError(codes.Unknown, ReasonOutputsInvalid,
+		map[string]string{"run_uid": runUID, "invocation_id": invocationID, "terminal": "true"},
+		"invocation %s: the handler returned, but its result is invalid: %s", invocationID, why)
 }
 
 // Errors used as context causes so the server can tell why an invocation's

@@ -44,8 +44,8 @@ func (s *Server) InvokeFunction(ctx context.Context, req *executorv1.InvokeFunct
 			"input: is %d bytes, at most %d allowed", n, s.limits.MaxInputBytes)
 	}
 	ct := req.GetContentType()
-	if len(ct) > MaxContentTypeBytes || !utf8.ValidString(ct) {
-		return nil, invalidArgument("content_type", "must be valid UTF-8 of at most %d bytes", MaxContentTypeBytes)
+	if err := checkContentType(ct); err != nil {
+		return nil, invalidArgument("content_type", "%v", err)
 	}
 	if ct == "" {
 		ct = DefaultContentType
@@ -108,9 +108,7 @@ func (s *Server) InvokeFunction(ctx context.Context, req *executorv1.InvokeFunct
 	}
 	if err := s.checkResult(res); err != nil {
 		log.Warn().Err(err).Dur("elapsed_ms", elapsed).Msg("invocation returned invalid output")
-		return nil, statusError(codes.Unknown, ReasonOutputsInvalid,
-			map[string]string{"run_uid": reg.runUID, "invocation_id": invID, "terminal": "true"},
-			"invocation %s: the handler returned, but its result is invalid: %v", invID, err)
+		return nil, invalidResultStatus(reg.runUID, invID, err.Error())
 	}
 	outCT := res.ContentType
 	if outCT == "" {
@@ -236,13 +234,24 @@ func ctxErrorOf(cause error) error {
 	return context.Canceled
 }
 
+// checkContentType says which bound of a content type ct breaks, if any.
+func checkContentType(ct string) error {
+	if len(ct) > MaxContentTypeBytes {
+		return fmt.Errorf("is %d bytes, at most %d allowed", len(ct), MaxContentTypeBytes)
+	}
+	if !utf8.ValidString(ct) {
+		return errors.New("must be valid UTF-8")
+	}
+	return nil
+}
+
 // checkResult bounds a successful result: output size and outputs.
 func (s *Server) checkResult(res Result) error {
 	if len(res.Output) > s.limits.MaxOutputBytes {
 		return fmt.Errorf("output is %d bytes, at most %d allowed", len(res.Output), s.limits.MaxOutputBytes)
 	}
-	if len(res.ContentType) > MaxContentTypeBytes || !utf8.ValidString(res.ContentType) {
-		return fmt.Errorf("content type must be valid UTF-8 of at most %d bytes", MaxContentTypeBytes)
+	if err := checkContentType(res.ContentType); err != nil {
+		return fmt.Errorf("content type %v", err)
 	}
 	return checkOutputs(res.Outputs, s.limits.Outputs)
 }

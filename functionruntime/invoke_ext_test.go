@@ -360,6 +360,14 @@ func TestInvokeErrorMapping(t *testing.T) {
 			msgSubstr: "bad", wantState: stateReady,
 		},
 		{
+			// An adapter's own check of the result (a bad FNBRIDGE_OUTPUTS
+			// line) is the same failure as the server's check: one reason.
+			name: "invalid outputs found by the adapter", err: &functionruntime.HandlerError{Terminal: true, Type: functionruntime.InvalidOutputsType, Message: `FNBRIDGE_OUTPUTS line 1: invalid output key "1a"`},
+			code: codes.Unknown, reason: functionruntime.ReasonOutputsInvalid, class: functionruntime.ClassHandlerTerminal,
+			metadata:  map[string]string{"terminal": "true", "invocation_id": "inv"},
+			msgSubstr: `the handler returned, but its result is invalid: FNBRIDGE_OUTPUTS line 1: invalid output key "1a"`, wantState: stateReady,
+		},
+		{
 			name: "wrapped handler error", err: fmt.Errorf("python: %w", &functionruntime.HandlerError{Type: "KeyError", Message: "'x'"}),
 			code: codes.Unknown, reason: functionruntime.ReasonHandlerError, class: functionruntime.ClassHandlerRetryable,
 			metadata: map[string]string{"error_type": "KeyError"}, msgSubstr: "KeyError", wantState: stateReady,
@@ -442,6 +450,35 @@ func TestInvokeHandlerMessageIsBounded(t *testing.T) {
 	st := wantCode(t, err, codes.Unknown, functionruntime.ReasonHandlerError)
 	if n := len(st.Message()); n > 4096 {
 		t.Errorf("status message is %d bytes, want at most 4096", n)
+	}
+}
+
+// A malformed reference or content type is refused with a message that
+// says which bound it broke and by how much, not only that it is wrong.
+func TestInvokeMalformedFieldsSayWhy(t *testing.T) {
+	h := newHarness(t, &fakeAdapter{}, functionruntime.Limits{}, nil)
+	ref := h.mustReady("run-1", 1)
+	for _, tc := range []struct {
+		name string
+		req  *executorv1.InvokeFunctionRequest
+		want string
+	}{
+		{"long registration id", &executorv1.InvokeFunctionRequest{Registration: &executorv1.FunctionRegistration{RunUid: "run-1", RegistrationId: strings.Repeat("r", 200)}},
+			"registration.registration_id: is 200 bytes; the IDs this server issues are at most 128"},
+		{"registration id not UTF-8", &executorv1.InvokeFunctionRequest{Registration: &executorv1.FunctionRegistration{RunUid: "run-1", RegistrationId: "reg_\xff"}},
+			"registration.registration_id: is not valid UTF-8"},
+		{"long content type", &executorv1.InvokeFunctionRequest{Registration: ref, ContentType: strings.Repeat("c", 300)},
+			"content_type: is 300 bytes, at most 256 allowed"},
+		{"content type not UTF-8", &executorv1.InvokeFunctionRequest{Registration: ref, ContentType: "text/\xff"},
+			"content_type: must be valid UTF-8"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := h.cli.InvokeFunction(context.Background(), tc.req)
+			st := wantCode(t, err, codes.InvalidArgument, functionruntime.ReasonInvalidArgument)
+			if !strings.Contains(st.Message(), tc.want) {
+				t.Fatalf("message %q, want it to contain %q", st.Message(), tc.want)
+			}
+		})
 	}
 }
 

@@ -341,8 +341,11 @@ func checkRegistrationRef(ref *executorv1.FunctionRegistration) error {
 	if id == "" {
 		return invalidArgument("registration.registration_id", "must not be empty: a Runtime Server always requires the ID RegisterFunction returned")
 	}
-	if len(id) > MaxRunUIDBytes || !utf8.ValidString(id) {
-		return invalidArgument("registration.registration_id", "is not an ID this server issues")
+	if len(id) > MaxRunUIDBytes {
+		return invalidArgument("registration.registration_id", "is %d bytes; the IDs this server issues are at most %d", len(id), MaxRunUIDBytes)
+	}
+	if !utf8.ValidString(id) {
+		return invalidArgument("registration.registration_id", "is not valid UTF-8, so not an ID this server issues")
 	}
 	return nil
 }

@@ -105,9 +105,9 @@
 // the end of the line (a trailing \r is dropped); blank lines are ignored;
 // a later key replaces an earlier one. Keys are ASCII letters, digits, '_',
 // '.', '-', starting with a letter or '_'; values are UTF-8. A malformed
-// line fails the invocation terminally, as the server's OUTPUTS_INVALID
-// does (Type "InvalidOutputs": the function ran, and a retry would write
-// the same). Outputs of
+// line fails the invocation terminally with the server's reason
+// OUTPUTS_INVALID (Type InvalidOutputsType: the function ran, and a retry
+// would write the same). Outputs of
 // a failed invocation are discarded.
 //
 //	echo "order_id=$id" >>"$FNBRIDGE_OUTPUTS"

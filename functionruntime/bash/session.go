@@ -382,7 +382,7 @@ func (s *session) invoke(input []byte, sc *functionruntime.StepContext, env map[
 		if outputs, err = proc.ParseOutputs(outs); err != nil {
 			// Terminal, as the server's OUTPUTS_INVALID: the function
 			// ran, and a retry would write the same outputs.
-			return functionruntime.Result{}, &functionruntime.HandlerError{Terminal: true, Type: "InvalidOutputs", Message: err.Error()}
+			return functionruntime.Result{}, &functionruntime.HandlerError{Terminal: true, Type: functionruntime.InvalidOutputsType, Message: err.Error()}
 		}
 		if len(outputs) == 0 {
 			outputs = nil

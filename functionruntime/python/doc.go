@@ -173,9 +173,9 @@
 // so a late write through a path or a descriptor of an earlier invocation
 // is never read. Values set with set_output win over the file. Keys are ASCII letters, digits, '_',
 // '.', '-', starting with a letter or '_'; values are UTF-8 without NUL; a
-// bad key or line fails the invocation terminally, as the server's
-// OUTPUTS_INVALID does (HandlerError, Type "InvalidOutputs": the function
-// ran, and a retry would write the same). Outputs of a failed invocation are discarded.
+// bad key or line fails the invocation terminally with the server's
+// reason OUTPUTS_INVALID (HandlerError, Type InvalidOutputsType: the
+// function ran, and a retry would write the same). Outputs of a failed invocation are discarded.
 //
 // # Logs
 //

@@ -306,7 +306,7 @@ func mergeOutputs(file []byte, set map[string]string) (map[string]string, error)
 	bad := func(err error) error {
 		// Terminal, as the server's OUTPUTS_INVALID: the function ran,
 		// and a retry would write the same outputs.
-		return &functionruntime.HandlerError{Terminal: true, Type: "InvalidOutputs", Message: err.Error()}
+		return &functionruntime.HandlerError{Terminal: true, Type: functionruntime.InvalidOutputsType, Message: err.Error()}
 	}
 	outputs, err := proc.ParseOutputs(file)
 	if err != nil {
