@@ -1,7 +1,8 @@
 # fnbridge Makefile. `make help` lists the targets.
 #
 # Every tool is pinned and installed into .tools/ (git-ignored) by `make
-# tools`, so a fresh machine needs only Go, Node.js/npm, python3 and bash.
+# tools`, so a fresh machine needs only Go, Node.js/npm, python3 and bash
+# (and curl, which the demo calls).
 
 SHELL := /usr/bin/env bash
 .SHELLFLAGS := -euo pipefail -c
@@ -37,14 +38,17 @@ help: ## Describe useful make targets
 	@grep -hE '^[a-zA-Z0-9_-]+:.*?## .*$$' $(MAKEFILE_LIST) | awk 'BEGIN {FS = ":.*?## "}; {printf "%-14s %s\n", $$1, $$2}'
 
 .PHONY: tools
-tools: $(TOOLS)/.npm-$(RESTATE_VERSION)-$(BUF_VERSION) $(TOOLS)/.go-tools haproxy ## Install pinned tools into .tools/ (and HAProxy)
+tools: $(TOOLS)/.npm-$(RESTATE_VERSION)-$(BUF_VERSION) $(TOOLS)/.go-tools ## Install pinned tools into .tools/
 
 # HAProxy, the load balancer of the cluster tests, is a system package
 # (Debian's haproxy), not a pinned tool: installed with apt-get when missing
 # and the machine allows it (root, apt-get). Otherwise the cluster tests
 # skip, except under CI=true, where a missing HAProxy fails here already.
+# Only the targets that run the cluster tests (test, e2e, chaos,
+# chaos-cluster) depend on it: demo, lint and build never touch the
+# system's packages.
 .PHONY: haproxy
-haproxy:
+haproxy: ## Install HAProxy (Debian's package, for the cluster tests) when missing and allowed
 	@if ! command -v haproxy >/dev/null 2>&1; then \
 		if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
 			export DEBIAN_FRONTEND=noninteractive; \
@@ -109,13 +113,13 @@ lint: tools vet fmt-check ## go vet + gofmt + go mod tidy + staticcheck (pinned)
 	$(TOOLS_BIN)/staticcheck ./...
 
 .PHONY: test
-test: tools build lint proto-check ## Install tools, build, lint, and run every test (unit, e2e, short fuzz)
+test: tools haproxy build lint proto-check ## Install tools, build, lint, and run every test (unit, e2e, short fuzz)
 	go test -race -count=1 -timeout 40m ./...
 	scripts/fuzz.sh 10s
 
 .PHONY: e2e
-e2e: tools build ## Run only the end-to-end tests against real restate-server, python3 and bash
-	go test -race -count=1 -timeout 30m ./e2e/...
+e2e: tools haproxy build ## Run only the end-to-end tests against real restate-server, python3 and bash (RUN=regexp: only those)
+	go test -race -count=1 -timeout 30m $(if $(RUN),-run '$(RUN)') ./e2e/...
 
 .PHONY: fuzz
 fuzz: ## Run every fuzz target for FUZZTIME each (default 60s)
@@ -125,11 +129,11 @@ fuzz: ## Run every fuzz target for FUZZTIME each (default 60s)
 # The faults come on a clock (the bridge every 3-6 s until 75% is done), so
 # a host slow to start processes makes both the run and its fault count
 # grow: 5.5 min on a quick host, 23 on one where a fork took 6 ms.
-chaos: tools build ## Run the full chaos test: 10,000 invocations with bridge, worker and restate-server faults
+chaos: tools haproxy build ## Run the full chaos test: 10,000 invocations with bridge, worker and restate-server faults
 	CHAOS_FULL=1 go test -count=1 -run TestChaos -timeout 45m -v ./e2e/
 
 .PHONY: chaos-cluster
-chaos-cluster: tools build ## Run the cluster chaos test: 3 restate-server nodes, 3 bridges behind HAProxy, node and replica faults
+chaos-cluster: tools haproxy build ## Run the cluster chaos test: 3 restate-server nodes, 3 bridges behind HAProxy, node and replica faults
 	CHAOS_CLUSTER_FULL=1 go test -count=1 -run TestChaosCluster -timeout 40m -v ./e2e/
 
 .PHONY: bench

@@ -1,7 +1,10 @@
 package bash
 
 import (
+	"errors"
 	"fmt"
+	"io/fs"
+	"os"
 	"path/filepath"
 	"regexp"
 	"strings"
@@ -42,5 +45,11 @@ func SourceFiles(dir, handler string) ([]string, error) {
 	if err != nil {
 		return nil, err
 	}
-	return functionruntime.SourceTree(dir, filepath.Join(dir, stem+".sh"), ".sh")
+	file := filepath.Join(dir, stem+".sh")
+	if _, err := os.Stat(file); errors.Is(err, fs.ErrNotExist) {
+		// In the words of the handler string, as for a Python module,
+		// not "stat ...: no such file or directory".
+		return nil, fmt.Errorf("bash file %q not found in %s (handler %q sources %s)", stem+".sh", dir, handler, file)
+	}
+	return functionruntime.SourceTree(dir, file, ".sh")
 }

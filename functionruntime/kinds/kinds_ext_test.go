@@ -125,6 +125,10 @@ func TestSourceFiles(t *testing.T) {
 	if _, err := k.SourceFiles(dir, "missing.main"); err == nil || !strings.Contains(err.Error(), `python module "missing" not found`) {
 		t.Errorf("missing python module: error %v, want it named", err)
 	}
+	bk, _ := kinds.Lookup("bash")
+	if _, err := bk.SourceFiles(dir, "missing.fn"); err == nil || !strings.Contains(err.Error(), `bash file "missing.sh" not found in `+dir) {
+		t.Errorf("missing bash file: error %v, want it named in the handler's words", err)
+	}
 	// mod.py.main names the module "mod.py" (mod/py.py); mod.py exists.
 	if _, err := k.SourceFiles(dir, "mod.py.main"); err == nil || !strings.Contains(err.Error(), `python module "mod.py" not found`) || !strings.HasSuffix(err.Error(), `the .py is implied, write "mod.main"`) {
 		t.Errorf("module named with its .py: error %v, want the hint", err)
