@@ -146,6 +146,15 @@ func (m *Machine) RunStart(name string) (id uint32, execute bool, err error) {
 // ProposeRunCompletionAck arrives); on v5 and v6 the runtime answers with
 // RunCompletionNotification. Either way, Await(id) reports the outcome.
 func (m *Machine) ProposeRun(id uint32, res Result) error {
+	return m.ProposeRunOf(id, res, -1, "")
+}
+
+// ProposeRunOf is ProposeRun for the run at command index index named
+// name (the RunCommand RunStart wrote or replayed): a proposal over the
+// message limit fails the attempt naming that step, as the user wrote it.
+func (m *Machine) ProposeRunOf(id uint32, res Result, index int, name string) error {
+	m.proposing = runRef{index: index, name: name}
+	defer func() { m.proposing = runRef{index: -1} }()
 	if m.phase == closed {
 		return ErrClosed
 	}
@@ -176,7 +185,12 @@ func (m *Machine) ProposeRun(id uint32, res Result) error {
 // the Output after it is refused (the caller handed out a result that
 // was not durable yet).
 func (m *Machine) ProposeLastRun(id uint32, res Result) error {
-	if err := m.ProposeRun(id, res); err != nil {
+	return m.ProposeLastRunOf(id, res, -1, "")
+}
+
+// ProposeLastRunOf is ProposeLastRun naming the run as ProposeRunOf does.
+func (m *Machine) ProposeLastRunOf(id uint32, res Result, index int, name string) error {
+	if err := m.ProposeRunOf(id, res, index, name); err != nil {
 		return err
 	}
 	m.outputNext = true

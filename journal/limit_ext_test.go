@@ -91,6 +91,25 @@ func TestMessagesOverTheLimitAreNotSent(t *testing.T) {
 				t.Fatalf("ErrorMessage %v, want one naming the message and the limit", e)
 			}
 		})
+		t.Run(fmt.Sprintf("v%d/a named step's value", v), func(t *testing.T) {
+			// The step as the user wrote it, not the message type: the
+			// README promises a 500 naming the step and its size.
+			m := started(t, v, input("x"))
+			m.LimitMessages(1024)
+			mustInput(t, m)
+			id, _, err := m.RunStart("fetch")
+			if err != nil {
+				t.Fatal(err)
+			}
+			_ = m.ProposeRunOf(id, journal.Result{Value: []byte(big)}, 1, "fetch")
+			fs := drain(t, m)
+			wantTypes(t, fs, wire.RunCommandType, wire.ErrorMessageType)
+			e := errorOf(t, fs[1])
+			if !strings.Contains(e.GetMessage(), `the result of step "fetch" makes a 2053-byte message, over the 1024-byte message limit`) ||
+				e.GetRelatedCommandName() != "fetch" || e.GetRelatedCommandIndex() != 1 {
+				t.Fatalf("ErrorMessage %v, want one naming the step, its size and the limit", e)
+			}
+		})
 		t.Run(fmt.Sprintf("v%d/output", v), func(t *testing.T) {
 			m := started(t, v, input("x"))
 			m.LimitMessages(1024)

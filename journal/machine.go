@@ -47,6 +47,12 @@ type command struct {
 	msg  any // proto message or *wire.CustomEntry
 }
 
+// runRef names a run: its command index and name.
+type runRef struct {
+	index int
+	name  string
+}
+
 // notification is one received completion, keyed by completion id.
 type notification struct {
 	id  uint32
@@ -118,6 +124,9 @@ type Machine struct {
 	held, maxHeld int
 	// maxSend bounds the payload of a frame the machine emits (0: none).
 	maxSend int
+	// proposing is the run whose proposal is being emitted (index -1:
+	// unnamed), for checkSize's message.
+	proposing runRef
 
 	inputClosed bool
 	terminal    wire.MessageType
@@ -137,7 +146,7 @@ func New(version int) (*Machine, error) {
 	if err != nil {
 		return nil, err
 	}
-	m := &Machine{version: version, rules: r, nextCompletion: 1, nextSignal: firstAwakeableSignal}
+	m := &Machine{version: version, rules: r, nextCompletion: 1, nextSignal: firstAwakeableSignal, proposing: runRef{index: -1}}
 	m.commands, m.notifs, m.expect = m.commandsArr[:0], m.notifsArr[:0], m.expectArr[:0]
 	return m, nil
 }
@@ -240,6 +249,10 @@ func (m *Machine) checkSize(start int, t wire.MessageType) {
 	}
 	m.out = m.out[:start]
 	e := newError(CodeInternal, "the %s of %d bytes is over the %d-byte message limit of the runtime, which would refuse it: make the value smaller (a step's result, the output, a state value), or raise the limit on both sides, and resume the invocation", t, n, m.maxSend)
+	if r := m.proposing; t == wire.ProposeRunCompletionMessageType && r.index >= 0 {
+		e = newError(CodeInternal, "the result of step %q makes a %d-byte message, over the %d-byte message limit of the runtime, which would refuse it: make the value smaller, or raise the limit on both sides, and resume the invocation", r.name, n, m.maxSend)
+		e.RelatedIndex, e.RelatedType, e.RelatedName = r.index, wire.RunCommandType, r.name
+	}
 	e.Pause = true
 	m.Fail(e)
 }

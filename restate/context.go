@@ -140,11 +140,11 @@ func (inv *invocation) settleRun(id uint32, index int, name string, out []byte, 
 		}
 		res = journal.Result{Failure: &journal.Failure{Code: orInternal(te.Code), Message: te.Message}}
 	}
-	propose := inv.m.ProposeRun
+	propose := inv.m.ProposeRunOf
 	if last {
-		propose = inv.m.ProposeLastRun
+		propose = inv.m.ProposeLastRunOf
 	}
-	if err := propose(id, res); err != nil {
+	if err := propose(id, res, index, name); err != nil {
 		return ErrAttemptEnded
 	}
 	return nil

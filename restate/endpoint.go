@@ -8,6 +8,9 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"time"
+
+	"github.com/rs/zerolog"
 
 	"github.com/fnbridge/fnbridge/internal/version"
 	"github.com/fnbridge/fnbridge/journal"
@@ -35,7 +38,13 @@ type Endpoint struct {
 	active atomic.Int64
 	// health is the readiness and drain state (health.go).
 	health health
+	// rejectLog logs refused unsigned requests, a burst at a time: a
+	// caller without the key must not be able to fill the log.
+	rejectLog zerolog.Logger
 }
+
+// maxLoggedPath bounds the request path a refusal logs.
+const maxLoggedPath = 256
 
 type boundHandler struct {
 	service, name string
@@ -59,6 +68,7 @@ func NewEndpoint(cfg Config) *Endpoint {
 		health:    newHealth(),
 	}
 	e.err = e.configure(cfg)
+	e.rejectLog = e.cfg.Logger.Sample(&zerolog.BurstSampler{Burst: 5, Period: 10 * time.Second})
 	return e
 }
 
@@ -200,7 +210,11 @@ func (e *Endpoint) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if err := e.verifier.Verify(e.audiencePath(r), r.Header); err != nil {
-		e.cfg.Logger.Warn().Err(err).Str("path", r.URL.Path).Msg("rejected request: request identity")
+		p := r.URL.Path
+		if len(p) > maxLoggedPath {
+			p = strings.ToValidUTF8(p[:maxLoggedPath], "") + "..."
+		}
+		e.rejectLog.Warn().Err(err).Str("path", p).Msg("rejected request: request identity (logged at most 5 times in 10 s; the refusals are counted in full)")
 		e.refused(RefusedUnauthenticated)
 		httpError(w, http.StatusUnauthorized, "unauthorized: %v", err)
 		return

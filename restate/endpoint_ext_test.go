@@ -17,6 +17,8 @@ import (
 	"time"
 
 	servicev1 "github.com/fnbridge/fnbridge/proto/restate/service/v1"
+	"github.com/rs/zerolog"
+
 	"github.com/fnbridge/fnbridge/restate"
 	"github.com/fnbridge/fnbridge/restate/discovery"
 	"github.com/fnbridge/fnbridge/restate/restatetest"
@@ -444,6 +446,26 @@ func TestIdentityKeysGuardEverythingButHealth(t *testing.T) {
 	}
 }
 
+// Refused unsigned requests cannot fill the log: a burst of them is
+// logged a few lines at a time, each with its path clipped.
+func TestUnsignedRequestsDoNotFloodTheLog(t *testing.T) {
+	var logs bytes.Buffer
+	ep := restate.NewEndpoint(restate.Config{Logger: zerolog.New(&logs),
+		IdentityKeys: []string{"publickeyv1_ChjENKeMvCtRnqG2mrBK1HmPKufgFUc98K8JoMU2fmqA"}})
+	path := "/invoke/" + strings.Repeat("A", 100_000)
+	for range 50 {
+		rec := httptest.NewRecorder()
+		ep.ServeHTTP(rec, httptest.NewRequest(http.MethodGet, path, nil))
+		if rec.Code != http.StatusUnauthorized {
+			t.Fatalf("HTTP %d, want 401", rec.Code)
+		}
+	}
+	lines := strings.Split(strings.TrimSpace(logs.String()), "\n")
+	if len(lines) == 0 || len(lines) > 5 || logs.Len() > 5*2048 {
+		t.Fatalf("%d log lines, %d bytes for 50 refusals of a 100 kB path, want at most 5 short ones", len(lines), logs.Len())
+	}
+}
+
 func TestBindValidation(t *testing.T) {
 	ep := restate.NewEndpoint(restate.Config{})
 	fn := func(restate.Context, []byte) ([]byte, error) { return nil, nil }
@@ -548,6 +570,26 @@ func TestMaxMessageSizeEnforced(t *testing.T) {
 	e, ok := restatetest.Message[*servicev1.ErrorMessage](frames[0])
 	if !ok || !strings.Contains(e.GetMessage(), "exceeds the limit") {
 		t.Fatalf("got %v, want an ErrorMessage about the size limit", frames[0])
+	}
+}
+
+// A step whose result is over the message limit fails the attempt naming
+// the step as the handler named it, with the RunCommand as the related
+// command: the user finds which of their steps to make smaller.
+func TestOversizedStepResultNamesTheStep(t *testing.T) {
+	ep := restate.NewEndpoint(restate.Config{MaxMessageSize: 256, ProtocolMode: restate.RequestResponse})
+	_ = ep.Bind(restate.Service{Name: "S", Handlers: []restate.Handler{{Name: "h", Fn: func(ctx restate.Context, _ []byte) ([]byte, error) {
+		return ctx.Run("fetch report", func(context.Context) ([]byte, error) { return make([]byte, 1000), nil })
+	}}}})
+	body := restatetest.Encode(restatetest.Start("x", 1), restatetest.Input(nil))
+	req := httptest.NewRequest(http.MethodPost, "/invoke/S/h", bytes.NewReader(body))
+	req.Header.Set("Content-Type", restatetest.ContentType(6))
+	rec := httptest.NewRecorder()
+	ep.ServeHTTP(rec, req)
+	frames, _ := restatetest.Decode(rec.Body.Bytes())
+	e, ok := restatetest.Message[*servicev1.ErrorMessage](frames[len(frames)-1])
+	if !ok || !strings.Contains(e.GetMessage(), `the result of step "fetch report" makes a`) || e.GetRelatedCommandName() != "fetch report" || e.GetRelatedCommandIndex() != 1 {
+		t.Fatalf("got %v, want an ErrorMessage naming the step", frames)
 	}
 }
 
