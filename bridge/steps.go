@@ -44,7 +44,7 @@ func (b *Bridge) startContext() error {
 	if !steps {
 		return nil
 	}
-	ce := &contextEndpoint{srv: stepctx.NewServer(stepctx.Config{}), served: make(chan error, 1)}
+	ce := &contextEndpoint{srv: stepctx.NewServer(stepctx.Config{Logger: b.log}), served: make(chan error, 1)}
 	l, dir, err := b.listenContext()
 	if err != nil {
 		return err

@@ -3,6 +3,7 @@ package stepctx
 import (
 	"bufio"
 	"bytes"
+	"container/list"
 	"context"
 	"crypto/sha256"
 	"encoding/binary"
@@ -130,21 +131,59 @@ func (s *Server) Serve(l net.Listener) error {
 			return err
 		}
 		backoff = 0
-		if !s.admit() {
-			c.Close() // at MaxConns
+		cc, ok := s.admit(c)
+		if !ok {
+			c.Close() // at MaxConns, every one served with a live token
+			s.fullLog.Warn().Int("max_conns", s.maxConns).Str("remote", c.RemoteAddr().String()).
+				Msg("the durable-steps context endpoint is at its connection bound, every connection with a live attempt's token: a new one was closed (logged a few times in 10 s)")
 			continue
 		}
-		go s.sniff(&countedConn{Conn: c, s: s}, hl)
+		go s.sniff(cc, hl)
 	}
 }
 
-// admit counts a new connection in, unless MaxConns are served.
-func (s *Server) admit() bool {
-	if s.conns.Add(1) > int64(s.maxConns) {
+// connKey is the context key of the connection an HTTP request came on.
+type connKey struct{}
+
+// admit counts a new connection in. At MaxConns it closes the oldest
+// connection that has not shown a live token to make room, and refuses
+// c only when there is none.
+func (s *Server) admit(c net.Conn) (*countedConn, bool) {
+	for s.conns.Add(1) > int64(s.maxConns) {
 		s.conns.Add(-1)
-		return false
+		s.pmu.Lock()
+		e := s.unproven.Front()
+		var victim *countedConn
+		if e != nil {
+			victim = s.unproven.Remove(e).(*countedConn)
+			victim.elem = nil
+		}
+		s.pmu.Unlock()
+		if victim == nil {
+			return nil, false
+		}
+		victim.Close()
 	}
-	return true
+	cc := &countedConn{Conn: c, s: s}
+	s.pmu.Lock()
+	cc.elem = s.unproven.PushBack(cc)
+	s.pmu.Unlock()
+	return cc, true
+}
+
+// prove marks c (a *countedConn) as having shown a live attempt's token:
+// admit no longer sheds it.
+func (s *Server) prove(c net.Conn) {
+	cc, ok := c.(*countedConn)
+	if !ok {
+		return
+	}
+	s.pmu.Lock()
+	if cc.elem != nil {
+		s.unproven.Remove(cc.elem)
+		cc.elem = nil
+	}
+	s.pmu.Unlock()
 }
 
 // countedConn is an admitted connection: its first Close counts it out,
@@ -153,10 +192,14 @@ type countedConn struct {
 	net.Conn
 	s    *Server
 	once sync.Once
+	elem *list.Element // in s.unproven until proven or closed; under s.pmu
 }
 
 func (c *countedConn) Close() error {
-	c.once.Do(func() { c.s.conns.Add(-1) })
+	c.once.Do(func() {
+		c.s.prove(c) // out of the unproven list
+		c.s.conns.Add(-1)
+	})
 	return c.Conn.Close()
 }
 
@@ -301,6 +344,7 @@ func (s *Server) track(fc *framedConn, key [32]byte) func() bool {
 		fc.goIdle(gen)
 		return func() bool { return false }
 	}
+	s.prove(fc.c)
 	return context.AfterFunc(a.ctx, func() { fc.goIdle(gen) })
 }
 

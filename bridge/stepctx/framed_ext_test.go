@@ -11,6 +11,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"os"
 	"runtime"
 	"strconv"
 	"strings"
@@ -511,6 +512,40 @@ func TestConnectionsAreBounded(t *testing.T) {
 		if time.Now().After(deadline) {
 			t.Fatal("no connection was served after one of the two closed")
 		}
+	}
+}
+
+// Connections that only connect, or show a token of no live attempt,
+// cannot keep a function out: at the bound, a new connection takes the
+// place of the oldest of them, and a function's framed or HTTP call is
+// served. Connections that showed a live token are never shed.
+func TestIdleConnectionsCannotFillTheBound(t *testing.T) {
+	s, addr := serve(t, "tcp", stepctx.Config{MaxConns: 3})
+	a, _ := open(t, s, addr, &stepctxtest.Journal{})
+	network, address, _ := stepctx.ParseAddr(addr)
+	proven := dialFramed(t, addr, a.Token())
+	proven.want("invocation-id", `{}`, 200, `inv_fake`)
+	var squatters []net.Conn
+	for i := range 10 {
+		c, err := net.Dial(network, address)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { c.Close() })
+		if i%2 == 1 {
+			_, _ = io.WriteString(c, stepctx.FramedPreface+strings.Repeat("x", 43)+"\n") // no live attempt's
+		}
+		squatters = append(squatters, c)
+	}
+	dialFramed(t, addr, a.Token()).want("invocation-id", `{}`, 200, `inv_fake`)
+	if st, m := newRaw(t, addr, a.Token()).post(http.MethodPost, "/v1/invocation-id", `{}`); st != 200 {
+		t.Fatalf("an HTTP call at the bound: %d %v, want 200", st, m)
+	}
+	proven.want("invocation-id", `{}`, 200, `inv_fake`)
+	// The oldest squatters were closed to make room.
+	_ = squatters[0].SetReadDeadline(time.Now().Add(10 * time.Second))
+	if _, err := squatters[0].Read(make([]byte, 1)); err == nil || errors.Is(err, os.ErrDeadlineExceeded) {
+		t.Fatalf("the oldest idle connection: read %v, want it closed by the server", err)
 	}
 }
 

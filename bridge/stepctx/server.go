@@ -2,6 +2,7 @@ package stepctx
 
 import (
 	"bytes"
+	"container/list"
 	"context"
 	"crypto/rand"
 	"crypto/sha256"
@@ -20,6 +21,8 @@ import (
 	"sync/atomic"
 	"syscall"
 	"time"
+
+	"github.com/rs/zerolog"
 )
 
 // DefaultMaxBodyBytes bounds a request body; it leaves room for base64 of
@@ -49,12 +52,18 @@ type Config struct {
 	// MaxBodyBytes bounds a request body; 0 means DefaultMaxBodyBytes.
 	// It is at most MaxBodyLimit.
 	MaxBodyBytes int64
-	// MaxConns bounds the connections served at once; one more is closed
-	// as soon as it is accepted. 0 means a quarter of the process's
-	// descriptor limit, at least 64 and at most 4096: whoever can reach
-	// the listener cannot take the descriptors the bridge needs for
-	// restate-server and its workers.
+	// MaxConns bounds the connections served at once. 0 means a quarter
+	// of the process's descriptor limit, at least 64 and at most 4096:
+	// whoever can reach the listener cannot take the descriptors the
+	// bridge needs for restate-server and its workers. At the bound, a new
+	// connection takes the place of the oldest one that has not yet shown
+	// a live attempt's token; only when every one has is it closed at
+	// once. So connections that merely connect (or send a wrong token)
+	// cannot keep the functions' own connections out.
 	MaxConns int
+	// Logger gets a warning, a few at a time, when the bound refuses a
+	// connection; the zero Logger logs nothing.
+	Logger zerolog.Logger
 }
 
 // defaultMaxConns is Config.MaxConns' default.
@@ -83,6 +92,13 @@ type Server struct {
 	conns     atomic.Int64 // served now, at most maxConns; not under mu, which Shutdown holds while it closes connections
 	listeners map[net.Listener]struct{}
 	framed    map[*framedConn]struct{}
+
+	// unproven are the served connections that have not yet shown a live
+	// attempt's token, oldest first: the ones admit sheds at MaxConns.
+	// Under pmu, not mu (a connection closes while mu is held).
+	pmu      sync.Mutex
+	unproven list.List // of *countedConn
+	fullLog  zerolog.Logger
 }
 
 // NewServer returns a Server with no attempts.
@@ -102,13 +118,15 @@ func NewServer(cfg Config) *Server {
 
 		listeners: map[net.Listener]struct{}{},
 		framed:    map[*framedConn]struct{}{},
+		fullLog:   cfg.Logger.Sample(&zerolog.BurstSampler{Burst: 3, Period: 10 * time.Second}),
 	}
 	// Made here, not in Serve, so that a Shutdown before Serve started
 	// still makes that Serve return at once.
 	// An idle keep-alive connection is closed after the idle time a
 	// framed one gets once its attempt ended: no client keeps one open by
 	// merely connecting.
-	s.srv = &http.Server{Handler: s, ReadHeaderTimeout: 10 * time.Second, IdleTimeout: time.Duration(framedIdle.Load())}
+	s.srv = &http.Server{Handler: s, ReadHeaderTimeout: 10 * time.Second, IdleTimeout: time.Duration(framedIdle.Load()),
+		ConnContext: func(ctx context.Context, c net.Conn) context.Context { return context.WithValue(ctx, connKey{}, c) }}
 	return s
 }
 
@@ -448,6 +466,9 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if a == nil {
 		writeError(w, &apiError{status: status, msg: msg})
 		return
+	}
+	if sc, ok := r.Context().Value(connKey{}).(*sniffedConn); ok {
+		s.prove(sc.Conn)
 	}
 	if err := a.Err(); err != nil {
 		writeError(w, endedError(err))
