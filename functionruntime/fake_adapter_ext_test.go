@@ -8,6 +8,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"net"
 	"os"
 	"runtime"
 	"strings"
@@ -292,6 +293,17 @@ func wantCode(t *testing.T, err error, code codes.Code, reason string) *status.S
 // TestMain fails the run when goroutines outlive the tests: every worker,
 // invocation and registration goroutine must end.
 func TestMain(m *testing.M) {
+	if path := os.Getenv(connectHelperEnv); path != "" {
+		// A helper process of TestListenGroupLetsTheGroupConnect,
+		// running as another user: connect, and say whether it could.
+		c, err := net.Dial("unix", path)
+		if err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			os.Exit(1)
+		}
+		c.Close()
+		os.Exit(0)
+	}
 	base, _ := goroutines()
 	flag.Parse()
 	fuzzing := flag.Lookup("test.fuzz") != nil && flag.Lookup("test.fuzz").Value.String() != ""

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net"
 	"os"
+	"os/user"
 	"strconv"
 	"strings"
 
@@ -36,6 +37,49 @@ func Listen(address string) (net.Listener, error) {
 		return lis, nil
 	}
 	return unixsock.Listen(path, UnixSocketMode)
+}
+
+// UnixSocketGroupMode is the permission of a Unix socket ListenGroup
+// creates: its owner and its group may connect.
+const UnixSocketGroupMode os.FileMode = 0o660
+
+// ListenGroup is Listen for a unix: address whose socket the members of
+// group (a name or a numeric id) may connect to as well: mode 0660, that
+// group. It lets a bridge running as another user reach a runtime that
+// runs functions as its own user. A TCP address is an error: its callers
+// are not users the socket's permissions could pick.
+func ListenGroup(address, group string) (net.Listener, error) {
+	if err := CheckListenAddress(address); err != nil {
+		return nil, err
+	}
+	path, isUnix := unixPath(address)
+	if !isUnix {
+		return nil, fmt.Errorf("a socket group applies to a unix:///path address, not %q", address)
+	}
+	gid, err := LookupGroup(group)
+	if err != nil {
+		return nil, err
+	}
+	return unixsock.ListenGroup(path, UnixSocketGroupMode, gid)
+}
+
+// LookupGroup resolves a group name or numeric id to its id.
+func LookupGroup(group string) (int, error) {
+	if group == "" {
+		return 0, errors.New("the socket group is empty: want a group name or id")
+	}
+	g, err := user.LookupGroup(group)
+	if err != nil {
+		g, err = user.LookupGroupId(group)
+	}
+	if err != nil {
+		return 0, fmt.Errorf("no group %q on this machine (want a group name or id)", group)
+	}
+	gid, err := strconv.Atoi(g.Gid)
+	if err != nil {
+		return 0, fmt.Errorf("group %q has the id %q, which is not a number", group, g.Gid)
+	}
+	return gid, nil
 }
 
 // CheckListenAddress reports what is wrong with the form of a listen

@@ -7,7 +7,11 @@ import (
 	"encoding/binary"
 	"errors"
 	"os"
+	"os/exec"
 	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
 	"testing"
 
 	"golang.org/x/sys/unix"
@@ -96,3 +100,79 @@ func inotifyEvents(t *testing.T, fd int) []inotifyEvent {
 		}
 	}
 }
+
+// --socket-group: the socket appears with mode 0660 and the group asked
+// for, so that group's members (a bridge running as another user) can
+// connect; and, where the test runs as root, a process of another user
+// in that group connects while one outside it is refused.
+func TestListenGroupLetsTheGroupConnect(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "rt.sock")
+	gid := os.Getgid()
+	if os.Geteuid() == 0 {
+		gid = 65534 // another group than root's own
+	}
+	lis, err := functionruntime.ListenGroup("unix://"+path, strconv.Itoa(gid))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer lis.Close()
+	fi, err := os.Lstat(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	st := fi.Sys().(*syscall.Stat_t)
+	if fi.Mode().Perm() != functionruntime.UnixSocketGroupMode || int(st.Gid) != gid {
+		t.Fatalf("socket mode %v group %d, want %v and group %d", fi.Mode().Perm(), st.Gid, functionruntime.UnixSocketGroupMode, gid)
+	}
+	if os.Geteuid() == 0 {
+		// t.TempDir's parent is private: open both to the other user.
+		for _, d := range []string{filepath.Dir(dir), dir} {
+			if err := os.Chmod(d, 0o755); err != nil {
+				t.Fatal(err)
+			}
+		}
+		// uid 65534 in group 65534 connects; uid 65534 in group 65533 not.
+		// The helper is this test binary (TestMain), copied where that
+		// user may run it.
+		self, err := os.Executable()
+		if err != nil {
+			t.Fatal(err)
+		}
+		bin := filepath.Join(dir, "connect")
+		data, err := os.ReadFile(self)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(bin, data, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		for _, c := range []struct {
+			gid  uint32
+			want bool
+		}{{65534, true}, {65533, false}} {
+			cmd := exec.Command(bin)
+			cmd.Env = []string{connectHelperEnv + "=" + path}
+			cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: 65534, Gid: c.gid}}
+			out, err := cmd.CombinedOutput()
+			if (err == nil) != c.want {
+				t.Errorf("uid 65534 gid %d connecting: %v %s, want connected %v", c.gid, err, out, c.want)
+			}
+		}
+	}
+	for _, c := range []struct{ address, group, want string }{
+		{"127.0.0.1:0", strconv.Itoa(gid), "applies to a unix:///path address"},
+		{"unix://" + filepath.Join(dir, "x.sock"), "no-such-group-fnbridge", `no group "no-such-group-fnbridge"`},
+	} {
+		if l, err := functionruntime.ListenGroup(c.address, c.group); err == nil || !strings.Contains(err.Error(), c.want) {
+			if l != nil {
+				l.Close()
+			}
+			t.Errorf("ListenGroup(%q, %q) = %v, want an error saying %q", c.address, c.group, err, c.want)
+		}
+	}
+}
+
+// connectHelperEnv makes the test binary a helper that connects to the
+// unix socket it names (see TestMain).
+const connectHelperEnv = "FNBRIDGE_TEST_UNIX_CONNECT"

@@ -2,6 +2,7 @@ package main
 
 import (
 	"fmt"
+	"net"
 	"os/signal"
 	"path/filepath"
 	"sort"
@@ -45,6 +46,7 @@ type runtimeServeFlags struct {
 	registrationTimeout time.Duration
 	allowedRoots        []string
 	orphanGrace         time.Duration
+	socketGroup         string
 }
 
 func newRuntimeServeCmd(g *globalFlags) *cobra.Command {
@@ -63,7 +65,11 @@ like the Function Runtime Server of a Runtime Pod. gRPC health and server
 reflection are registered, so grpcurl works without proto files.
 
 The server authenticates no caller: listen on loopback or a Unix socket
-(created with mode 0600), and confine registrations with --allowed-root.
+(created with mode 0600; with --socket-group GROUP, 0660 and that group,
+so a bridge running as another user in GROUP can connect), and confine
+registrations with --allowed-root. --allowed-root confines where the code
+comes from, not what it runs: a caller also chooses the function's
+environment (PATH included).
 Without --allowed-root a registration's working_dir may be any directory
 the server can enter, and a warning says so at start.
 
@@ -88,6 +94,7 @@ invocations), closes every worker and exits 0.`,
 	fl.DurationVar(&f.maxTimeout, "max-timeout", functionruntime.DefaultMaxInvokeTimeout, "cap on a requested invocation timeout")
 	fl.DurationVar(&f.registrationTimeout, "registration-timeout", functionruntime.DefaultRegistrationTimeout, "how long a registration may take to import or source its handler")
 	fl.DurationVar(&f.orphanGrace, "orphan-grace", functionruntime.DefaultOrphanGrace, "unregister a registration with no invocation and no FunctionStatus from its caller for its idle_timeout_seconds plus this long (0: never)")
+	fl.StringVar(&f.socketGroup, "socket-group", "", "group (name or id) whose members may connect to the unix socket too (mode 0660): a bridge running as another user")
 	fl.StringArrayVar(&f.allowedRoots, "allowed-root", nil, "directory a registration's working_dir must be or lie beneath, symlinks resolved (repeatable; default: any directory)")
 	return cmd, f
 }
@@ -148,7 +155,17 @@ func runRuntimeServe(cmd *cobra.Command, g *globalFlags, f *runtimeServeFlags) e
 	if err := functionruntime.CheckListenAddress(f.listen); err != nil {
 		return usageError{fmt.Errorf("--listen: %w", err)}
 	}
-	lis, err := functionruntime.Listen(f.listen)
+	listen := functionruntime.Listen
+	if cmd.Flags().Changed("socket-group") {
+		if !strings.HasPrefix(f.listen, "unix:") {
+			return usageError{fmt.Errorf("--socket-group: applies to a unix:///path --listen address, not %q", f.listen)}
+		}
+		if _, err := functionruntime.LookupGroup(f.socketGroup); err != nil {
+			return usageError{fmt.Errorf("--socket-group: %w", err)}
+		}
+		listen = func(address string) (net.Listener, error) { return functionruntime.ListenGroup(address, f.socketGroup) }
+	}
+	lis, err := listen(f.listen)
 	if err != nil {
 		return fmt.Errorf("--listen: %w", err)
 	}

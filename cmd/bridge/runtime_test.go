@@ -48,6 +48,8 @@ func TestRuntimeServeRejectsBadFlags(t *testing.T) {
 		{"missing --allowed-root", []string{"--allowed-root", "/nonexistent/fnbridge-root"}, `--allowed-root: "/nonexistent/fnbridge-root" does not exist`, 2},
 		{"empty --allowed-root", []string{"--allowed-root", ""}, "--allowed-root: an empty directory name", 2},
 		{"bad log format", []string{"--log-format", "xml"}, `--log-format "xml"`, 2},
+		{"--socket-group on TCP", []string{"--socket-group", "0"}, `--socket-group: applies to a unix:///path --listen address, not "127.0.0.1:9090"`, 2},
+		{"unknown --socket-group", []string{"--listen", "unix:///tmp/fnbridge-never.sock", "--socket-group", "no-such-group-fnbridge"}, `--socket-group: no group "no-such-group-fnbridge"`, 2},
 	}
 	busy, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {

@@ -23,10 +23,17 @@ const maxUnixPathBytes = 107
 // live server still accepts on is an error, and so is any other file at
 // the path.
 func Listen(path string, mode os.FileMode) (net.Listener, error) {
+	return ListenGroup(path, mode, -1)
+}
+
+// ListenGroup is Listen with the socket's group set to gid (-1: left as
+// created) before it appears at path, so the group's members can connect
+// from the first moment mode allows them to, and nobody else ever could.
+func ListenGroup(path string, mode os.FileMode, gid int) (net.Listener, error) {
 	if err := removeStaleSocket(path); err != nil {
 		return nil, err
 	}
-	return listenUnix(path, mode)
+	return listenUnix(path, mode, gid)
 }
 
 // listenUnix binds the socket inside a fresh owner-only directory next to
@@ -35,7 +42,7 @@ func Listen(path string, mode os.FileMode) (net.Listener, error) {
 // in which the socket exists with the umask's mode; a process-wide umask
 // change would race every other goroutine creating files. link, unlike
 // rename, fails instead of replacing a file created at path meanwhile.
-func listenUnix(path string, mode os.FileMode) (net.Listener, error) {
+func listenUnix(path string, mode os.FileMode, gid int) (net.Listener, error) {
 	// Clients connect by path, so it must fit in a socket address itself.
 	if len(path) > maxUnixPathBytes {
 		return nil, fmt.Errorf("socket path %s is too long: a socket address holds at most %d bytes", path, maxUnixPathBytes)
@@ -59,6 +66,11 @@ func listenUnix(path string, mode os.FileMode) (net.Listener, error) {
 	fail := func(err error) (net.Listener, error) {
 		ul.Close()
 		return nil, err
+	}
+	if gid >= 0 {
+		if err := os.Chown(tmp, -1, gid); err != nil {
+			return fail(fmt.Errorf("give socket %s to group %d: %w (the server's user must be root or a member of the group)", path, gid, err))
+		}
 	}
 	if err := os.Chmod(tmp, mode); err != nil {
 		return fail(fmt.Errorf("restrict permissions of socket %s: %w", path, err))
