@@ -121,6 +121,24 @@ func (m *Machine) AwaitMany(ids []uint32, mode Mode) Status {
 // is not satisfied and the runtime closed its side, AwaitHandles suspends
 // (see SuspendHandles). An empty hs is satisfied in either mode.
 func (m *Machine) AwaitHandles(hs []Handle, mode Mode) Status {
+	return m.awaitHandles(hs, mode, true)
+}
+
+// AwaitUncancelled is Await for a completion that a CANCEL signal does
+// not preempt: the invocation id of a one-way call, which was sent
+// whatever arrives after it. The SDKs surface a cancellation at the next
+// wait, never at a send; the CANCEL stays pending for that wait.
+func (m *Machine) AwaitUncancelled(id uint32) (Result, Status) {
+	hs := [1]Handle{CompletionHandle(id)}
+	st := m.awaitHandles(hs[:], AllCompleted, false)
+	if st != Ready {
+		return Result{}, st
+	}
+	res, _ := m.Completed(id)
+	return res, st
+}
+
+func (m *Machine) awaitHandles(hs []Handle, mode Mode, cancellable bool) Status {
 	if m.phase == closed {
 		return Closed
 	}
@@ -149,7 +167,7 @@ func (m *Machine) AwaitHandles(hs []Handle, mode Mode) Status {
 	if len(hs) == 0 {
 		satisfied = m.seq + 1 // vacuously satisfied, after any signal
 	}
-	if m.cancelPending() && (satisfied == 0 || m.cancelSeq < satisfied) {
+	if cancellable && m.cancelPending() && (satisfied == 0 || m.cancelSeq < satisfied) {
 		return Cancelled
 	}
 	if satisfied != 0 {

@@ -328,7 +328,9 @@ func (c invocationContext) Send(req SendRequest) (string, error) {
 	if err != nil {
 		return "", ErrAttemptEnded
 	}
-	res, st := inv.await(id)
+	// The message is sent: a CANCEL arriving meanwhile is for the next
+	// wait, as in the SDKs, not a failure of the send.
+	res, st := inv.awaitSent(id)
 	if st != journal.Ready {
 		return "", inv.statusErr(st)
 	}

@@ -550,13 +550,31 @@ func (inv *invocation) await(id uint32) (journal.Result, journal.Status) {
 
 // awaitContext is await that returns journal.Pending when ctx ends first.
 func (inv *invocation) awaitContext(ctx context.Context, id uint32) (journal.Result, journal.Status) {
+	return inv.awaitWith(ctx, id, true)
+}
+
+// awaitSent is await for the invocation id of a one-way call, which a
+// CANCEL does not preempt (journal.Machine.AwaitUncancelled).
+func (inv *invocation) awaitSent(id uint32) (journal.Result, journal.Status) {
+	return inv.awaitWith(context.Background(), id, false)
+}
+
+// awaitWith is awaitContext; a CANCEL ends the wait only when
+// cancellable.
+func (inv *invocation) awaitWith(ctx context.Context, id uint32, cancellable bool) (journal.Result, journal.Status) {
 	for {
 		inv.mu.Lock()
 		if inv.released {
 			inv.mu.Unlock()
 			return journal.Result{}, journal.Closed
 		}
-		res, st := inv.m.Await(id)
+		var res journal.Result
+		var st journal.Status
+		if cancellable {
+			res, st = inv.m.Await(id)
+		} else {
+			res, st = inv.m.AwaitUncancelled(id)
+		}
 		if st == journal.Pending && inv.ctx.Err() != nil && inv.interruptedLocked(-1, "") {
 			st = journal.Closed
 		}

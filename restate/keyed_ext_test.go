@@ -363,6 +363,37 @@ func TestDeliverCancel(t *testing.T) {
 	}
 }
 
+// A send is no wait: under a pending CANCEL it returns the callee's
+// invocation id (the message went out, the callee runs), and the
+// cancellation reaches the handler at its next wait, as in the SDKs.
+func TestSendIsNoCancellationPoint(t *testing.T) {
+	for _, v := range versions {
+		t.Run(fmt.Sprintf("v%d", v), func(t *testing.T) {
+			var sendErr, waitErr error
+			var sent string
+			h := func(ctx restate.Context, _ []byte) ([]byte, error) {
+				sent, sendErr = ctx.Send(restate.SendRequest{CallRequest: restate.CallRequest{Service: "Other", Handler: "later"}})
+				timer, _ := ctx.Sleep(time.Hour)
+				_, waitErr = ctx.Await([]restate.Future{timer}, restate.AwaitAll, 20*time.Second)
+				return nil, waitErr
+			}
+			_, url := keyedServer(t, restate.BidiStream, restate.ServiceTypeService, true, h)
+			start := []any{restatetest.Start("inv_s", 2), restatetest.Input(nil), restatetest.Cancel()}
+			got := playSteps(t, url, v, "h", start, (&restatetest.Completer{}).Complete)
+			if sendErr != nil || sent == "" {
+				t.Fatalf("send under a pending CANCEL: %q %v, want the callee's invocation id", sent, sendErr)
+			}
+			if !errors.Is(waitErr, restate.ErrCancelled) {
+				t.Fatalf("the wait after the send: %v, want ErrCancelled", waitErr)
+			}
+			o, _ := restatetest.Message[*servicev1.OutputCommandMessage](got[len(got)-2])
+			if o.GetFailure().GetCode() != 409 {
+				t.Fatalf("frames %v, want the output 409", got)
+			}
+		})
+	}
+}
+
 // DeliverCancel, but the handler fails retryably before any wait saw the
 // CANCEL: a retry would only run it again, so the invocation ends
 // cancelled (409), as without DeliverCancel; a handler that saw it and
