@@ -274,6 +274,12 @@ func (b *Bridge) runSteps(ctx context.Context, p *pool, j stepctx.Journal, invoc
 			// (and terminal, as outside a step), not "abandoned".
 			return nil, r.runUID, r.err
 		}
+		var e *Error
+		if abandoned(aerr) && errors.As(r.err, &e) && e.Class == ClassTimeout {
+			// The function's timeout killed it in the step: a timeout
+			// (504), as outside a step, not a process gone astray.
+			return nil, r.runUID, r.err
+		}
 		return nil, r.runUID, aerr
 	}
 	// The restate attempt can end (a suspension, a CANCEL) before the

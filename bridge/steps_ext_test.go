@@ -152,6 +152,26 @@ func TestStepsAbandonedByALimitNamesIt(t *testing.T) {
 	}
 }
 
+// A step under way when the function's timeout kills it is abandoned
+// too, but the attempt fails as the timeout it is (504, retried), as a
+// timeout outside a step does, not as an abandoned step (500) that sends
+// an operator looking for a crash.
+func TestStepsAbandonedByTheTimeoutIsATimeout(t *testing.T) {
+	b, _ := newStepsBridge(t, "steps", func(ctx context.Context, c *stepctx.Client, _ []byte) ([]byte, error) {
+		if _, _, err := c.RunStart(ctx, "long"); err != nil {
+			return nil, err
+		}
+		c.Close() // the worker killed: its connection goes with it
+		time.Sleep(100 * time.Millisecond)
+		return nil, runtimeError(codes.DeadlineExceeded, functionruntime.ReasonInvocationTimeout, "invocation exceeded its timeout of 3s and was killed")
+	})
+	_, err := runSteps(t, b, &stepctxtest.Journal{})
+	var be *bridge.Error
+	if !errors.As(err, &be) || be.Class != bridge.ClassTimeout || !strings.Contains(err.Error(), "exceeded its timeout") {
+		t.Fatalf("err = %v, want the timeout, not the abandoned step", err)
+	}
+}
+
 // handlerErrorStatus is the status a runtime answers a handler's failure
 // of errorType with, as functionruntime's server does.
 func handlerErrorStatus(errorType string, terminal bool, msg string) error {

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/fnbridge/fnbridge/journal"
 	servicev1 "github.com/fnbridge/fnbridge/proto/restate/service/v1"
@@ -108,6 +109,11 @@ func TestMessagesOverTheLimitAreNotSent(t *testing.T) {
 			if !strings.Contains(e.GetMessage(), `the result of step "fetch" makes a 2053-byte message, over the 1024-byte message limit`) ||
 				e.GetRelatedCommandName() != "fetch" || e.GetRelatedCommandIndex() != 1 {
 				t.Fatalf("ErrorMessage %v, want one naming the step, its size and the limit", e)
+			}
+			// Paused on v7; before it, retried after the 5 minutes the
+			// README gives for every permanent failure.
+			if v < 7 && e.GetNextRetryDelay() != uint64((5*time.Minute).Milliseconds()) {
+				t.Fatalf("next_retry_delay %d ms, want 5 minutes", e.GetNextRetryDelay())
 			}
 		})
 		t.Run(fmt.Sprintf("v%d/output", v), func(t *testing.T) {

@@ -14,8 +14,10 @@ const (
 // PauseFallbackDelay is the next_retry_delay sent for a pause request on
 // versions whose ErrorMessage cannot ask the runtime to pause (v5, v6) when
 // the request names no delay of its own: the attempt is retried only after
-// a long while instead of hot-looping.
-const PauseFallbackDelay = time.Hour
+// a while instead of hot-looping. Five minutes, the delay the bridge asks
+// for its own permanent failures there, so every "paused" invocation on
+// v5/v6 is retried on the one schedule the README gives.
+const PauseFallbackDelay = 5 * time.Minute
 
 // rules are the version-dependent behaviours, one row per version.
 type rules struct {

@@ -310,8 +310,8 @@ func TestGoldenBidi(t *testing.T) {
 			if v == 7 && (e.GetBehavior() != servicev1.ErrorBehavior_ERROR_BEHAVIOR_PAUSE || e.NextRetryDelay != nil) {
 				t.Fatalf("v7 pause = %v, want behavior PAUSE", e)
 			}
-			if v < 7 && (e.GetBehavior() != 0 || e.GetNextRetryDelay() != uint64(time.Hour.Milliseconds())) {
-				t.Fatalf("v%d pause = %v, want a long next_retry_delay", v, e)
+			if v < 7 && (e.GetBehavior() != 0 || e.GetNextRetryDelay() != uint64((5*time.Minute).Milliseconds())) {
+				t.Fatalf("v%d pause = %v, want next_retry_delay 5 minutes, the README's delay for a permanent failure there", v, e)
 			}
 		})
 	}
