@@ -119,7 +119,7 @@ test: tools haproxy build lint proto-check ## Install tools, build, lint, and ru
 
 .PHONY: e2e
 e2e: tools haproxy build ## Run only the end-to-end tests against real restate-server, python3 and bash (RUN=regexp: only those)
-	go test -race -count=1 -timeout 30m $(if $(RUN),-run '$(RUN)') ./e2e/...
+	go test -race -count=1 -timeout 30m $(if $(value RUN),-run '$(subst ','\'',$(value RUN))') ./e2e/...
 
 .PHONY: fuzz
 fuzz: ## Run every fuzz target for FUZZTIME each (default 60s)

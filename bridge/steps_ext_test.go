@@ -10,6 +10,7 @@ import (
 	"reflect"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -157,19 +158,36 @@ func TestStepsAbandonedByALimitNamesIt(t *testing.T) {
 // timeout outside a step does, not as an abandoned step (500) that sends
 // an operator looking for a crash.
 func TestStepsAbandonedByTheTimeoutIsATimeout(t *testing.T) {
+	j := &failedRunSignal{Journal: &stepctxtest.Journal{}, failed: make(chan struct{})}
 	b, _ := newStepsBridge(t, "steps", func(ctx context.Context, c *stepctx.Client, _ []byte) ([]byte, error) {
 		if _, _, err := c.RunStart(ctx, "long"); err != nil {
 			return nil, err
 		}
-		c.Close() // the worker killed: its connection goes with it
-		time.Sleep(100 * time.Millisecond)
+		c.Close()  // the worker killed: its connection goes with it
+		<-j.failed // the endpoint has seen the step abandoned; then the runtime answers
 		return nil, runtimeError(codes.DeadlineExceeded, functionruntime.ReasonInvocationTimeout, "invocation exceeded its timeout of 3s and was killed")
 	})
-	_, err := runSteps(t, b, &stepctxtest.Journal{})
+	_, err := runSteps(t, b, j)
 	var be *bridge.Error
 	if !errors.As(err, &be) || be.Class != bridge.ClassTimeout || !strings.Contains(err.Error(), "exceeded its timeout") {
 		t.Fatalf("err = %v, want the timeout, not the abandoned step", err)
 	}
+}
+
+// failedRunSignal is a journal that closes failed when a step fails
+// retryably (an abandoned one included).
+type failedRunSignal struct {
+	*stepctxtest.Journal
+	failed chan struct{}
+	once   sync.Once
+}
+
+func (j *failedRunSignal) RunComplete(ctx context.Context, run stepctx.Future, out stepctx.RunOutcome) error {
+	err := j.Journal.RunComplete(ctx, run, out)
+	if out.Retryable != nil {
+		j.once.Do(func() { close(j.failed) })
+	}
+	return err
 }
 
 // handlerErrorStatus is the status a runtime answers a handler's failure

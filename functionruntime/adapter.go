@@ -116,6 +116,15 @@ var ErrWorkerFailed = errors.New("worker failed")
 // failure whichever side found it.
 const InvalidOutputsType = "InvalidOutputs"
 
+// OutputTooLargeType and UnserializableOutputType are the HandlerError
+// types of an output over an adapter's own bound and of a Python return
+// value JSON cannot encode: invalid results too, reported as
+// InvalidOutputsType is.
+const (
+	OutputTooLargeType       = "OutputTooLarge"
+	UnserializableOutputType = "UnserializableOutput"
+)
+
 // HandlerError is a failure raised by the handler itself (a Python exception,
 // a non-zero Bash status). Terminal failures must not be retried.
 type HandlerError struct {

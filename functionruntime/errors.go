@@ -170,16 +170,24 @@ func TerminalCode(err error) uint16 {
 // Python TerminalError's message, the MESSAGE of Bash `fnbridge fail`),
 // without the words this package's server puts around it in the status
 // ("invocation ID: handler failed terminally: TYPE: "), which a caller
-// should not see in the invocation's failure. For any other error, or a
-// server that words its status otherwise, it is the status message.
+// should not see in the invocation's failure; for an invalid result
+// (OUTPUTS_INVALID), the status message less its "invocation ID: ". For
+// any other error, or a server that words its status otherwise, it is the
+// status message.
 func TerminalMessage(err error) string {
 	st := status.Convert(err)
 	msg := st.Message()
 	info := errorInfoOf(st)
-	if info == nil || info.GetReason() != ReasonHandlerTerminalError {
+	if info == nil || (info.GetReason() != ReasonHandlerTerminalError && info.GetReason() != ReasonOutputsInvalid) {
 		return msg
 	}
 	md := info.GetMetadata()
+	if info.GetReason() == ReasonOutputsInvalid {
+		// invalidResultStatus's words, less the invocation id, which the
+		// invocation's own failure need not repeat.
+		rest, _ := strings.CutPrefix(msg, "invocation "+md["invocation_id"]+": ")
+		return rest
+	}
 	prefix := "invocation " + md["invocation_id"] + ": handler failed terminally: " // see HandlerError.Error
 	if t := md["error_type"]; t != "" {
 		prefix += t + ": "
@@ -192,7 +200,7 @@ func TerminalMessage(err error) string {
 
 // handlerStatus maps a *HandlerError to codes.Unknown with its reason.
 func handlerStatus(he *HandlerError, runUID, invocationID string) error {
-	if he.Terminal && he.Type == InvalidOutputsType {
+	if he.Terminal && (he.Type == InvalidOutputsType || he.Type == OutputTooLargeType || he.Type == UnserializableOutputType) {
 		return invalidResultStatus(runUID, invocationID, he.Message)
 	}
 	reason := ReasonHandlerError

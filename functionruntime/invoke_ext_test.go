@@ -366,6 +366,19 @@ func TestInvokeErrorMapping(t *testing.T) {
 			code: codes.Unknown, reason: functionruntime.ReasonOutputsInvalid, class: functionruntime.ClassHandlerTerminal,
 			metadata:  map[string]string{"terminal": "true", "invocation_id": "inv"},
 			msgSubstr: `the handler returned, but its result is invalid: FNBRIDGE_OUTPUTS line 1: invalid output key "1a"`, wantState: stateReady,
+			terminalMessage: `the handler returned, but its result is invalid: FNBRIDGE_OUTPUTS line 1: invalid output key "1a"`,
+		},
+		{
+			name: "output over the adapter's bound", err: &functionruntime.HandlerError{Terminal: true, Type: functionruntime.OutputTooLargeType, Message: "stdout is 7340032 bytes, more than the 6291456 allowed"},
+			code: codes.Unknown, reason: functionruntime.ReasonOutputsInvalid, class: functionruntime.ClassHandlerTerminal,
+			msgSubstr: "the handler returned, but its result is invalid: stdout is 7340032 bytes", wantState: stateReady,
+			terminalMessage: "the handler returned, but its result is invalid: stdout is 7340032 bytes, more than the 6291456 allowed",
+		},
+		{
+			name: "a return value JSON cannot encode", err: &functionruntime.HandlerError{Terminal: true, Type: functionruntime.UnserializableOutputType, Message: "return value is not JSON-serializable: TypeError: set"},
+			code: codes.Unknown, reason: functionruntime.ReasonOutputsInvalid, class: functionruntime.ClassHandlerTerminal,
+			msgSubstr: "not JSON-serializable", wantState: stateReady,
+			terminalMessage: "the handler returned, but its result is invalid: return value is not JSON-serializable: TypeError: set",
 		},
 		{
 			name: "wrapped handler error", err: fmt.Errorf("python: %w", &functionruntime.HandlerError{Type: "KeyError", Message: "'x'"}),

@@ -63,15 +63,20 @@ func ListenGroup(address, group string) (net.Listener, error) {
 	return unixsock.ListenGroup(path, UnixSocketGroupMode, gid)
 }
 
-// LookupGroup resolves a group name or numeric id to its id.
+// LookupGroup resolves a group name to its id; a number is an id as it
+// is, listed in the group database or not (a container's fsGroup or
+// supplemental group seldom is).
 func LookupGroup(group string) (int, error) {
 	if group == "" {
 		return 0, errors.New("the socket group is empty: want a group name or id")
 	}
-	g, err := user.LookupGroup(group)
-	if err != nil {
-		g, err = user.LookupGroupId(group)
+	if gid, err := strconv.Atoi(group); err == nil {
+		if gid < 0 {
+			return 0, fmt.Errorf("group id %d is negative", gid)
+		}
+		return gid, nil
 	}
+	g, err := user.LookupGroup(group)
 	if err != nil {
 		return 0, fmt.Errorf("no group %q on this machine (want a group name or id)", group)
 	}

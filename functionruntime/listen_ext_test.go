@@ -160,6 +160,20 @@ func TestListenGroupLetsTheGroupConnect(t *testing.T) {
 			}
 		}
 	}
+	if os.Geteuid() == 0 {
+		// A numeric id the group database does not list (a container's
+		// fsGroup) is taken as it is.
+		p := filepath.Join(dir, "fsgroup.sock")
+		l, err := functionruntime.ListenGroup("unix://"+p, "4242")
+		if err != nil {
+			t.Fatalf("an unlisted numeric group: %v", err)
+		}
+		fi, _ := os.Lstat(p)
+		if g := fi.Sys().(*syscall.Stat_t).Gid; g != 4242 {
+			t.Errorf("socket group %d, want 4242", g)
+		}
+		l.Close()
+	}
 	for _, c := range []struct{ address, group, want string }{
 		{"127.0.0.1:0", strconv.Itoa(gid), "applies to a unix:///path address"},
 		{"unix://" + filepath.Join(dir, "x.sock"), "no-such-group-fnbridge", `no group "no-such-group-fnbridge"`},

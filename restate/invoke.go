@@ -554,9 +554,11 @@ func (inv *invocation) awaitContext(ctx context.Context, id uint32) (journal.Res
 }
 
 // awaitSent is await for the invocation id of a one-way call, which a
-// CANCEL does not preempt (journal.Machine.AwaitUncancelled).
+// CANCEL does not preempt in a handler that takes cancellation as a
+// failure of its next wait (journal.Machine.AwaitUncancelled). Any other
+// handler's context ends with the CANCEL, so its send ends cancelled too.
 func (inv *invocation) awaitSent(id uint32) (journal.Result, journal.Status) {
-	return inv.awaitWith(context.Background(), id, false)
+	return inv.awaitWith(context.Background(), id, !inv.h.deliverCancel)
 }
 
 // awaitWith is awaitContext; a CANCEL ends the wait only when

@@ -368,6 +368,22 @@ func TestDeliverCancel(t *testing.T) {
 // cancellation reaches the handler at its next wait, as in the SDKs.
 func TestSendIsNoCancellationPoint(t *testing.T) {
 	for _, v := range versions {
+		// Without DeliverCancel the handler's context ends with the
+		// CANCEL: its send ends cancelled, and so does the invocation.
+		t.Run(fmt.Sprintf("v%d/without DeliverCancel", v), func(t *testing.T) {
+			var sendErr error
+			h := func(ctx restate.Context, _ []byte) ([]byte, error) {
+				_, sendErr = ctx.Send(restate.SendRequest{CallRequest: restate.CallRequest{Service: "Other", Handler: "later"}})
+				return nil, sendErr
+			}
+			_, url := keyedServer(t, restate.BidiStream, restate.ServiceTypeService, false, h)
+			start := []any{restatetest.Start("inv_s", 2), restatetest.Input(nil), restatetest.Cancel()}
+			got := playSteps(t, url, v, "h", start, (&restatetest.Completer{}).Complete)
+			o, _ := restatetest.Message[*servicev1.OutputCommandMessage](got[len(got)-2])
+			if !errors.Is(sendErr, restate.ErrCancelled) || o.GetFailure().GetCode() != 409 {
+				t.Fatalf("send %v, frames %v; want ErrCancelled and the output 409", sendErr, got)
+			}
+		})
 		t.Run(fmt.Sprintf("v%d", v), func(t *testing.T) {
 			var sendErr, waitErr error
 			var sent string

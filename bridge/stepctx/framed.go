@@ -133,9 +133,9 @@ func (s *Server) Serve(l net.Listener) error {
 		backoff = 0
 		cc, ok := s.admit(c)
 		if !ok {
-			c.Close() // at MaxConns, every one served with a live token
+			c.Close() // at MaxConns, none to shed
 			s.fullLog.Warn().Int("max_conns", s.maxConns).Str("remote", c.RemoteAddr().String()).
-				Msg("the durable-steps context endpoint is at its connection bound, every connection with a live attempt's token: a new one was closed (logged a few times in 10 s)")
+				Msg("the durable-steps context endpoint is at its connection bound, with no connection to shed (each showed a live attempt's token or is new): a new one was closed (logged a few times in 10 s)")
 			continue
 		}
 		go s.sniff(cc, hl)
@@ -145,16 +145,23 @@ func (s *Server) Serve(l net.Listener) error {
 // connKey is the context key of the connection an HTTP request came on.
 type connKey struct{}
 
+// unprovenGrace is how long a new connection has to show a live token
+// before admit may shed it: a function's client sends its token at once,
+// so a flood of new connections cannot shed it before it could.
+var unprovenGrace atomic.Int64
+
+func init() { unprovenGrace.Store(int64(time.Second)) }
+
 // admit counts a new connection in. At MaxConns it closes the oldest
-// connection that has not shown a live token to make room, and refuses
-// c only when there is none.
+// connection that has not shown a live token within unprovenGrace to make
+// room, and refuses c when there is none.
 func (s *Server) admit(c net.Conn) (*countedConn, bool) {
 	for s.conns.Add(1) > int64(s.maxConns) {
 		s.conns.Add(-1)
 		s.pmu.Lock()
-		e := s.unproven.Front()
+		e := s.unproven.Front() // the oldest
 		var victim *countedConn
-		if e != nil {
+		if e != nil && time.Since(e.Value.(*countedConn).since) >= time.Duration(unprovenGrace.Load()) {
 			victim = s.unproven.Remove(e).(*countedConn)
 			victim.elem = nil
 		}
@@ -164,7 +171,7 @@ func (s *Server) admit(c net.Conn) (*countedConn, bool) {
 		}
 		victim.Close()
 	}
-	cc := &countedConn{Conn: c, s: s}
+	cc := &countedConn{Conn: c, s: s, since: time.Now()}
 	s.pmu.Lock()
 	cc.elem = s.unproven.PushBack(cc)
 	s.pmu.Unlock()
@@ -193,6 +200,8 @@ type countedConn struct {
 	s    *Server
 	once sync.Once
 	elem *list.Element // in s.unproven until proven or closed; under s.pmu
+	// since is when it was admitted.
+	since time.Time
 }
 
 func (c *countedConn) Close() error {

@@ -520,6 +520,7 @@ func TestConnectionsAreBounded(t *testing.T) {
 // place of the oldest of them, and a function's framed or HTTP call is
 // served. Connections that showed a live token are never shed.
 func TestIdleConnectionsCannotFillTheBound(t *testing.T) {
+	t.Cleanup(stepctx.SetUnprovenGrace(0)) // shed at once: no waiting out the grace below
 	s, addr := serve(t, "tcp", stepctx.Config{MaxConns: 3})
 	a, _ := open(t, s, addr, &stepctxtest.Journal{})
 	network, address, _ := stepctx.ParseAddr(addr)
@@ -542,10 +543,51 @@ func TestIdleConnectionsCannotFillTheBound(t *testing.T) {
 		t.Fatalf("an HTTP call at the bound: %d %v, want 200", st, m)
 	}
 	proven.want("invocation-id", `{}`, 200, `inv_fake`)
-	// The oldest squatters were closed to make room.
-	_ = squatters[0].SetReadDeadline(time.Now().Add(10 * time.Second))
+	// The oldest squatters were closed to make room (well before the
+	// 10 s a connection has to show its protocol).
+	_ = squatters[0].SetReadDeadline(time.Now().Add(2 * time.Second))
 	if _, err := squatters[0].Read(make([]byte, 1)); err == nil || errors.Is(err, os.ErrDeadlineExceeded) {
 		t.Fatalf("the oldest idle connection: read %v, want it closed by the server", err)
+	}
+}
+
+// A new connection is safe from shedding for a grace period, so that a
+// burst of connections cannot shed a function's before it sent its token:
+// at the bound with only young unproven connections, the newcomer is the
+// one refused.
+func TestNewConnectionsAreNotShedAtOnce(t *testing.T) {
+	t.Cleanup(stepctx.SetUnprovenGrace(time.Hour))
+	s, addr := serve(t, "tcp", stepctx.Config{MaxConns: 2})
+	a, _ := open(t, s, addr, &stepctxtest.Journal{})
+	network, address, _ := stepctx.ParseAddr(addr)
+	young, err := net.Dial(network, address)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer young.Close()
+	proven := dialFramed(t, addr, a.Token())
+	proven.want("invocation-id", `{}`, 200, `inv_fake`)
+	over, err := net.Dial(network, address)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer over.Close()
+	_ = over.SetReadDeadline(time.Now().Add(5 * time.Second))
+	if _, err := over.Read(make([]byte, 1)); err == nil || errors.Is(err, os.ErrDeadlineExceeded) {
+		t.Fatalf("a connection over the bound: read %v, want it closed", err)
+	}
+	// young, within its grace, is still served: it shows its token now.
+	if _, err := io.WriteString(young, stepctx.FramedPreface+a.Token()+"\n"); err != nil {
+		t.Fatal(err)
+	}
+	req := binary.BigEndian.AppendUint32(nil, uint32(len("invocation-id\n{}")))
+	if _, err := young.Write(append(req, "invocation-id\n{}"...)); err != nil {
+		t.Fatal(err)
+	}
+	_ = young.SetReadDeadline(time.Now().Add(5 * time.Second))
+	var hdr [4]byte
+	if _, err := io.ReadFull(young, hdr[:]); err != nil {
+		t.Fatalf("the young connection was shed: %v", err)
 	}
 }
 

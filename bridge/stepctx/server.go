@@ -56,10 +56,11 @@ type Config struct {
 	// of the process's descriptor limit, at least 64 and at most 4096:
 	// whoever can reach the listener cannot take the descriptors the
 	// bridge needs for restate-server and its workers. At the bound, a new
-	// connection takes the place of the oldest one that has not yet shown
-	// a live attempt's token; only when every one has is it closed at
-	// once. So connections that merely connect (or send a wrong token)
-	// cannot keep the functions' own connections out.
+	// connection takes the place of the oldest one that has not shown a
+	// live attempt's token within a second of connecting; with none such
+	// it is closed at once. So connections that merely connect (or send a
+	// wrong token) do not keep the functions' own out for long; a flood of
+	// new ones faster than the bound per second still can.
 	MaxConns int
 	// Logger gets a warning, a few at a time, when the bound refuses a
 	// connection; the zero Logger logs nothing.
@@ -467,12 +468,12 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		writeError(w, &apiError{status: status, msg: msg})
 		return
 	}
-	if sc, ok := r.Context().Value(connKey{}).(*sniffedConn); ok {
-		s.prove(sc.Conn)
-	}
 	if err := a.Err(); err != nil {
 		writeError(w, endedError(err))
 		return
+	}
+	if sc, ok := r.Context().Value(connKey{}).(*sniffedConn); ok {
+		s.prove(sc.Conn)
 	}
 	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, s.maxBody))
 	if err != nil {

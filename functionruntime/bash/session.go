@@ -602,7 +602,7 @@ func writeFile(path string, data []byte) error {
 // function already ran and would only print as much again.
 func tooLarge(what string, size, limit int) error {
 	return &functionruntime.HandlerError{
-		Type: "OutputTooLarge", Terminal: true,
+		Type: functionruntime.OutputTooLargeType, Terminal: true,
 		Message: fmt.Sprintf("%s is %d bytes, more than the %d allowed", what, size, limit),
 	}
 }
@@ -671,7 +671,7 @@ func takeFile(path string, limit, slack int, what string) ([]byte, error) {
 	}
 	if len(b) > limit+slack {
 		return nil, &functionruntime.HandlerError{
-			Type: "OutputTooLarge", Terminal: true,
+			Type: functionruntime.OutputTooLargeType, Terminal: true,
 			Message: fmt.Sprintf("%s grew past the %d bytes allowed", what, limit),
 		}
 	}
