@@ -207,11 +207,13 @@ func (a *agent) serve(ctx context.Context, f []string) (int, string, string) {
 	}
 	switch {
 	case f[0] == "S" && len(f) == 4:
-		a.started = false
+		// A refused start (a trap handler's step while one executes)
+		// leaves the executing step's handle: its completion follows.
 		rec, h, err := c.RunStart(ctx, f[3])
 		if err != nil {
 			return answerOf(err)
 		}
+		a.started = false
 		if rec != nil {
 			if rec.Failure != nil {
 				return ctxExitTerminal, "e", fmt.Sprintf("run %s: %s", f[3], rec.Failure.Message)

@@ -70,10 +70,10 @@ __fnb_run() {
 	# VAR is a name: globs over spelled-out ASCII sets (no range, which
 	# a locale may widen), a fifth of the cost of a regex, compiled anew
 	# by every =~ of every step.
-	if [[ ${2-} != -- || $# -lt 3 || -z $__fnb_name || $__fnb_name == *[$'\t\n']* ]] || { [[ -n $__fnb_var ]] &&
+	if [[ ${2-} != -- || $# -lt 3 || -z $__fnb_name || $__fnb_name == *[$'\t\n']* || $__fnb_var == __fnb_* ]] || { [[ -n $__fnb_var ]] &&
 		[[ $__fnb_var == [0123456789]* || $__fnb_var == *[!abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_]* ]]; }; then
 		__fnb_run_odd "$__fnb_var" "$@"
-		builtin return
+		builtin return $?
 	fi
 	builtin shift 2
 	if builtin declare -F -- "$1" >/dev/null && ! builtin type -P -- "$1" >/dev/null; then
@@ -88,10 +88,10 @@ __fnb_run() {
 		builtin printf 'fnbridge: run %s: printf -v sets a variable of this shell, which a replay would not set: fnbridge run --var VAR %s -- printf FORMAT [ARG...] assigns the journaled value instead\n' "$__fnb_name" "$__fnb_name" >&2
 		builtin return 2
 	fi
-	__fnb_agent || builtin return
+	__fnb_agent || builtin return $?
 	((++__fnb_rq))
-	builtin printf 'S\t%s.%d\t%s\t%s\t%s\n' "$__fnb_f" "$__fnb_rq" "$FNBRIDGE_CONTEXT" "$FNBRIDGE_CONTEXT_TOKEN" "$__fnb_name" >&"$__fnb_areq"
-	__fnb_answer || builtin return
+	builtin printf 'S\t%s.%d\t%s\t%s\t%s\n' "$__fnb_f" "$__fnb_rq" "$FNBRIDGE_CONTEXT" "$FNBRIDGE_CONTEXT_TOKEN" "$__fnb_name" >&"$__fnb_areq" || __fnb_unsent || builtin return $?
+	__fnb_answer || builtin return $?
 	if [[ $__fnb_k == x ]]; then
 		# In an if, so that errexit cannot end the shell before the
 		# outcome is journaled.
@@ -110,20 +110,20 @@ __fnb_run() {
 			;;
 		esac
 		((++__fnb_rq))
-		builtin printf 'C\t%s.%d\t%s\t%s\t%d\t%s\n' "$__fnb_f" "$__fnb_rq" "$FNBRIDGE_CONTEXT" "$FNBRIDGE_CONTEXT_TOKEN" "$__fnb_rc" "${1//[$'\t\n']/ }" >&"$__fnb_areq"
-		__fnb_answer || builtin return
+		builtin printf 'C\t%s.%d\t%s\t%s\t%d\t%s\n' "$__fnb_f" "$__fnb_rq" "$FNBRIDGE_CONTEXT" "$FNBRIDGE_CONTEXT_TOKEN" "$__fnb_rc" "${1//[$'\t\n']/ }" >&"$__fnb_areq" || __fnb_unsent || builtin return $?
+		__fnb_answer || builtin return $?
 	fi
 	# test, not [[ ]]: a function's nocasematch would let r and o match.
 	if [ "$__fnb_k" = R ] || [ "$__fnb_k" = O ]; then
 		__fnb_run_nul "$__fnb_var" "$__fnb_name"
-		builtin return
+		builtin return $?
 	fi
 	if [[ -n $__fnb_var ]]; then
 		# Read, then assigned: read fails the same at the value's end
 		# (there is no NUL after it) as for a readonly VAR; printf -v
 		# fails only for the latter.
 		LC_ALL=C IFS= builtin read -r -d '' __fnb_v <"$__fnb_dir/a.val" || :
-		builtin printf -v "$__fnb_var" '%s' "$__fnb_v" 2>/dev/null || __fnb_run_readonly "$__fnb_var" "$__fnb_name" || builtin return
+		builtin printf -v "$__fnb_var" '%s' "$__fnb_v" 2>/dev/null || __fnb_run_readonly "$__fnb_var" "$__fnb_name" || builtin return $?
 	else
 		LC_ALL=C IFS= builtin read -r -d '' __fnb_v <"$__fnb_dir/a.val" || :
 		builtin printf '%s' "$__fnb_v"
@@ -142,11 +142,15 @@ __fnb_run_odd() {
 	builtin shift
 	if [[ $# -eq 1 && -z $__fnb_var && ($1 == --help || $1 == -h) ]]; then
 		command "${__fnb_bin:-fnbridge}" run --help  # as from any other shell
-		builtin return
+		builtin return $?
 	fi
 	if [[ ${2-} != -- || $# -lt 3 || -z ${1-} ]] || { [[ -n $__fnb_var ]] &&
 		[[ $__fnb_var == [0123456789]* || $__fnb_var == *[!abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_]* ]]; }; then
 		builtin printf 'fnbridge: usage: fnbridge run [--var VAR] NAME -- CMD [ARG...] (VAR a shell variable name)\n' >&2
+		builtin return 2
+	fi
+	if [[ $__fnb_var == __fnb_* ]]; then
+		builtin printf 'fnbridge: run --var %s: names starting with __fnb_ are the worker'"'"'s own; choose another\n' "$__fnb_var" >&2
 		builtin return 2
 	fi
 	if [[ -n $__fnb_var ]]; then
@@ -226,8 +230,24 @@ __fnb_is_agent() {
 # no descriptors, where kill -0 would take it for alive): should it die
 # and its pid be reused, __fnb_answer's wait tells within 2 s.
 __fnb_agent() {
-	[[ -n ${__fnb_areq-} && -e /proc/$__fnb_apid/fd/0 ]] && builtin return 0
+	[[ -n ${__fnb_areq-} && -e /proc/$__fnb_apid/fd/0 ]] && __fnb_fds_ours && builtin return 0
 	__fnb_agent_open
+}
+
+# __fnb_fds_ours: the descriptors to the step agent are still its FIFOs.
+# A redirection of the function's own (a loop's `done 11<file`) may hold
+# their numbers for a while; the FIFOs are then opened again, on free
+# numbers. Without /proc they are taken to be.
+__fnb_fds_ours() {
+	[[ ! -e /proc/$BASHPID/fd || (/proc/$BASHPID/fd/$__fnb_areq -ef $__fnb_dir/a.req && /proc/$BASHPID/fd/$__fnb_aans -ef $__fnb_dir/a.ans) ]]
+}
+
+# __fnb_unsent: a request could not be written to the step agent: said,
+# status 3, rather than waiting for an answer that cannot come.
+__fnb_unsent() {
+	builtin printf 'fnbridge: the request could not reach the step agent (descriptor %s); the attempt fails and Restate retries it\n' "$__fnb_areq" >&2
+	__fnb_areq=
+	builtin return 3
 }
 
 # __fnb_agent_open is __fnb_agent without an agent this shell speaks to.

@@ -155,6 +155,34 @@ inshell_fncmd() {
 	fnbridge run t -- true || return  # a builtin's name, not a function
 }
 
+# In a trap handler a bare return takes the status of the command before
+# the trap: each step's own status must come back all the same.
+inshell_traps() {
+	trap 'fnbridge run t1 -- sh -c "echo declined; exit 100" >/dev/null 2>&1; echo "err-trap $?"' ERR
+	false
+	trap - ERR
+	trap 'fnbridge run t2 -- sh -c "echo declined; exit 100" >/dev/null 2>&1; echo "exit-trap $?"' EXIT
+	:
+}
+
+# A trap handler's step while a step executes is refused alone: the
+# executing step still completes, and the next one runs.
+inshell_trap_in_step() {
+	trap 'fnbridge run on-term -- echo cleanup >/dev/null 2>&1; echo "trap $?"' TERM
+	fnbridge run X -- sh -c 'kill -TERM "$PPID"; echo x' || { echo "X $?"; return; }
+	fnbridge run Y -- echo y
+}
+
+# A loop whose own redirection takes the number of a descriptor to the
+# step agent (its FIFOs are opened at the first step), and --var naming
+# the worker's own variable.
+inshell_fd_loop() {
+	fnbridge run prepare -- echo prep >/dev/null || return
+	printf 'h1\nh2\n' >hosts.txt
+	eval "while read -r -u $__fnb_areq h; do fnbridge run \"deploy \$h\" -- echo \"\$h\" || return; done $__fnb_areq<hosts.txt"
+	fnbridge run --var __fnb_f v -- echo 999 2>&1 || echo "var $?"
+}
+
 inshell_values() {
 	local v w x
 	fnbridge run --var v u1 -- printf '%s\001\177' "$1 ü€ " || return
@@ -574,6 +602,36 @@ func TestSteps(t *testing.T) {
 		steptest.MustOutput(t, res, err, "one two")
 		if en := j.Entries(); len(en) != 2 || en[1].Name != "i2" || string(en[1].Result.Value) != "two" {
 			t.Fatalf("journal = %+v, want i1 and i2 completed", en)
+		}
+	})
+
+	// Rule: exit 100 is a journaled terminal failure, and the same on
+	// replay, whichever context the shell function runs in: a trap
+	// handler's step reports its own status, not the trapped command's.
+	t.Run("steps in trap handlers", func(t *testing.T) {
+		s := e.start(t, "inshell_traps", nil)
+		j := &stepctxtest.Journal{}
+		res, err := s.invoke(t, e.Open(t, j), "")
+		steptest.MustOutput(t, res, err, "err-trap 100\nexit-trap 100")
+		j.Restart()
+		res, err = s.invoke(t, e.Open(t, j), "")
+		steptest.MustOutput(t, res, err, "err-trap 100\nexit-trap 100")
+	})
+
+	t.Run("a loop redirecting an agent descriptor", func(t *testing.T) {
+		s := e.start(t, "inshell_fd_loop", nil)
+		j := &stepctxtest.Journal{}
+		res, err := s.invoke(t, e.Open(t, j), "")
+		steptest.MustOutput(t, res, err, "h1\nh2\nfnbridge: run --var __fnb_f: names starting with __fnb_ are the worker's own; choose another\nvar 2")
+	})
+
+	t.Run("a trap's refused step leaves the executing one", func(t *testing.T) {
+		s := e.start(t, "inshell_trap_in_step", nil)
+		j := &stepctxtest.Journal{}
+		res, err := s.invoke(t, e.Open(t, j), "")
+		steptest.MustOutput(t, res, err, "trap 3\nx\ny")
+		if en := j.Entries(); len(en) != 2 || en[0].Name != "X" || en[0].Result == nil || en[1].Name != "Y" {
+			t.Fatalf("journal = %+v, want X and Y completed", en)
 		}
 	})
 
