@@ -88,7 +88,7 @@ func TestMessagesOverTheLimitAreNotSent(t *testing.T) {
 			}
 			fs := drain(t, m)
 			wantTypes(t, fs, wire.RunCommandType, wire.ErrorMessageType)
-			if e := errorOf(t, fs[1]); !strings.Contains(e.GetMessage(), "ProposeRunCompletion") || !strings.Contains(e.GetMessage(), "over the 1024-byte message limit") {
+			if e := errorOf(t, fs[1]); !strings.Contains(e.GetMessage(), "ProposeRunCompletion") || !strings.Contains(e.GetMessage(), "over the 1024 bytes a message to the runtime may have") {
 				t.Fatalf("ErrorMessage %v, want one naming the message and the limit", e)
 			}
 		})
@@ -106,7 +106,7 @@ func TestMessagesOverTheLimitAreNotSent(t *testing.T) {
 			fs := drain(t, m)
 			wantTypes(t, fs, wire.RunCommandType, wire.ErrorMessageType)
 			e := errorOf(t, fs[1])
-			if !strings.Contains(e.GetMessage(), `the result of step "fetch" makes a 2053-byte message, over the 1024-byte message limit`) ||
+			if !strings.Contains(e.GetMessage(), `the result of step "fetch" makes a 2053-byte message, over the 1024 bytes a message to the runtime may have`) ||
 				e.GetRelatedCommandName() != "fetch" || e.GetRelatedCommandIndex() != 1 {
 				t.Fatalf("ErrorMessage %v, want one naming the step, its size and the limit", e)
 			}

@@ -160,9 +160,9 @@ func New(version int) (*Machine, error) {
 func (m *Machine) LimitJournal(max int) { m.maxHeld = max }
 
 // LimitMessages bounds the payload of every message the machine emits by
-// max, the runtime's message size limit (restate-server's
-// message_size_limit, 32 MiB by default), which refuses larger ones and
-// fails the attempt. Such a message (a step's value, an output, a state
+// max, what the runtime's message size limit (restate-server's
+// message_size_limit, 32 MiB by default) lets through, less any room the
+// runtime needs: it refuses larger ones. Such a message (a step's value, an output, a state
 // value) fails the attempt with an ErrorMessage saying so instead, asking
 // the runtime to pause the invocation (a retry after PauseFallbackDelay
 // before v7): a retry would only produce it again. max <= 0 means no bound.
@@ -248,9 +248,9 @@ func (m *Machine) checkSize(start int, t wire.MessageType) {
 		return
 	}
 	m.out = m.out[:start]
-	e := newError(CodeInternal, "the %s of %d bytes is over the %d-byte message limit of the runtime, which would refuse it: make the value smaller (a step's result, the output, a state value), or raise the limit on both sides, and resume the invocation", t, n, m.maxSend)
+	e := newError(CodeInternal, "the %s of %d bytes is over the %d bytes a message to the runtime may have (its message size limit, less room it needs), which it would refuse: make the value smaller (a step's result, the output, a state value), or raise the limit on both sides, and resume the invocation", t, n, m.maxSend)
 	if r := m.proposing; t == wire.ProposeRunCompletionMessageType && r.index >= 0 {
-		e = newError(CodeInternal, "the result of step %q makes a %d-byte message, over the %d-byte message limit of the runtime, which would refuse it: make the value smaller, or raise the limit on both sides, and resume the invocation", r.name, n, m.maxSend)
+		e = newError(CodeInternal, "the result of step %q makes a %d-byte message, over the %d bytes a message to the runtime may have (its message size limit, less room it needs), which it would refuse: make the value smaller, or raise the limit on both sides, and resume the invocation", r.name, n, m.maxSend)
 		e.RelatedIndex, e.RelatedType, e.RelatedName = r.index, wire.RunCommandType, r.name
 	}
 	e.Pause = true

@@ -593,6 +593,27 @@ func TestOversizedStepResultNamesTheStep(t *testing.T) {
 	}
 }
 
+// A step result that fits restate-server's message size limit only by a
+// little is not sent either: restate-server 1.7.12 drops such a proposal
+// without failing the attempt (the invocation hung until its timeout, on
+// every retry). The endpoint keeps a 32nd of the limit free.
+func TestStepResultCloseToTheLimitIsNotSent(t *testing.T) {
+	ep := restate.NewEndpoint(restate.Config{MaxMessageSize: 3200, ProtocolMode: restate.RequestResponse})
+	_ = ep.Bind(restate.Service{Name: "S", Handlers: []restate.Handler{{Name: "h", Fn: func(ctx restate.Context, _ []byte) ([]byte, error) {
+		return ctx.Run("close", func(context.Context) ([]byte, error) { return make([]byte, 3150), nil })
+	}}}})
+	body := restatetest.Encode(restatetest.Start("x", 1), restatetest.Input(nil))
+	req := httptest.NewRequest(http.MethodPost, "/invoke/S/h", bytes.NewReader(body))
+	req.Header.Set("Content-Type", restatetest.ContentType(6))
+	rec := httptest.NewRecorder()
+	ep.ServeHTTP(rec, req)
+	frames, _ := restatetest.Decode(rec.Body.Bytes())
+	e, ok := restatetest.Message[*servicev1.ErrorMessage](frames[len(frames)-1])
+	if !ok || !strings.Contains(e.GetMessage(), `over the 3100 bytes a message to the runtime may have`) {
+		t.Fatalf("got %v, want an ErrorMessage naming the 3100-byte bound", frames)
+	}
+}
+
 // A handler private to the ingress stays private: a runtime that accepts
 // only manifest versions without ingressPrivate (v1, v2) gets a refusal
 // naming it, never a manifest that would make it public.

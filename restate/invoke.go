@@ -151,7 +151,7 @@ func (e *Endpoint) serveInvoke(w http.ResponseWriter, r *http.Request, h *boundH
 		return
 	}
 	m.LimitJournal(e.cfg.MaxJournalBytes)
-	m.LimitMessages(e.cfg.MaxMessageSize)
+	m.LimitMessages(sendLimit(e.cfg.MaxMessageSize))
 	inv := newInvocation()
 	inv.ep, inv.h, inv.w, inv.r, inv.m = e, h, w, r, m
 	inv.freeSlot = freeSlot
@@ -592,4 +592,17 @@ func (inv *invocation) awaitWith(ctx context.Context, id uint32, cancellable boo
 			return journal.Result{}, journal.Pending
 		}
 	}
+}
+
+// sendLimit is the largest payload the endpoint sends under the runtime's
+// message size limit max: max less a 32nd (1 MiB of restate-server's
+// 32 MiB). restate-server 1.7.12 refuses a run proposal that comes within
+// some kilobytes of its limit without failing the attempt (it logs a
+// warning and never acknowledges it, so the invocation hangs); one over
+// this bound fails at once, naming the step, instead.
+func sendLimit(max int) int {
+	if max <= 0 {
+		return max
+	}
+	return max - max/32
 }
