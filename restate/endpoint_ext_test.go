@@ -577,19 +577,9 @@ func TestMaxMessageSizeEnforced(t *testing.T) {
 // the step as the handler named it, with the RunCommand as the related
 // command: the user finds which of their steps to make smaller.
 func TestOversizedStepResultNamesTheStep(t *testing.T) {
-	ep := restate.NewEndpoint(restate.Config{MaxMessageSize: 256, ProtocolMode: restate.RequestResponse})
-	_ = ep.Bind(restate.Service{Name: "S", Handlers: []restate.Handler{{Name: "h", Fn: func(ctx restate.Context, _ []byte) ([]byte, error) {
-		return ctx.Run("fetch report", func(context.Context) ([]byte, error) { return make([]byte, 1000), nil })
-	}}}})
-	body := restatetest.Encode(restatetest.Start("x", 1), restatetest.Input(nil))
-	req := httptest.NewRequest(http.MethodPost, "/invoke/S/h", bytes.NewReader(body))
-	req.Header.Set("Content-Type", restatetest.ContentType(6))
-	rec := httptest.NewRecorder()
-	ep.ServeHTTP(rec, req)
-	frames, _ := restatetest.Decode(rec.Body.Bytes())
-	e, ok := restatetest.Message[*servicev1.ErrorMessage](frames[len(frames)-1])
-	if !ok || !strings.Contains(e.GetMessage(), `the result of step "fetch report" makes a`) || e.GetRelatedCommandName() != "fetch report" || e.GetRelatedCommandIndex() != 1 {
-		t.Fatalf("got %v, want an ErrorMessage naming the step", frames)
+	e := runValueError(t, 256, "fetch report", 1000)
+	if !strings.Contains(e.GetMessage(), `the result of step "fetch report" makes a`) || e.GetRelatedCommandName() != "fetch report" || e.GetRelatedCommandIndex() != 1 {
+		t.Fatalf("got %v, want an ErrorMessage naming the step", e)
 	}
 }
 
@@ -598,9 +588,20 @@ func TestOversizedStepResultNamesTheStep(t *testing.T) {
 // without failing the attempt (the invocation hung until its timeout, on
 // every retry). The endpoint keeps a 32nd of the limit free.
 func TestStepResultCloseToTheLimitIsNotSent(t *testing.T) {
-	ep := restate.NewEndpoint(restate.Config{MaxMessageSize: 3200, ProtocolMode: restate.RequestResponse})
+	e := runValueError(t, 3200, "close", 3150)
+	if !strings.Contains(e.GetMessage(), `over the 3100 bytes a message to the runtime may have`) {
+		t.Fatalf("got %v, want an ErrorMessage naming the 3100-byte bound", e)
+	}
+}
+
+// runValueError plays an invocation whose handler runs one step named
+// name returning size bytes, on an endpoint with MaxMessageSize max, and
+// returns the ErrorMessage it ends with.
+func runValueError(t *testing.T, max int, name string, size int) *servicev1.ErrorMessage {
+	t.Helper()
+	ep := restate.NewEndpoint(restate.Config{MaxMessageSize: max, ProtocolMode: restate.RequestResponse})
 	_ = ep.Bind(restate.Service{Name: "S", Handlers: []restate.Handler{{Name: "h", Fn: func(ctx restate.Context, _ []byte) ([]byte, error) {
-		return ctx.Run("close", func(context.Context) ([]byte, error) { return make([]byte, 3150), nil })
+		return ctx.Run(name, func(context.Context) ([]byte, error) { return make([]byte, size), nil })
 	}}}})
 	body := restatetest.Encode(restatetest.Start("x", 1), restatetest.Input(nil))
 	req := httptest.NewRequest(http.MethodPost, "/invoke/S/h", bytes.NewReader(body))
@@ -609,9 +610,10 @@ func TestStepResultCloseToTheLimitIsNotSent(t *testing.T) {
 	ep.ServeHTTP(rec, req)
 	frames, _ := restatetest.Decode(rec.Body.Bytes())
 	e, ok := restatetest.Message[*servicev1.ErrorMessage](frames[len(frames)-1])
-	if !ok || !strings.Contains(e.GetMessage(), `over the 3100 bytes a message to the runtime may have`) {
-		t.Fatalf("got %v, want an ErrorMessage naming the 3100-byte bound", frames)
+	if !ok {
+		t.Fatalf("frames %v, want an ErrorMessage last", frames)
 	}
+	return e
 }
 
 // A handler private to the ingress stays private: a runtime that accepts
