@@ -25,7 +25,7 @@ import (
 )
 
 // requireHAProxy returns the haproxy program: $HAPROXY_BIN when set, else
-// haproxy from PATH (`make tools` installs Debian's package). Missing, the
+// haproxy from PATH (`make haproxy`, which `make test` runs, installs Debian's package). Missing, the
 // test skips, and fails under CI=true, as testtool.Require does.
 func requireHAProxy(t testing.TB) string {
 	t.Helper()
