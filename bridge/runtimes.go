@@ -37,6 +37,9 @@ func dialRuntime(kind, address string, log zerolog.Logger) (*runtimeConn, error)
 		if !ok {
 			return nil, fmt.Errorf("unknown runtime kind %q", kind)
 		}
+		// How worker limits are enforced is a fact of this process, not of
+		// one runtime kind: logged once, without the kind's label.
+		functionruntime.LogWorkerLimitMechanisms(log)
 		srv := functionruntime.NewServer(functionruntime.Options{
 			Adapter: k.New(),
 			Logger:  log.With().Str("runtime", kind).Logger(),

@@ -57,6 +57,12 @@ func TestTrustLimits(t *testing.T) {
 	if !strings.Contains(b.logs(), `"processes_limit_enforced"`) {
 		t.Fatalf("the bridge did not log which limit mechanisms are in force:\n%s", tail(b.logs(), 20))
 	}
+	// The mechanisms (and the stale workers the start killed) are the
+	// process's, whichever kind starts first: a runtime label would name
+	// one of this bridge's two.
+	if l := logLine(b.logs(), `"message":"worker limits"`); strings.Contains(l, `"runtime"`) {
+		t.Errorf("the process-wide worker limits line carries a runtime: %s", l)
+	}
 	cases := []struct{ handler, want string }{
 		{"hog", "memory limit of 128Mi exceeded"},
 		{"hoard", "memory limit of 128Mi exceeded"},

@@ -27,10 +27,10 @@ import (
 // or modify a request after the call, as it could with a network client.
 //
 // Outgoing gRPC metadata reaches the server as incoming metadata, as over
-// a network: the worker limits travel that way. Creating the client logs
-// how worker limits are enforced (see [LogWorkerLimitMechanisms]).
+// a network: the worker limits travel that way. Its creator logs how
+// worker limits are enforced (see [LogWorkerLimitMechanisms]), once for
+// the process rather than per server.
 func NewLocalClient(s *Server) executorv1.FunctionRuntimeClient {
-	LogWorkerLimitMechanisms(s.log)
 	return &localClient{s: s}
 }
 
