@@ -763,11 +763,13 @@ func newCtxFailCmd() *cobra.Command {
 		Use:   "fail [--code N] MESSAGE...",
 		Short: "End the invocation with a terminal failure (in the function's own shell; elsewhere: print MESSAGE, exit 100)",
 		Long: "End the invocation with a terminal failure carrying MESSAGE: in the function's\n" +
-			"own shell, at once; elsewhere (a child process, a step's CMD) it prints\n" +
-			"MESSAGE and exits 100, a terminal failure of the step or function.\n\n" +
+			"own shell, at once (in a subshell of it, $(...) or a pipeline's part, it\n" +
+			"ends that subshell with 100: `|| exit` passes the failure on); elsewhere\n" +
+			"(a child process, a step's CMD) it prints MESSAGE and exits 100, a\n" +
+			"terminal failure of the step or function.\n\n" +
 			"  --code N   the failure's code, 1 to 65535 (default 500), which the\n" +
 			"             caller sees as the HTTP status; only the function's own\n" +
-			"             shell records it, elsewhere the code is 500\n\n" +
+			"             shell and its subshells record it, elsewhere the code is 500\n\n" +
 			"Everything after fail (and --code N) is the message, --help included:\n" +
 			"the command always exits 100, so this help is only `bridge help ctx fail`.",
 		// Whatever follows is the message ("-1 items left" too), and the
@@ -790,7 +792,7 @@ func newCtxFailCmd() *cobra.Command {
 			if n, err := strconv.Atoi(code); err != nil || n < 1 || n > 65535 || len(code) > 5 {
 				note = fmt.Sprintf(" (fnbridge fail --code %q: want a code from 1 to 65535; failing with 500)", code)
 			} else if n != 500 {
-				note = fmt.Sprintf(" (fnbridge fail --code %d works in the function's own shell only; from a child process the failure's code is 500)", n)
+				note = fmt.Sprintf(" (fnbridge fail --code %d works in the function's own shell and its subshells only; from a child process the failure's code is 500)", n)
 			}
 			msg := strings.Join(args, " ")
 			if msg == "" {

@@ -402,7 +402,7 @@ func TestAgentWaitGoneSeesTheProcessEnd(t *testing.T) {
 func TestCtxFailOutsideTheFunctionsShell(t *testing.T) {
 	fnbridge(t, "", "fail", "order", "gone").want(t, 100, "", "order gone\n")
 	r := fnbridge(t, "", "fail", "--code", "410", "order gone")
-	r.want(t, 100, "", "order gone (fnbridge fail --code 410 works in the function's own shell only")
+	r.want(t, 100, "", "order gone (fnbridge fail --code 410 works in the function's own shell and its subshells only")
 	// Whatever the message looks like, the status is 100: a usage error's
 	// would make the terminal failure a retry.
 	fnbridge(t, "", "fail", "-1 items left").want(t, 100, "", "-1 items left\n")

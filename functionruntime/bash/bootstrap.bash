@@ -23,7 +23,8 @@
 # children, whose $BASHPID differs), uses the fnbridge command on PATH, so
 # two shells never share the agent. Like the command, CMD's arguments are
 # data: never evaluated. Defined as fnbridge in every invocation's shell;
-# without a step context only `fnbridge fail` (below) is its own.
+# without a step context only `fnbridge fail` (below) is its own, there
+# and in the shell's subshells.
 #
 # The functions a step runs are kept short, their rare branches in
 # functions of their own: bash copies a function's whole body on every
@@ -42,7 +43,7 @@ __fnb_fnbridge() {
 	if [[ ${1-} == run && $BASHPID == "${__fnb_ishell-}" && -n ${FNBRIDGE_CONTEXT-} ]]; then
 		builtin shift
 		__fnb_run "$@"
-	elif [[ ${1-} == fail && $BASHPID == "${__fnb_ishell-}" ]]; then
+	elif [[ ${1-} == fail && -n ${__fnb_ishell-} ]]; then
 		builtin shift
 		__fnb_fail "$@"
 	else
@@ -177,11 +178,14 @@ __fnb_run_readonly() {
 	builtin return 2
 }
 
-# __fnb_fail [--code N] MESSAGE...: `fnbridge fail` in the invocation's own
-# shell. It ends the invocation with a terminal failure whose code is N
-# (default 500; the caller's HTTP status at Restate's ingress) and whose
-# message is MESSAGE, also printed on stderr for the log: the record goes
-# to the invocation's own file, which Go reads on exit status 100.
+# __fnb_fail [--code N] MESSAGE...: `fnbridge fail` in the invocation's
+# shell and its subshells. It ends the invocation with a terminal failure
+# whose code is N (default 500; the caller's HTTP status at Restate's
+# ingress) and whose message is MESSAGE, also printed on stderr for the
+# log: the record goes to the invocation's own file, which Go reads on
+# exit status 100. In a subshell ($(...), a pipeline's part) it ends that
+# subshell the same way, so a helper that fails never goes on to print a
+# result, and `|| exit` passes the failure on with its code.
 __fnb_fail() {
 	builtin local __fnb_code=500 IFS=' '
 	case ${1-} in

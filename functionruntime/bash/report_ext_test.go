@@ -169,11 +169,22 @@ run() {
 // as a Python TerminalError(message, code) does; the message is logged
 // too. A code out of range fails with 500 and says so. The worker serves
 // the next invocation as before, and a plain exit 100 keeps its message
-// from stderr.
+// from stderr. In a subshell of the function's shell ($(...), a pipeline's
+// part) it ends that subshell with 100 at once: a die-style helper
+// called as r=$(check) || exit fails the invocation with its code, and
+// never lets the helper go on to print a result.
 func TestFailWithACode(t *testing.T) {
 	f := conformance.NewFixture(t, "fail.run", map[string]string{"fail.sh": `
+check() {
+	[[ $1 == ok* ]] || fnbridge fail --code 400 "bad input: $1"
+	echo "validated"
+}
 run() {
+	local r
 	case $1 in
+	sub) r=$(check "$1") || exit; printf '%s' "$r" ;;
+	pipe) set -o pipefail; check "$1" | cat || exit; echo "not reached" >&2 ;;
+	subok) r=$(check "$1") || echo "handled" >&2; exit 100 ;;
 	gone) fnbridge fail --code 410 "order" "C-3 is gone"; echo "not reached" >&2 ;;
 	plain) fnbridge fail "no reason given" ;;
 	bare) fnbridge fail ;;
@@ -196,6 +207,10 @@ run() {
 		{"bad", "too big a code", 500},
 		{"exit", "refused by exit", 0},
 		{"nostderr", "no stderr to say it", 422},
+		{"sub", "bad input: sub", 400},
+		{"pipe", "bad input: pipe", 400},
+		// Handled, then a bare exit 100: the failure is the last fail's.
+		{"subok", "bad input: subok", 400},
 	} {
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 		_, err := w.Invoke(ctx, f.Invocation("inv-"+c.input, []byte(c.input)))
