@@ -252,6 +252,27 @@ func terminal(what string, f *stepctx.Failure) error {
 	return exitf(ctxExitTerminal, "%s failed (code %d): %s", what, f.Code, f.Message)
 }
 
+// runUsage says what is wrong with fnbridge run's operands (NAME -- CMD
+// [ARG...], after --var VAR), in the words of the shell function's own
+// check (__fnb_run_usage in the Bash bootstrap).
+func runUsage(args []string) string {
+	switch {
+	case len(args) == 0:
+		return "run: NAME -- CMD is missing"
+	case args[0] == "--":
+		return "run: NAME is missing before --"
+	case args[0] == "":
+		return "run: NAME is empty (an unset variable?)"
+	case len(args) == 1:
+		return fmt.Sprintf("run %s: -- CMD is missing after NAME", args[0])
+	case args[1] != "--" && strings.HasPrefix(args[0], "-"):
+		return fmt.Sprintf("run: unknown option %s (only --var VAR may come before NAME)", args[0])
+	case args[1] != "--":
+		return fmt.Sprintf("run %s: want -- between NAME and CMD, not %s", args[0], args[1])
+	}
+	return fmt.Sprintf("run %s: CMD is missing after --", args[0])
+}
+
 func newCtxRunCmd() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "run [--var VAR] NAME -- CMD [ARG...]",
@@ -260,8 +281,13 @@ func newCtxRunCmd() *cobra.Command {
 Its stdout is journaled and printed; on replay the recorded stdout is printed
 and CMD does not run. CMD exiting 100 is a terminal failure: its stdout is the
 message, printed on stderr, and fnbridge exits 100, on replay too. Any other
-non-zero status fails the attempt (Restate retries it and CMD runs again):
-fnbridge exits with that status. CMD's stdin and stderr are fnbridge's.
+non-zero status fails the attempt, which ends there: the bridge stops the
+function, so no code after this fnbridge run runs (not even || handlers),
+and Restate retries the attempt, running CMD again. To handle a failure in
+the script itself (retry after fnbridge sleep, alert, clean up), make CMD
+exit 0 and print its outcome, e.g.
+  fnbridge run try1 -- sh -c 'curl -fsS "$0" || echo FAILED' URL
+CMD's stdin and stderr are fnbridge's.
 
 In the function's own shell (not in $(...), a pipeline or a child process)
 fnbridge is a shell function that takes steps without starting a process
@@ -301,7 +327,7 @@ where  v=$(fnbridge run NAME -- CMD)  forks a subshell.`,
 				toVar, args = true, args[1:]
 			}
 			if len(args) < 3 || args[1] != "--" || args[0] == "" {
-				return exitf(ctxExitUsage, "usage: fnbridge run [--var VAR] NAME -- CMD [ARG...]")
+				return exitf(ctxExitUsage, "%s; usage: fnbridge run [--var VAR] NAME -- CMD [ARG...]", runUsage(args))
 			}
 			if toVar {
 				return exitf(ctxExitUsage, "run --var works only in the function's own shell, where fnbridge is a shell function; in a subshell or a child process capture stdout instead: v=$(fnbridge run NAME -- CMD)")

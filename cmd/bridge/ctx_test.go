@@ -309,12 +309,17 @@ func TestCtxCallSendAwait(t *testing.T) {
 
 func TestCtxUsageAndEnvironment(t *testing.T) {
 	e := newCtxEnv(t, &stepctxtest.Journal{})
-	fnbridge(t, "", "run", "x", "echo", "hi").want(t, 2, "", "usage: fnbridge run [--var VAR] NAME -- CMD")
-	fnbridge(t, "", "run", "x", "--").want(t, 2, "", "usage: fnbridge run [--var VAR] NAME -- CMD")
+	// Each usage error says what is wrong, then the usage.
+	fnbridge(t, "", "run", "x", "echo", "hi").want(t, 2, "", "run x: want -- between NAME and CMD, not echo; usage: fnbridge run [--var VAR] NAME -- CMD")
+	fnbridge(t, "", "run", "x", "--").want(t, 2, "", "run x: CMD is missing after --; usage: fnbridge run [--var VAR] NAME -- CMD")
+	fnbridge(t, "", "run", "x").want(t, 2, "", "run x: -- CMD is missing after NAME; usage:")
+	fnbridge(t, "", "run").want(t, 2, "", "run: NAME -- CMD is missing; usage:")
+	fnbridge(t, "", "run", "", "--", "true").want(t, 2, "", "run: NAME is empty (an unset variable?); usage:")
+	fnbridge(t, "", "run", "--retries", "3", "x", "--", "true").want(t, 2, "", "run: unknown option --retries (only --var VAR may come before NAME); usage:")
 	// The binary cannot assign a variable of the shell that started it.
 	fnbridge(t, "", "run", "--var", "v", "x", "--", "true").want(t, 2, "", "run --var works only in the function's own shell")
 	fnbridge(t, "", "run", "--var=v", "x", "--", "true").want(t, 2, "", "run --var works only in the function's own shell")
-	fnbridge(t, "", "run", "--", "echo", "hi").want(t, 2, "", "usage: fnbridge run [--var VAR] NAME -- CMD")
+	fnbridge(t, "", "run", "--", "echo", "hi").want(t, 2, "", "run: NAME is missing before --; usage: fnbridge run [--var VAR] NAME -- CMD")
 	fnbridge(t, "", "frobnicate").want(t, 2, "", "unknown command")
 	if n := len(e.j.Entries()); n != 0 {
 		t.Errorf("usage errors journaled %d commands", n)

@@ -145,9 +145,16 @@ __fnb_run_odd() {
 		command "${__fnb_bin:-fnbridge}" run --help  # as from any other shell
 		builtin return $?
 	fi
-	if [[ ${2-} != -- || $# -lt 3 || -z ${1-} ]] || { [[ -n $__fnb_var ]] &&
-		[[ $__fnb_var == [0123456789]* || $__fnb_var == *[!abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_]* ]]; }; then
-		builtin printf 'fnbridge: usage: fnbridge run [--var VAR] NAME -- CMD [ARG...] (VAR a shell variable name)\n' >&2
+	if [[ ${2-} != -- || $# -lt 3 || -z ${1-} ]]; then
+		__fnb_run_usage "$@"
+		builtin return 2
+	fi
+	if [[ $__fnb_var == - ]]; then
+		builtin printf 'fnbridge: run --var: VAR is empty (an unset variable?); usage: fnbridge run [--var VAR] NAME -- CMD [ARG...]\n' >&2
+		builtin return 2
+	elif [[ -n $__fnb_var ]] &&
+		[[ $__fnb_var == [0123456789]* || $__fnb_var == *[!abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_]* ]]; then
+		builtin printf 'fnbridge: run --var %s: not a shell variable name (letters, digits and _, not first a digit); usage: fnbridge run [--var VAR] NAME -- CMD [ARG...]\n' "$__fnb_var" >&2
 		builtin return 2
 	fi
 	if [[ $__fnb_var == __fnb_* ]]; then
@@ -159,6 +166,28 @@ __fnb_run_odd() {
 		builtin return 2
 	fi
 	command "${__fnb_bin:-fnbridge}" run "$@"
+}
+
+# __fnb_run_usage NAME -- CMD...: says what is wrong with the operands,
+# in the words of the command's own check (cmd/bridge/ctx.go, runUsage).
+__fnb_run_usage() {
+	builtin local __fnb_why
+	if (($# == 0)); then
+		__fnb_why='run: NAME -- CMD is missing'
+	elif [[ $1 == -- ]]; then
+		__fnb_why='run: NAME is missing before --'
+	elif [[ -z $1 ]]; then
+		__fnb_why='run: NAME is empty (an unset variable?)'
+	elif (($# == 1)); then
+		__fnb_why="run $1: -- CMD is missing after NAME"
+	elif [[ $2 != -- && $1 == -* ]]; then
+		__fnb_why="run: unknown option $1 (only --var VAR may come before NAME)"
+	elif [[ $2 != -- ]]; then
+		__fnb_why="run $1: want -- between NAME and CMD, not $2"
+	else
+		__fnb_why="run $1: CMD is missing after --"
+	fi
+	builtin printf 'fnbridge: %s; usage: fnbridge run [--var VAR] NAME -- CMD [ARG...]\n' "$__fnb_why" >&2
 }
 
 # __fnb_run_nul VAR NAME: the step's value holds a NUL byte (the agent's

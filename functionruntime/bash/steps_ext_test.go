@@ -122,6 +122,13 @@ inshell() {
 	for z in 'not a name' 1x é a-b 'a$b' ''; do
 		fnbridge run --var "$z" s7 -- true 2>&1 || echo "badvar $?"
 	done
+	fnbridge run 2>&1 || echo "usage $?"
+	fnbridge run -- true 2>&1 || echo "usage $?"
+	fnbridge run '' -- true 2>&1 || echo "usage $?"
+	fnbridge run s8 2>&1 || echo "usage $?"
+	fnbridge run --retries 3 s8 -- true 2>&1 || echo "usage $?"
+	fnbridge run s8 echo hi 2>&1 || echo "usage $?"
+	fnbridge run s8 -- 2>&1 || echo "usage $?"
 }
 
 inshell_fails() {
@@ -475,8 +482,11 @@ func TestSteps(t *testing.T) {
 		s := e.start(t, "inshell", nil)
 		j := &stepctxtest.Journal{}
 		want := "hi $(touch pwned)\n\n\n<[hi $(touch pwned)\n\n]>fnbridge: run --var works only in the function's own shell, where fnbridge is a shell function; in a subshell or a child process capture stdout instead: v=$(fnbridge run NAME -- CMD)\nsubshell 2\n" +
-			"fnbridge: run s6 --var: the value holds a NUL byte, which a shell variable cannot; print it instead\nnul 2\nfive|" + strings.Repeat("fnbridge: usage: fnbridge run [--var VAR] NAME -- CMD [ARG...] (VAR a shell variable name)\nbadvar 2\n", 5) +
-			"fnbridge: usage: fnbridge run [--var VAR] NAME -- CMD [ARG...] (VAR a shell variable name)\nbadvar 2"
+			"fnbridge: run s6 --var: the value holds a NUL byte, which a shell variable cannot; print it instead\nnul 2\nfive|" + badVar("not a name") + badVar("1x") + badVar("é") + badVar("a-b") + badVar("a$b") +
+			"fnbridge: run --var: VAR is empty (an unset variable?); usage: fnbridge run [--var VAR] NAME -- CMD [ARG...]\nbadvar 2\n" +
+			runUsage("run: NAME -- CMD is missing") + runUsage("run: NAME is missing before --") + runUsage("run: NAME is empty (an unset variable?)") +
+			runUsage("run s8: -- CMD is missing after NAME") + runUsage("run: unknown option --retries (only --var VAR may come before NAME)") +
+			runUsage("run s8: want -- between NAME and CMD, not echo") + strings.TrimSuffix(runUsage("run s8: CMD is missing after --"), "\n")
 		res, err := s.invoke(t, e.Open(t, j), "hi")
 		steptest.MustOutput(t, res, err, want)
 		if got := s.marker(t); got != "2" {
@@ -872,4 +882,16 @@ func TestStepsSetup(t *testing.T) {
 		}
 	}
 	steptest.MustOutput(t, f.MustInvoke(t, w, ""), nil, "unset unset unset")
+}
+
+// badVar is the shell function's refusal of --var NAME, as the inshell
+// handler prints it.
+func badVar(name string) string {
+	return "fnbridge: run --var " + name + ": not a shell variable name (letters, digits and _, not first a digit); usage: fnbridge run [--var VAR] NAME -- CMD [ARG...]\nbadvar 2\n"
+}
+
+// runUsage is the shell function's usage error saying why, as the
+// inshell handler prints it.
+func runUsage(why string) string {
+	return "fnbridge: " + why + "; usage: fnbridge run [--var VAR] NAME -- CMD [ARG...]\nusage 2\n"
 }
