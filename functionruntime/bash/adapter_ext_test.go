@@ -141,6 +141,33 @@ run() {
 	}
 }
 
+// Rule (README, Bash: shell options the file sets apply to every
+// invocation): a set -e function sees inherit_errexit as the file left
+// it, as under plain bash. The worker's brief POSIX mode (its check of
+// the file's builtin and command functions) turns it on, and leaving
+// POSIX mode does not turn it off: $(false; echo done) then failed the
+// invocation where plain bash goes on.
+func TestInheritErrexitIsTheFiles(t *testing.T) {
+	// want "" is a failure: inherit_errexit on, set -e ends the
+	// substitution at grep and the assignment fails, as in plain bash.
+	for file, want := range map[string]string{
+		"set -e\n":                   "0,done|off",
+		"shopt -s inherit_errexit\n": "",
+	} {
+		f := conformance.NewFixture(t, "ie.run", map[string]string{"ie.sh": file + `
+run() { set -e; local x; x=$(grep -c nomatch /dev/null; echo done); printf '%s|%s' "${x//$'\n'/,}" "$(shopt inherit_errexit | cut -f2)"; }
+`})
+		w := f.Start(t)
+		res, err := f.Invoke(t, w, "x")
+		switch {
+		case want == "" && err == nil:
+			t.Errorf("file %q: %q, want the failure plain bash has", file, res.Output)
+		case want != "" && (err != nil || string(res.Output) != want):
+			t.Errorf("file %q: %q, %v; want %q", file, res.Output, err, want)
+		}
+	}
+}
+
 // A file that redefines builtins the bootstrap relies on cannot break it.
 func TestFileShadowingBuiltins(t *testing.T) {
 	f := conformance.NewFixture(t, "sh.run", map[string]string{"sh.sh": `

@@ -528,7 +528,7 @@ __fnb_main() {
 	local __fnb_file=$1 __fnb_fn=$2 __fnb_dir=$3
 	local __fnb_in __fnb_out __fnb_status __fnb_len __fnb_payload __fnb_rc __fnb_o
 	local __fnb_key __fnb_tok __fnb_f __fnb_hdr __fnb_seq=0 __fnb_x __fnb_n __fnb_lc __fnb_lcset __fnb_lcvar __fnb_traps __fnb_home
-	local __fnb_tmout= __fnb_tmoutx=
+	local __fnb_tmout= __fnb_tmoutx= __fnb_ie
 	local -a __fnb_reapply=()
 	builtin set --
 
@@ -589,6 +589,10 @@ __fnb_main() {
 	# which the file may have made a function too). The file is refused.
 	# A file that left POSIX mode on (its variable perhaps readonly, which
 	# the assignment would die of) is checked as it is.
+	# POSIX mode turns inherit_errexit on, and leaving it does not turn
+	# it off: the file's setting is put back with posix off below.
+	__fnb_ie=-u
+	! builtin shopt -q inherit_errexit || __fnb_ie=-s
 	__fnb_o= __fnb_n=
 	if [[ :$SHELLOPTS: != *:posix:* ]]; then
 		POSIXLY_CORRECT=y
@@ -624,6 +628,7 @@ __fnb_main() {
 		__fnb_reapply=("${__fnb_reapply[@]:1}" xtrace)
 	fi
 	builtin set +o posix
+	builtin shopt "$__fnb_ie" inherit_errexit
 
 	if ((__fnb_status != 0)); then
 		builtin printf 'E source %d\n' "$__fnb_status" >&"$__fnb_out"
