@@ -241,3 +241,39 @@ run() {
 		t.Errorf("after the failures: %q, want fine", res.Output)
 	}
 }
+
+// Rule (README, Between invocations of one handler): a process an
+// earlier invocation left running never changes a later invocation's
+// result. Its stderr shares the worker's log stream, so the line a later
+// invocation's exit 100 would take as its message may be the leftover's:
+// that message is then withheld, rather than given to another caller,
+// and said to be. A leftover of the failing invocation's own does not
+// withhold it.
+func TestLeftoverStderrIsNoLaterFailureMessage(t *testing.T) {
+	f := conformance.NewFixture(t, "left.run", map[string]string{"left.sh": `
+run() {
+	case $1 in
+	leave) ( while :; do echo "secret of caller A" >&2; sleep 0.02; done ) & ;;
+	# its own job, started a tick (10 ms) after its request: not withheld
+	own) sleep 0.03; sleep 30 </dev/null >/dev/null 2>&1 & echo "B: card declined" >&2; exit 100 ;;
+	fail) echo "B: card declined" >&2; sleep 0.1; exit 100 ;;
+	esac
+}
+`})
+	w := f.Start(t)
+	var he *functionruntime.HandlerError
+	if _, err := f.Invoke(t, w, "own"); !errors.As(err, &he) || !he.Terminal || he.Message != "B: card declined" {
+		t.Fatalf("own: %v, want the terminal failure with its own last line", err)
+	}
+	f.MustInvoke(t, w, "leave")
+	_, err := f.Invoke(t, w, "fail")
+	if !errors.As(err, &he) || !he.Terminal {
+		t.Fatalf("fail: %v, want a terminal failure", err)
+	}
+	if strings.Contains(he.Message, "secret of caller A") {
+		t.Fatalf("a later invocation failed with the message %q, an earlier one's leftover's line", he.Message)
+	}
+	if !strings.Contains(he.Message, "exit status 100") || !strings.Contains(he.Message, "left running") {
+		t.Errorf("message %q, want exit status 100 and why the line is not used", he.Message)
+	}
+}

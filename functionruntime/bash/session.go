@@ -20,6 +20,7 @@ import (
 
 	"github.com/fnbridge/fnbridge/functionruntime"
 	"github.com/fnbridge/fnbridge/functionruntime/internal/proc"
+	"github.com/fnbridge/fnbridge/internal/procstat"
 )
 
 // Output content types; see the package doc.
@@ -48,6 +49,10 @@ type session struct {
 	seq       uint64 // requests sent
 	key       key    // the key the worker holds for the next request
 	owed      *owedD // the "D" still to come for an invocation answered by "R"
+	// sent is when the current request went out (procstat.BootTicks):
+	// processes of the worker's group that started by then are earlier
+	// invocations' leftovers.
+	sent uint64
 }
 
 // key is one invocation's key (see the package doc, Wire protocol): a
@@ -308,6 +313,7 @@ func (s *session) invoke(input []byte, sc *functionruntime.StepContext, env map[
 		s.buf = appendEnvRecord(s.buf, env)
 	}
 	var err error
+	s.sent = procstat.BootTicks()
 	if len(input) <= 64<<10 {
 		s.buf = append(s.buf, input...)
 		s.buf = append(s.buf, next[:]...)
@@ -483,6 +489,12 @@ func (s *session) statusError(status int, steps bool) error {
 		// ( __fnb_invocation )") is the worker's, not the function's, and
 		// under set -x the trace of the exit itself says nothing.
 		if l := strings.TrimSpace(lines[i]); l != "" && !strings.HasSuffix(l, "( __fnb_invocation )") && !isExitTrace(l) {
+			if left := s.P.LeftoversBefore(s.sent, s.agentPid()); len(left) > 0 {
+				// Their stderr is the same stream: the line may be theirs,
+				// another caller's, which must not become this failure.
+				msg += fmt.Sprintf(" (its last stderr line is withheld: processes earlier invocations left running write to the same stream, pid %s)", joinPids(left))
+				break
+			}
 			if status == TerminalExitStatus {
 				msg = lines[i]
 			} else {
@@ -500,6 +512,22 @@ func (s *session) statusError(status int, steps bool) error {
 		Message:  msg,
 		ExitCode: status,
 	}
+}
+
+// joinPids is up to four pids, comma-separated, and how many more.
+func joinPids(pids []int) string {
+	var b strings.Builder
+	for i, pid := range pids {
+		if i == 4 {
+			fmt.Fprintf(&b, " and %d more", len(pids)-i)
+			break
+		}
+		if i > 0 {
+			b.WriteString(", ")
+		}
+		b.WriteString(strconv.Itoa(pid))
+	}
+	return b.String()
 }
 
 // isExitTrace reports whether line is xtrace's line for an exit command

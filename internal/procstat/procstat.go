@@ -13,6 +13,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"golang.org/x/sys/unix"
 )
 
 // ClockTick is the unit of the CPU times in /proc/PID/stat: USER_HZ, which
@@ -33,6 +35,18 @@ type Stat struct {
 	Utime, Stime, Cutime, Cstime time.Duration
 	// StartTime, in clock ticks after boot, tells a reused PID apart.
 	StartTime uint64
+}
+
+// BootTicks is the time since boot in the unit of [Stat.StartTime]
+// (CLOCK_BOOTTIME, as the kernel counts a process's start), rounded down:
+// a process whose StartTime is at most BootTicks() taken at some moment
+// may have started before it, one with a greater StartTime did not.
+func BootTicks() uint64 {
+	var ts unix.Timespec
+	if err := unix.ClockGettime(unix.CLOCK_BOOTTIME, &ts); err != nil {
+		return 0
+	}
+	return uint64(time.Duration(ts.Nano()) / ClockTick)
 }
 
 // Dead reports whether the process has exited (a zombie or dead entry):

@@ -269,9 +269,17 @@ func (p *Process) ReapStrays() { reapStrays(p.pid, p.pid) }
 // worker, its own children and except: what ended invocations left
 // running (their background jobs, re-parented once their subshell exited).
 func (p *Process) Leftovers(except ...int) []int {
+	return p.LeftoversBefore(0, except...)
+}
+
+// LeftoversBefore is Leftovers limited to the processes that may have
+// started by ticks ([procstat.BootTicks]; 0: any): those an invocation
+// found running when it began were left by earlier ones.
+func (p *Process) LeftoversBefore(ticks uint64, except ...int) []int {
 	var left []int
 	for _, st := range procstat.All() {
-		if st.PGID == p.pid && st.PID != p.pid && st.PPID != p.pid && !st.Dead() && !slices.Contains(except, st.PID) {
+		if st.PGID == p.pid && st.PID != p.pid && st.PPID != p.pid && !st.Dead() && !slices.Contains(except, st.PID) &&
+			(ticks == 0 || st.StartTime <= ticks) {
 			left = append(left, st.PID)
 		}
 	}
