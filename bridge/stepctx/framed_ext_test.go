@@ -616,7 +616,7 @@ func TestStepValueOverTheLimitEndsTheAttempt(t *testing.T) {
 			}
 			want("sleep", `{"name":"`+strings.Repeat("x", 2000)+`"}`, 413, `exceeds 1024 bytes`)
 			want("run/start", `{"name":"fetch"}`, 200, `{"execute":"`+run1+`"}`)
-			want("run/complete", big, 410, `step \"fetch\": its value makes a request of`)
+			want("run/complete", big, 410, `step \"fetch\": its value is too large: a step's value may have about 31 MiB at most`)
 			var tl *stepctx.StepTooLargeError
 			if err := a.Err(); !errors.As(err, &tl) || tl.Name != "fetch" || tl.Limit != 1024 || tl.Size <= 1024 {
 				t.Fatalf("attempt ended with %v, want a StepTooLargeError of fetch", err)

@@ -352,7 +352,9 @@ type StepTooLargeError struct {
 }
 
 func (e *StepTooLargeError) Error() string {
-	return fmt.Sprintf("step %q: its value makes a request of %d bytes, more than the %d the context endpoint takes", e.Name, e.Size, e.Limit)
+	// Size and Limit are the request's, its value encoded in it: named as
+	// such, beside the bound a user can act on (the README's).
+	return fmt.Sprintf("step %q: its value is too large: a step's value may have about 31 MiB at most (restate-server's 32 MiB message size, less room it needs), and the request carrying this one is %d bytes, over the %d the context endpoint takes; make the value smaller (journal a file's path, say, rather than its contents)", e.Name, e.Size, e.Limit)
 }
 
 // Token is the attempt's bearer token.
