@@ -75,7 +75,7 @@ func NewClient(addr, token string) (*Client, error) {
 func ClientFromEnv() (*Client, error) {
 	addr, token := os.Getenv(EnvAddr), os.Getenv(EnvToken)
 	if addr == "" || token == "" {
-		return nil, fmt.Errorf("%s and %s are not set: context calls work only inside a function that fnbridge runs with durable steps (durability: steps)", EnvAddr, EnvToken)
+		return nil, fmt.Errorf("%s and %s are not set: context calls work only inside a function that fnbridge runs with durable steps (durability: steps), and in the processes it starts with its environment (not under env -i or a scrubbed environment)", EnvAddr, EnvToken)
 	}
 	return NewClient(addr, token)
 }

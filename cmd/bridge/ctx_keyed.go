@@ -63,7 +63,8 @@ func nonEmptyOperands(cmd *cobra.Command, operands string, args []string) error 
 		switch op {
 		case "NAME", "ID", "INVOCATION_ID":
 			if i < len(args) && args[i] == "" {
-				return exitf(ctxExitUsage, "%s: %s is empty", cmd.CommandPath(), op)
+				// exitf says "fnbridge: " already.
+				return exitf(ctxExitUsage, "%s: %s is empty", strings.TrimPrefix(cmd.CommandPath(), cmd.Root().Name()+" "), op)
 			}
 		}
 	}

@@ -54,7 +54,7 @@ func TestCtxState(t *testing.T) {
 	// an empty name, a value that is not UTF-8 (JSON is; json.Valid lets
 	// such bytes through and a Python reader could not decode them).
 	fnbridge(t, "", "state", "get", "").want(t, 2, "", "NAME is empty")
-	fnbridge(t, "", "state", "set", "", "1").want(t, 2, "", "NAME is empty")
+	fnbridge(t, "", "state", "set", "", "1").want(t, 2, "", "fnbridge: state set: NAME is empty")
 	fnbridge(t, "", "promise", "get", "").want(t, 2, "", "NAME is empty")
 	fnbridge(t, "", "resolve-awakeable", "", "1").want(t, 2, "", "ID is empty")
 	fnbridge(t, "", "state", "set", "bad", "\"a\xffb\"").want(t, 2, "", "not UTF-8")
