@@ -208,6 +208,13 @@ func (s *Server) invokeError(reg *registration, invID string, timeout time.Durat
 			"invocation %s reached its timeout of %s while the worker was still restarting (the handler did not run); the restart goes on and the registration stays READY", invID, timeout)
 	case errors.Is(ctxCause, errInvocationTimeout):
 		md["timeout_millis"] = fmt.Sprint(timeout.Milliseconds())
+		var se *proc.StuckError
+		if errors.As(werr, &se) {
+			// What held the worker, rather than the function, is named:
+			// an earlier invocation may be the cause.
+			return statusError(codes.DeadlineExceeded, ReasonInvocationTimeout, md,
+				"invocation %s exceeded its timeout of %s and was killed, its worker with it (%s); the registration stays READY", invID, timeout, se.Why)
+		}
 		return statusError(codes.DeadlineExceeded, ReasonInvocationTimeout, md,
 			"invocation %s exceeded its timeout of %s and was killed; the registration stays READY", invID, timeout)
 	case errors.Is(ctxCause, errRegistrationGone):

@@ -7,6 +7,8 @@ import (
 	"strings"
 	"syscall"
 	"time"
+
+	"github.com/fnbridge/fnbridge/internal/procstat"
 )
 
 // Limits bound one worker. A zero field is unlimited. They are applied
@@ -47,6 +49,34 @@ func (e *LimitError) Error() string {
 }
 
 func (e *LimitError) Unwrap() error { return e.Err }
+
+// StuckError is an invocation killed when its context ended (its
+// timeout) while the worker could not have run it, whatever the function
+// did: Why says what held it (a stopped worker shell, the processes limit
+// reached, by processes earlier invocations left running too). The
+// timeout stands, retryable: the next attempt gets a fresh worker.
+type StuckError struct {
+	Why string
+	Err error
+}
+
+func (e *StuckError) Error() string { return e.Err.Error() + " (" + e.Why + ")" }
+
+func (e *StuckError) Unwrap() error { return e.Err }
+
+// stuck says what, besides the function, may have held an invocation
+// that its context ended: the worker stopped by a signal (kill -STOP $$
+// in a Bash function stops the shell that forks the next invocation), or
+// a fork refused at the cgroup's process limit meanwhile. "" when neither.
+func (p *Process) stuck(before, after limitCounters) string {
+	if st, err := procstat.Read(p.pid); err == nil && (st.State == 'T' || st.State == 't') {
+		return "the worker process was stopped (SIGSTOP or a terminal stop signal) and could not go on"
+	}
+	if p.limits.Processes > 0 && after.pidsMax > before.pidsMax {
+		return fmt.Sprintf("meanwhile a fork failed at the worker's processes limit of %d, which processes earlier invocations left running count toward too", p.limits.Processes)
+	}
+	return ""
+}
 
 // HandlerFailure is implemented by the handler errors adapters return, so
 // the supervisor can recognise a limit that surfaced inside the handler (a

@@ -180,12 +180,20 @@ func (s *Supervisor) Do(ctx context.Context, logger *zerolog.Logger, call func(S
 	var pe *ProtocolError
 	if errors.As(err, &pe) {
 		after := p.cg.counters() // before the cgroup goes with the worker
+		var stuck string
+		if ctx.Err() != nil {
+			stuck = p.stuck(before, after) // while the worker is still there to look at
+		}
 		// Lines printed until the kill still belong to this invocation.
 		s.discard(sess)
 		p.EndInvocation()
 		switch {
 		case ctx.Err() != nil:
-			return fmt.Errorf("%s killed: invocation ended: %w", s.cfg.Name, ctx.Err())
+			err := fmt.Errorf("%s killed: invocation ended: %w", s.cfg.Name, ctx.Err())
+			if stuck != "" {
+				return &StuckError{Why: stuck, Err: err}
+			}
+			return err
 		case s.life.Err() != nil:
 			return fmt.Errorf("%s: %w during the invocation", s.cfg.Name, ErrClosed)
 		}
