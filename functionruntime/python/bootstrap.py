@@ -17,7 +17,6 @@ def _fnbridge_worker():
     import os
     import select
     import signal
-    import struct
     import sys
     from struct import pack, unpack_from
     import traceback
@@ -25,17 +24,31 @@ def _fnbridge_worker():
 
     module_name, function_name, workdir, max_output = sys.argv[1:5]
     max_output = int(max_output)
-    outputs_base = os.environ.get("FNBRIDGE_OUTPUTS", "")
+
+    # What the worker's own mechanics use of the process's shared modules,
+    # taken before the function's module is imported: a function that
+    # patches json.dumps or json.loads, rebinds os.environ (a "snapshot"
+    # dict, whose changes no child sees) or removes fnbridge from
+    # sys.modules changes its own calls, never the worker's answers,
+    # outputs or per-invocation environment. os.environ and
+    # sys.modules["fnbridge"] are put back before every invocation.
+    dumps = json.JSONEncoder().encode  # json.dumps(obj)
+    loads = json.JSONDecoder().decode  # json.loads(text)
+    environ = os.environ
+    modules = sys.modules
+
+    outputs_base = environ.get("FNBRIDGE_OUTPUTS", "")
     max_outputs_file = 1 << 20
     max_message = 8192
 
     # Close whatever descriptors the server may have leaked to us, then move
     # the protocol pipes and a copy of the lifeline off fds 3 to 5 and make
     # them close-on-exec, so neither the handler's own files nor its
-    # children ever hold them. They go to 64 and up, out of the way of the
-    # low descriptors a handler opens or dup2s onto, or, under an
-    # open_files limit too low for that, to the top three below it (F_DUPFD
-    # refuses a start at or past the soft limit).
+    # children ever hold them. They (and the copy of the log pipe made
+    # below) go to 64 and up, out of the way of the low descriptors a
+    # handler opens or dup2s onto, or, under an open_files limit too low
+    # for that, to the top four below it (F_DUPFD refuses a start at or
+    # past the soft limit).
     open_max = os.sysconf("SC_OPEN_MAX")
     os.closerange(6, open_max)
     try:  # closerange stops at a low soft limit; a leak may lie above it
@@ -44,7 +57,7 @@ def _fnbridge_worker():
         leaked = []
     for fd in leaked:
         os.close(fd)
-    high = max(6, min(64, open_max - 3))
+    high = max(6, min(64, open_max - 4))
     req_fd = fcntl.fcntl(3, fcntl.F_DUPFD_CLOEXEC, high)
     resp_fd = fcntl.fcntl(4, fcntl.F_DUPFD_CLOEXEC, high)
     life_fd = fcntl.fcntl(5, fcntl.F_DUPFD_CLOEXEC, high)
@@ -99,6 +112,22 @@ def _fnbridge_worker():
     requests = open(req_fd, "rb", buffering=65536)
     lifeline = select.poll()
     lifeline.register(life_fd, select.POLLIN)
+    # fds 1 and 2 are the log pipe. Code that closes them (a daemon-style
+    # detach) would make every later print of the worker's invocations
+    # fail with EBADF, on every retry too. The worker keeps a copy and puts
+    # the pipe back on a closed one before the next invocation: restoring
+    # needs neither a new worker nor anything from Go, and the check is
+    # free, as the lifeline's poll before each invocation reports a closed
+    # registered descriptor (POLLNVAL; events 0 asks for nothing else). A
+    # descriptor the function pointed elsewhere (dup2) is its own choice,
+    # as sys.stdout is. Best effort: the lowest open_files leaves no room
+    # for the copy.
+    try:
+        log_fd = fcntl.fcntl(1, fcntl.F_DUPFD_CLOEXEC, high)
+        lifeline.register(1, 0)
+        lifeline.register(2, 0)
+    except OSError:
+        log_fd = -1
 
     # A child a handler forks (os.fork, multiprocessing) shares this loop's
     # code but must never speak for it: it loses the protocol pipes at once,
@@ -107,7 +136,7 @@ def _fnbridge_worker():
     worker_pid = os.getpid()
 
     def lose_pipes():
-        for fd in (req_fd, resp_fd, life_fd):
+        for fd in (req_fd, resp_fd, life_fd, log_fd):
             try:
                 os.close(fd)
             except OSError:
@@ -123,12 +152,12 @@ def _fnbridge_worker():
     request_id = b""
 
     def send(kind, payload=b""):
-        data = memoryview(bytes((kind,)) + struct.pack(">I", len(request_id) + len(payload)) + request_id + payload)
+        data = memoryview(bytes((kind,)) + pack(">I", len(request_id) + len(payload)) + request_id + payload)
         while data:
             data = data[os.write(resp_fd, data):]
 
     def send_json(kind, obj):
-        send(kind, json.dumps(obj, ensure_ascii=True).encode("ascii"))
+        send(kind, dumps(obj).encode("ascii"))
 
     def flush_stdio():
         for stream in (sys.stdout, sys.stderr, sys.__stdout__, sys.__stderr__):
@@ -191,7 +220,7 @@ def _fnbridge_worker():
             # To the log pipe itself: an earlier invocation may have
             # replaced sys.stderr (an io.StringIO), which would swallow it.
             stream = sys.__stderr__ or sys.stderr
-            stream.write(json.dumps({"level": "warn", "message": text}) + "\n")
+            stream.write(dumps({"level": "warn", "message": text}) + "\n")
             stream.flush()
         except Exception:
             pass
@@ -467,7 +496,7 @@ def _fnbridge_worker():
         except (StopIteration, ValueError, RecursionError):
             pass
         try:
-            return json.loads(text)
+            return loads(text)
         except (ValueError, RecursionError):
             # Valid JSON that json.loads refuses by default: an integer of
             # more digits than int_max_str_digits (another service's
@@ -485,7 +514,7 @@ def _fnbridge_worker():
             if digits:
                 sys.set_int_max_str_digits(0)
             sys.setrecursionlimit(limit + 100)
-            return json.loads(text)
+            return loads(text)
         finally:
             sys.setrecursionlimit(limit)
             if digits:
@@ -597,7 +626,7 @@ def _fnbridge_worker():
         # decodes (a JSON "value" would be written as JSON text).
         import base64
 
-        return (field, json.dumps(base64.b64encode(bytes(value)).decode("ascii")).encode("ascii"))
+        return (field, quote(base64.b64encode(bytes(value)).decode("ascii")).encode("ascii"))
 
     def encode_input(api_name, value):
         if value is None:
@@ -1175,7 +1204,7 @@ def _fnbridge_worker():
     api.Promise = Promise
     api.Future = Future
     api.Suspended = Suspended
-    sys.modules["fnbridge"] = api
+    modules["fnbridge"] = api
 
     def add_child_stub():
         # multiprocessing's spawn and forkserver start a fresh interpreter
@@ -1417,7 +1446,7 @@ def _fnbridge_worker():
         # Random too, not only counted: a process an invocation left
         # behind cannot name the next invocation's file.
         path = "%s.%d.%s" % (outputs_base, n, os.urandom(8).hex())
-        os.environ["FNBRIDGE_OUTPUTS"] = path
+        environ["FNBRIDGE_OUTPUTS"] = path
         return path
 
     def take_outputs_file(path):
@@ -1502,7 +1531,7 @@ def _fnbridge_worker():
             sys.exit(0)  # the server closed the request pipe
         if len(header) < 5 or header[0] not in (ord("I"), ord("C"), ord("N")):
             sys.exit(3)
-        (size,) = struct.unpack(">I", header[1:])
+        (size,) = unpack_from(">I", header, 1)
         rid = requests.read(8)
         data = requests.read(size - 8) if size > 8 else b""
         if size < 8 or len(rid) < 8 or len(data) < size - 8:
@@ -1536,7 +1565,7 @@ def _fnbridge_worker():
             # The per-invocation environment of the invocation whose 'I'
             # follows: names of the fixed allow-list only.
             try:
-                invocation_env = json.loads(payload)
+                invocation_env = loads(payload.decode("utf-8"))
                 if not isinstance(invocation_env, dict) or not all(
                         k in invocation_env_names and isinstance(v, str) and "\0" not in v
                         for k, v in invocation_env.items()):
@@ -1550,7 +1579,7 @@ def _fnbridge_worker():
         if kind == ord("C"):
             # The step context of the invocation whose 'I' follows.
             try:
-                context = json.loads(payload)
+                context = loads(payload.decode("utf-8"))
                 context = (str(context["address"]), str(context["token"]))
             except (ValueError, KeyError, TypeError):
                 sys.exit(3)
@@ -1562,9 +1591,18 @@ def _fnbridge_worker():
         # A request the server wrote just before it died must not run: the
         # lifeline only becomes readable at its end, and the guardian may
         # not have struck yet.
-        if lifeline.poll(0):
-            os.killpg(0, signal.SIGKILL)
-            os._exit(1)
+        ready = lifeline.poll(0)
+        if ready:
+            for fd, _ in ready:
+                if fd == life_fd:
+                    os.killpg(0, signal.SIGKILL)
+                    os._exit(1)
+            for fd, events in ready:
+                if events & select.POLLNVAL:  # fd 1 or 2, closed (see log_fd)
+                    try:
+                        os.dup2(log_fd, fd)
+                    except OSError:
+                        pass
         if lost_dir is not None:
             # Never run a function outside its working directory: each
             # invocation tries again, and fails retryably while it cannot.
@@ -1576,6 +1614,8 @@ def _fnbridge_worker():
                 continue
 
         n += 1
+        os.environ = environ
+        modules["fnbridge"] = api
         state["outputs"] = {}
         state["invocation"] = n
         outputs_path = ""
@@ -1585,13 +1625,13 @@ def _fnbridge_worker():
         ctx = None
         if context is not None:
             ctx = steps["ctx"] = _Steps(n, context[0], context[1])
-            os.environ["FNBRIDGE_CONTEXT"], os.environ["FNBRIDGE_CONTEXT_TOKEN"] = context
+            environ["FNBRIDGE_CONTEXT"], environ["FNBRIDGE_CONTEXT_TOKEN"] = context
         # Set for this invocation only; whatever the registration gave those
         # names comes back afterwards.
         saved_env = {}
         for name, value in invocation_env.items():
-            saved_env[name] = os.environ.get(name)
-            os.environ[name] = value
+            saved_env[name] = environ.get(name)
+            environ[name] = value
         state["env"] = invocation_env
         try:
             outputs_path = new_outputs_file(n)
@@ -1628,9 +1668,9 @@ def _fnbridge_worker():
         state["env"] = {}
         for name, value in saved_env.items():
             if value is None:
-                os.environ.pop(name, None)
+                environ.pop(name, None)
             else:
-                os.environ[name] = value
+                environ[name] = value
         # The next invocation starts in the registered working directory
         # too, whatever this one did with os.chdir (a Bash invocation's
         # subshell gives it the same).
@@ -1643,8 +1683,8 @@ def _fnbridge_worker():
             # cannot be stopped, so Go ends this worker before it answers.
             in_flight = ctx.lock.locked()
             keep_connection(ctx)
-            os.environ.pop("FNBRIDGE_CONTEXT", None)
-            os.environ.pop("FNBRIDGE_CONTEXT_TOKEN", None)
+            environ.pop("FNBRIDGE_CONTEXT", None)
+            environ.pop("FNBRIDGE_CONTEXT_TOKEN", None)
             # An attempt that is over has no result: whatever the function
             # did after that (caught Suspended, returned) is discarded, and
             # a retry must follow, never a terminal failure.
@@ -1672,7 +1712,7 @@ def _fnbridge_worker():
                 error = {"type": "InvalidOutputs", "terminal": True,
                          "message": "fnbridge.set_output: %s is not valid Unicode text (a lone surrogate): "
                                     "outputs are UTF-8" % bad}
-            data = json.dumps(state["outputs"], ensure_ascii=True).encode("ascii")
+            data = dumps(state["outputs"]).encode("ascii")
             if len(data) > max_outputs_file and error is None:
                 error = {"type": "InvalidOutputs", "terminal": True,
                          "message": "fnbridge.set_output: outputs total %d bytes, more than the %d allowed "

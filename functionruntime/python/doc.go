@@ -188,7 +188,11 @@
 // line is info (see package proc). Lines longer than Options.MaxLogLine
 // are truncated and carry truncated_bytes. Output written outside an invocation (at import,
 // by background threads between invocations) goes to the registration's
-// logger. Printing never reaches the function output.
+// logger. Printing never reaches the function output. The worker keeps a
+// high close-on-exec copy of the log pipe and puts it back on descriptor 1
+// or 2 when an invocation closed it (the lifeline's poll before each
+// invocation reports that), so one function closing its stdout never
+// costs later invocations their logs.
 //
 // Python drops a logger's info records by default (the root logger and the
 // last-resort handler start at WARNING). When logging is first imported,

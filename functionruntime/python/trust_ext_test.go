@@ -20,13 +20,16 @@ import fnbridge
 
 def response_fd():
     # The worker's response pipe as a handler finds it: the one pipe above
-    # stderr this process holds write-only.
+    # stderr this process holds write-only, other than its copy of the log
+    # pipe (stdout's).
+    log = os.readlink("/proc/self/fd/1")
     for name in os.listdir("/proc/self/fd"):
         fd = int(name)
         if fd < 3:
             continue
         try:
-            if not os.readlink("/proc/self/fd/%d" % fd).startswith("pipe:"):
+            target = os.readlink("/proc/self/fd/%d" % fd)
+            if not target.startswith("pipe:") or target == log:
                 continue
             with open("/proc/self/fdinfo/%d" % fd) as f:
                 flags = int([l for l in f if l.startswith("flags:")][0].split()[1], 8)
