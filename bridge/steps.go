@@ -382,6 +382,9 @@ func (b *Bridge) stepsHandlerFunc(p *pool) restate.HandlerFunc {
 			err = stepsToRestate(err)
 			outcome = attemptOutcome(ctx, true, err, cause)
 			msg := err.Error()
+			if af := (*restate.AttemptFailedError)(nil); errors.As(cause, &af) {
+				msg = af.Error() // the endpoint's own failure, not only that it ended
+			}
 			if (outcome == telemetry.OutcomeRetryableFailure || outcome == telemetry.OutcomePaused) && ctx.EndsCancelled(err) {
 				// Restate's CANCEL came while the function ran, and no
 				// context call took it: the endpoint ends the invocation

@@ -273,10 +273,11 @@ func attemptOutcome(ctx context.Context, executed bool, err error, causes ...err
 	}
 	for _, c := range causes {
 		var re *restate.RetryableError
+		var af *restate.AttemptFailedError
 		switch {
 		case errors.Is(c, stepctx.ErrSuspended), errors.Is(c, restate.ErrSuspended):
 			return telemetry.OutcomeSuspended
-		case errors.As(c, &re) && re.Pause:
+		case errors.As(c, &re) && re.Pause, errors.As(c, &af) && af.Pause:
 			return telemetry.OutcomePaused
 		}
 	}

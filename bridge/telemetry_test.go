@@ -39,6 +39,9 @@ func TestAttemptOutcome(t *testing.T) {
 		{"the stream ended without CANCEL (shutdown)", true, restate.ErrAttemptEnded, nil, context.Canceled, telemetry.OutcomeRetryableFailure},
 		{"a journal mismatch", true, restate.ErrAttemptEnded, []error{restate.ErrAttemptEnded}, restate.ErrAttemptEnded, telemetry.OutcomeRetryableFailure},
 		{"the run closure failed with a wrapped pause", true, restate.ErrAttemptEnded, []error{fmt.Errorf("step: %w", pause)}, nil, telemetry.OutcomePaused},
+		// A step's value over the message size: the endpoint paused it.
+		{"the endpoint failed the attempt asking for a pause", true, restate.ErrAttemptEnded, []error{&restate.AttemptFailedError{Code: 500, Message: "too big", Pause: true}}, nil, telemetry.OutcomePaused},
+		{"the endpoint failed the attempt", true, restate.ErrAttemptEnded, []error{&restate.AttemptFailedError{Code: 571, Message: "bad frame"}}, nil, telemetry.OutcomeRetryableFailure},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {

@@ -145,7 +145,7 @@ func (inv *invocation) settleRun(id uint32, index int, name string, out []byte, 
 		propose = inv.m.ProposeLastRunOf
 	}
 	if err := propose(id, res, index, name); err != nil {
-		return ErrAttemptEnded
+		return inv.endedLocked()
 	}
 	return nil
 }

@@ -123,7 +123,12 @@ func (inv *invocation) statusErr(st journal.Status) error {
 		inv.flush()
 		return ErrSuspended
 	default:
-		return ErrAttemptEnded
+		inv.mu.Lock()
+		defer inv.mu.Unlock()
+		if inv.m == nil {
+			return ErrAttemptEnded
+		}
+		return inv.endedLocked()
 	}
 }
 

@@ -594,6 +594,31 @@ func TestStepResultCloseToTheLimitIsNotSent(t *testing.T) {
 	}
 }
 
+// A durable step's value the endpoint refuses (over the message size)
+// ends the attempt with an ErrorMessage; RunComplete says what it sent,
+// as an AttemptFailedError that is ErrAttemptEnded, so the handler can log
+// why and tell the pause from a retry.
+func TestRunCompleteOverTheLimitSaysWhy(t *testing.T) {
+	ep := restate.NewEndpoint(restate.Config{MaxMessageSize: 3200, ProtocolMode: restate.RequestResponse})
+	var got error
+	_ = ep.Bind(restate.Service{Name: "S", Handlers: []restate.Handler{{Name: "h", DeliverCancel: true, Fn: func(ctx restate.Context, _ []byte) ([]byte, error) {
+		_, run, err := ctx.RunStart("big")
+		if err != nil {
+			return nil, err
+		}
+		got = ctx.RunComplete(run, restate.Outcome{Value: make([]byte, 4000)})
+		return nil, got
+	}}}})
+	body := restatetest.Encode(restatetest.Start("x", 1), restatetest.Input(nil))
+	req := httptest.NewRequest(http.MethodPost, "/invoke/S/h", bytes.NewReader(body))
+	req.Header.Set("Content-Type", restatetest.ContentType(6))
+	ep.ServeHTTP(httptest.NewRecorder(), req)
+	var af *restate.AttemptFailedError
+	if !errors.Is(got, restate.ErrAttemptEnded) || !errors.As(got, &af) || !af.Pause || !strings.Contains(af.Message, `step "big"`) {
+		t.Fatalf("RunComplete = %v, want an AttemptFailedError (ErrAttemptEnded) asking to pause, naming the step", got)
+	}
+}
+
 // runValueError plays an invocation whose handler runs one step named
 // name returning size bytes, on an endpoint with MaxMessageSize max, and
 // returns the ErrorMessage it ends with.

@@ -109,3 +109,27 @@ func (cancelled) terminal() *TerminalError {
 // attempt), the runtime broke the protocol, or a run failed retryably. The
 // handler should return; what it returns is then ignored.
 var ErrAttemptEnded = errors.New("restate: this invocation attempt has ended")
+
+// AttemptFailedError is ErrAttemptEnded (errors.Is holds) when the
+// endpoint failed the attempt itself with an ErrorMessage, as for a run's
+// value over the message size: what it sent, so the handler can log why
+// and tell a pause from a retry.
+type AttemptFailedError struct {
+	Code    Code
+	Message string // with the code and the related command, as logged
+	Pause   bool
+}
+
+func (e *AttemptFailedError) Error() string { return e.Message }
+
+// Is makes an AttemptFailedError an ErrAttemptEnded.
+func (e *AttemptFailedError) Is(target error) bool { return target == ErrAttemptEnded }
+
+// endedLocked is ErrAttemptEnded, as an AttemptFailedError when the
+// machine failed the attempt. Callers hold inv.mu.
+func (inv *invocation) endedLocked() error {
+	if f := inv.m.Failure(); f != nil {
+		return &AttemptFailedError{Code: f.Code, Message: f.Error(), Pause: f.Pause}
+	}
+	return ErrAttemptEnded
+}
