@@ -2,6 +2,7 @@ package functionruntime_test
 
 import (
 	"context"
+	"io"
 	"os"
 	"path/filepath"
 	"strings"
@@ -35,33 +36,14 @@ func TestFailedBackgroundRestartIsFailedInStatus(t *testing.T) {
 		t.Fatal(err)
 	}
 	logs := &syncBuffer{}
-	srv := functionruntime.NewServer(functionruntime.Options{
-		Adapter: bash.New(bash.Options{Grace: 100 * time.Millisecond, NoContextCommand: true}),
-		Logger:  zerolog.New(logs),
-	})
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
-		if err := srv.Shutdown(ctx); err != nil {
-			t.Errorf("Shutdown: %v", err)
-		}
-	})
-	cli := functionruntime.NewLocalClient(srv)
+	cli, ref := bashRegistration(t, dir, "run-broken", "h.slow", logs)
 	ctx := context.Background()
-	reg, err := cli.RegisterFunction(ctx, &executorv1.RegisterFunctionRequest{
-		RunUid: "run-broken", RegistrationAttempt: 1, WorkingDir: dir, Handler: "h.slow",
-		IdleTimeoutSeconds: 300, RegistrationDigest: digest("run-broken"),
-	})
-	if err != nil || reg.GetState() != stateReady {
-		t.Fatalf("RegisterFunction: %v, %v\n%s", reg.GetState(), err, logs)
-	}
-	ref := reg.GetRegistration()
 
 	// The running worker has the function; a restart sources the file again.
 	if err := os.WriteFile(file, []byte("slow() {\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	_, err = cli.InvokeFunction(ctx, &executorv1.InvokeFunctionRequest{Registration: ref, TimeoutMillis: 500})
+	_, err := cli.InvokeFunction(ctx, &executorv1.InvokeFunctionRequest{Registration: ref, TimeoutMillis: 500})
 	wantCode(t, err, codes.DeadlineExceeded, functionruntime.ReasonInvocationTimeout)
 
 	var st *executorv1.FunctionStatusResponse
@@ -81,4 +63,31 @@ func TestFailedBackgroundRestartIsFailedInStatus(t *testing.T) {
 	if got := functionruntime.ErrorInfo(err).GetMetadata()["fatal_error"]; got != st.GetFatalError() {
 		t.Fatalf("next invocation's fatal_error = %q, want FunctionStatus's %q", got, st.GetFatalError())
 	}
+}
+
+// bashRegistration starts a FunctionRuntime server whose adapter is the
+// real bash one, logging to logs, and registers handler (file.function)
+// of dir as runUID: its client and the READY registration.
+func bashRegistration(t *testing.T, dir, runUID, handler string, logs io.Writer) (executorv1.FunctionRuntimeClient, *executorv1.FunctionRegistration) {
+	t.Helper()
+	srv := functionruntime.NewServer(functionruntime.Options{
+		Adapter: bash.New(bash.Options{Grace: 100 * time.Millisecond, NoContextCommand: true}),
+		Logger:  zerolog.New(logs),
+	})
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		if err := srv.Shutdown(ctx); err != nil {
+			t.Errorf("Shutdown: %v", err)
+		}
+	})
+	cli := functionruntime.NewLocalClient(srv)
+	reg, err := cli.RegisterFunction(context.Background(), &executorv1.RegisterFunctionRequest{
+		RunUid: runUID, RegistrationAttempt: 1, WorkingDir: dir, Handler: handler,
+		IdleTimeoutSeconds: 300, RegistrationDigest: digest(runUID),
+	})
+	if err != nil || reg.GetState() != stateReady {
+		t.Fatalf("RegisterFunction: %v, %v\n%s", reg.GetState(), err, logs)
+	}
+	return cli, reg.GetRegistration()
 }
