@@ -209,7 +209,12 @@ func (j restateJournal) PeekPromise(_ context.Context, name string) (*stepctx.Re
 }
 
 func (j restateJournal) CompletePromise(_ context.Context, name string, res stepctx.Result) error {
-	return j.journalErr(j.dc.CompletePromise(name, rsOutcomeOf(res)))
+	err := j.journalErr(j.dc.CompletePromise(name, rsOutcomeOf(res)))
+	if cf := (*stepctx.CallFailedError)(nil); errors.As(err, &cf) {
+		// restate-server's "promise was already completed" names none.
+		return &stepctx.CallFailedError{Failure: stepctx.Failure{Code: cf.Failure.Code, Message: fmt.Sprintf("promise %q: %s", name, cf.Failure.Message)}}
+	}
+	return err
 }
 
 func (j restateJournal) CancelInvocation(_ context.Context, id string) error {

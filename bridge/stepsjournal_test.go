@@ -183,10 +183,11 @@ func TestRestateJournalMapsKeyedOperations(t *testing.T) {
 		t.Fatalf("calls %v, want %v", f.calls, wantCalls)
 	}
 	// A promise completed before: restate's TerminalError fails the call
-	// alone, keeping its code.
+	// alone, keeping its code, and says which promise (restate-server's
+	// message does not).
 	var cf *stepctx.CallFailedError
-	err := restateJournal{dc: &fakeDurable{err: &restate.TerminalError{Code: 409, Message: "already completed"}}}.CompletePromise(ctx, "p", stepctx.Result{})
-	if !errors.As(err, &cf) || cf.Failure.Code != 409 || cf.Failure.Message != "already completed" {
+	err := restateJournal{dc: &fakeDurable{err: &restate.TerminalError{Code: 409, Message: "promise was already completed"}}}.CompletePromise(ctx, "p", stepctx.Result{})
+	if !errors.As(err, &cf) || cf.Failure.Code != 409 || cf.Failure.Message != `promise "p": promise was already completed` {
 		t.Fatalf("CompletePromise of a completed promise = %v, want a 409 call failure", err)
 	}
 }
