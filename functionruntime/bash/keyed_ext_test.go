@@ -124,6 +124,6 @@ func TestKeyed(t *testing.T) {
 	t.Run("function mode", func(t *testing.T) {
 		s := e.keyed(t, "function_key")
 		res, err := s.invokeKeyed(t, nil, "k9", "")
-		steptest.MustOutput(t, res, err, "k9|k9\nfnbridge: FNBRIDGE_CONTEXT and FNBRIDGE_CONTEXT_TOKEN are not set: context calls work only inside a function that fnbridge runs with durable steps (durability: steps)\nstatus 3")
+		steptest.MustOutput(t, res, err, "k9|k9\nfnbridge: FNBRIDGE_CONTEXT and FNBRIDGE_CONTEXT_TOKEN are not set: context calls work only inside a function that fnbridge runs with durable steps (durability: steps), and in the processes it starts with its environment (not under env -i or a scrubbed environment)\nstatus 3")
 	})
 }

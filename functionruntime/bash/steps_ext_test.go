@@ -814,7 +814,7 @@ func TestSteps(t *testing.T) {
 	t.Run("function mode", func(t *testing.T) {
 		s := e.start(t, "function_mode", nil)
 		res, err := s.invoke(t, nil, "")
-		steptest.MustOutput(t, res, err, "unset\nfnbridge: FNBRIDGE_CONTEXT and FNBRIDGE_CONTEXT_TOKEN are not set: context calls work only inside a function that fnbridge runs with durable steps (durability: steps)\nstatus 3")
+		steptest.MustOutput(t, res, err, "unset\nfnbridge: FNBRIDGE_CONTEXT and FNBRIDGE_CONTEXT_TOKEN are not set: context calls work only inside a function that fnbridge runs with durable steps (durability: steps), and in the processes it starts with its environment (not under env -i or a scrubbed environment)\nstatus 3")
 		x := e.start(t, "exit75", nil)
 		_, err = x.invoke(t, nil, "")
 		steptest.WantHandlerError(t, err, functionruntime.HandlerError{Type: "exit", ExitCode: 75, Message: "exit status 75"})
