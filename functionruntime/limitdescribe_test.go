@@ -44,15 +44,3 @@ func TestLimitHitNamesTheLimitInForce(t *testing.T) {
 		}
 	}
 }
-
-// A processes limit hit while processes earlier invocations left running
-// held part of it fails retryably, saying so: a fresh worker decides
-// whether the invocation itself is past the limit.
-func TestProcessesLimitHeldByLeftoversIsRetryable(t *testing.T) {
-	w := &limitedWorker{Worker: limitHitWorker{&proc.LimitError{Limit: proc.LimitProcesses, Detail: "d", Err: errors.New("e"), Leftovers: []int{7, 8}}}, limits: DefaultWorkerLimits()}
-	_, err := w.Invoke(context.Background(), Invocation{})
-	var he *HandlerError
-	if !errors.As(err, &he) || he.Terminal || !strings.Contains(he.Message, "while 2 processes earlier invocations left running held part of it") {
-		t.Fatalf("%v, want a retryable HandlerError naming the leftovers", err)
-	}
-}

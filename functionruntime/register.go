@@ -393,12 +393,9 @@ func (w *limitedWorker) Invoke(ctx context.Context, inv Invocation) (Result, err
 		return res, err
 	}
 	he := &HandlerError{
-		Terminal: le.Limit != proc.LimitCPU && len(le.Leftovers) == 0,
+		Terminal: le.Limit != proc.LimitCPU,
 		Type:     LimitExceededType,
 		Message:  fmt.Sprintf("%s exceeded (%s); the next invocation gets a fresh worker: %v", describeInForce(w.limits, le), le.Detail, le.Err),
-	}
-	if len(le.Leftovers) > 0 {
-		he.Message = fmt.Sprintf("%s exceeded (%s) while %d processes earlier invocations left running held part of it: retried on a fresh worker: %v", describeInForce(w.limits, le), le.Detail, len(le.Leftovers), le.Err)
 	}
 	var inner *HandlerError
 	if errors.As(le.Err, &inner) {

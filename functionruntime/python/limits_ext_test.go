@@ -2,7 +2,6 @@ package python_test
 
 import (
 	"encoding/json"
-	"errors"
 	"fmt"
 	"os"
 	"strings"
@@ -12,7 +11,6 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/fnbridge/fnbridge/functionruntime"
-	"github.com/fnbridge/fnbridge/functionruntime/internal/proc"
 	"github.com/fnbridge/fnbridge/functionruntime/internal/proctest"
 )
 
@@ -157,64 +155,5 @@ func TestProtocolDescriptorsStayHighUnderTheDefaultLimit(t *testing.T) {
 		if fd < 64 || fd >= 2000 {
 			t.Fatalf("descriptor %d below 64 or leaked (%v)", fd, r.FDs)
 		}
-	}
-}
-
-// fillPy leaves exactly one free place in the worker's pids cgroup with
-// processes that outlive the invocation (double-forked, so no child of
-// the worker), then forks twice: the second fork is refused.
-const fillPy = `
-import os, time
-
-def cgroup():
-    for line in open("/proc/self/cgroup"):
-        n, c, p = line.rstrip("\n").split(":", 2)
-        if c == "pids":
-            return "/sys/fs/cgroup/pids" + p
-        if n == "0":
-            d = "/sys/fs/cgroup" + p
-    return d
-
-def daemon():
-    pid = os.fork()
-    if pid == 0:
-        if os.fork() == 0:
-            time.sleep(30)
-        os._exit(0)
-    os.waitpid(pid, 0)
-
-def run(x):
-    if x == "fill":
-        d = cgroup()
-        room = int(open(d + "/pids.max").read()) - int(open(d + "/pids.current").read())
-        for _ in range(room - 1):
-            daemon()
-        return "filled"
-    for _ in range(2):
-        if os.fork() == 0:
-            time.sleep(5)
-            os._exit(0)
-    return "forked"
-`
-
-// A fork refused at the processes limit while processes that earlier
-// invocations left running hold part of it is no proof against this
-// invocation: its LimitError names them, which the server makes a
-// retryable failure (a fresh worker, without them, decides).
-func TestProcessesLimitHeldByLeftoversNamesThem(t *testing.T) {
-	if _, processes := proc.Mechanisms(); !processes {
-		t.Skip("no pids cgroup here: the processes limit is not enforced")
-	}
-	f := conformance.NewFixture(t, "fill.run", map[string]string{"fill.py": fillPy})
-	f.Spec.Limits = functionruntime.DefaultWorkerLimits()
-	f.Spec.Limits.Processes = 16
-	w := f.Start(t)
-	if out := f.MustInvoke(t, w, `"fill"`).Output; string(out) != `"filled"` {
-		t.Fatalf("fill: %s", out)
-	}
-	_, err := f.Invoke(t, w, `"fork"`)
-	var le *proc.LimitError
-	if !errors.As(err, &le) || le.Limit != proc.LimitProcesses || len(le.Leftovers) == 0 {
-		t.Fatalf("err = %v, want a processes LimitError naming the leftovers", err)
 	}
 }

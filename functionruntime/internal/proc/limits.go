@@ -42,10 +42,6 @@ type LimitError struct {
 	// but for any lowered to the server's own hard limits.
 	InForce Limits
 	Err     error
-	// Leftovers are the processes earlier invocations left running that
-	// held part of the processes limit when it was hit: the invocation may
-	// not be the cause, so it is not failed for good.
-	Leftovers []int
 }
 
 func (e *LimitError) Error() string {

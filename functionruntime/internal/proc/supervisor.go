@@ -9,8 +9,6 @@ import (
 	"time"
 
 	"github.com/rs/zerolog"
-
-	"github.com/fnbridge/fnbridge/internal/procstat"
 )
 
 // ErrClosed is returned by [Supervisor.Do] once the supervisor is closed.
@@ -167,7 +165,6 @@ func (s *Supervisor) Do(ctx context.Context, logger *zerolog.Logger, call func(S
 	p := sess.Proc()
 	p.BeginInvocation(logger)
 	before := p.cg.counters()
-	start := procstat.BootTicks()
 	stopWatch := context.AfterFunc(ctx, p.Interrupt)
 	err = call(sess)
 	// The context may have ended after the answer came in, too late to
@@ -226,15 +223,11 @@ func (s *Supervisor) Do(ctx context.Context, logger *zerolog.Logger, call func(S
 	}
 	if err != nil {
 		if limit, detail := p.limitHit(before, p.cg.counters(), err, false); limit != "" {
-			var left []int
-			if limit == LimitProcesses {
-				left = p.LeftoversBefore(start) // before the discard ends them
-			}
 			// A worker that hit a limit may be left short of it (leaked
 			// descriptors, a fragmented heap): the next invocation gets a
 			// fresh one.
 			s.discard(sess)
-			return &LimitError{Limit: limit, Detail: detail, InForce: p.inForce, Err: err, Leftovers: left}
+			return &LimitError{Limit: limit, Detail: detail, InForce: p.inForce, Err: err}
 		}
 	}
 	if !interrupted && !discardAsked {
