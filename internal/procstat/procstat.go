@@ -38,9 +38,10 @@ type Stat struct {
 }
 
 // BootTicks is the time since boot in the unit of [Stat.StartTime]
-// (CLOCK_BOOTTIME, as the kernel counts a process's start), rounded down:
-// a process whose StartTime is at most BootTicks() taken at some moment
-// may have started before it, one with a greater StartTime did not.
+// (CLOCK_BOOTTIME, as the kernel counts a process's start), rounded down
+// as the kernel rounds: a process whose StartTime is less than BootTicks()
+// taken at some moment started before it; one in the same tick may have
+// started on either side.
 func BootTicks() uint64 {
 	var ts unix.Timespec
 	if err := unix.ClockGettime(unix.CLOCK_BOOTTIME, &ts); err != nil {

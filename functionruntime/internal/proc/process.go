@@ -272,14 +272,16 @@ func (p *Process) Leftovers(except ...int) []int {
 	return p.LeftoversBefore(0, except...)
 }
 
-// LeftoversBefore is Leftovers limited to the processes that may have
-// started by ticks ([procstat.BootTicks]; 0: any): those an invocation
-// found running when it began were left by earlier ones.
+// LeftoversBefore is Leftovers limited to the processes that started in
+// a clock tick before ticks ([procstat.BootTicks]; 0: any): left by
+// earlier invocations when ticks is when an invocation began. One that
+// started in the same tick (10 ms) is not counted, so that an
+// invocation's own processes never are.
 func (p *Process) LeftoversBefore(ticks uint64, except ...int) []int {
 	var left []int
 	for _, st := range procstat.All() {
 		if st.PGID == p.pid && st.PID != p.pid && st.PPID != p.pid && !st.Dead() && !slices.Contains(except, st.PID) &&
-			(ticks == 0 || st.StartTime <= ticks) {
+			(ticks == 0 || st.StartTime < ticks) {
 			left = append(left, st.PID)
 		}
 	}
