@@ -209,8 +209,9 @@ func (j restateJournal) PeekPromise(_ context.Context, name string) (*stepctx.Re
 }
 
 func (j restateJournal) CompletePromise(_ context.Context, name string, res stepctx.Result) error {
-	err := j.journalErr(j.dc.CompletePromise(name, rsOutcomeOf(res)))
-	if cf := (*stepctx.CallFailedError)(nil); errors.As(err, &cf) {
+	raw := j.dc.CompletePromise(name, rsOutcomeOf(res))
+	err := j.journalErr(raw)
+	if cf := (*stepctx.CallFailedError)(nil); errors.As(err, &cf) && !errors.Is(raw, errRestateCancelled) {
 		// restate-server's "promise was already completed" names none.
 		return &stepctx.CallFailedError{Failure: stepctx.Failure{Code: cf.Failure.Code, Message: fmt.Sprintf("promise %q: %s", name, cf.Failure.Message)}}
 	}

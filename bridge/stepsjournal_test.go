@@ -190,6 +190,11 @@ func TestRestateJournalMapsKeyedOperations(t *testing.T) {
 	if !errors.As(err, &cf) || cf.Failure.Code != 409 || cf.Failure.Message != `promise "p": promise was already completed` {
 		t.Fatalf("CompletePromise of a completed promise = %v, want a 409 call failure", err)
 	}
+	// Cancelled meanwhile: the cancellation as every call reports it.
+	err = restateJournal{dc: &fakeDurable{err: restate.ErrCancelled}}.CompletePromise(ctx, "p", stepctx.Result{})
+	if !errors.As(err, &cf) || cf.Failure.Message != stepctx.Cancelled().Failure.Message {
+		t.Fatalf("CompletePromise cancelled = %v, want the plain cancellation", err)
+	}
 }
 
 func TestRestateJournalMapsEveryOperation(t *testing.T) {
