@@ -214,7 +214,7 @@ __fnb_run_readonly() {
 # log: the record goes to the invocation's own file, which Go reads on
 # exit status 100. In a subshell ($(...), a pipeline's part) it ends that
 # subshell the same way, so a helper that fails never goes on to print a
-# result, and `|| exit` passes the failure on with its code.
+# result, and `|| exit` passes the failure on with its code (see g below).
 __fnb_fail() {
 	builtin local __fnb_code=500 IFS=' '
 	case ${1-} in
@@ -236,7 +236,14 @@ __fnb_fail() {
 	(($#)) || builtin set -- "the function failed (fnbridge fail was given no message)"
 	# The record first: with errexit on, a failed print to a closed stderr
 	# would end the shell before it (and || : keeps it from doing so).
-	builtin printf '%d %s' "$((10#$__fnb_code))" "$*" >|"$__fnb_dir/f.$__fnb_f"
+	# A subshell's record is g: it stands only if its message is still the
+	# last stderr line when the invocation fails (|| exit right after), not
+	# after the function handled the subshell's failure and went on.
+	if [[ $BASHPID == "$__fnb_ishell" ]]; then
+		builtin printf '%d %s' "$((10#$__fnb_code))" "$*" >|"$__fnb_dir/f.$__fnb_f"
+	else
+		builtin printf '%d %s' "$((10#$__fnb_code))" "$*" >|"$__fnb_dir/g.$__fnb_f"
+	fi
 	builtin printf '%s\n' "$*" >&2 || :
 	builtin exit 100
 }

@@ -185,6 +185,9 @@ run() {
 	sub) r=$(check "$1") || exit; printf '%s' "$r" ;;
 	pipe) set -o pipefail; check "$1" | cat || exit; echo "not reached" >&2 ;;
 	subok) r=$(check "$1") || echo "handled" >&2; exit 100 ;;
+	subthen) r=$(check "$1") || true; echo "card declined" >&2; exit 100 ;;
+	subfine) r=$(check "$1") || true; printf fine ;;
+	records) shopt -s nullglob; r=("$__fnb_dir"/[fg].*); printf '%d' "${#r[@]}" ;;
 	gone) fnbridge fail --code 410 "order" "C-3 is gone"; echo "not reached" >&2 ;;
 	plain) fnbridge fail "no reason given" ;;
 	bare) fnbridge fail ;;
@@ -209,8 +212,10 @@ run() {
 		{"nostderr", "no stderr to say it", 422},
 		{"sub", "bad input: sub", 400},
 		{"pipe", "bad input: pipe", 400},
-		// Handled, then a bare exit 100: the failure is the last fail's.
-		{"subok", "bad input: subok", 400},
+		// Handled, then a bare exit 100 of the function's own: its own
+		// last line, not the handled subshell's failure.
+		{"subok", "handled", 0},
+		{"subthen", "card declined", 0},
 	} {
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 		_, err := w.Invoke(ctx, f.Invocation("inv-"+c.input, []byte(c.input)))
@@ -239,6 +244,14 @@ run() {
 	}
 	if res := f.MustInvoke(t, w, "ok"); string(res.Output) != "fine" {
 		t.Errorf("after the failures: %q, want fine", res.Output)
+	}
+	// A subshell's failure the function handled, then success: its
+	// record goes with the invocation.
+	if res := f.MustInvoke(t, w, "subfine"); string(res.Output) != "fine" {
+		t.Errorf("subfine: %q, want fine", res.Output)
+	}
+	if res := f.MustInvoke(t, w, "records"); string(res.Output) != "0" {
+		t.Errorf("%s fnbridge fail records left in the scratch directory, want none", res.Output)
 	}
 }
 

@@ -333,6 +333,10 @@ func (s *session) invoke(input []byte, sc *functionruntime.StepContext, env map[
 	if err != nil {
 		return functionruntime.Result{}, err
 	}
+	// Records `fnbridge fail` left that the status does not take (a
+	// subshell's failure the function handled, an EXIT trap's other exit
+	// status) go with the invocation, never piling up in the directory.
+	defer s.dropFailRecords(cur)
 	// Collect and remove the files whatever the status; the next
 	// invocation has files of its own. (Creating and removing files is
 	// what an invocation costs most besides the fork, so the outputs file
@@ -352,18 +356,22 @@ func (s *session) invoke(input []byte, sc *functionruntime.StepContext, env map[
 	}
 	if status != 0 {
 		var failed error
+		var sub []byte
 		if status == TerminalExitStatus {
 			// `fnbridge fail` leaves its code and message here; only it
-			// writes the file, and it always exits 100.
+			// writes the file, and in the function's shell it always exits
+			// 100. In a subshell it writes g, which counts only while its
+			// message is the last line (statusError).
 			if rec := takeHead(cur.file(s.Tmp, 'f'), maxFailRecord); len(rec) > 0 {
 				if he := failRecord(rec); he != nil {
 					s.P.SyncLogs()
 					failed = he
 				}
 			}
+			sub = takeHead(cur.file(s.Tmp, 'g'), maxFailRecord)
 		}
 		if failed == nil {
-			failed = s.statusError(status, sc != nil)
+			failed = s.statusError(status, sc != nil, sub)
 		}
 		if sc != nil && len(s.P.Leftovers(s.agentPid())) > 0 {
 			// The attempt is over, and no code of it may go on: a
@@ -475,7 +483,7 @@ func parseStatus(line []byte) (kind byte, seq uint64, token string, status int, 
 // there is none): it is the message the invocation fails with, as a Python
 // TerminalError's. With a step context, status 75 ([AttemptEndedStatus])
 // after a fnbridge call said the attempt ended means that.
-func (s *session) statusError(status int, steps bool) error {
+func (s *session) statusError(status int, steps bool, sub []byte) error {
 	// Everything the invocation printed is on the log pipe by now; log it
 	// so the last line is known.
 	s.P.SyncLogs()
@@ -497,6 +505,11 @@ func (s *session) statusError(status int, steps bool) error {
 			}
 			if status == TerminalExitStatus {
 				msg = lines[i]
+				if he := failRecord(sub); he != nil && lastLine(he.Message) == l {
+					// A subshell's fnbridge fail whose message the function
+					// passed on at once (r=$(check) || exit): its code too.
+					return he
+				}
 			} else {
 				msg += ": " + lines[i]
 			}
@@ -512,6 +525,19 @@ func (s *session) statusError(status int, steps bool) error {
 		Message:  msg,
 		ExitCode: status,
 	}
+}
+
+// dropFailRecords removes the fnbridge fail records of the invocation of
+// key k, if any are left.
+func (s *session) dropFailRecords(k key) {
+	_ = syscall.Unlink(k.file(s.Tmp, 'f'))
+	_ = syscall.Unlink(k.file(s.Tmp, 'g'))
+}
+
+// lastLine is the last non-empty line of text, trimmed.
+func lastLine(text string) string {
+	text = strings.TrimSpace(text)
+	return strings.TrimSpace(text[strings.LastIndexByte(text, '\n')+1:])
 }
 
 // joinPids is up to four pids, comma-separated, and how many more.
