@@ -361,6 +361,15 @@ func (s *steps) invoke(t *testing.T, a *stepctx.Attempt, input string) (function
 	return s.Invoke(t, s.f, s.w, a, input)
 }
 
+// replay restarts j, as Restate's next attempt would, and invokes again
+// with input: the replay must answer want.
+func (s *steps) replay(t *testing.T, j *stepctxtest.Journal, input, want string) {
+	t.Helper()
+	j.Restart()
+	res, err := s.invoke(t, s.Open(t, j), input)
+	steptest.MustOutput(t, res, err, want)
+}
+
 // marker returns the marker file's lines and removes it.
 func (s *steps) marker(t *testing.T) string {
 	t.Helper()
@@ -416,9 +425,7 @@ func TestSteps(t *testing.T) {
 		j := &stepctxtest.Journal{}
 		res, err := s.invoke(t, e.Open(t, j), "")
 		steptest.MustOutput(t, res, err, "1000000")
-		j.Restart()
-		res, err = s.invoke(t, e.Open(t, j), "")
-		steptest.MustOutput(t, res, err, "1000000")
+		s.replay(t, j, "", "1000000")
 		if got := s.marker(t); got != "u" {
 			t.Fatalf("steps ran %q, want upload once", got)
 		}
@@ -467,9 +474,7 @@ func TestSteps(t *testing.T) {
 		if n := len(j.Entries()); n != 8 {
 			t.Fatalf("%d steps journaled, want 8", n)
 		}
-		j.Restart()
-		res, err = s.invoke(t, e.Open(t, j), "")
-		steptest.MustOutput(t, res, err, "a,b,c,d,e,f,g,h,")
+		s.replay(t, j, "", "a,b,c,d,e,f,g,h,")
 	})
 
 	// Rule: in the invocation's own shell fnbridge is a shell function:
@@ -502,9 +507,7 @@ func TestSteps(t *testing.T) {
 		if _, err := os.Stat(filepath.Join(s.f.Dir, "pwned")); err == nil {
 			t.Fatal("an argument was evaluated")
 		}
-		j.Restart()
-		res, err = s.invoke(t, e.Open(t, j), "changed")
-		steptest.MustOutput(t, res, err, want)
+		s.replay(t, j, "changed", want)
 		if got := s.marker(t); got != "" {
 			t.Fatalf("the replay ran the external step (%q)", got)
 		}
@@ -539,9 +542,7 @@ func TestSteps(t *testing.T) {
 		want := "<hi ü€ \x01\x7f><5001><a\tb\\n>\xff\xc3fnbridge: run plan ü: kein Plan ü\n 100"
 		res, err := s.invoke(t, e.Open(t, j), "hi")
 		steptest.MustOutput(t, res, err, want)
-		j.Restart()
-		res, err = s.invoke(t, e.Open(t, j), "changed")
-		steptest.MustOutput(t, res, err, want)
+		s.replay(t, j, "changed", want)
 	})
 
 	// Rule: a step agent that died (and was reaped) is replaced by the
@@ -623,9 +624,7 @@ func TestSteps(t *testing.T) {
 		j := &stepctxtest.Journal{}
 		res, err := s.invoke(t, e.Open(t, j), "")
 		steptest.MustOutput(t, res, err, "err-trap 100\nexit-trap 100")
-		j.Restart()
-		res, err = s.invoke(t, e.Open(t, j), "")
-		steptest.MustOutput(t, res, err, "err-trap 100\nexit-trap 100")
+		s.replay(t, j, "", "err-trap 100\nexit-trap 100")
 	})
 
 	t.Run("a loop redirecting an agent descriptor", func(t *testing.T) {
