@@ -391,6 +391,10 @@ func (j *localJournal) InvocationID() string { return j.id }
 
 func (j *localJournal) RandomSeed() uint64 { return j.seed }
 
+// Fresh is true for the first attempt (or one after attempts that
+// journaled nothing).
+func (j *localJournal) Fresh() bool { return len(j.entries) == 0 }
+
 // State under `bridge invoke` lives in memory for the one run: it starts
 // empty and is gone afterwards (only Restate keeps state). Reads and
 // writes are recorded like every call, so a replayed read returns what

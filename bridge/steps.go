@@ -239,6 +239,9 @@ func (b *Bridge) runSteps(ctx context.Context, p *pool, j stepctx.Journal, invoc
 		defer stop()
 	}
 	ictx = metadata.AppendToOutgoingContext(ictx, functionruntime.MetadataContext, b.ctxEnd.url, functionruntime.MetadataContextToken, a.Token())
+	if a.Fresh() {
+		ictx = metadata.AppendToOutgoingContext(ictx, functionruntime.MetadataContextFresh, "true")
+	}
 	type result struct {
 		res    *Result
 		runUID string
@@ -358,7 +361,7 @@ func (b *Bridge) stepsHandlerFunc(p *pool) restate.HandlerFunc {
 		)
 		var cancelled atomic.Bool
 		if dc, ok := ctx.(durableContext); ok {
-			j := restateJournal{dc: dc, suspendAfter: p.h.SuspendAfter.Std(), cancelled: &cancelled}
+			j := restateJournal{dc: dc, suspendAfter: p.h.SuspendAfter.Std(), cancelled: &cancelled, fresh: restate.Fresh(ctx)}
 			if err = b.keyed[p].checkKey(dc.Key()); err == nil {
 				res, runUID, err = b.runSteps(b.keyed[p].withKey(att.context(ctx), dc.Key()), p, j, runtimeInvocationID(ctx.InvocationID()), input, contentTypeOf(ctx))
 				err = cancelledFailure(err, &cancelled)

@@ -106,6 +106,28 @@ func TestStepsAttemptOutputIsTheFunctionsResult(t *testing.T) {
 	}
 }
 
+// The runtime is told an attempt is fresh (metadata
+// fnbridge-context-fresh: true) only when its journal replays nothing,
+// so a worker pipelines steps only where every step executes.
+func TestStepsFreshAttemptIsToldToTheRuntime(t *testing.T) {
+	b, _ := newStepsBridge(t, "steps", func(ctx context.Context, _ *stepctx.Client, _ []byte) ([]byte, error) {
+		md, _ := metadata.FromOutgoingContext(ctx)
+		return []byte(strings.Join(md.Get(functionruntime.MetadataContextFresh), ",")), nil
+	})
+	for _, tc := range []struct {
+		j    *stepctxtest.Journal
+		want string
+	}{{&stepctxtest.Journal{}, "true"}, {&stepctxtest.Journal{Replaying: true}, ""}} {
+		res, err := runSteps(t, b, tc.j)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if string(res.Output) != tc.want {
+			t.Errorf("journal replaying %v: fresh metadata %q, want %q", tc.j.Replaying, res.Output, tc.want)
+		}
+	}
+}
+
 // A suspended Python function unwinds (fnbridge.Suspended through its
 // finally blocks) before anything stops it: its worker is left alone for
 // up to a second, so one that answers in that time stays warm.

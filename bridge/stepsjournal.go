@@ -21,6 +21,8 @@ type restateJournal struct {
 	// cancelled is set once a wait returned the invocation's cancellation
 	// (the handler delivers CANCEL as a failure, restate.DeliverCancel).
 	cancelled *atomic.Bool
+	// fresh: the StartMessage announced no entry beyond the input.
+	fresh bool
 }
 
 var _ stepctx.Journal = restateJournal{}
@@ -156,6 +158,8 @@ func (j restateJournal) Await(ctx context.Context, futures []stepctx.Future, mod
 func (j restateJournal) InvocationID() string { return j.dc.InvocationID() }
 
 func (j restateJournal) RandomSeed() uint64 { return j.dc.RandomSeed() }
+
+func (j restateJournal) Fresh() bool { return j.fresh }
 
 func rsOutcomeOf(r stepctx.Result) rsOutcome {
 	if r.Failure != nil {

@@ -28,6 +28,11 @@ const (
 	MetadataContext = "fnbridge-context"
 	// MetadataContextToken is the attempt's bearer token.
 	MetadataContextToken = "fnbridge-context-token"
+	// MetadataContextFresh, "true", says the attempt replays nothing:
+	// every run step it starts executes. A worker may then run a step's
+	// closure without waiting for the answer to its run/start (see
+	// bridge/stepctx, "Pipelined steps"). Absent: the worker waits.
+	MetadataContextFresh = "fnbridge-context-fresh"
 )
 
 // AttemptEndedType is the HandlerError.Type of an invocation whose step
@@ -44,6 +49,8 @@ const maxContextMetadata = 1024
 type StepContext struct {
 	Address string // unix:///abs/path or tcp://host:port
 	Token   string
+	// Fresh: the attempt replays nothing (MetadataContextFresh).
+	Fresh bool
 }
 
 // stepContextOf reads the step context from the metadata of an
@@ -63,6 +70,13 @@ func stepContextOf(ctx context.Context) (*StepContext, error) {
 	sc := &StepContext{Address: addrs[0], Token: tokens[0]}
 	if err := checkStepContext(sc); err != nil {
 		return nil, err
+	}
+	switch fresh := md.Get(MetadataContextFresh); {
+	case len(fresh) == 0:
+	case len(fresh) == 1 && fresh[0] == "true":
+		sc.Fresh = true
+	default:
+		return nil, fmt.Errorf("%s must be given at most once, as \"true\", got %q", MetadataContextFresh, fresh)
 	}
 	return sc, nil
 }

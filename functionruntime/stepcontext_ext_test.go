@@ -66,9 +66,17 @@ func TestInvokeStepContextFromMetadata(t *testing.T) {
 			if _, err := cli.InvokeFunction(context.Background(), req); err != nil {
 				t.Fatal(err)
 			}
+			fresh := withStepContext(context.Background(), functionruntime.MetadataContext, want.Address,
+				functionruntime.MetadataContextToken, want.Token, functionruntime.MetadataContextFresh, "true")
+			if _, err := cli.InvokeFunction(fresh, req); err != nil {
+				t.Fatal(err)
+			}
 			got := seen()[before:]
-			if len(got) != 3 || got[0] == nil || *got[0] != want || got[1] == nil || got[1].Address != "tcp://10.0.0.5:9091" || got[2] != nil {
-				t.Fatalf("contexts = %+v, want %+v, the tcp one, then nil", got, want)
+			wantFresh := want
+			wantFresh.Fresh = true
+			if len(got) != 4 || got[0] == nil || *got[0] != want || got[1] == nil || got[1].Address != "tcp://10.0.0.5:9091" || got[2] != nil ||
+				got[3] == nil || *got[3] != wantFresh {
+				t.Fatalf("contexts = %+v, want %+v, the tcp one, nil, then %+v", got, want, wantFresh)
 			}
 
 			for _, kv := range [][]string{
@@ -80,6 +88,8 @@ func TestInvokeStepContextFromMetadata(t *testing.T) {
 				{functionruntime.MetadataContext, want.Address, functionruntime.MetadataContextToken, "has space"},     // token
 				{functionruntime.MetadataContext, want.Address, functionruntime.MetadataContext, want.Address,
 					functionruntime.MetadataContextToken, want.Token}, // twice
+				{functionruntime.MetadataContext, want.Address, functionruntime.MetadataContextToken, want.Token,
+					functionruntime.MetadataContextFresh, "yes"}, // fresh is "true" or absent
 			} {
 				n := len(seen())
 				_, err := cli.InvokeFunction(withStepContext(context.Background(), kv...), req)

@@ -40,6 +40,15 @@ func ReplayedEntries(ctx Context) int {
 	return max(int(c.inv.m.Start().GetKnownEntries())-1, 0)
 }
 
+// Fresh reports that the attempt replays nothing: its StartMessage
+// announced no journal entry beyond the input, so every command the
+// handler makes is new. It is false for a Context not made by an
+// Endpoint, whose journal is unknown.
+func Fresh(ctx Context) bool {
+	c, ok := ctx.(invocationContext)
+	return ok && c.inv.m.Start().GetKnownEntries() <= 1
+}
+
 // InflightStreams is the number of invocation streams being served now
 // (never more than MaxConcurrentInvocations: a refused stream counts for
 // no longer than its refusal).

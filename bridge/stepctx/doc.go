@@ -107,6 +107,7 @@
 //	/v1/run/complete   {"handle": "run-3f2a9c01-1", "value": <JSON>} | "bytes": "<b64>"
 //	                   | "failure": {"code": 400, "message": "..."}   terminal: journaled
 //	                   | "retryable": {"message": "..."}              nothing journaled
+//	                   (without "handle": the run executing; 400 when none is)
 //	  → {"result": <result>}    the journaled result
 //	  → {"attempt_failed": true} after "retryable": the attempt fails and Restate
 //	                            retries it; every later request gets 410
@@ -182,6 +183,21 @@
 // "execute" and run/complete), only run/complete and invocation-id are
 // accepted; other operations get 409, since a replay skips the closure and
 // could not reproduce what it journaled.
+//
+// # Pipelined steps
+//
+// An attempt the bridge opened on a journal with nothing to replay is
+// fresh (Attempt.Fresh; the runtime gets gRPC metadata
+// fnbridge-context-fresh: true with the token, and the Python worker
+// "fresh": true in its step context frame): each of its run/starts
+// answers "execute" or refuses. A framed client may then send run/start,
+// run the closure without reading the answer, and send run/complete
+// without "handle"; the two answers come in order. When the start's
+// answer is not "execute" (a 200 "failure" for the invocation's
+// cancellation, 410 for an attempt that ended), it is the step's outcome:
+// the completion was refused too (400 or 410) and nothing of the closure
+// was journaled. The RunCommand is flushed once the start is read, so it
+// may reach Restate while the closure runs, not before.
 //
 // # Statuses
 //

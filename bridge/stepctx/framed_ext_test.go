@@ -51,11 +51,28 @@ func dialFramed(t *testing.T, addr, token string) *framed {
 // do sends one request frame and returns the answer's status and body.
 func (f *framed) do(op, body string) (int, string) {
 	f.t.Helper()
-	frame := binary.BigEndian.AppendUint32(nil, uint32(len(op)+1+len(body)))
-	frame = append(append(append(frame, op...), '\n'), body...)
-	if _, err := f.c.Write(frame); err != nil {
+	f.send(op, body)
+	return f.read(op)
+}
+
+// send writes request frames (operation, body, operation, body...) in one
+// write, without reading their answers.
+func (f *framed) send(opBodies ...string) {
+	f.t.Helper()
+	var b []byte
+	for i := 0; i+1 < len(opBodies); i += 2 {
+		b = binary.BigEndian.AppendUint32(b, uint32(len(opBodies[i])+1+len(opBodies[i+1])))
+		b = append(append(append(b, opBodies[i]...), '\n'), opBodies[i+1]...)
+	}
+	if _, err := f.c.Write(b); err != nil {
 		f.t.Fatal(err)
 	}
+}
+
+// read reads the answer to the request op sent earliest of those not
+// answered yet.
+func (f *framed) read(op string) (int, string) {
+	f.t.Helper()
 	var hdr [4]byte
 	if _, err := io.ReadFull(f.r, hdr[:]); err != nil {
 		f.t.Fatalf("%s: reading the answer: %v", op, err)
@@ -111,6 +128,47 @@ func TestFramedProtocolOnTheWire(t *testing.T) {
 			dialFramed(t, addr, "").want("uuid", `{}`, 401, `missing token`)
 			dialFramed(t, addr, stepctx.NewToken()).want("uuid", `{}`, 403, `not issued by this bridge`)
 		})
+	}
+}
+
+// wantRead is want for the answer read next.
+func (f *framed) wantRead(op string, status int, want string) {
+	f.t.Helper()
+	got, b := f.read(op)
+	if got != status || !strings.Contains(b, want) {
+		f.t.Errorf("%s\n got %d %s\nwant %d containing %s", op, got, b, status, want)
+	}
+}
+
+// Rule ("Pipelined steps"): a run/start and a run/complete without a
+// handle sent back to back are answered in order, the completion meaning
+// the run executing; without one executing, a completion without a
+// handle is refused (400) and nothing is journaled; a start refused (the
+// invocation cancelled) refuses the completion sent after it too.
+func TestFramedPipelinedStep(t *testing.T) {
+	s, addr := serve(t, "unix", stepctx.Config{})
+	j := &stepctxtest.Journal{}
+	a, _ := open(t, s, addr, j)
+	if !a.Fresh() {
+		t.Fatal("an attempt of an empty journal is not fresh")
+	}
+	f := dialFramed(t, addr, a.Token())
+	f.send("run/start", `{"name":"fetch"}`, "run/complete", `{"value":{"n":1}}`)
+	f.wantRead("run/start", 200, `{"execute":"`+handleOf("run-", "inv_fake", 1)+`"}`)
+	f.wantRead("run/complete", 200, `{"result":{"value":{"n":1}}}`)
+	f.want("run/complete", `{"value":2}`, 400, `completes the run executing, and none is`)
+	if e := j.Entries(); len(e) != 1 || e[0].Name != "fetch" || string(e[0].Result.Value) != `{"n":1}` {
+		t.Fatalf("journal %+v: want the one run", e)
+	}
+
+	j2 := &stepctxtest.Journal{RunStartError: stepctx.Cancelled()}
+	a2, _ := open(t, s, addr, j2)
+	f = dialFramed(t, addr, a2.Token())
+	f.send("run/start", `{"name":"fetch"}`, "run/complete", `{"value":1}`)
+	f.wantRead("run/start", 200, `{"failure":{"code":409,"message":"cancelled"}}`)
+	f.wantRead("run/complete", 400, `none is`)
+	if e := j2.Entries(); len(e) != 0 {
+		t.Fatalf("journal %+v: want nothing", e)
 	}
 }
 

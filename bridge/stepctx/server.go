@@ -183,6 +183,7 @@ func (s *Server) Open(token string, j Journal, opts ...AttemptOption) (*Attempt,
 		key:     sha256.Sum256([]byte(token)),
 		token:   token,
 		j:       j,
+		fresh:   j.Fresh(),
 		ctx:     ctx,
 		cancel:  cancel,
 		done:    make(chan struct{}),
@@ -268,6 +269,7 @@ type Attempt struct {
 	key          [32]byte
 	token        string
 	j            Journal
+	fresh        bool // j.Fresh() at Open
 	suspendAfter time.Duration
 	deadline     time.Time // WithDeadline; zero: none
 	handler      HandlerInfo
@@ -359,6 +361,12 @@ func (e *StepTooLargeError) Error() string {
 
 // Token is the attempt's bearer token.
 func (a *Attempt) Token() string { return a.token }
+
+// Fresh is the Journal's Fresh when the attempt was opened: the attempt
+// replays nothing, so its function may pipeline its steps (see
+// "Pipelined steps" in the package doc); the runtime is told so with
+// the token.
+func (a *Attempt) Fresh() bool { return a.fresh }
 
 // Done is closed when the attempt stops accepting context calls: it
 // suspended, its Journal failed, a step failed retryably, or it was
@@ -761,6 +769,15 @@ func (a *Attempt) runComplete(_ context.Context, body []byte) (any, *apiError) {
 	var req runCompleteRequest
 	if e := decodeRunComplete(body, &req); e != nil {
 		return nil, e
+	}
+	if req.Handle == "" {
+		// A client that pipelines its steps sends run/complete before it
+		// has read run/start's answer, so without the handle: the run
+		// executing is the one it means (at most one is).
+		if a.openRun == "" {
+			return nil, badRequest("run/complete without a \"handle\" completes the run executing, and none is: no run/start of this attempt answered \"execute\" since the last run/complete")
+		}
+		req.Handle = a.openRun
 	}
 	h := a.handles[req.Handle]
 	switch {

@@ -303,18 +303,25 @@ func decodeRunStart(body []byte, req *runStartRequest) *apiError {
 
 // decodeRunComplete is decode for run/complete, with a fast path for a
 // step's value, {"handle":"<handle>","value":<JSON>} (compact, no escapes
-// in the handle); the value is checked to be one JSON value, as decode
-// does, and copied: the body's buffer is reused.
+// in the handle) or, pipelined, {"value":<JSON>}; the value is checked to
+// be one JSON value, as decode does, and copied: the body's buffer is
+// reused.
 func decodeRunComplete(body []byte, req *runCompleteRequest) *apiError {
-	const pre, mid = `{"handle":"`, `","value":`
-	if bytes.HasPrefix(body, []byte(pre)) && len(body) > 0 && body[len(body)-1] == '}' {
-		rest := body[len(pre) : len(body)-1]
-		if i := bytes.IndexByte(rest, '"'); i >= 0 && plainString(rest[:i]) && bytes.HasPrefix(rest[i:], []byte(mid)) {
-			v := rest[i+len(mid):]
-			if len(v) > 0 && !jsonSpace(v[0]) && !jsonSpace(v[len(v)-1]) && json.Valid(v) {
-				*req = runCompleteRequest{Handle: string(rest[:i]), Value: bytes.Clone(v)}
-				return nil
+	const pre, mid, bare = `{"handle":"`, `","value":`, `{"value":`
+	if len(body) > 0 && body[len(body)-1] == '}' {
+		handle, v, ok := "", []byte(nil), false
+		switch {
+		case bytes.HasPrefix(body, []byte(pre)):
+			rest := body[len(pre) : len(body)-1]
+			if i := bytes.IndexByte(rest, '"'); i >= 0 && plainString(rest[:i]) && bytes.HasPrefix(rest[i:], []byte(mid)) {
+				handle, v, ok = string(rest[:i]), rest[i+len(mid):], true
 			}
+		case bytes.HasPrefix(body, []byte(bare)):
+			v, ok = body[len(bare):len(body)-1], true
+		}
+		if ok && len(v) > 0 && !jsonSpace(v[0]) && !jsonSpace(v[len(v)-1]) && json.Valid(v) {
+			*req = runCompleteRequest{Handle: handle, Value: bytes.Clone(v)}
+			return nil
 		}
 	}
 	return decode(body, req)

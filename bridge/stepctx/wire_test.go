@@ -22,7 +22,10 @@ func TestRunDecodersMatchDecode(t *testing.T) {
 		`{"handle":"run-1","value":{"n": 1}}`, `{"handle":"run-1","value": 1}`, `{"handle":"run-1","value":1 }`, `{"handle":"run-1","value":1,"x":2}`,
 		`{"handle":"run-1","value":1,"value":2}`, `{"handle":"run-1","value":{"a":1}}}`, `{"handle":"run-1","value":}`, `{"handle":"run-1","value":[1,}`,
 		`{"handle":"r\"1","value":1}`, `{"handle":"","value":1}`, `{"handle":"run-1","value":1,"as_bytes":true}`, `{"handle":"run-1","bytes":"eA=="}`,
-		`{"handle":"run-1","value":tru}`, `{"handle":"run-1","value":1}{"x":1}`, `{"handle":"run-1","value":"\ud800"}`}
+		`{"handle":"run-1","value":tru}`, `{"handle":"run-1","value":1}{"x":1}`, `{"handle":"run-1","value":"\ud800"}`,
+		// pipelined: no handle
+		`{"value":{"n":1,"s":2}}`, `{"value":null}`, `{"value": 1}`, `{"value":1 }`, `{"value":1,"value":2}`, `{"value":1,"handle":"run-1"}`,
+		`{"value":{"a":1}}}`, `{"value":}`, `{"value":1}{"x":1}`, `{"value":1,"as_bytes":true}`, `{"value":"x"`}
 	for _, b := range completes {
 		var fast, slow runCompleteRequest
 		fe, se := decodeRunComplete([]byte(b), &fast), decode([]byte(b), &slow)

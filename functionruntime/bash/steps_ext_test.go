@@ -877,7 +877,7 @@ func TestStepsSetup(t *testing.T) {
 		inv := f.Invocation("inv-1", nil)
 		inv.Context = &sc
 		if _, err := w.Invoke(context.Background(), inv); err == nil || !strings.Contains(err.Error(), "step context") {
-			t.Fatalf("step context %q: %v, want it refused", sc, err)
+			t.Fatalf("step context %+v: %v, want it refused", sc, err)
 		}
 	}
 	steptest.MustOutput(t, f.MustInvoke(t, w, ""), nil, "unset unset unset")

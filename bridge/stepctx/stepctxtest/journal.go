@@ -46,6 +46,14 @@ type Journal struct {
 	// cancellation (stepctx.Cancelled), once, as Restate's CANCEL does to
 	// a handler that takes it as a failure.
 	CancelNextWait bool
+	// RunStartError, when set, is what RunStart returns (after
+	// BeforeRunStart), journaling nothing: stepctx.Cancelled() fails the
+	// step alone, stepctx.ErrSuspended ends the attempt.
+	RunStartError error
+	// Replaying makes Fresh false with nothing recorded, as for an attempt
+	// whose journal holds entries this Journal does not model: the
+	// function then waits for the answer of every run/start.
+	Replaying bool
 
 	mu           sync.Mutex
 	entries      []*Entry
@@ -169,6 +177,9 @@ func (j *Journal) RunStart(ctx context.Context, name string) (*stepctx.Result, s
 	if err := ctx.Err(); err != nil {
 		return nil, nil, err
 	}
+	if j.RunStartError != nil {
+		return nil, nil, j.RunStartError
+	}
 	j.mu.Lock()
 	defer j.mu.Unlock()
 	e, err := j.next(&Entry{Kind: "run", Name: name}, func(r *Entry) bool { return r.Name == name })
@@ -276,6 +287,13 @@ func (j *Journal) InvocationID() string {
 
 // RandomSeed implements stepctx.Journal.
 func (j *Journal) RandomSeed() uint64 { return j.Seed }
+
+// Fresh implements stepctx.Journal: no earlier attempt journaled anything.
+func (j *Journal) Fresh() bool {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	return len(j.entries) == 0 && !j.Replaying
+}
 
 // sameName matches a replayed entry by name.
 func sameName(name string) func(*Entry) bool {
