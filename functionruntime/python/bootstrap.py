@@ -344,10 +344,16 @@ def _fnbridge_worker():
     Suspended.__qualname__ = "Suspended"
 
     class _Steps(object):
-        def __init__(self, n, address, token):
+        def __init__(self, n, address, token, fresh):
             self.invocation = n
             self.address = address
             self.token = token
+            # The attempt replays nothing: a step's run/start is sent ahead
+            # (send_ahead) and its closure runs without waiting for the
+            # answer, which is read with the step's run/complete.
+            self.fresh = fresh
+            self.ahead = None  # the run/start frame sent ahead, as sent, until answered
+            self.ahead_answer = None  # its answer, read by exchange for request_body
             self.conn = None
             self.preface = None  # sent with the first request of conn
             self.reused = False  # conn was kept from an earlier attempt, and has not answered yet
@@ -455,6 +461,8 @@ def _fnbridge_worker():
 
     def drop_connection(ctx):
         conn, ctx.conn = ctx.conn, None
+        ctx.ahead = None
+        left[0] = 0
         if conn is not None:
             close_quietly(conn)
 
@@ -467,7 +475,7 @@ def _fnbridge_worker():
         conn = ctx.conn
         if conn is None:
             return
-        if ctx.ended is None and ctx.broken is None and ctx.lock.acquire(False):
+        if ctx.ended is None and ctx.broken is None and ctx.ahead is None and left[0] == 0 and ctx.lock.acquire(False):
             ctx.conn = None
             kept["conn"], kept["address"] = conn, ctx.address
             return
@@ -520,29 +528,14 @@ def _fnbridge_worker():
             if digits:
                 sys.set_int_max_str_digits(saved)
 
-    def exchange(ctx, frame):
-        conn = connection(ctx)
-        if ctx.preface is not None:
-            frame, ctx.preface = ctx.preface + frame, None
-        reused, ctx.reused = ctx.reused, False
+    # How many bytes at the start of answer_buf belong to the next answer:
+    # a run/start sent ahead and the request after it are answered back to
+    # back, so one recv may bring both answers.
+    left = [0]
+
+    def read_answer(conn):
         buf, view = answer_buf, answer_view
-        try:
-            conn.sendall(frame)
-            n = conn.recv_into(view)
-            if n == 0:
-                raise ConnectionError("the context endpoint closed the connection")
-        except OSError:
-            if not reused:
-                raise
-            # The connection kept from an earlier attempt was closed by the
-            # bridge meanwhile. It answers every request it reads, so it read
-            # none of this one: send it again, preface included, on a fresh
-            # connection.
-            drop_connection(ctx)
-            conn = connection(ctx)
-            ctx.preface = None
-            conn.sendall(frame)
-            n = conn.recv_into(view)
+        n, left[0] = left[0], 0
         while n < 4:
             got = conn.recv_into(view[n:])
             if not got:
@@ -561,7 +554,63 @@ def _fnbridge_worker():
         nl = buf.find(b"\n", 4, total)
         if nl < 0:
             raise ValueError("an answer frame without a status line")
-        return int(buf[4:nl]), str(view[nl + 1:total], "utf-8")
+        answer = int(buf[4:nl]), str(view[nl + 1:total], "utf-8")
+        if n > total:
+            # Only with answer_buf itself: a larger buffer was read to total.
+            answer_buf[:n - total] = buf[total:n]
+            left[0] = n - total
+        return answer
+
+    def send_ahead(ctx, frame):
+        # Sends a run/start without reading its answer; the next request's
+        # exchange reads it first.
+        try:
+            conn = connection(ctx)
+            if ctx.preface is not None:
+                frame, ctx.preface = ctx.preface + frame, None
+            try:
+                conn.sendall(frame)
+            except OSError:
+                if not ctx.reused:
+                    raise
+                # A kept connection the bridge closed (a unix socket says
+                # so at once): it read nothing of it; a fresh one.
+                drop_connection(ctx)
+                conn = connection(ctx)
+                ctx.preface = None  # frame has it
+                conn.sendall(frame)
+            ctx.ahead = frame
+        except BaseException as exc:
+            broken(ctx, "run", exc)
+
+    def exchange(ctx, frame):
+        conn = connection(ctx)
+        if ctx.preface is not None:
+            frame, ctx.preface = ctx.preface + frame, None
+        reused, ctx.reused = ctx.reused, False
+        ahead, ctx.ahead = ctx.ahead, None
+        try:
+            conn.sendall(frame)
+            if ahead is not None:
+                ctx.ahead_answer = read_answer(conn)
+                reused = False  # the bridge has read the connection's requests
+            return read_answer(conn)
+        except OSError:
+            if not reused:
+                raise
+            # The connection kept from an earlier attempt was closed by the
+            # bridge meanwhile. It answers every request it reads, so it read
+            # none of this one (nor the run/start sent ahead): send them
+            # again, preface included, on a fresh connection.
+            drop_connection(ctx)
+            conn = connection(ctx)
+            ctx.preface = None
+            if ahead is not None:
+                frame = ahead + frame
+            conn.sendall(frame)
+            if ahead is not None:
+                ctx.ahead_answer = read_answer(conn)
+            return read_answer(conn)
 
     def request(ctx, api_name, op, fields, raw=None):
         # raw is (field, JSON bytes) spliced in as sent, so the journal gets
@@ -571,25 +620,37 @@ def _fnbridge_worker():
             body = body[:-1] + (b"," if fields else b"") + quote(raw[0]).encode("ascii") + b":" + raw[1] + b"}"
         return request_body(ctx, api_name, op.encode("ascii") + b"\n", body)
 
+    def broken(ctx, api_name, exc):
+        # A request failed on the way: whether it reached the journal is
+        # unknown, and its answer may still come. The connection is dropped
+        # (a later request must never read this one's answer) and nothing
+        # more of this attempt may be journaled.
+        drop_connection(ctx)
+        if isinstance(exc, (OSError, ValueError)):
+            ctx.broken = "fnbridge: the context endpoint at %s is unreachable: %s: %s" % (
+                ctx.address, type_name(exc), message_of(exc))
+            raise RuntimeError(ctx.broken)
+        # Interrupted (a signal handler's exception, KeyboardInterrupt):
+        # the interruption goes on; later calls say why they cannot.
+        ctx.broken = ("fnbridge.%s was interrupted by %s before the context endpoint answered; "
+                      "this attempt can make no more context calls" % (api_name, type_name(exc)))
+        raise exc
+
     def request_body(ctx, api_name, op_line, body):
         # op_line is b"<operation>\n"; body the request's JSON, encoded.
         try:
             status, data = exchange(ctx, pack(">I", len(op_line) + len(body)) + op_line + body)
         except BaseException as exc:
-            # Whether the request reached the journal is unknown, and its
-            # answer may still come: the connection is dropped (a later
-            # request must never read this one's answer) and nothing more
-            # of this attempt may be journaled.
-            drop_connection(ctx)
-            if isinstance(exc, (OSError, ValueError)):
-                ctx.broken = "fnbridge: the context endpoint at %s is unreachable: %s: %s" % (
-                    ctx.address, type_name(exc), message_of(exc))
-                raise RuntimeError(ctx.broken)
-            # Interrupted (a signal handler's exception, KeyboardInterrupt):
-            # the interruption goes on; later calls say why they cannot.
-            ctx.broken = ("fnbridge.%s was interrupted by %s before the context endpoint answered; "
-                          "this attempt can make no more context calls" % (api_name, type_name(exc)))
-            raise
+            broken(ctx, api_name, exc)
+        refused = False
+        if ctx.ahead_answer is not None and op_line == b"run/complete\n":
+            ahead, ctx.ahead_answer = ctx.ahead_answer, None
+            if not (ahead[0] == 200 and ahead[1].startswith('{"execute":')):
+                # The run/start sent ahead did not start the run (the
+                # attempt ended, the invocation was cancelled): its answer
+                # is the step's outcome; this completion was refused too.
+                status, data = ahead
+                refused = True
         try:
             answer = load_answer(data)
             message = answer.get("error", "") if status != 200 else ""
@@ -603,6 +664,9 @@ def _fnbridge_worker():
                 # cancellation: 409); the attempt goes on.
                 f = answer["failure"] or {}
                 raise TerminalError(f.get("message", ""), f.get("code", 500))
+            if refused:
+                raise RuntimeError("fnbridge.run: the context endpoint at %s answered the step's start with %r, "
+                                   "which neither starts nor refuses it" % (ctx.address, data[:200]))
             return answer
         if status == 410:
             ctx.ended = message or "the attempt is over"
@@ -754,10 +818,18 @@ def _fnbridge_worker():
             raise TypeError("fnbridge.run(%r): fn must be callable, not %s" % (name, type(fn).__name__))
         ctx = enter("run")
         try:
-            started = request_body(ctx, "run", b"run/start\n", b'{"name":' + quote(name).encode("ascii") + b"}")
-            if "recorded" in started:
-                return result_of(started["recorded"])
-            handle = started["execute"]
+            body = b'{"name":' + quote(name).encode("ascii") + b"}"
+            if ctx.fresh:
+                # Nothing to replay, so the step executes: its start goes
+                # out, and fn runs without waiting for the answer (read
+                # with the completion, which then names no handle).
+                send_ahead(ctx, pack(">I", 10 + len(body)) + b"run/start\n" + body)
+                handle = {}
+            else:
+                started = request_body(ctx, "run", b"run/start\n", body)
+                if "recorded" in started:
+                    return result_of(started["recorded"])
+                handle = {"handle": started["execute"]}
             ctx.step = name
             try:
                 try:
@@ -768,8 +840,8 @@ def _fnbridge_worker():
                     end_step(ctx)
             except _Unawaitable as exc:
                 # A retry could only repeat it: journaled as a terminal failure.
-                done = request(ctx, "run", "run/complete", {"handle": handle, "failure": {
-                    "code": 500, "message": "fnbridge.run(%r): %s" % (name, message_of(exc))}})
+                done = request(ctx, "run", "run/complete", dict(handle, failure={
+                    "code": 500, "message": "fnbridge.run(%r): %s" % (name, message_of(exc))}))
                 return result_of(done["result"])
             except Exception as exc:
                 if is_terminal(exc):
@@ -778,10 +850,10 @@ def _fnbridge_worker():
                     if not isinstance(message, str):
                         message = message_of(exc)
                     done = request(ctx, "run", "run/complete",
-                                   {"handle": handle, "failure": {"code": code, "message": message}})
+                                   dict(handle, failure={"code": code, "message": message}))
                     return result_of(done["result"])
-                request(ctx, "run", "run/complete", {"handle": handle, "retryable": {
-                    "message": "%s: %s" % (type_name(exc), message_of(exc))}})
+                request(ctx, "run", "run/complete", dict(handle, retryable={
+                    "message": "%s: %s" % (type_name(exc), message_of(exc))}))
                 ctx.ended = "step %r failed and will be retried: %s: %s" % (name, type_name(exc), message_of(exc))
                 raise
             except BaseException as exc:
@@ -792,7 +864,7 @@ def _fnbridge_worker():
                 if ctx.ended is None and ctx.broken is None:
                     text = "%s: %s" % (type_name(exc), message_of(exc))
                     try:
-                        request(ctx, "run", "run/complete", {"handle": handle, "retryable": {"message": text}})
+                        request(ctx, "run", "run/complete", dict(handle, retryable={"message": text}))
                     except BaseException:
                         pass  # the endpoint ends the attempt with the connection anyway
                     if ctx.ended is None:
@@ -803,12 +875,15 @@ def _fnbridge_worker():
             except _Unserializable as wrapped:
                 # A retry could only repeat it: journaled as a terminal failure.
                 exc = wrapped.args[0]
-                done = request(ctx, "run", "run/complete", {"handle": handle, "failure": {
+                done = request(ctx, "run", "run/complete", dict(handle, failure={
                     "code": 500, "message": "fnbridge.run(%r): the step's return value is not JSON-serializable: %s: %s"
-                    % (name, type_name(exc), message_of(exc))}})
+                    % (name, type_name(exc), message_of(exc))}))
                 return result_of(done["result"])
-            done = request_body(ctx, "run", b"run/complete\n",
-                                b'{"handle":' + quote(handle).encode("ascii") + b',"value":' + encoded + b"}")
+            if handle:
+                body = b'{"handle":' + quote(handle["handle"]).encode("ascii") + b',"value":' + encoded + b"}"
+            else:
+                body = b'{"value":' + encoded + b"}"
+            done = request_body(ctx, "run", b"run/complete\n", body)
             return result_of(done["result"])
         finally:
             leave(ctx)
@@ -1580,7 +1655,7 @@ def _fnbridge_worker():
             # The step context of the invocation whose 'I' follows.
             try:
                 context = loads(payload.decode("utf-8"))
-                context = (str(context["address"]), str(context["token"]))
+                context = (str(context["address"]), str(context["token"]), context.get("fresh") is True)
             except (ValueError, KeyError, TypeError):
                 sys.exit(3)
             kind, rid, payload = read_request()
@@ -1624,8 +1699,8 @@ def _fnbridge_worker():
         output = None
         ctx = None
         if context is not None:
-            ctx = steps["ctx"] = _Steps(n, context[0], context[1])
-            environ["FNBRIDGE_CONTEXT"], environ["FNBRIDGE_CONTEXT_TOKEN"] = context
+            ctx = steps["ctx"] = _Steps(n, *context)
+            environ["FNBRIDGE_CONTEXT"], environ["FNBRIDGE_CONTEXT_TOKEN"] = context[0], context[1]
         # Set for this invocation only; whatever the registration gave those
         # names comes back afterwards.
         saved_env = {}

@@ -217,7 +217,7 @@ func (s *session) invoke(input []byte, sc *functionruntime.StepContext, env map[
 		}
 	}
 	if sc != nil {
-		c, err := json.Marshal(map[string]string{"address": sc.Address, "token": sc.Token})
+		c, err := json.Marshal(stepContextFrame{Address: sc.Address, Token: sc.Token, Fresh: sc.Fresh})
 		if err != nil {
 			return functionruntime.Result{}, err
 		}
@@ -319,4 +319,12 @@ func mergeOutputs(file []byte, set map[string]string) (map[string]string, error)
 		outputs[k] = v
 	}
 	return outputs, nil
+}
+
+// stepContextFrame is the JSON of a step context frame ('C') to the
+// worker; fresh is sent only when true.
+type stepContextFrame struct {
+	Address string `json:"address"`
+	Token   string `json:"token"`
+	Fresh   bool   `json:"fresh,omitempty"`
 }

@@ -226,6 +226,12 @@ def env_key(event):
 def hold(event):
     fnbridge.run("hold", lambda: mark("hold"))
 
+def guarded_hold(event):
+    try:
+        fnbridge.run("hold", lambda: mark("hold"))
+    except fnbridge.TerminalError as e:
+        return [e.code, e.message]
+
 def big_values(event):
     # Answers larger than the worker's 64 KiB read buffer, then small ones.
     big = fnbridge.run("big", lambda: "\u00e9" * 100000 + "end")
@@ -796,10 +802,12 @@ func TestStepsInvocationEnvironment(t *testing.T) {
 
 // Rule: an InvokeFunction cancelled during a context call kills the
 // worker as any cancellation does; the next invocation gets a fresh one.
+// (An attempt that replays: a fresh one runs the step meanwhile, see
+// TestStepsFreshAttemptRunsAStepWhileItsStartIsJournaled.)
 func TestStepsCancelledDuringContextCall(t *testing.T) {
 	s := newSteps(t, "hold")
 	entered := make(chan struct{})
-	j := &stepctxtest.Journal{BeforeRunStart: func(ctx context.Context, _ string) {
+	j := &stepctxtest.Journal{Replaying: true, BeforeRunStart: func(ctx context.Context, _ string) {
 		close(entered)
 		<-ctx.Done()
 	}}
@@ -824,6 +832,68 @@ func TestStepsCancelledDuringContextCall(t *testing.T) {
 	steptest.MustOutput(t, res, err, `null`)
 	if got := marks(t, s.f.Dir); got["hold"] != 1 {
 		t.Fatalf("marks = %v, want the step run once by the fresh worker", got)
+	}
+}
+
+// Rule: in an attempt that replays nothing, a step's closure runs
+// without waiting for the answer to its start (the start is on its way
+// first; the completion then reads both answers), and the step is
+// journaled once, with its value. (An attempt that replays waits: see
+// TestStepsCancelledDuringContextCall.)
+func TestStepsFreshAttemptRunsAStepWhileItsStartIsJournaled(t *testing.T) {
+	s := newSteps(t, "hold")
+	ran := func() bool { // without consuming the mark, as marks does
+		_, err := os.Stat(filepath.Join(s.f.Dir, "ran-hold"))
+		return err == nil
+	}
+	var sawRun bool
+	j := &stepctxtest.Journal{BeforeRunStart: func(ctx context.Context, _ string) {
+		// Held until the closure has run: a worker that waited for this
+		// answer would never get there.
+		deadline := time.Now().Add(20 * time.Second)
+		for !ran() && time.Now().Before(deadline) && ctx.Err() == nil {
+			time.Sleep(5 * time.Millisecond)
+		}
+		sawRun = ran()
+	}}
+	a := s.Open(t, j)
+	if !a.Fresh() {
+		t.Fatal("an attempt of an empty journal is not fresh")
+	}
+	res, err := s.invoke(t, a, `null`)
+	steptest.MustOutput(t, res, err, `null`)
+	if !sawRun {
+		t.Fatal("the step's closure waited for its start to be journaled in a fresh attempt")
+	}
+	if e := j.Entries(); len(e) != 1 || e[0].Name != "hold" || string(e[0].Result.Value) != "null" {
+		t.Fatalf("journal = %+v, want the step once", e)
+	}
+	if got := marks(t, s.f.Dir); got["hold"] != 1 {
+		t.Fatalf("marks = %v, want the step run once", got)
+	}
+
+}
+
+// Rule: a step whose start is refused fails as the refusal says, also
+// when its closure ran meanwhile (a fresh attempt does not wait for the
+// start's answer): the invocation's cancellation raises TerminalError
+// (409) from fnbridge.run, an attempt that ended raises Suspended; the
+// closure's value is journaled in neither case.
+func TestStepsRefusedStartWins(t *testing.T) {
+	s := newSteps(t, "guarded_hold")
+	j := &stepctxtest.Journal{RunStartError: stepctx.Cancelled()}
+	res, err := s.invoke(t, s.Open(t, j), `null`)
+	steptest.MustOutput(t, res, err, `[409,"cancelled"]`)
+	if e := j.Entries(); len(e) != 0 {
+		t.Fatalf("journal = %+v, want nothing journaled", e)
+	}
+
+	j = &stepctxtest.Journal{RunStartError: stepctx.ErrSuspended}
+	a := s.Open(t, j)
+	_, err = s.invoke(t, a, `null`)
+	steptest.WantHandlerError(t, err, functionruntime.HandlerError{Type: functionruntime.AttemptEndedType, Message: "suspended"})
+	if e := j.Entries(); len(e) != 0 || !errors.Is(a.Err(), stepctx.ErrSuspended) {
+		t.Fatalf("journal = %+v, attempt ended with %v; want nothing journaled, suspended", e, a.Err())
 	}
 }
 
