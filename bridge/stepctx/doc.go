@@ -107,7 +107,8 @@
 //	/v1/run/complete   {"handle": "run-3f2a9c01-1", "value": <JSON>} | "bytes": "<b64>"
 //	                   | "failure": {"code": 400, "message": "..."}   terminal: journaled
 //	                   | "retryable": {"message": "..."}              nothing journaled
-//	                   (without "handle": the run executing; 400 when none is)
+//	                   (without "handle", framed only: the run this connection's
+//	                   latest run/start executed, if it is executing; else 400)
 //	  → {"result": <result>}    the journaled result
 //	  → {"attempt_failed": true} after "retryable": the attempt fails and Restate
 //	                            retries it; every later request gets 410

@@ -306,6 +306,10 @@ type framedConn struct {
 	// runs are the attempts where the connection started a run (maybe
 	// completed since); only the connection's own goroutine touches it.
 	runs map[*Attempt]struct{}
+	// lastStart is the handle of the run the connection's latest run/start
+	// executed ("" when that start was refused or recorded): the only run
+	// a run/complete without a handle may complete.
+	lastStart string
 }
 
 // started records that fc started a run of a, forgetting the attempts

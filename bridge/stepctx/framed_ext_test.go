@@ -142,9 +142,10 @@ func (f *framed) wantRead(op string, status int, want string) {
 
 // Rule ("Pipelined steps"): a run/start and a run/complete without a
 // handle sent back to back are answered in order, the completion meaning
-// the run executing; without one executing, a completion without a
-// handle is refused (400) and nothing is journaled; a start refused (the
-// invocation cancelled) refuses the completion sent after it too.
+// the run the start executed; without that run executing, a completion
+// without a handle is refused (400) and nothing is journaled; a start
+// refused (the invocation cancelled) refuses the completion sent after
+// it too.
 func TestFramedPipelinedStep(t *testing.T) {
 	s, addr := serve(t, "unix", stepctx.Config{})
 	j := &stepctxtest.Journal{}
@@ -159,6 +160,24 @@ func TestFramedPipelinedStep(t *testing.T) {
 	f.want("run/complete", `{"value":2}`, 400, `completes the run executing, and none is`)
 	if e := j.Entries(); len(e) != 1 || e[0].Name != "fetch" || string(e[0].Result.Value) != `{"n":1}` {
 		t.Fatalf("journal %+v: want the one run", e)
+	}
+
+	// A completion without a handle never completes a run its
+	// connection's latest start did not execute: another connection's
+	// (a child process's `fnbridge run`), nor one started before a
+	// refused start.
+	child := dialFramed(t, addr, a.Token())
+	child.want("run/start", `{"name":"child"}`, 200, `{"execute":"`)
+	f.send("run/start", `{"name":"parent"}`, "run/complete", `{"value":"parent's"}`)
+	f.wantRead("run/start", 409, `step \"child\"`)
+	f.wantRead("run/complete", 400, `none was started by this connection's latest run/start`)
+	child.want("run/complete", `{"value":"child's"}`, 200, `{"result":{"value":"child's"}}`)
+	f.want("run/start", `{"name":"a"}`, 200, `{"execute":"`)
+	f.send("run/start", `{"name":"b"}`, "run/complete", `{"value":"b's"}`)
+	f.wantRead("run/start", 409, `step \"a\"`)
+	f.wantRead("run/complete", 400, `none was started`)
+	if e := j.Entries(); len(e) != 3 || string(e[1].Result.Value) != `"child's"` || e[2].Name != "a" || e[2].Result != nil {
+		t.Fatalf("journal %+v: want fetch, child with its own value, and a open", e)
 	}
 
 	j2 := &stepctxtest.Journal{RunStartError: stepctx.Cancelled()}

@@ -743,6 +743,9 @@ func (a *Attempt) runStart(_ context.Context, body []byte) (any, *apiError) {
 	if len(req.Name) > MaxRunNameBytes {
 		return nil, badRequest("run's \"name\" is %d bytes; a step name may have at most %d", len(req.Name), MaxRunNameBytes)
 	}
+	if a.caller != nil {
+		a.caller.lastStart = ""
+	}
 	if e := a.notInRun(); e != nil {
 		return nil, e
 	}
@@ -761,6 +764,7 @@ func (a *Attempt) runStart(_ context.Context, body []byte) (any, *apiError) {
 	if a.caller != nil {
 		a.openBy.Store(a.caller)
 		a.caller.started(a)
+		a.caller.lastStart = id
 	}
 	return runStartResponse{Execute: id}, nil
 }
@@ -772,10 +776,14 @@ func (a *Attempt) runComplete(_ context.Context, body []byte) (any, *apiError) {
 	}
 	if req.Handle == "" {
 		// A client that pipelines its steps sends run/complete before it
-		// has read run/start's answer, so without the handle: the run
-		// executing is the one it means (at most one is).
-		if a.openRun == "" {
-			return nil, badRequest("run/complete without a \"handle\" completes the run executing, and none is: no run/start of this attempt answered \"execute\" since the last run/complete")
+		// has read run/start's answer, so without the handle: it means the
+		// run its own latest run/start executed, if that run is the one
+		// executing. Never another's (a child process's run, a run started
+		// before a refused start): its value would be journaled under the
+		// wrong step.
+		if a.caller == nil || a.openRun == "" || a.caller.lastStart != a.openRun || a.openBy.Load() != a.caller {
+			return nil, badRequest("run/complete without a \"handle\" completes the run executing, and none is: " +
+				"none was started by this connection's latest run/start (a framed connection's; over HTTP, give the handle)")
 		}
 		req.Handle = a.openRun
 	}

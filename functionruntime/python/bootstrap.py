@@ -354,6 +354,7 @@ def _fnbridge_worker():
             self.fresh = fresh
             self.ahead = None  # the run/start frame sent ahead, as sent, until answered
             self.ahead_answer = None  # its answer, read by exchange for request_body
+            self.open_step = False  # a run started whose run/complete is not sent yet
             self.conn = None
             self.preface = None  # sent with the first request of conn
             self.reused = False  # conn was kept from an earlier attempt, and has not answered yet
@@ -638,6 +639,8 @@ def _fnbridge_worker():
 
     def request_body(ctx, api_name, op_line, body):
         # op_line is b"<operation>\n"; body the request's JSON, encoded.
+        if op_line == b"run/complete\n":
+            ctx.open_step = False
         try:
             status, data = exchange(ctx, pack(">I", len(op_line) + len(body)) + op_line + body)
         except BaseException as exc:
@@ -814,6 +817,11 @@ def _fnbridge_worker():
         exception fails the attempt (Restate retries it, completed steps
         stay journaled) and is raised again here."""
         check_str("run", "name", name)
+        if len(name) > 4096 and len(name.encode("utf-8")) > 16384:
+            # The endpoint's bound (bridge/stepctx MaxRunNameBytes), checked
+            # here too: a start sent ahead is refused only after fn ran.
+            raise ValueError("fnbridge.run: the step name is %d bytes; a step name may have at most 16384"
+                             % len(name.encode("utf-8")))
         if not callable(fn):
             raise TypeError("fnbridge.run(%r): fn must be callable, not %s" % (name, type(fn).__name__))
         ctx = enter("run")
@@ -823,6 +831,7 @@ def _fnbridge_worker():
                 # Nothing to replay, so the step executes: its start goes
                 # out, and fn runs without waiting for the answer (read
                 # with the completion, which then names no handle).
+                ctx.open_step = True
                 send_ahead(ctx, pack(">I", 10 + len(body)) + b"run/start\n" + body)
                 handle = {}
             else:
@@ -830,6 +839,7 @@ def _fnbridge_worker():
                 if "recorded" in started:
                     return result_of(started["recorded"])
                 handle = {"handle": started["execute"]}
+                ctx.open_step = True
             ctx.step = name
             try:
                 try:
@@ -886,6 +896,19 @@ def _fnbridge_worker():
             done = request_body(ctx, "run", b"run/complete\n", body)
             return result_of(done["result"])
         finally:
+            if ctx.open_step:
+                # Something raised after the step started and before its
+                # outcome was sent (a value whose encoding failed oddly, a
+                # signal handler's exception): its run stays open in the
+                # journal, and with a start sent ahead the connection has an
+                # answer owed. Closing the connection fails the step
+                # retryably at the bridge; nothing more of this attempt may
+                # be journaled.
+                ctx.open_step = False
+                if ctx.conn is not None and ctx.ended is None and ctx.broken is None:
+                    drop_connection(ctx)
+                    ctx.broken = ("fnbridge.run(%r) ended before its outcome was sent; the step fails and "
+                                  "this attempt can make no more context calls" % (name,))
             leave(ctx)
 
     class Future(object):

@@ -226,6 +226,25 @@ def env_key(event):
 def hold(event):
     fnbridge.run("hold", lambda: mark("hold"))
 
+class _LazyMapping(dict):
+    # json's C encoder calls items(): a lazy mapping whose load fails
+    def items(self):
+        raise LookupError("lazy load failed")
+
+def escaped_step(event):
+    if event == "call":
+        return fnbridge.call("Svc", "h", {"x": 1})
+    out = []
+    try:
+        fnbridge.run("a", lambda: _LazyMapping(x=1))
+    except LookupError:
+        out.append("a: LookupError")
+    try:
+        out.append(fnbridge.run("b", lambda: "B"))
+    except Exception as e:
+        out.append("b: %s: %s" % (type(e).__name__, e))
+    return out
+
 def guarded_hold(event):
     try:
         fnbridge.run("hold", lambda: mark("hold"))
@@ -895,6 +914,40 @@ func TestStepsRefusedStartWins(t *testing.T) {
 	if e := j.Entries(); len(e) != 0 || !errors.Is(a.Err(), stepctx.ErrSuspended) {
 		t.Fatalf("journal = %+v, attempt ended with %v; want nothing journaled, suspended", e, a.Err())
 	}
+}
+
+// Rule: a step that ends by an exception raised after its start and
+// before its outcome was sent (here the encoding of its value) fails
+// the attempt retryably, its connection closed, even when the function
+// catches it: a later step is refused clearly and journals nothing
+// under the open step, and the worker's next invocation gets its own
+// answers (a start sent ahead left no answer behind for it).
+func TestStepsEscapedStepEndsTheAttempt(t *testing.T) {
+	s := newSteps(t, "escaped_step")
+	j := &stepctxtest.Journal{}
+	a := s.Open(t, j)
+	_, err := s.invoke(t, a, `null`)
+	// The function caught both exceptions; the attempt fails all the same.
+	steptest.WantHandlerError(t, err, functionruntime.HandlerError{Type: "RuntimeError",
+		Message: "fnbridge.run('a') ended before its outcome was sent"})
+	for _, e := range j.Entries() {
+		if e.Result != nil {
+			t.Fatalf("journal %+v: a step was journaled with a value", j.Entries())
+		}
+	}
+	select { // the bridge sees the connection closed, and fails the step
+	case <-a.Done():
+	case <-time.After(10 * time.Second):
+		t.Fatal("the attempt goes on with step a abandoned")
+	}
+	if !strings.Contains(a.Err().Error(), `"a"`) {
+		t.Fatalf("attempt ended with %v, want step a failed", a.Err())
+	}
+	j2 := &stepctxtest.Journal{CallResult: func(stepctx.CallRequest) stepctx.Result {
+		return stepctx.Result{Value: []byte(`"the call's own"`)}
+	}}
+	res, err := s.invoke(t, s.Open(t, j2), `"call"`)
+	steptest.MustOutput(t, res, err, `"the call's own"`)
 }
 
 // Rule: an unreachable endpoint is a clear error naming it, and the
