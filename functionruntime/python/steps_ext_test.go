@@ -375,7 +375,8 @@ def bad_arguments(event):
                  lambda: fnbridge.send("S", "h", delay=1e300),
                  lambda: fnbridge.call("S", "h", key="caf\udce9"),
                  lambda: fnbridge.run("step\udce9", lambda: 1),
-                 lambda: fnbridge.send("S", "h", headers={"x-id": "\udcff"})):
+                 lambda: fnbridge.send("S", "h", headers={"x-id": "\udcff"}),
+                 lambda: fnbridge.run("\u00e9" * 8193, lambda: out.append("the step ran"))):
         try:
             call()
         except (TypeError, ValueError) as e:
@@ -1214,5 +1215,6 @@ func TestStepsBadArgumentsAreNamed(t *testing.T) {
 		`"ValueError: fnbridge.call: key 'caf\\udce9' is not valid Unicode text (a lone surrogate): Restate takes text as UTF-8 only",`+
 		`"ValueError: fnbridge.run: name 'step\\udce9' is not valid Unicode text (a lone surrogate): Restate takes text as UTF-8 only",`+
 		`"ValueError: fnbridge.send: header x-id '\\udcff' is not valid Unicode text (a lone surrogate): Restate takes text as UTF-8 only",`+
+		`"ValueError: fnbridge.run: the step name is 16386 bytes; a step name may have at most 16384",`+
 		`"fnbridge.Future.result called inside step 'inner': a step's function cannot make context calls (a replay skips it); make them before or after fnbridge.run"]`)
 }
