@@ -15,3 +15,13 @@ func SetUnprovenGrace(d time.Duration) func() {
 	old := unprovenGrace.Swap(int64(d))
 	return func() { unprovenGrace.Store(old) }
 }
+
+// HoldServing makes a's next request find another being served (another
+// client's call in flight, as a child process's can be) until the
+// returned func ends it.
+func (a *Attempt) HoldServing() func() {
+	a.servingMu.Lock()
+	a.serving = &served{gone: make(chan struct{}), over: make(chan struct{})}
+	a.servingMu.Unlock()
+	return a.release
+}

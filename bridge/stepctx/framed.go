@@ -567,6 +567,12 @@ func (s *Server) live(key [32]byte) bool {
 // the next one, so nothing may keep a slice of it: decoding copies.
 func (s *Server) serveFrame(fc *framedConn, br *bufio.Reader, token string, key [32]byte, frame []byte) (int, any) {
 	name, body, _ := bytes.Cut(frame, []byte{'\n'})
+	if n := string(name); n != "run/complete" && n != "invocation-id" {
+		// Any other request ends what a completion without a handle may
+		// mean, refused or not (a run/start refused before it is served
+		// included): only a run/start that executes sets it again.
+		fc.lastStart = ""
+	}
 	op, ok := framedRoutes[string(name)]
 	if !ok {
 		return errorAnswer(&apiError{status: http.StatusNotFound, msg: fmt.Sprintf("no fnbridge context operation %q (this bridge speaks protocol v1)", name)})

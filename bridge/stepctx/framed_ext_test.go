@@ -180,6 +180,20 @@ func TestFramedPipelinedStep(t *testing.T) {
 		t.Fatalf("journal %+v: want fetch, child with its own value, and a open", e)
 	}
 
+	// A start refused before it is served (another client's call in
+	// flight) ends it too: after a completion refused the same way, a
+	// later step's completion does not complete the run left open.
+	f.want("run/complete", `{"handle":"`+handleOf("run-", "inv_fake", 3)+`","value":"a's"}`, 200, `{"result":{"value":"a's"}}`)
+	f.want("run/start", `{"name":"c"}`, 200, `{"execute":"`)
+	release := a.HoldServing()
+	f.want("run/complete", `{"value":"c's"}`, 409, `at the same time`)
+	f.want("run/start", `{"name":"d"}`, 409, `at the same time`)
+	release()
+	f.want("run/complete", `{"value":"d's"}`, 400, `none was started`)
+	if e := j.Entries(); len(e) != 4 || e[3].Name != "c" || e[3].Result != nil {
+		t.Fatalf("journal %+v: want c open, with no value", e)
+	}
+
 	j2 := &stepctxtest.Journal{RunStartError: stepctx.Cancelled()}
 	a2, _ := open(t, s, addr, j2)
 	f = dialFramed(t, addr, a2.Token())

@@ -675,6 +675,14 @@ def _fnbridge_worker():
             ctx.ended = message or "the attempt is over"
             drop_connection(ctx)
             raise Suspended(ctx.ended)
+        if op_line == b"run/complete\n" and not refused:
+            # The step's run stays open at the bridge, and no later step
+            # may be taken beside it (nor its completion mistaken for
+            # another's): the connection goes, which fails the step.
+            drop_connection(ctx)
+            ctx.broken = ("fnbridge.%s: the context endpoint refused the step's completion (HTTP %d): %s; "
+                          "the step fails and this attempt can make no more context calls" % (api_name, status, message))
+            raise RuntimeError(ctx.broken)
         raise RuntimeError("fnbridge.%s: %s (HTTP %d)" % (api_name, message, status))
 
     def result_of(r):
