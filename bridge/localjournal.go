@@ -391,9 +391,8 @@ func (j *localJournal) InvocationID() string { return j.id }
 
 func (j *localJournal) RandomSeed() uint64 { return j.seed }
 
-// Fresh is true for the first attempt (or one after attempts that
-// journaled nothing).
-func (j *localJournal) Fresh() bool { return len(j.entries) == 0 }
+// Replaying: the attempt's next call replays a recorded entry.
+func (j *localJournal) Replaying() bool { return j.pos < len(j.entries) }
 
 // State under `bridge invoke` lives in memory for the one run: it starts
 // empty and is gone afterwards (only Restate keeps state). Reads and

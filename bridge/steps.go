@@ -361,7 +361,8 @@ func (b *Bridge) stepsHandlerFunc(p *pool) restate.HandlerFunc {
 		)
 		var cancelled atomic.Bool
 		if dc, ok := ctx.(durableContext); ok {
-			j := restateJournal{dc: dc, suspendAfter: p.h.SuspendAfter.Std(), cancelled: &cancelled, fresh: restate.Fresh(ctx)}
+			j := restateJournal{dc: dc, suspendAfter: p.h.SuspendAfter.Std(), cancelled: &cancelled,
+				replaying: func() bool { return restate.Replaying(ctx) }}
 			if err = b.keyed[p].checkKey(dc.Key()); err == nil {
 				res, runUID, err = b.runSteps(b.keyed[p].withKey(att.context(ctx), dc.Key()), p, j, runtimeInvocationID(ctx.InvocationID()), input, contentTypeOf(ctx))
 				err = cancelledFailure(err, &cancelled)

@@ -117,13 +117,13 @@ func TestStepsFreshAttemptIsToldToTheRuntime(t *testing.T) {
 	for _, tc := range []struct {
 		j    *stepctxtest.Journal
 		want string
-	}{{&stepctxtest.Journal{}, "true"}, {&stepctxtest.Journal{Replaying: true}, ""}} {
+	}{{&stepctxtest.Journal{}, "true"}, {&stepctxtest.Journal{AlwaysReplaying: true}, ""}} {
 		res, err := runSteps(t, b, tc.j)
 		if err != nil {
 			t.Fatal(err)
 		}
 		if string(res.Output) != tc.want {
-			t.Errorf("journal replaying %v: fresh metadata %q, want %q", tc.j.Replaying, res.Output, tc.want)
+			t.Errorf("journal replaying %v: fresh metadata %q, want %q", tc.j.AlwaysReplaying, res.Output, tc.want)
 		}
 	}
 }

@@ -21,8 +21,8 @@ type restateJournal struct {
 	// cancelled is set once a wait returned the invocation's cancellation
 	// (the handler delivers CANCEL as a failure, restate.DeliverCancel).
 	cancelled *atomic.Bool
-	// fresh: the StartMessage announced no entry beyond the input.
-	fresh bool
+	// replaying is restate.Replaying of the attempt's Context; nil: true.
+	replaying func() bool
 }
 
 var _ stepctx.Journal = restateJournal{}
@@ -159,7 +159,7 @@ func (j restateJournal) InvocationID() string { return j.dc.InvocationID() }
 
 func (j restateJournal) RandomSeed() uint64 { return j.dc.RandomSeed() }
 
-func (j restateJournal) Fresh() bool { return j.fresh }
+func (j restateJournal) Replaying() bool { return j.replaying == nil || j.replaying() }
 
 func rsOutcomeOf(r stepctx.Result) rsOutcome {
 	if r.Failure != nil {

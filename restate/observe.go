@@ -40,13 +40,19 @@ func ReplayedEntries(ctx Context) int {
 	return max(int(c.inv.m.Start().GetKnownEntries())-1, 0)
 }
 
-// Fresh reports that the attempt replays nothing: its StartMessage
-// announced no journal entry beyond the input, so every command the
-// handler makes is new. It is false for a Context not made by an
-// Endpoint, whose journal is unknown.
-func Fresh(ctx Context) bool {
+// Replaying reports that the handler's next command would be matched
+// against one the journal recorded: the attempt's replay is not over.
+// Once false, it stays false for the attempt (every later command is
+// new). It is true for a Context not made by an Endpoint, whose journal
+// is unknown.
+func Replaying(ctx Context) bool {
 	c, ok := ctx.(invocationContext)
-	return ok && c.inv.m.Start().GetKnownEntries() <= 1
+	if !ok {
+		return true
+	}
+	c.inv.mu.Lock()
+	defer c.inv.mu.Unlock()
+	return c.inv.m.Replaying()
 }
 
 // InflightStreams is the number of invocation streams being served now

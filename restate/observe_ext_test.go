@@ -17,11 +17,11 @@ import (
 
 // seen is what a handler observed of its attempt.
 type seen struct {
-	span     trace.SpanContext
-	replayed int
-	fresh    bool
-	runErr   error
-	cause    error
+	span      trace.SpanContext
+	replayed  int
+	replaying bool
+	runErr    error
+	cause     error
 }
 
 // observeOnce serves one request/response attempt (the whole journal in
@@ -33,7 +33,7 @@ func observeOnce(t *testing.T, headers map[string]string, journal ...any) (seen,
 	ep := restate.NewEndpoint(restate.Config{ProtocolMode: restate.RequestResponse})
 	err := ep.Bind(restate.Service{Name: "Svc", Handlers: []restate.Handler{{Name: "fn", Fn: func(ctx restate.Context, in []byte) ([]byte, error) {
 		s.span = trace.SpanContextFromContext(ctx)
-		s.replayed, s.fresh = restate.ReplayedEntries(ctx), restate.Fresh(ctx)
+		s.replayed, s.replaying = restate.ReplayedEntries(ctx), restate.Replaying(ctx)
 		out, err := ctx.Run("invoke", func(context.Context) ([]byte, error) { return in, nil })
 		s.runErr, s.cause = err, context.Cause(ctx)
 		return out, err
@@ -84,15 +84,15 @@ func TestHandlerContextCarriesTheInvokeRequestsTraceContext(t *testing.T) {
 }
 
 // ReplayedEntries counts what the StartMessage announced beyond the input
-// (Fresh: none);
+// (Replaying: a command is to be replayed);
 // Run's wait for a completion that can only come in a later attempt (the
 // request/response mode) ends the handler's context with ErrSuspended, as
 // restate.Context promises, so the handler can tell a suspension from a
 // failure.
 func TestReplayedEntriesAndSuspensionCause(t *testing.T) {
 	s, frames := observeOnce(t, nil, restatetest.Start("inv_first", 1), restatetest.Input([]byte(`1`)))
-	if s.replayed != 0 || !s.fresh {
-		t.Errorf("a first attempt replayed %d entries (fresh %v), want 0 (fresh)", s.replayed, s.fresh)
+	if s.replayed != 0 || s.replaying {
+		t.Errorf("a first attempt replayed %d entries (replaying %v), want 0 (not replaying)", s.replayed, s.replaying)
 	}
 	if last := frames[len(frames)-1]; last.Type() != wire.SuspensionMessageType {
 		t.Fatalf("frames %v, want the attempt to suspend on the run's completion", frames)
@@ -103,8 +103,8 @@ func TestReplayedEntriesAndSuspensionCause(t *testing.T) {
 
 	s, frames = observeOnce(t, nil, restatetest.Start("inv_again", 3), restatetest.Input([]byte(`1`)),
 		restatetest.Run(1, "invoke"), restatetest.RunValue(1, []byte(`"recorded"`)))
-	if s.replayed != 2 || s.fresh {
-		t.Errorf("an attempt with a recorded run replayed %d entries (fresh %v), want 2 (run command and its completion; not fresh)", s.replayed, s.fresh)
+	if s.replayed != 2 || !s.replaying {
+		t.Errorf("an attempt with a recorded run replayed %d entries (replaying %v), want 2 (run command and its completion; replaying)", s.replayed, s.replaying)
 	}
 	if s.runErr != nil || s.cause != nil {
 		t.Errorf("replayed Run = %v, cause %v; want the recorded value and a live context", s.runErr, s.cause)

@@ -191,7 +191,11 @@
 // fresh (Attempt.Fresh; the runtime gets gRPC metadata
 // fnbridge-context-fresh: true with the token, and the Python worker
 // "fresh": true in its step context frame): each of its run/starts
-// answers "execute" or refuses. A framed client may then send run/start,
+// answers "execute" or refuses. In an attempt that replays, the first
+// run/start that executes once the replay is over says so:
+// {"execute": "run-3f2a9c01-4", "live": true}; every later one of the
+// attempt answers "execute" or refuses. From there (or from the start,
+// fresh) a framed client may send run/start,
 // run the closure without reading the answer, and send run/complete
 // without "handle"; the two answers come in order. When the start's
 // answer is not "execute" (a 200 "failure" for the invocation's

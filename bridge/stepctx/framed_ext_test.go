@@ -194,6 +194,23 @@ func TestFramedPipelinedStep(t *testing.T) {
 		t.Fatalf("journal %+v: want c open, with no value", e)
 	}
 
+	// An attempt that replays is not fresh; the first run/start that
+	// executes once the replay is over says the rest of the attempt is
+	// live, so its function may pipeline from there.
+	j.Restart()
+	replay, _ := open(t, s, addr, j)
+	if replay.Fresh() {
+		t.Fatal("an attempt with recorded steps is fresh")
+	}
+	f = dialFramed(t, addr, replay.Token())
+	f.want("run/start", `{"name":"fetch"}`, 200, `{"recorded":{"value":{"n":1}}}`)
+	f.want("run/start", `{"name":"child"}`, 200, `{"recorded":{"value":"child's"}}`)
+	f.want("run/start", `{"name":"a"}`, 200, `{"recorded":{"value":"a's"}}`)
+	// c was left open: it executes again, the replay's last command.
+	f.want("run/start", `{"name":"c"}`, 200, `","live":true}`)
+	f.want("run/complete", `{"value":"c's"}`, 200, `{"result":{"value":"c's"}}`)
+	f.want("run/start", `{"name":"new"}`, 200, `","live":true}`)
+
 	j2 := &stepctxtest.Journal{RunStartError: stepctx.Cancelled()}
 	a2, _ := open(t, s, addr, j2)
 	f = dialFramed(t, addr, a2.Token())

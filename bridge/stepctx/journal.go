@@ -16,7 +16,7 @@ import (
 // Every method that journals a command (RunStart, Sleep, Call, Send) must
 // return only once the command is in the journal: the Server answers the
 // function after the method returns, and a step's closure runs only after
-// that answer, unless the attempt is Fresh (see "Pipelined steps" in the
+// that answer, unless the replay is over (see "Pipelined steps" in the
 // package doc).
 //
 // Await must return once its ctx ends (the client hung up, or
@@ -61,10 +61,12 @@ type Journal interface {
 	// the same on every attempt of the invocation (Restate derives it from
 	// the invocation id), so replayed random values are the recorded ones.
 	RandomSeed() uint64
-	// Fresh reports that the attempt replays nothing: its journal held no
-	// entry beyond the input when it started, so every RunStart executes.
-	// It is asked once, before the function runs.
-	Fresh() bool
+	// Replaying reports that the attempt's next command would be matched
+	// against a recorded one: the replay is not over. Once it returns
+	// false it does so for the rest of the attempt, and every RunStart
+	// executes. The Server asks it when the attempt opens (one not
+	// replaying is fresh) and after a RunStart that executes.
+	Replaying() bool
 
 	// The operations of keyed services and awakeables. The Server calls
 	// the state and promise ones only for handlers whose HandlerInfo

@@ -183,7 +183,7 @@ func (s *Server) Open(token string, j Journal, opts ...AttemptOption) (*Attempt,
 		key:     sha256.Sum256([]byte(token)),
 		token:   token,
 		j:       j,
-		fresh:   j.Fresh(),
+		fresh:   !j.Replaying(),
 		ctx:     ctx,
 		cancel:  cancel,
 		done:    make(chan struct{}),
@@ -269,7 +269,7 @@ type Attempt struct {
 	key          [32]byte
 	token        string
 	j            Journal
-	fresh        bool // j.Fresh() at Open
+	fresh        bool // !j.Replaying() at Open
 	suspendAfter time.Duration
 	deadline     time.Time // WithDeadline; zero: none
 	handler      HandlerInfo
@@ -362,10 +362,10 @@ func (e *StepTooLargeError) Error() string {
 // Token is the attempt's bearer token.
 func (a *Attempt) Token() string { return a.token }
 
-// Fresh is the Journal's Fresh when the attempt was opened: the attempt
-// replays nothing, so its function may pipeline its steps (see
-// "Pipelined steps" in the package doc); the runtime is told so with
-// the token.
+// Fresh reports that the Journal was not replaying when the attempt was
+// opened: the attempt replays nothing, so its function may pipeline its
+// steps (see "Pipelined steps" in the package doc); the runtime is told
+// so with the token.
 func (a *Attempt) Fresh() bool { return a.fresh }
 
 // Done is closed when the attempt stops accepting context calls: it
@@ -766,7 +766,9 @@ func (a *Attempt) runStart(_ context.Context, body []byte) (any, *apiError) {
 		a.caller.started(a)
 		a.caller.lastStart = id
 	}
-	return runStartResponse{Execute: id}, nil
+	// Live: from here on every run/start executes, so the function may
+	// pipeline (a fresh attempt's function knows it from the start).
+	return runStartResponse{Execute: id, Live: !a.fresh && !a.j.Replaying()}, nil
 }
 
 func (a *Attempt) runComplete(_ context.Context, body []byte) (any, *apiError) {

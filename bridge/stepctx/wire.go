@@ -62,6 +62,7 @@ type runStartRequest struct {
 type runStartResponse struct {
 	Recorded *wireResult `json:"recorded,omitempty"`
 	Execute  string      `json:"execute,omitempty"`
+	Live     bool        `json:"live,omitempty"`
 }
 
 type runCompleteRequest struct {

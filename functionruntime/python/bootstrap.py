@@ -344,14 +344,15 @@ def _fnbridge_worker():
     Suspended.__qualname__ = "Suspended"
 
     class _Steps(object):
-        def __init__(self, n, address, token, fresh):
+        def __init__(self, n, address, token, live):
             self.invocation = n
             self.address = address
             self.token = token
-            # The attempt replays nothing: a step's run/start is sent ahead
+            # The replay is over (a fresh attempt; or a run/start answered
+            # "live"): every step executes, so its run/start is sent ahead
             # (send_ahead) and its closure runs without waiting for the
             # answer, which is read with the step's run/complete.
-            self.fresh = fresh
+            self.live = live
             self.ahead = None  # the run/start frame sent ahead, as sent, until answered
             self.ahead_answer = None  # its answer, read by exchange for request_body
             self.open_step = False  # a run started whose run/complete is not sent yet
@@ -835,9 +836,9 @@ def _fnbridge_worker():
         ctx = enter("run")
         try:
             body = b'{"name":' + quote(name).encode("ascii") + b"}"
-            if ctx.fresh:
-                # Nothing to replay, so the step executes: its start goes
-                # out, and fn runs without waiting for the answer (read
+            if ctx.live:
+                # Nothing left to replay, so the step executes: its start
+                # goes out, and fn runs without waiting for the answer (read
                 # with the completion, which then names no handle).
                 ctx.open_step = True
                 send_ahead(ctx, pack(">I", 10 + len(body)) + b"run/start\n" + body)
@@ -848,6 +849,8 @@ def _fnbridge_worker():
                     return result_of(started["recorded"])
                 handle = {"handle": started["execute"]}
                 ctx.open_step = True
+                if started.get("live") is True:
+                    ctx.live = True
             ctx.step = name
             try:
                 try:

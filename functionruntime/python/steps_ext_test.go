@@ -9,6 +9,8 @@ import (
 	"reflect"
 	"strconv"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -244,6 +246,14 @@ def escaped_step(event):
     except Exception as e:
         out.append("b: %s: %s" % (type(e).__name__, e))
     return out
+
+def live_after_replay(event):
+    one = fnbridge.run("one", lambda: mark("one") or 1)
+    if event == "fail":
+        raise ConnectionError("the attempt fails after step one")
+    two = fnbridge.run("two", lambda: mark("two") or 2)
+    three = fnbridge.run("three", lambda: mark("three") or 3)
+    return [one, two, three]
 
 def guarded_hold(event):
     try:
@@ -827,7 +837,7 @@ func TestStepsInvocationEnvironment(t *testing.T) {
 func TestStepsCancelledDuringContextCall(t *testing.T) {
 	s := newSteps(t, "hold")
 	entered := make(chan struct{})
-	j := &stepctxtest.Journal{Replaying: true, BeforeRunStart: func(ctx context.Context, _ string) {
+	j := &stepctxtest.Journal{AlwaysReplaying: true, BeforeRunStart: func(ctx context.Context, _ string) {
 		close(entered)
 		<-ctx.Done()
 	}}
@@ -866,7 +876,7 @@ func TestStepsFreshAttemptRunsAStepWhileItsStartIsJournaled(t *testing.T) {
 		_, err := os.Stat(filepath.Join(s.f.Dir, "ran-hold"))
 		return err == nil
 	}
-	var sawRun bool
+	var sawRun atomic.Bool // set on the endpoint's goroutine
 	j := &stepctxtest.Journal{BeforeRunStart: func(ctx context.Context, _ string) {
 		// Held until the closure has run: a worker that waited for this
 		// answer would never get there.
@@ -874,7 +884,7 @@ func TestStepsFreshAttemptRunsAStepWhileItsStartIsJournaled(t *testing.T) {
 		for !ran() && time.Now().Before(deadline) && ctx.Err() == nil {
 			time.Sleep(5 * time.Millisecond)
 		}
-		sawRun = ran()
+		sawRun.Store(ran())
 	}}
 	a := s.Open(t, j)
 	if !a.Fresh() {
@@ -882,7 +892,7 @@ func TestStepsFreshAttemptRunsAStepWhileItsStartIsJournaled(t *testing.T) {
 	}
 	res, err := s.invoke(t, a, `null`)
 	steptest.MustOutput(t, res, err, `null`)
-	if !sawRun {
+	if !sawRun.Load() {
 		t.Fatal("the step's closure waited for its start to be journaled in a fresh attempt")
 	}
 	if e := j.Entries(); len(e) != 1 || e[0].Name != "hold" || string(e[0].Result.Value) != "null" {
@@ -892,6 +902,50 @@ func TestStepsFreshAttemptRunsAStepWhileItsStartIsJournaled(t *testing.T) {
 		t.Fatalf("marks = %v, want the step run once", got)
 	}
 
+}
+
+// Rule: an attempt that replays waits for each run/start's answer until
+// the replay is over: the first step that executes after it (its answer
+// says "live") still waits, and every later step runs without waiting.
+func TestStepsPipelinedOnceTheReplayIsOver(t *testing.T) {
+	s := newSteps(t, "live_after_replay")
+	ran := func(name string) bool {
+		_, err := os.Stat(filepath.Join(s.f.Dir, "ran-"+name))
+		return err == nil
+	}
+	var mu sync.Mutex // early is set on the endpoint's goroutine
+	early := map[string]bool{}
+	j := &stepctxtest.Journal{BeforeRunStart: func(ctx context.Context, name string) {
+		mu.Lock()
+		defer mu.Unlock()
+		if name != "three" {
+			early[name] = ran(name)
+			return
+		}
+		deadline := time.Now().Add(20 * time.Second)
+		for !ran(name) && time.Now().Before(deadline) && ctx.Err() == nil {
+			time.Sleep(5 * time.Millisecond)
+		}
+		early[name] = ran(name)
+	}}
+	if _, err := s.invoke(t, s.Open(t, j), `"fail"`); err == nil {
+		t.Fatal("the first attempt did not fail")
+	}
+	j.Restart()
+	a := s.Open(t, j)
+	if a.Fresh() {
+		t.Fatal("an attempt with a recorded step is fresh")
+	}
+	res, err := s.invoke(t, a, `null`)
+	steptest.MustOutput(t, res, err, `[1,2,3]`)
+	if got := marks(t, s.f.Dir); !reflect.DeepEqual(got, map[string]int{"one": 1, "two": 1, "three": 1}) {
+		t.Fatalf("marks = %v, want each step run once", got)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if early["two"] || !early["three"] {
+		t.Fatalf("closure run before its start was served: %v; want two waited (the replay was not known to be over), three not", early)
+	}
 }
 
 // Rule: a step whose start is refused fails as the refusal says, also

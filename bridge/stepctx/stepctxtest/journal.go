@@ -50,10 +50,10 @@ type Journal struct {
 	// BeforeRunStart), journaling nothing: stepctx.Cancelled() fails the
 	// step alone, stepctx.ErrSuspended ends the attempt.
 	RunStartError error
-	// Replaying makes Fresh false with nothing recorded, as for an attempt
-	// whose journal holds entries this Journal does not model: the
-	// function then waits for the answer of every run/start.
-	Replaying bool
+	// AlwaysReplaying makes Replaying true whatever is recorded, as for
+	// an attempt whose journal holds entries this Journal does not model:
+	// the function then waits for the answer of every run/start.
+	AlwaysReplaying bool
 
 	mu           sync.Mutex
 	entries      []*Entry
@@ -288,11 +288,12 @@ func (j *Journal) InvocationID() string {
 // RandomSeed implements stepctx.Journal.
 func (j *Journal) RandomSeed() uint64 { return j.Seed }
 
-// Fresh implements stepctx.Journal: no earlier attempt journaled anything.
-func (j *Journal) Fresh() bool {
+// Replaying implements stepctx.Journal: the attempt's next command
+// replays a recorded one.
+func (j *Journal) Replaying() bool {
 	j.mu.Lock()
 	defer j.mu.Unlock()
-	return len(j.entries) == 0 && !j.Replaying
+	return j.AlwaysReplaying || j.cursor < len(j.entries)
 }
 
 // sameName matches a replayed entry by name.
