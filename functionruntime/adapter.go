@@ -41,6 +41,10 @@ type WorkerSpec struct {
 	// Interpreter is the interpreter the registration named
 	// ([InterpreterMetadata]); empty: the adapter's own choice.
 	Interpreter string
+	// Inline runs the registration's invocations one after another in the
+	// worker's own shell rather than each in a subshell of its own
+	// ([SubshellMetadata] "false"; only for an [InlineRunner] adapter).
+	Inline bool
 	// StartTimeout bounds a restart of the worker after it died or was
 	// killed (Limits.RegistrationTimeout, as the first start); 0: none.
 	StartTimeout time.Duration

@@ -40,6 +40,8 @@ type fakeAdapter struct {
 	// checkInterpreter, when set, makes the harness's adapter an
 	// InterpreterChooser with this check.
 	checkInterpreter func(string) error
+	// inline, when set, makes the harness's adapter an InlineRunner.
+	inline bool
 
 	starts  atomic.Int32
 	mu      sync.Mutex
@@ -199,8 +201,13 @@ func newHarnessWith(t *testing.T, ad *fakeAdapter, opts functionruntime.Options)
 	t.Helper()
 	logs := &syncBuffer{}
 	opts.Adapter = ad
-	if ad.checkInterpreter != nil {
+	switch {
+	case ad.checkInterpreter != nil && ad.inline:
+		opts.Adapter = inlineChoosingAdapter{choosingAdapter{ad}}
+	case ad.checkInterpreter != nil:
 		opts.Adapter = choosingAdapter{ad}
+	case ad.inline:
+		opts.Adapter = inlineAdapter{ad}
 	}
 	opts.Logger = zerolog.New(logs).Level(zerolog.DebugLevel)
 	srv := functionruntime.NewServer(opts)

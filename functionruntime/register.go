@@ -63,6 +63,9 @@ func (s *Server) RegisterFunction(ctx context.Context, req *executorv1.RegisterF
 	if p.interpreter, err = interpreterOf(ctx, s.adapter); err != nil {
 		return nil, err
 	}
+	if p.inline, err = inlineOf(ctx, s.adapter); err != nil {
+		return nil, err
+	}
 	LogWorkerLimitMechanisms(s.log)
 	procs, mem := proc.Enforced()
 	warnUnenforced(s.log, p.handler, p.dir, limits, procs, mem)
@@ -142,6 +145,7 @@ func (s *Server) admit(p registerParams, limits WorkerLimits) (*registration, er
 			Limits:  limits,
 
 			Interpreter:  p.interpreter,
+			Inline:       p.inline,
 			StartTimeout: s.limits.RegistrationTimeout,
 			DirInfo:      dirInfo(p.dir),
 		},
@@ -179,6 +183,7 @@ func (reg *registration) differences(p registerParams, limits WorkerLimits) (fie
 	add(p.idleTimeout != reg.idleTimeout, "idle_timeout_seconds", "idle_timeout_seconds")
 	add(limits != reg.spec.Limits, WorkerLimitsMetadata, "set of worker limits ("+WorkerLimitsMetadata+" metadata)")
 	add(p.interpreter != reg.spec.Interpreter, InterpreterMetadata, "interpreter ("+InterpreterMetadata+" metadata)")
+	add(p.inline != reg.spec.Inline, SubshellMetadata, "choice of subshell ("+SubshellMetadata+" metadata)")
 	return fields, words
 }
 

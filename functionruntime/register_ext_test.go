@@ -244,7 +244,7 @@ func TestRegisterRefusesAnotherKind(t *testing.T) {
 }
 
 func TestRegisterSameDigestOtherFieldsIsAlreadyExists(t *testing.T) {
-	ad := &fakeAdapter{checkInterpreter: refuseBad}
+	ad := &fakeAdapter{checkInterpreter: refuseBad, inline: true}
 	h := newHarness(t, ad, functionruntime.Limits{}, nil)
 	other := filepath.Join(h.dir, "other")
 	if err := os.Mkdir(other, 0o755); err != nil {
@@ -274,6 +274,7 @@ func TestRegisterSameDigestOtherFieldsIsAlreadyExists(t *testing.T) {
 		{"idle_timeout_seconds", "idle_timeout_seconds", "another idle_timeout_seconds", nil, func(r *executorv1.RegisterFunctionRequest) { r.IdleTimeoutSeconds = 1 }},
 		{"worker limits", functionruntime.WorkerLimitsMetadata, "another set of worker limits (fnbridge-worker-limits metadata)", withLimits, func(*executorv1.RegisterFunctionRequest) {}},
 		{"interpreter", functionruntime.InterpreterMetadata, "another interpreter (fnbridge-interpreter metadata)", withInterpreter("/tmp/evil/python"), func(*executorv1.RegisterFunctionRequest) {}},
+		{"subshell", functionruntime.SubshellMetadata, "another choice of subshell (fnbridge-subshell metadata)", withSubshell("false"), func(*executorv1.RegisterFunctionRequest) {}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -33,6 +33,7 @@ type registerParams struct {
 	idleTimeout time.Duration
 	digest      string
 	interpreter string // from InterpreterMetadata, not the request
+	inline      bool   // from SubshellMetadata
 }
 
 // validateRegister checks every field of a RegisterFunctionRequest that does

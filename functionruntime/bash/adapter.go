@@ -102,6 +102,10 @@ func New(opts Options) functionruntime.Adapter {
 // Kind returns "bash".
 func (a *adapter) Kind() string { return Kind }
 
+// RunsInline marks the adapter as honouring WorkerSpec.Inline (see the
+// package doc, Inline invocations).
+func (a *adapter) RunsInline() {}
+
 // ValidateHandler accepts file.function with a safe file stem and a bash
 // function name; see the package doc.
 func (a *adapter) ValidateHandler(handler string) error {

@@ -15,6 +15,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/fnbridge/fnbridge/functionruntime"
+	"github.com/fnbridge/fnbridge/functionruntime/internal/adaptertest"
 	"github.com/fnbridge/fnbridge/functionruntime/kinds"
 	"github.com/fnbridge/fnbridge/internal/procstat"
 )
@@ -22,10 +23,12 @@ import (
 // Rule: "It never evaluates either the handler or request payload as shell
 // source": hostile payloads "must reach $1 byte for byte and create no
 // file".
-func TestPayloadIsNeverEvaluated(t *testing.T) {
-	f := conformance.NewFixture(t, "h.dot", map[string]string{"h.sh": handlerSh})
+func TestPayloadIsNeverEvaluated(t *testing.T) { modes(t, testPayloadIsNeverEvaluated) }
+
+func testPayloadIsNeverEvaluated(t *testing.T, a *adaptertest.Adapter) {
+	f := a.NewFixture(t, "h.dot", map[string]string{"h.sh": handlerSh})
 	w := f.Start(t)
-	fa := conformance.NewFixture(t, "h.argc", map[string]string{"h.sh": handlerSh})
+	fa := a.NewFixture(t, "h.argc", map[string]string{"h.sh": handlerSh})
 	fa.Dir = f.Dir
 	argc := fa.Start(t)
 	payloads := []string{
@@ -52,8 +55,10 @@ func TestPayloadIsNeverEvaluated(t *testing.T) {
 
 // Rule: the payload is read "byte-exactly ... so there is no exec argv size
 // limit".
-func TestLargeBinaryPayloadIsByteExact(t *testing.T) {
-	f := conformance.NewFixture(t, "h.dot", map[string]string{"h.sh": handlerSh})
+func TestLargeBinaryPayloadIsByteExact(t *testing.T) { modes(t, testLargeBinaryPayloadIsByteExact) }
+
+func testLargeBinaryPayloadIsByteExact(t *testing.T, a *adaptertest.Adapter) {
+	f := a.NewFixture(t, "h.dot", map[string]string{"h.sh": handlerSh})
 	w := f.Start(t)
 	payload := make([]byte, 4<<20) // 4 MiB, well over ARG_MAX's per-argument limit
 	r := rand.New(rand.NewPCG(1, 2))
@@ -73,8 +78,10 @@ func TestLargeBinaryPayloadIsByteExact(t *testing.T) {
 }
 
 // Rule: "document that NUL bytes are rejected".
-func TestNULPayloadRejected(t *testing.T) {
-	f := conformance.NewFixture(t, "h.dot", map[string]string{"h.sh": handlerSh})
+func TestNULPayloadRejected(t *testing.T) { modes(t, testNULPayloadRejected) }
+
+func testNULPayloadRejected(t *testing.T, a *adaptertest.Adapter) {
+	f := a.NewFixture(t, "h.dot", map[string]string{"h.sh": handlerSh})
 	w := f.Start(t)
 	_, err := w.Invoke(t.Context(), f.Invocation("nul", []byte("ab\x00cd")))
 	var he *functionruntime.HandlerError
@@ -85,7 +92,9 @@ func TestNULPayloadRejected(t *testing.T) {
 
 // Rule: "stdout is the output" with "a single trailing newline" removed,
 // content type application/json for JSON, else text/plain.
-func TestOutputAndContentType(t *testing.T) {
+func TestOutputAndContentType(t *testing.T) { modes(t, testOutputAndContentType) }
+
+func testOutputAndContentType(t *testing.T, a *adaptertest.Adapter) {
 	for _, tc := range []struct{ fn, out, ct string }{
 		{"json", `{"ok": true}`, "application/json"},
 		{"text", "hello world", "text/plain; charset=utf-8"},
@@ -93,7 +102,7 @@ func TestOutputAndContentType(t *testing.T) {
 		{"binary", "\xff\xfe", "application/octet-stream"},
 		{"empty", "", "text/plain; charset=utf-8"},
 	} {
-		f := conformance.NewFixture(t, "h."+tc.fn, map[string]string{"h.sh": handlerSh})
+		f := a.NewFixture(t, "h."+tc.fn, map[string]string{"h.sh": handlerSh})
 		w := f.Start(t)
 		res := f.MustInvoke(t, w, "")
 		if string(res.Output) != tc.out || res.ContentType != tc.ct {
@@ -117,8 +126,10 @@ func TestInvocationsAreIsolated(t *testing.T) {
 // Shell options set by the handler file apply to the function, not to the
 // worker's loop: set -euo pipefail must not turn a handler failure into a
 // worker crash.
-func TestStrictModeFile(t *testing.T) {
-	f := conformance.NewFixture(t, "strict.run", map[string]string{"strict.sh": `
+func TestStrictModeFile(t *testing.T) { modes(t, testStrictModeFile) }
+
+func testStrictModeFile(t *testing.T, a *adaptertest.Adapter) {
+	f := a.NewFixture(t, "strict.run", map[string]string{"strict.sh": `
 set -euo pipefail
 run() {
 	case $1 in
@@ -147,14 +158,16 @@ run() {
 // the file's builtin and command functions) turns it on, and leaving
 // POSIX mode does not turn it off: $(false; echo done) then failed the
 // invocation where plain bash goes on.
-func TestInheritErrexitIsTheFiles(t *testing.T) {
+func TestInheritErrexitIsTheFiles(t *testing.T) { modes(t, testInheritErrexitIsTheFiles) }
+
+func testInheritErrexitIsTheFiles(t *testing.T, a *adaptertest.Adapter) {
 	// want "" is a failure: inherit_errexit on, set -e ends the
 	// substitution at grep and the assignment fails, as in plain bash.
 	for file, want := range map[string]string{
 		"set -e\n":                   "0,done|off",
 		"shopt -s inherit_errexit\n": "",
 	} {
-		f := conformance.NewFixture(t, "ie.run", map[string]string{"ie.sh": file + `
+		f := a.NewFixture(t, "ie.run", map[string]string{"ie.sh": file + `
 run() { set -e; local x; x=$(grep -c nomatch /dev/null; echo done); printf '%s|%s' "${x//$'\n'/,}" "$(shopt inherit_errexit | cut -f2)"; }
 `})
 		w := f.Start(t)
@@ -169,8 +182,10 @@ run() { set -e; local x; x=$(grep -c nomatch /dev/null; echo done); printf '%s|%
 }
 
 // A file that redefines builtins the bootstrap relies on cannot break it.
-func TestFileShadowingBuiltins(t *testing.T) {
-	f := conformance.NewFixture(t, "sh.run", map[string]string{"sh.sh": `
+func TestFileShadowingBuiltins(t *testing.T) { modes(t, testFileShadowingBuiltins) }
+
+func testFileShadowingBuiltins(t *testing.T, a *adaptertest.Adapter) {
+	f := a.NewFixture(t, "sh.run", map[string]string{"sh.sh": `
 read() { echo "shadowed read" >&2; return 1; }
 printf() { builtin printf 'shadowed:'; builtin printf "$@"; }
 exit() { echo "shadowed exit" >&2; }
@@ -192,6 +207,10 @@ run() { echo "run $1"; }
 // check itself runs as bash's own), and the check leaves nothing behind:
 // no POSIX mode, no exported function.
 func TestFileDefiningBuiltinOrCommandIsRefused(t *testing.T) {
+	modes(t, testFileDefiningBuiltinOrCommandIsRefused)
+}
+
+func testFileDefiningBuiltinOrCommandIsRefused(t *testing.T, a *adaptertest.Adapter) {
 	for file, names := range map[string]string{
 		"builtin() { echo \"my builtin $*\" >&2; }\n":                                         "builtin",
 		"command() { echo \"my command $*\" >&2; }\n":                                         "command",
@@ -199,7 +218,7 @@ func TestFileDefiningBuiltinOrCommandIsRefused(t *testing.T) {
 		// POSIX mode left on, its variable readonly: checked as it is.
 		"readonly POSIXLY_CORRECT=y\nbuiltin() { :; }\n": "builtin",
 	} {
-		f := conformance.NewFixture(t, "sh.run", map[string]string{"sh.sh": file + "run() { echo run; }\n"})
+		f := a.NewFixture(t, "sh.run", map[string]string{"sh.sh": file + "run() { echo run; }\n"})
 		start := time.Now()
 		err := f.StartErr(t)
 		if want := "sh.sh defines a function named " + names + ", which would take the worker's own use of bash's " + names + ": rename it"; err == nil || !strings.Contains(err.Error(), want) {
@@ -209,7 +228,7 @@ func TestFileDefiningBuiltinOrCommandIsRefused(t *testing.T) {
 			t.Errorf("%q: refused after %s: it waited for a timeout", file, d)
 		}
 	}
-	f := conformance.NewFixture(t, "sh.run", map[string]string{"sh.sh": `
+	f := a.NewFixture(t, "sh.run", map[string]string{"sh.sh": `
 set() { echo "shadowed set" >&2; }
 unset() { echo "shadowed unset" >&2; }
 export() { echo "shadowed export" >&2; }
@@ -220,7 +239,7 @@ run() { builtin printf '%s|%s|%s' "$1" "$(builtin shopt -o posix)" "$(env | grep
 		t.Fatalf("output = %q, want %q", got, want)
 	}
 	// A readonly POSIXLY_CORRECT (which the check must not assign) serves.
-	f = conformance.NewFixture(t, "sh.run", map[string]string{"sh.sh": "readonly POSIXLY_CORRECT=x\nrun() { builtin printf '%s' \"$1\"; }\n"})
+	f = a.NewFixture(t, "sh.run", map[string]string{"sh.sh": "readonly POSIXLY_CORRECT=x\nrun() { builtin printf '%s' \"$1\"; }\n"})
 	if got := string(f.MustInvoke(t, f.Start(t), "b").Output); got != "b" {
 		t.Fatalf("with a readonly POSIXLY_CORRECT: output = %q, want b", got)
 	}
@@ -229,8 +248,10 @@ run() { builtin printf '%s|%s|%s' "$1" "$(builtin shopt -o posix)" "$(env | grep
 // The per-invocation environment is data even when the handler file gave
 // one of its names an attribute: with declare -i, assigning a caller's
 // tracestate would evaluate it as arithmetic, and a[$(cmd)] runs cmd.
-func TestInvocationEnvIsNeverEvaluated(t *testing.T) {
-	f := conformance.NewFixture(t, "tr.f", map[string]string{"tr.sh": "declare -i TRACESTATE TRACEPARENT\nf() {\n  printf '%s|%s' \"$TRACEPARENT\" \"$TRACESTATE\"\n}\n"})
+func TestInvocationEnvIsNeverEvaluated(t *testing.T) { modes(t, testInvocationEnvIsNeverEvaluated) }
+
+func testInvocationEnvIsNeverEvaluated(t *testing.T, a *adaptertest.Adapter) {
+	f := a.NewFixture(t, "tr.f", map[string]string{"tr.sh": "declare -i TRACESTATE TRACEPARENT\nf() {\n  printf '%s|%s' \"$TRACEPARENT\" \"$TRACESTATE\"\n}\n"})
 	w := f.Start(t)
 	evil := "a[$(touch pwned)]"
 	inv := f.Invocation("inv-tr", []byte("x"))
@@ -254,9 +275,13 @@ func TestInvocationEnvIsNeverEvaluated(t *testing.T) {
 // the function's, which did not run. The worker is replaced, and the next
 // invocation works in a fresh directory.
 func TestLostScratchDirectoryReplacesTheWorker(t *testing.T) {
+	modes(t, testLostScratchDirectoryReplacesTheWorker)
+}
+
+func testLostScratchDirectoryReplacesTheWorker(t *testing.T, a *adaptertest.Adapter) {
 	tmp := t.TempDir()
 	t.Setenv("TMPDIR", tmp)
-	f := conformance.NewFixture(t, "h.dot", map[string]string{"h.sh": handlerSh})
+	f := a.NewFixture(t, "h.dot", map[string]string{"h.sh": handlerSh})
 	w := f.Start(t)
 	f.MustInvoke(t, w, "first")
 	dirs, _ := filepath.Glob(filepath.Join(tmp, "fnbridge-bash-*"))
@@ -282,7 +307,9 @@ func TestLostScratchDirectoryReplacesTheWorker(t *testing.T) {
 // may have been cut short) and everything it started is gone; the next
 // invocation gets a fresh worker. (README: end background jobs with
 // `kill $(jobs -p)` instead.)
-func TestKillZeroEndsTheWorker(t *testing.T) {
+func TestKillZeroEndsTheWorker(t *testing.T) { modes(t, testKillZeroEndsTheWorker) }
+
+func testKillZeroEndsTheWorker(t *testing.T, a *adaptertest.Adapter) {
 	// Each waits until its job runs sleep: a signal that reaches a child
 	// bash has only forked can be lost while bash resets its traps there
 	// (seen on a loaded machine), which is bash's race, not the worker's.
@@ -338,7 +365,11 @@ jobs_done() {
 // stdout is the response pipe: a failing function fails with its status,
 // and the worker serves on.
 func TestHandlerFileErrTrapStaysOutOfTheLoop(t *testing.T) {
-	f := conformance.NewFixture(t, "e.fail", map[string]string{"e.sh": "trap 'echo \"ERR $LINENO\"' ERR\nfail() { [[ $1 != pid ]] || { printf %s \"$$\"; return 0; }; return 3; }\n"})
+	modes(t, testHandlerFileErrTrapStaysOutOfTheLoop)
+}
+
+func testHandlerFileErrTrapStaysOutOfTheLoop(t *testing.T, a *adaptertest.Adapter) {
+	f := a.NewFixture(t, "e.fail", map[string]string{"e.sh": "trap 'echo \"ERR $LINENO\"' ERR\nfail() { [[ $1 != pid ]] || { printf %s \"$$\"; return 0; }; return 3; }\n"})
 	w := f.Start(t)
 	pid := f.PidOf(t, w)
 	for i := 0; i < 2; i++ {
@@ -376,13 +407,17 @@ func TestKilledFunctionShowsNoWorkerSource(t *testing.T) {
 // bound with echo's trailing newline passes. An outputs file over its own
 // bound is as terminal: the function already ran.
 func TestKindsBashOutputBoundIsTheServers(t *testing.T) {
+	modes(t, testKindsBashOutputBoundIsTheServers)
+}
+
+func testKindsBashOutputBoundIsTheServers(t *testing.T, a *adaptertest.Adapter) {
 	k, _ := kinds.Lookup("bash")
 	files := map[string]string{"big.sh": `
 big() { head -c "$1" /dev/zero | tr '\0' x; }
 exact() { head -c "$1" /dev/zero | tr '\0' x; echo; }
 outs() { head -c 2000000 /dev/zero | tr '\0' a >"$FNBRIDGE_OUTPUTS"; echo ok; }
 `}
-	f := conformance.NewFixture(t, "big.big", files)
+	f := a.NewFixture(t, "big.big", files)
 	f.A = k.New()
 	w := f.Start(t)
 	bound := strconv.Itoa(functionruntime.DefaultMaxOutputBytes)
@@ -394,13 +429,13 @@ outs() { head -c 2000000 /dev/zero | tr '\0' a >"$FNBRIDGE_OUTPUTS"; echo ok; }
 			t.Fatalf("%d bytes: error = %#v, want a terminal OutputTooLarge naming stdout and %s", n, err, bound)
 		}
 	}
-	exact := conformance.NewFixture(t, "big.exact", files)
+	exact := a.NewFixture(t, "big.exact", files)
 	exact.A = k.New()
 	we := exact.Start(t)
 	if res := exact.MustInvoke(t, we, bound); len(res.Output) != functionruntime.DefaultMaxOutputBytes {
 		t.Fatalf("exactly the bound plus a newline: %d bytes of output, want %s", len(res.Output), bound)
 	}
-	outs := conformance.NewFixture(t, "big.outs", files)
+	outs := a.NewFixture(t, "big.outs", files)
 	outs.A = k.New()
 	wo := outs.Start(t)
 	_, err := outs.Invoke(t, wo, `1`)
@@ -414,7 +449,11 @@ outs() { head -c 2000000 /dev/zero | tr '\0' a >"$FNBRIDGE_OUTPUTS"; echo ok; }
 // gone once it is sourced: a function of a set -e file that fails fails
 // with its own status and message, and a file's own ERR trap is its own.
 func TestSourceErrTrapIsGoneAfterTheSource(t *testing.T) {
-	f := conformance.NewFixture(t, "se.fail", map[string]string{"se.sh": "set -eE\nfalse || :\nfail() { echo 'own message' >&2; false; }\n"})
+	modes(t, testSourceErrTrapIsGoneAfterTheSource)
+}
+
+func testSourceErrTrapIsGoneAfterTheSource(t *testing.T, a *adaptertest.Adapter) {
+	f := a.NewFixture(t, "se.fail", map[string]string{"se.sh": "set -eE\nfalse || :\nfail() { echo 'own message' >&2; false; }\n"})
 	w := f.Start(t)
 	_, err := f.Invoke(t, w, "x")
 	var he *functionruntime.HandlerError
@@ -427,8 +466,10 @@ func TestSourceErrTrapIsGoneAfterTheSource(t *testing.T) {
 // trap) keeps its trap in every invocation: the worker's check for
 // errtrace read the options list joined with the file's IFS, and dropped
 // the trap under this one.
-func TestStrictModeHeaderKeepsItsErrTrap(t *testing.T) {
-	f := conformance.NewFixture(t, "s.run", map[string]string{"s.sh": `set -Eeuo pipefail
+func TestStrictModeHeaderKeepsItsErrTrap(t *testing.T) { modes(t, testStrictModeHeaderKeepsItsErrTrap) }
+
+func testStrictModeHeaderKeepsItsErrTrap(t *testing.T, a *adaptertest.Adapter) {
+	f := a.NewFixture(t, "s.run", map[string]string{"s.sh": `set -Eeuo pipefail
 IFS=$'\n\t'
 trap 'echo "ERR at line $LINENO: $BASH_COMMAND" >&2' ERR
 run() { false | true; echo "not reached"; }
@@ -445,7 +486,11 @@ run() { false | true; echo "not reached"; }
 // is still there: a cleaner that removes it mid-invocation loses the
 // output, which must not read as a successful empty result.
 func TestRemovedStdoutFileIsNoEmptyResult(t *testing.T) {
-	f := conformance.NewFixture(t, "r.run", map[string]string{"r.sh": `run() {
+	modes(t, testRemovedStdoutFileIsNoEmptyResult)
+}
+
+func testRemovedStdoutFileIsNoEmptyResult(t *testing.T, a *adaptertest.Adapter) {
+	f := a.NewFixture(t, "r.run", map[string]string{"r.sh": `run() {
 	echo '"lost"'
 	[[ $1 != rm ]] || command rm -f "${FNBRIDGE_OUTPUTS%/*}"/s.*
 }
@@ -465,7 +510,9 @@ func TestRemovedStdoutFileIsNoEmptyResult(t *testing.T) {
 // as the file set it (exported or not, empty or not), not the worker's:
 // the worker waits for its next request as long as it takes, on the same
 // process.
-func TestTMOUTInTheFileIsTheFunctions(t *testing.T) {
+func TestTMOUTInTheFileIsTheFunctions(t *testing.T) { modes(t, testTMOUTInTheFileIsTheFunctions) }
+
+func testTMOUTInTheFileIsTheFunctions(t *testing.T, a *adaptertest.Adapter) {
 	for _, tc := range []struct{ name, set, want string }{
 		{"exported", "export TMOUT=1", "1|1"},
 		{"plain", "TMOUT=1", "1|-"},
@@ -474,7 +521,7 @@ func TestTMOUTInTheFileIsTheFunctions(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
-			f := conformance.NewFixture(t, "t.run", map[string]string{"t.sh": tc.set + `
+			f := a.NewFixture(t, "t.run", map[string]string{"t.sh": tc.set + `
 run() {
 	case $1 in
 	pid) printf '%s' "$$" ;;
@@ -502,7 +549,11 @@ run() {
 // line on stderr, not the trace of the exit; a line over 1 KiB is cut at
 // a character boundary.
 func TestExitMessageSkipsTheExitTraceAndKeepsUTF8(t *testing.T) {
-	f := conformance.NewFixture(t, "x.run", map[string]string{"x.sh": `run() {
+	modes(t, testExitMessageSkipsTheExitTraceAndKeepsUTF8)
+}
+
+func testExitMessageSkipsTheExitTraceAndKeepsUTF8(t *testing.T, a *adaptertest.Adapter) {
+	f := a.NewFixture(t, "x.run", map[string]string{"x.sh": `run() {
 	case $1 in
 	traced) set -x; echo "order not found" >&2; exit 100 ;;
 	long) { printf 'x%.0s' {1..1023}; printf 'ééééé\n'; } >&2; exit 100 ;;
@@ -523,8 +574,10 @@ func TestExitMessageSkipsTheExitTraceAndKeepsUTF8(t *testing.T) {
 
 // A file under set -x traces the function in each invocation, not the
 // worker's own lines that set the file's options again before it.
-func TestXtraceFileTracesTheFunctionOnly(t *testing.T) {
-	f := conformance.NewFixture(t, "x.run", map[string]string{"x.sh": "set -eux\nrun() { echo '\"ran\"'; }\n"})
+func TestXtraceFileTracesTheFunctionOnly(t *testing.T) { modes(t, testXtraceFileTracesTheFunctionOnly) }
+
+func testXtraceFileTracesTheFunctionOnly(t *testing.T, a *adaptertest.Adapter) {
+	f := a.NewFixture(t, "x.run", map[string]string{"x.sh": "set -eux\nrun() { echo '\"ran\"'; }\n"})
 	w := f.Start(t)
 	before := len(f.Logs.Messages()) // the registration's own trace
 	if got := string(f.MustInvoke(t, w, "x").Output); got != `"ran"` {

@@ -32,6 +32,12 @@ var bench = adaptertest.Bench{
 // file is already sourced; each call costs one subshell.
 func BenchmarkBashWarmInvoke(b *testing.B) { adaptertest.BenchmarkWarm(b, conformance, bench) }
 
+// BenchmarkBashWarmInvokeInline is BenchmarkBashWarmInvoke with the
+// invocations inline, in the worker's own shell: no subshell per call.
+func BenchmarkBashWarmInvokeInline(b *testing.B) {
+	adaptertest.BenchmarkWarm(b, conformanceInline, bench)
+}
+
 // BenchmarkBashColdInvoke is the baseline: a fresh bash per call that
 // sources the file and calls the function once.
 func BenchmarkBashColdInvoke(b *testing.B) {

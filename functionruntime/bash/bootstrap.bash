@@ -2,7 +2,10 @@
 # written to the worker's scratch directory and sourced by the stub in
 # adapter.go:
 #
-#   bash --noprofile --norc -c <stub> fnbridge-bash-worker SCRATCH/worker.bash FILE FUNCTION SCRATCH
+#   bash --noprofile --norc -c <stub> fnbridge-bash-worker SCRATCH/worker.bash FILE FUNCTION SCRATCH MODE
+#
+# MODE is "subshell" (each invocation in a subshell of its own) or
+# "shared" (each in the worker's own shell, see __fnb_shared).
 #
 # The wire protocol is described in the Go package documentation
 # (functionruntime/bash). Everything runs inside __fnb_main, which is parsed
@@ -459,6 +462,45 @@ __fnb_invocation() {
 		for __fnb_o in "${__fnb_reapply[@]}" -; do :; done
 	fi
 
+	__fnb_request
+	# This invocation's own files, named by its key (the outputs
+	# file is created by the first write): a job an earlier
+	# invocation left behind only knows paths Go has removed.
+	command exec {__fnb_in}<&- {__fnb_out}>&- {__fnb_life}<&- >"$__fnb_dir/s.$__fnb_f"
+	__fnb_give
+	# The shell whose fnbridge function may use the step agent.
+	__fnb_ishell=$BASHPID __fnb_areq= __fnb_aans= __fnb_apid= __fnb_rq=0
+	[[ -z $__fnb_traps ]] || builtin eval "$__fnb_traps"
+	for __fnb_o in "${__fnb_reapply[@]}"; do
+		builtin set -o "$__fnb_o"
+	done
+	"$__fnb_fn" "$__fnb_payload"
+	# A function that returned reports its status itself, before the
+	# subshell exits, so the answer does not wait for the process
+	# teardown and the loop's wakeup. It writes through the loop's
+	# descriptors ($$ is the loop's PID), which the function cannot
+	# redirect and its background children do not inherit. It does
+	# not when the function set an EXIT trap, whose output and log
+	# lines still belong to the invocation; `exit`, errexit, exec and
+	# signals never get here. In all those cases the loop reports.
+	# No trap of ours is set in the subshell: an EXIT trap would
+	# make bash catch SIGTERM and friends, run it mid-builtin and
+	# flush half-written output. (The group's redirection keeps
+	# xtrace off the handler's log; $? still holds the status.)
+	{
+		__fnb_rc=$?
+		builtin set +xv
+		builtin trap -p EXIT >|"$__fnb_dir/trap"
+		[[ ! -s $__fnb_dir/trap ]] &&
+			builtin printf 'R %d %s %d\n' "$__fnb_seq" "$__fnb_tok" "$__fnb_rc" >|"/proc/$$/fd/$__fnb_out"
+	} 2>/dev/null
+	builtin exit "$__fnb_rc"
+}
+
+# __fnb_request reads one invocation's request (see the loop in
+# __fnb_main, whose variables it sets): its header, step context and
+# environment, and payload.
+__fnb_request() {
 	# Request: the token (16 bytes), the length as 12 digits, then
 	# exactly <length> payload bytes; one read for the header.
 	# End of input (the server is gone or done with this worker) or
@@ -487,10 +529,13 @@ __fnb_invocation() {
 	# the lifeline reads as ready only at its end (nothing is ever
 	# written to it), and the guardian may not have struck yet.
 	! builtin read -t 0 -u "$__fnb_life" || __fnb_end
-	# This invocation's own files, named by its key (the outputs
-	# file is created by the first write): a job an earlier
-	# invocation left behind only knows paths Go has removed.
-	command exec {__fnb_in}<&- {__fnb_out}>&- {__fnb_life}<&- >"$__fnb_dir/s.$__fnb_f"
+}
+
+# __fnb_give hands the shell over to the function: the locale and TMOUT
+# the file left, which the loop keeps off. (Its traps and options are
+# given back by the caller itself, right before the function: a RETURN
+# trap or functrace would fire as this returns.)
+__fnb_give() {
 	if [[ $__fnb_lcvar == LC_ALL ]]; then
 		LC_ALL=$__fnb_lc
 	elif [[ $__fnb_lcset ]]; then
@@ -498,41 +543,76 @@ __fnb_invocation() {
 	else
 		builtin unset -v LC_CTYPE
 	fi
-	# The shell whose fnbridge function may use the step agent.
-	__fnb_ishell=$BASHPID __fnb_areq= __fnb_aans= __fnb_apid= __fnb_rq=0
-	[[ -z $__fnb_traps ]] || builtin eval "$__fnb_traps"
 	if [[ -n $__fnb_tmout ]]; then
 		TMOUT=${__fnb_tmout%-}
 		[[ -z $__fnb_tmoutx ]] || builtin export TMOUT
 	fi
-	for __fnb_o in "${__fnb_reapply[@]}"; do
-		builtin set -o "$__fnb_o"
-	done
-	"$__fnb_fn" "$__fnb_payload"
-	# A function that returned reports its status itself, before the
-	# subshell exits, so the answer does not wait for the process
-	# teardown and the loop's wakeup. It writes through the loop's
-	# descriptors ($$ is the loop's PID), which the function cannot
-	# redirect and its background children do not inherit. It does
-	# not when the function set an EXIT trap, whose output and log
-	# lines still belong to the invocation; `exit`, errexit, exec and
-	# signals never get here. In all those cases the loop reports.
-	# No trap of ours is set in the subshell: an EXIT trap would
-	# make bash catch SIGTERM and friends, run it mid-builtin and
-	# flush half-written output. (The group's redirection keeps
-	# xtrace off the handler's log; $? still holds the status.)
+}
+
+# __fnb_inline is one invocation in the worker's own shell (MODE inline,
+# the handler's bash.subshell: false; see the loop in __fnb_main, whose
+# variables it uses): no process of its own, the fork a subshell costs,
+# so what the function leaves in the shell stays for the next one, but
+# for what is put back below. Whatever would have ended its subshell
+# (exit, errexit, exec, a signal, an EXIT trap it set) ends the worker
+# instead: Go takes the worker's exit status as the invocation's and
+# starts a fresh worker.
+__fnb_inline() {
+	__fnb_x=
+	__fnb_request
+	__fnb_give
+	__fnb_ishell=$BASHPID __fnb_rq=0
+	# The function, its status, and whether it left an EXIT trap (see
+	# __fnb_main, which defines __fnb_call). Not through eval: errexit
+	# ending the shell inside one makes bash print a complaint of its
+	# own as the invocation's last line.
+	__fnb_call
+	if [[ -s $__fnb_dir/trap ]]; then
+		# An EXIT trap runs as the shell exits, as a subshell's would, its
+		# output the invocation's; the loop's descriptors go first.
+		command exec >>"$__fnb_dir/s.$__fnb_f" {__fnb_in}<&- {__fnb_out}>&- {__fnb_life}<&-
+		[[ $__fnb_n != *x* ]] || builtin set -x
+		builtin exit "$__fnb_rc"
+	fi
+	# Put back the rest of what the loop needs, and what keeps one
+	# invocation's context out of the next: the C locale, the working
+	# directory, no TMOUT, no step context, and the trace context of
+	# the registration. Jobs the function left running are disowned,
+	# so a later invocation's wait does not wait for them.
 	{
-		__fnb_rc=$?
-		builtin set +xv
-		builtin trap -p EXIT >|"$__fnb_dir/trap"
-		[[ ! -s $__fnb_dir/trap ]] &&
-			builtin printf 'R %d %s %d\n' "$__fnb_seq" "$__fnb_tok" "$__fnb_rc" >|"/proc/$$/fd/$__fnb_out"
-	} 2>/dev/null
-	builtin exit "$__fnb_rc"
+		builtin disown -a
+		if [[ $__fnb_lcvar == LC_ALL ]]; then
+			LC_ALL=C
+		else
+			LC_CTYPE=C
+		fi &&
+			builtin unset -v TMOUT FNBRIDGE_CONTEXT FNBRIDGE_CONTEXT_TOKEN FNBRIDGE_KEY &&
+			{ [[ $PWD == "$__fnb_home" ]] || builtin cd -- "$__fnb_home"; } &&
+			{ [[ $__fnb_x != [eb] ]] || __fnb_retrace; }
+	} 2>/dev/null || __fnb_inline_end "$__fnb_rc"
+}
+
+# __fnb_retrace gives TRACEPARENT and TRACESTATE back the values the
+# registration's environment gave them, after an invocation's own.
+__fnb_retrace() {
+	builtin unset -v TRACEPARENT TRACESTATE || builtin return 1
+	[[ -z $__fnb_tps ]] || builtin export TRACEPARENT="$__fnb_tp"
+	[[ -z $__fnb_tss ]] || builtin export TRACESTATE="$__fnb_ts"
+}
+
+# __fnb_inline_end STATUS ends the worker after an invocation whose
+# function left the shell so that it cannot serve another (a readonly
+# step context or locale variable, its directory gone): STATUS is the
+# invocation's, through the exit status, as for exit.
+__fnb_inline_end() {
+	builtin printf 'fnbridge: the function left the shell unfit for the next invocation (a readonly LC_CTYPE, TMOUT or FNBRIDGE_ variable, or its working directory gone); the worker starts afresh\n' >&2
+	command exec >/dev/null {__fnb_in}<&- {__fnb_out}>&- {__fnb_life}<&-
+	builtin exit "$1"
 }
 
 __fnb_main() {
-	local __fnb_file=$1 __fnb_fn=$2 __fnb_dir=$3
+	local __fnb_file=$1 __fnb_fn=$2 __fnb_dir=$3 __fnb_mode=$4
+	local __fnb_err __fnb_tp __fnb_tps __fnb_ts __fnb_tss
 	local __fnb_in __fnb_out __fnb_status __fnb_len __fnb_payload __fnb_rc __fnb_o
 	local __fnb_key __fnb_tok __fnb_f __fnb_hdr __fnb_seq=0 __fnb_x __fnb_n __fnb_lc __fnb_lcset __fnb_lcvar __fnb_traps __fnb_home
 	local __fnb_tmout= __fnb_tmoutx= __fnb_ie
@@ -569,6 +649,9 @@ __fnb_main() {
 		builtin read -r -u "$__fnb_life" __fnb_o
 		builtin kill -KILL 0
 	) &
+	# No job an inline invocation's wait could wait for (a subshell has a
+	# job table of its own).
+	[[ $__fnb_mode != inline ]] || builtin disown $!
 
 	# The fnbridge command by its path, found before the handler file or
 	# a function can change PATH, so that their steps still find it.
@@ -724,6 +807,36 @@ __fnb_main() {
 	# defined once here, after the handler file, for the subshells to
 	# inherit.
 	fnbridge() { __fnb_fnbridge "$@"; }
+	if [[ $__fnb_mode == inline ]]; then
+		# The function's stderr, given back after each invocation (one
+		# that redirected its own with exec would keep it otherwise), and
+		# the registration's trace context (see __fnb_retrace).
+		command exec {__fnb_err}>&2
+		# __fnb_call, defined here to write the descriptors' numbers in:
+		# redirections of numbers, unlike those of {variables}, are undone
+		# when it returns (an exec of the function's own included), and
+		# what it runs inherits none of the loop's descriptors (a child
+		# bash forks holds them until it execs); stdin stays the worker's
+		# (/dev/null). The file's traps and options are given back inside
+		# it, and taken off before it returns, so that none of them acts
+		# on the loop, whose stdout is the response pipe (a RETURN trap
+		# would fire as it returns).
+		builtin eval '__fnb_call() {
+	[[ -z $__fnb_traps ]] || builtin eval "$__fnb_traps"
+	for __fnb_o in "${__fnb_reapply[@]}"; do
+		builtin set -o "$__fnb_o"
+	done
+	"$__fnb_fn" "$__fnb_payload"
+	{
+		__fnb_rc=$? __fnb_n=$-
+		builtin set +xv
+		builtin trap -p EXIT >|"$__fnb_dir/trap"
+		builtin set +euaCET +o pipefail +o posix
+		builtin trap - ERR DEBUG RETURN
+	} 2>/dev/null
+} >|"$__fnb_dir/s.$__fnb_f"'" 2>&$__fnb_err $__fnb_err>&- $__fnb_in<&- $__fnb_out>&- $__fnb_life<&-"
+		__fnb_tp=${TRACEPARENT-} __fnb_tps=${TRACEPARENT+s} __fnb_ts=${TRACESTATE-} __fnb_tss=${TRACESTATE+s}
+	fi
 	builtin printf 'K %s\n' "$BASH_VERSION"
 
 	# One subshell per invocation, so `exit N` and variables stay inside it.
@@ -750,8 +863,12 @@ __fnb_main() {
 		__fnb_tok=${__fnb_key:0:16} __fnb_f=${__fnb_key:16}
 		((++__fnb_seq))
 		FNBRIDGE_OUTPUTS=$__fnb_dir/o.$__fnb_f FNBRIDGE_INPUT_FILE=$__fnb_dir/i.$__fnb_f
-		( __fnb_invocation )
-		__fnb_rc=$?
+		if [[ $__fnb_mode == inline ]]; then
+			__fnb_inline
+		else
+			( __fnb_invocation )
+			__fnb_rc=$?
+		fi
 		# "D" always follows, so Go knows this invocation is over.
 		builtin printf 'D %d %s %d\n' "$__fnb_seq" "$__fnb_tok" "$__fnb_rc"
 	done

@@ -9,6 +9,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"math"
 	"os"
 	"path/filepath"
@@ -16,6 +17,7 @@ import (
 	"strconv"
 	"strings"
 	"syscall"
+	"time"
 	"unicode/utf8"
 
 	"github.com/fnbridge/fnbridge/functionruntime"
@@ -53,6 +55,9 @@ type session struct {
 	// processes of the worker's group that started by then are earlier
 	// invocations' leftovers.
 	sent uint64
+	// inline: invocations run in the worker's own shell (WorkerSpec.Inline),
+	// whose exit during one is that invocation's status; ended: it did.
+	inline, ended bool
 }
 
 // key is one invocation's key (see the package doc, Wire protocol): a
@@ -121,9 +126,13 @@ func (l *launcher) start(ctx context.Context) (proc.Session, error) {
 		_ = os.RemoveAll(tmp)
 		return nil, fail(fmt.Errorf("write worker bootstrap: %w", err))
 	}
+	mode := "subshell"
+	if l.spec.Inline {
+		mode = "inline"
+	}
 	p, err := proc.Start(proc.Config{
 		Path:        l.exe,
-		Args:        []string{"--noprofile", "--norc", "-c", bootstrapStub, "fnbridge-bash-worker", boot, file, l.function, tmp},
+		Args:        []string{"--noprofile", "--norc", "-c", bootstrapStub, "fnbridge-bash-worker", boot, file, l.function, tmp, mode},
 		Dir:         l.spec.Dir,
 		Env:         env,
 		Logger:      l.spec.Logger,
@@ -139,10 +148,14 @@ func (l *launcher) start(ctx context.Context) (proc.Session, error) {
 		Base:      proc.Base{P: p, Tmp: tmp},
 		r:         bufio.NewReaderSize(p.Responses(), maxLine),
 		maxOutput: l.opts.MaxOutput,
+		inline:    l.spec.Inline,
 	}
 	if err := l.handshake(ctx, s); err != nil {
 		s.Stop(l.opts.Grace)
 		return nil, fail(err)
+	}
+	if s.inline {
+		p.JobsAreChildren()
 	}
 	return s, nil
 }
@@ -218,7 +231,14 @@ func (w *worker) Invoke(ctx context.Context, inv functionruntime.Invocation) (fu
 		return functionruntime.Result{}, err
 	}
 	return proc.Call(ctx, w.sup, &inv.Logger, func(s *session) (functionruntime.Result, error) {
-		return s.invoke(inv.Input, inv.Context, inv.Env)
+		res, err := s.invoke(inv.Input, inv.Context, inv.Env)
+		var ds *proc.DiscardSession
+		if s.ended && !errors.As(err, &ds) {
+			// An inline invocation that ended the worker's shell: its
+			// outcome stands, and the next invocation gets a fresh worker.
+			err = &proc.DiscardSession{Err: err}
+		}
+		return res, err
 	})
 }
 
@@ -330,6 +350,11 @@ func (s *session) invoke(input []byte, sc *functionruntime.StepContext, env map[
 	}
 	status, err := s.readStatus(cur.token())
 	_ = syscall.Unlink(inFile)
+	if err != nil && s.inline {
+		if code, ok := s.shellExit(err); ok {
+			status, err, s.ended = code, nil, true
+		}
+	}
 	if err != nil {
 		return functionruntime.Result{}, err
 	}
@@ -403,6 +428,26 @@ func (s *session) invoke(input []byte, sc *functionruntime.StepContext, env map[
 		}
 	}
 	return functionruntime.Result{Output: out, ContentType: contentType(out), Outputs: outputs}, nil
+}
+
+// shellExitWait bounds how long an inline worker whose response pipe
+// reached its end is given to be reaped: it closed the pipe by exiting.
+const shellExitWait = 5 * time.Second
+
+// shellExit is the exit status of an inline worker that exited of itself
+// during the invocation, after readStatus failed with err: the function
+// called exit, tripped errexit, exec'd or set an EXIT trap, which would
+// have ended its subshell with that status. ok is false for a worker a
+// signal ended (a crash, as with subshells) or that still runs (the
+// invocation's context ended).
+func (s *session) shellExit(err error) (status int, ok bool) {
+	if errors.Is(err, io.EOF) {
+		select {
+		case <-s.P.Exited():
+		case <-time.After(shellExitWait):
+		}
+	}
+	return s.P.ExitCode()
 }
 
 // agentPid is the pid of the worker's step agent (durability: steps), or

@@ -131,6 +131,10 @@ type Adapter struct {
 	// waits for the child.
 	Orphans Handler
 
+	// Inline, optional, runs every worker's invocations in its own shell
+	// (WorkerSpec.Inline): the suite's rules hold there too.
+	Inline bool
+
 	sharedOnce sync.Once
 	shared     functionruntime.Adapter
 }
@@ -241,7 +245,7 @@ func (a *Adapter) NewFixture(t testing.TB, handler string, files map[string]stri
 		Logs: logs,
 		A:    a.adapter(),
 		Spec: functionruntime.WorkerSpec{
-			RunUID: "run-1", Dir: dir, Handler: handler, Logger: logs.Logger("run-1"),
+			RunUID: "run-1", Dir: dir, Handler: handler, Logger: logs.Logger("run-1"), Inline: a.Inline,
 		},
 		desc: a,
 	}

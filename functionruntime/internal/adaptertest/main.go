@@ -23,8 +23,9 @@ import (
 // helperEnv selects a helper-process role when the test binary re-executes
 // itself; helperDir names the working directory the helper uses.
 const (
-	helperEnv = "FNBRIDGE_ADAPTERTEST_HELPER"
-	helperDir = "FNBRIDGE_ADAPTERTEST_DIR"
+	helperEnv    = "FNBRIDGE_ADAPTERTEST_HELPER"
+	helperDir    = "FNBRIDGE_ADAPTERTEST_DIR"
+	helperInline = "FNBRIDGE_ADAPTERTEST_INLINE" // "1": the helper's worker runs inline
 )
 
 // Main is the TestMain of an adapter package: in a helper process started
@@ -50,6 +51,7 @@ func helperFail(err error) {
 func serveLifecycle(a *Adapter) {
 	w, err := a.New(Options{}).Start(context.Background(), functionruntime.WorkerSpec{
 		RunUID: "helper", Dir: os.Getenv(helperDir), Handler: a.Lifecycle.Handler, Logger: zerolog.Nop(),
+		Inline: os.Getenv(helperInline) == "1",
 	})
 	if err != nil {
 		helperFail(err)
@@ -68,6 +70,7 @@ func serveLifecycle(a *Adapter) {
 func serveOrphans(a *Adapter) {
 	spec := functionruntime.WorkerSpec{
 		RunUID: "helper", Dir: os.Getenv(helperDir), Handler: a.Orphans.Handler, Logger: zerolog.Nop(),
+		Inline: os.Getenv(helperInline) == "1",
 	}
 	ad := a.New(Options{})
 	idle, err := ad.Start(context.Background(), spec)
@@ -131,10 +134,14 @@ func StartHelper(t *testing.T, env []string, stdin bool) *Helper {
 	return h
 }
 
-// startHelper starts the helper in role with working directory dir.
-func startHelper(t *testing.T, role, dir string) (*exec.Cmd, *bufio.Reader) {
+// startHelper starts the helper of a in role with working directory dir.
+func startHelper(t *testing.T, a *Adapter, role, dir string) (*exec.Cmd, *bufio.Reader) {
 	t.Helper()
-	h := StartHelper(t, []string{helperEnv + "=" + role, helperDir + "=" + dir}, false)
+	env := []string{helperEnv + "=" + role, helperDir + "=" + dir}
+	if a.Inline {
+		env = append(env, helperInline+"=1")
+	}
+	h := StartHelper(t, env, false)
 	return h.Cmd, h.Out
 }
 
@@ -143,7 +150,7 @@ func testWorkerDiesWithServer(t *testing.T, a *Adapter) {
 	Require(t, a.Interpreter)
 	dir := t.TempDir()
 	WriteFiles(t, dir, a.Lifecycle.Files)
-	cmd, out := startHelper(t, "server", dir)
+	cmd, out := startHelper(t, a, "server", dir)
 	line, err := out.ReadString('\n')
 	if err != nil {
 		t.Fatalf("helper: %v", err)
@@ -176,7 +183,7 @@ func testServerKill(t *testing.T, a *Adapter) {
 	}
 	dir := t.TempDir()
 	WriteFiles(t, dir, a.Orphans.Files)
-	cmd, out := startHelper(t, "servers", dir)
+	cmd, out := startHelper(t, a, "servers", dir)
 	line, err := out.ReadString('\n')
 	if err != nil {
 		t.Fatalf("helper: %v", err)

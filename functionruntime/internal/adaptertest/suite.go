@@ -552,8 +552,14 @@ func testBackgroundChild(t *testing.T, a *Adapter) {
 		if g, _ := unix.Getpgid(child); g != pgid {
 			t.Fatalf("%s: child %d is in group %d, want the worker's %d", ev, child, g, pgid)
 		}
-		// The protocol pipes never reach a handler's children, even when
-		// it asks to inherit every descriptor.
+		// The protocol pipes never reach a program a handler's children
+		// run, even when it asks to inherit every descriptor. (Once it
+		// runs: a child forked by an inline bash invocation holds the
+		// worker's descriptors until it execs, as its package doc says.)
+		proctest.Eventually(t, 5*time.Second, "background child runs sleep", func() bool {
+			comm, _ := os.ReadFile("/proc/" + strconv.Itoa(child) + "/comm")
+			return strings.TrimSpace(string(comm)) == "sleep"
+		})
 		if pipes, err := proctest.ExtraPipes(child); err != nil || len(pipes) > 0 {
 			t.Fatalf("%s: child %d holds pipes %v (%v), want none beyond stdin/stdout/stderr", ev, child, pipes, err)
 		}

@@ -67,6 +67,10 @@ type Process struct {
 	limits  Limits
 	inForce Limits      // limits, but for those lowered to the server's hard limits
 	cg      *cgroupLeaf // nil without a worker cgroup
+	// jobsAreChildren: the worker's own children, but for own, are what
+	// its invocations started (see JobsAreChildren).
+	jobsAreChildren bool
+	own             []int
 
 	exited  chan struct{}
 	waitErr error // valid once exited is closed
@@ -232,6 +236,16 @@ func (p *Process) ExitDescription() string {
 	return p.waitErr.Error()
 }
 
+// ExitCode is the worker's exit status once it has exited of itself; ok
+// is false while it runs and when a signal ended it.
+func (p *Process) ExitCode() (code int, ok bool) {
+	if !p.HasExited() || p.cmd.ProcessState == nil {
+		return 0, false
+	}
+	code = p.cmd.ProcessState.ExitCode()
+	return code, code >= 0
+}
+
 // Interrupt makes any blocked request write or response read fail at once.
 // It is meant for context cancellation, after which the process is
 // terminated; the deadlines are never lifted.
@@ -265,9 +279,24 @@ func (p *Process) RecentLines(n int) []string { return p.logs.lastLines(n) }
 // so a handler that spawns background children does not pile up zombies.
 func (p *Process) ReapStrays() { reapStrays(p.pid, p.pid) }
 
+// JobsAreChildren is for a worker that runs invocations in its own
+// process (a bash worker's inline invocations): its children are then its
+// invocations' background jobs, which [Process.Leftovers] counts, but for
+// the processes of its group it has now, once ready (its guardian, what
+// its file started), which are the worker's own.
+func (p *Process) JobsAreChildren() {
+	for _, st := range procstat.All() {
+		if st.PGID == p.pid && st.PID != p.pid && !st.Dead() {
+			p.own = append(p.own, st.PID)
+		}
+	}
+	p.jobsAreChildren = true
+}
+
 // Leftovers lists the live processes of the worker's group other than the
 // worker, its own children and except: what ended invocations left
-// running (their background jobs, re-parented once their subshell exited).
+// running (their background jobs, re-parented once their subshell exited,
+// or children of a worker whose jobs are its children).
 func (p *Process) Leftovers(except ...int) []int {
 	return p.LeftoversBefore(0, except...)
 }
@@ -280,8 +309,8 @@ func (p *Process) Leftovers(except ...int) []int {
 func (p *Process) LeftoversBefore(ticks uint64, except ...int) []int {
 	var left []int
 	for _, st := range procstat.All() {
-		if st.PGID == p.pid && st.PID != p.pid && st.PPID != p.pid && !st.Dead() && !slices.Contains(except, st.PID) &&
-			(ticks == 0 || st.StartTime < ticks) {
+		if st.PGID == p.pid && st.PID != p.pid && (st.PPID != p.pid || p.jobsAreChildren) && !st.Dead() &&
+			!slices.Contains(except, st.PID) && !slices.Contains(p.own, st.PID) && (ticks == 0 || st.StartTime < ticks) {
 			left = append(left, st.PID)
 		}
 	}

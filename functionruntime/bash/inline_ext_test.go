@@ -1,0 +1,175 @@
+package bash_test
+
+import (
+	"errors"
+	"slices"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+
+	"github.com/fnbridge/fnbridge/functionruntime"
+	"github.com/fnbridge/fnbridge/functionruntime/internal/adaptertest"
+)
+
+// modes runs test once for each way a worker runs its invocations: each
+// in a subshell of its own (the default), and inline, in the worker's own
+// shell (bash.subshell: false).
+func modes(t *testing.T, test func(t *testing.T, a *adaptertest.Adapter)) {
+	for _, a := range []*adaptertest.Adapter{conformance, conformanceInline} {
+		name := "subshell"
+		if a.Inline {
+			name = "inline"
+		}
+		t.Run(name, func(t *testing.T) { test(t, a) })
+	}
+}
+
+// inlineSh is the test file of the inline invocations' own rules: run
+// dispatches on the payload's first word, the rest its argument.
+const inlineSh = `
+n=0
+run() {
+	local arg=${1#* }
+	case ${1%% *} in
+	pid) printf '%s' "$$" ;;
+	count) n=$((n + 1)); printf '%s' "$n" ;;
+	settings)
+		printf '%s|%s|%s|%s|%s|%s' "$-" "$(shopt -o pipefail | cut -f2)" "$(trap -p ERR)" "$PWD" "${FNBRIDGE_KEY-unset}" "${TRACEPARENT-unset}"
+		set -u -o pipefail
+		trap 'echo err' ERR
+		cd /
+		export FNBRIDGE_KEY=mine
+		;;
+	quit) echo "leaving"; exit "$arg" ;;
+	trapped) trap 'echo "trap ran"' EXIT; echo "returned" ;;
+	replaced) exec printf 'exec %s' "$arg" ;;
+	failing) fnbridge fail --code 409 "order $arg exists" ;;
+	strict) set -e; false; echo "not reached" ;;
+	mute) echo "muted line" >&2; exec 2>/dev/null ;;
+	loud) echo "loud line" >&2; printf ok ;;
+	job) sleep 60 & printf '%s' "$!" ;;
+	jobs) printf '%s' "$(jobs -p | wc -l)"; wait; printf ' waited' ;;
+	esac
+}
+`
+
+// inline returns the fixture and a started worker of inlineSh, whose
+// invocations run inline, with TRACEPARENT in its registration's env.
+func inline(t *testing.T) (*adaptertest.Fixture, functionruntime.Worker) {
+	t.Helper()
+	f := conformanceInline.NewFixture(t, "in.run", map[string]string{"in.sh": inlineSh})
+	f.Spec.Env = map[string]string{"TRACEPARENT": "registered"}
+	return f, f.Start(t)
+}
+
+// pidOf is the worker shell's pid.
+func pidOf(t *testing.T, f *adaptertest.Fixture, w functionruntime.Worker) string {
+	t.Helper()
+	return string(f.MustInvoke(t, w, "pid").Output)
+}
+
+// Rule (package doc, Inline invocations): what an invocation leaves in
+// the shell, a global variable above all, the next one sees, on the same
+// worker process: no process per invocation.
+func TestInlineInvocationsShareTheShell(t *testing.T) {
+	f, w := inline(t)
+	pid := pidOf(t, f, w)
+	for i := 1; i <= 3; i++ {
+		if got := string(f.MustInvoke(t, w, "count").Output); got != strconv.Itoa(i) {
+			t.Fatalf("call %d counted %q: the global did not carry over", i, got)
+		}
+	}
+	if got := pidOf(t, f, w); got != pid {
+		t.Fatalf("worker %s replaced by %s", pid, got)
+	}
+}
+
+// Rule: what the loop needs, and the invocation's own context, are put
+// back after each invocation: set options, the ERR trap, the working
+// directory, the per-invocation environment and the registration's trace
+// context.
+func TestInlineSettingsArePutBack(t *testing.T) {
+	f, w := inline(t)
+	first := string(f.MustInvoke(t, w, "settings").Output)
+	if want := "|off||" + f.Dir + "|unset|registered"; !strings.HasSuffix(first, want) {
+		t.Fatalf("first call saw %q, want it to end %q", first, want)
+	}
+	inv := f.Invocation("inv-env", []byte("settings"))
+	inv.Env = map[string]string{functionruntime.EnvKey: "k1", functionruntime.EnvTraceparent: "caller's"}
+	res, err := w.Invoke(t.Context(), inv)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, want := string(res.Output), strings.TrimSuffix(first, "|unset|registered")+"|k1|caller's"; got != want {
+		t.Fatalf("call with its own environment saw %q, want %q", got, want)
+	}
+	if got := string(f.MustInvoke(t, w, "settings").Output); got != first {
+		t.Fatalf("third call saw %q, want %q as the first did", got, first)
+	}
+}
+
+// Rule: whatever would have ended an invocation's subshell ends an inline
+// invocation's worker instead, with the outcome the subshell would have
+// given: exit (its status and output), an EXIT trap (its output after the
+// function's), exec, fnbridge fail, a set -e failure. The next invocation
+// gets a fresh worker, which serves.
+func TestInlineExitEndsTheWorker(t *testing.T) {
+	for _, tc := range []struct {
+		in, out string
+		fail    *functionruntime.HandlerError
+	}{
+		{in: "quit 0", out: "leaving"},
+		{in: "quit 3", fail: &functionruntime.HandlerError{Type: "exit", ExitCode: 3, Message: "exit status 3"}},
+		{in: "trapped", out: "returned\ntrap ran"},
+		{in: "replaced x", out: "exec x"},
+		{in: "failing A-1", fail: &functionruntime.HandlerError{Terminal: true, Type: "fnbridge.fail", Code: 409, ExitCode: 100, Message: "order A-1 exists"}},
+		{in: "strict", fail: &functionruntime.HandlerError{Type: "exit", ExitCode: 1, Message: "exit status 1"}},
+	} {
+		t.Run(tc.in, func(t *testing.T) {
+			f, w := inline(t)
+			pid := pidOf(t, f, w)
+			for i := range 2 { // the second on a fresh worker: a trap runs once
+				res, err := f.Invoke(t, w, tc.in)
+				var he *functionruntime.HandlerError
+				switch {
+				case tc.fail == nil && (err != nil || string(res.Output) != tc.out):
+					t.Fatalf("call %d: output %q, %v; want %q", i, res.Output, err, tc.out)
+				case tc.fail != nil && (!errors.As(err, &he) || *he != *tc.fail):
+					t.Fatalf("call %d: error %#v, want %#v", i, err, tc.fail)
+				}
+				next := pidOf(t, f, w)
+				if next == pid {
+					t.Fatalf("call %d: worker %s still serves: the invocation's end did not end it", i, pid)
+				}
+				pid = next
+			}
+		})
+	}
+}
+
+// Rule: the function's stderr is given back after it (an exec 2>/dev/null
+// silences only that invocation), and background jobs it left are no
+// jobs of the next one: a bare wait there does not wait for them.
+func TestInlineStderrAndJobsArePutBack(t *testing.T) {
+	f, w := inline(t)
+	pid := pidOf(t, f, w)
+	f.MustInvoke(t, w, "mute")
+	if got := string(f.MustInvoke(t, w, "loud").Output); got != "ok" {
+		t.Fatalf("loud: %q", got)
+	}
+	if !slices.Contains(f.Logs.Messages(), "loud line") {
+		t.Fatalf("the line after a muted invocation was not logged: %q", f.Logs.Messages())
+	}
+	child, err := strconv.Atoi(string(f.MustInvoke(t, w, "job").Output))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = syscall.Kill(child, syscall.SIGKILL) }()
+	if got := string(f.MustInvoke(t, w, "jobs").Output); got != "0 waited" {
+		t.Fatalf("the next invocation sees %q of the last one's jobs, want \"0 waited\"", got)
+	}
+	if got := pidOf(t, f, w); got != pid {
+		t.Fatalf("worker %s replaced by %s", pid, got)
+	}
+}
