@@ -121,6 +121,8 @@ type HandlerConfig struct {
 	Env     map[string]string `yaml:"env"`
 	// Python chooses a python handler's interpreter (see PythonConfig).
 	Python *PythonConfig `yaml:"python"`
+	// Bash holds a bash handler's own settings (see BashConfig).
+	Bash *BashConfig `yaml:"bash"`
 	// Timeout bounds one invocation (InvokeFunction timeout_millis).
 	Timeout Duration `yaml:"timeout"`
 	// IdleTimeout unregisters a warm registration unused this long.
@@ -686,6 +688,7 @@ func (c *Config) resolve(baseDir string) error {
 			}
 			h.resolve(hp, baseDir, bad)
 			h.resolvePython(hp, c.Python, bad)
+			h.resolveBash(hp, bad)
 			h.remoteRuntime = c.Runtimes[h.Runtime] != ""
 		}
 		s.resolveKeyed(sp, bad)

@@ -15,7 +15,7 @@ import (
 const (
 	knownTop      = "listen, protocol_mode, identity_keys, allow_unauthenticated, runtimes, shared_runtimes, python, shutdown_timeout, start_timeout, max_concurrent_invocations, max_journal_bytes, context_listen, metrics_listen, tracing, instance, services"
 	knownService  = "name, type, documentation, metadata, lazy_state, handlers"
-	knownHandler  = "name, documentation, metadata, runtime, dir, handler, env, python, timeout, idle_timeout, concurrency, min_warm, lease_timeout, input_content_type, output_content_type, inactivity_timeout, abort_timeout, journal_retention, idempotency_retention, workflow_completion_retention, ingress_private, retry_policy, limits, durability, suspend_after, shared"
+	knownHandler  = "name, documentation, metadata, runtime, dir, handler, env, python, bash, timeout, idle_timeout, concurrency, min_warm, lease_timeout, input_content_type, output_content_type, inactivity_timeout, abort_timeout, journal_retention, idempotency_retention, workflow_completion_retention, ingress_private, retry_policy, limits, durability, suspend_after, shared"
 	knownLimits   = "memory, processes, open_files, file_size, cpu"
 	knownRetry    = "initial_interval, max_interval, exponentiation_factor, max_attempts, on_max_attempts"
 	knownPython   = "interpreter"
@@ -144,6 +144,12 @@ func TestConfigErrorsNameLineFieldAndWhatIsAllowed(t *testing.T) {
 		{"python block on a bash handler",
 			servicesStart + "      - {name: h, runtime: bash, dir: functions, handler: greeter.greet, python: {interpreter: python3}}\n",
 			`line 4: services[0].handlers[0].python: only applies to runtime: python`},
+		{"bash block on a python handler",
+			servicesStart + "      - {name: h, runtime: python, dir: functions, handler: greeter.greet, bash: {subshell: false}}\n",
+			`line 4: services[0].handlers[0].bash: only applies to runtime: bash`},
+		{"unknown field in a handler's bash block",
+			servicesStart + "      - {name: h, runtime: bash, dir: functions, handler: greeter.greet, bash: {subshel: false}}\n",
+			`line 4: services[0].handlers[0].bash: unknown field "subshel", did you mean "subshell"? (known here: subshell)`},
 		{"interpreter that is neither a path nor a python command",
 			servicesStart + "      - {name: h, runtime: python, dir: functions, handler: greeter.greet, python: {interpreter: sh}}\n",
 			`line 4: services[0].handlers[0].python.interpreter: "sh" is neither a path (write ./sh for a relative one) nor a python command such as python3 or python3.12`},

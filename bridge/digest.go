@@ -15,8 +15,8 @@ import (
 
 // registrationDigest is the registration_digest of
 // docs/spec/function-runtime-server-contract.md: a lowercase SHA-256 over the canonical, immutable registration inputs (handler
-// source content, handler, env, runtime-visible settings such as the worker limits
-// and the python interpreter). The working
+// source content, handler, env, runtime-visible settings such as the worker limits,
+// the python interpreter and whether bash runs invocations inline). The working
 // directory path is deliberately left out, so the same function in another
 // checkout has the same digest. It is recomputed for every registration,
 // so an edited source registers as a new generation.
@@ -34,7 +34,8 @@ func registrationDigest(h *HandlerConfig) (string, error) {
 		IdleSeconds int64             `json:"idle_timeout_seconds"`
 		Limits      string            `json:"limits,omitempty"`
 		Interpreter string            `json:"interpreter,omitempty"`
-	}{h.Runtime, h.Handler, srcSum, h.Env, int64(h.IdleTimeout.Std().Seconds()), h.Limits.digestForm(), interpreterDigest(h)})
+		Inline      bool              `json:"inline,omitempty"`
+	}{h.Runtime, h.Handler, srcSum, h.Env, int64(h.IdleTimeout.Std().Seconds()), h.Limits.digestForm(), interpreterDigest(h), h.BashInline()})
 	if err != nil {
 		return "", err
 	}

@@ -141,6 +141,35 @@ func fakePython(t *testing.T, path, version string) {
 // generation; the same venv in another checkout keeps the digest. A
 // remote runtime resolves on its host, so there only the setting counts,
 // and nothing is run here.
+// Running a bash handler's invocations inline is another registration
+// (another generation at the runtime); saying subshell: true, the default,
+// is not.
+func TestRegistrationDigestFollowsTheSubshell(t *testing.T) {
+	dir := t.TempDir()
+	if err := os.WriteFile(filepath.Join(dir, "fn.sh"), []byte("shout() { echo '{}'; }\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	digest := func(subshell *bool) string {
+		t.Helper()
+		h := &HandlerConfig{Runtime: "bash", Dir: dir, Handler: "fn.shout"}
+		if subshell != nil {
+			h.Bash = &BashConfig{Subshell: subshell}
+		}
+		d, err := registrationDigest(h)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return d
+	}
+	yes, no := true, false
+	if digest(&yes) != digest(nil) {
+		t.Error("bash.subshell: true changed the digest of the default")
+	}
+	if digest(&no) == digest(nil) {
+		t.Error("bash.subshell: false kept the digest of the default")
+	}
+}
+
 func TestRegistrationDigestFollowsTheInterpreter(t *testing.T) {
 	newDir := func() string {
 		dir := t.TempDir()

@@ -426,13 +426,16 @@ func (p *pool) register(ctx context.Context, s *slot, digest string) error {
 	retriedFailed := false
 	registering := time.Now()
 	for tries := 0; ; tries++ {
-		// The limits, and a python interpreter, travel as metadata: the
-		// contract's request has no field for them.
-		// So is the kind, which a server of another kind refuses.
+		// The limits, a python interpreter and bash's choice of subshell
+		// travel as metadata: the contract's request has no field for
+		// them. So is the kind, which a server of another kind refuses.
 		mdCtx := metadata.AppendToOutgoingContext(ctx, functionruntime.WorkerLimitsMetadata, p.h.Limits.Worker().Encode(),
 			functionruntime.KindMetadata, p.h.Runtime)
 		if interp := p.h.PythonInterpreter(); interp != "" {
 			mdCtx = metadata.AppendToOutgoingContext(mdCtx, functionruntime.InterpreterMetadata, interp)
+		}
+		if p.h.BashInline() {
+			mdCtx = metadata.AppendToOutgoingContext(mdCtx, functionruntime.SubshellMetadata, "false")
 		}
 		resp, err := p.client.RegisterFunction(mdCtx, &executorv1.RegisterFunctionRequest{
 			RunUid:              s.runUID,

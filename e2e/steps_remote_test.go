@@ -5,7 +5,8 @@ package e2e
 // TCP)". The python kind is a `bridge runtime serve --runtime python` on a
 // unix socket, the bash kind one on 127.0.0.1:PORT; the context endpoint is
 // the default private unix socket or, in a second case, context_listen:
-// 127.0.0.1:PORT. Behind a real restate-server on protocol v6 and v7.
+// 127.0.0.1:PORT, where the bash handler runs inline (bash.subshell:
+// false). Behind a real restate-server on protocol v6 and v7.
 
 import (
 	"context"
@@ -142,6 +143,13 @@ func testStepsRemote(t *testing.T, srv *restateserver.Server, version int, prefi
 		ctxLine = "context_listen: " + ctxAddr + "\n"
 	}
 	py, sh := prefix+"Py", prefix+"Sh"
+	// With the context on TCP, the bash handler also runs its invocations
+	// inline (bash.subshell: false), which the registration's metadata
+	// carries to the remote runtime.
+	shInline := ""
+	if tcpContext {
+		shInline = ", bash: {subshell: false}"
+	}
 	cfg := ws.config(t, fmt.Sprintf(`runtimes:
   python: unix://%[1]s
   bash: %[2]s
@@ -151,8 +159,8 @@ func testStepsRemote(t *testing.T, srv *restateserver.Server, version int, prefi
       - {name: three, runtime: python, dir: fn, handler: steps_remote.three, durability: steps, suspend_after: %[6]s, retry_policy: %[7]s}
   - name: %[5]s
     handlers:
-      - {name: three, runtime: bash, dir: fn, handler: steps_remote.three, durability: steps, suspend_after: %[6]s, retry_policy: %[7]s}
-`, pySock, shAddr, ctxLine, py, sh, remoteSuspendAfter, stepsRetry))
+      - {name: three, runtime: bash, dir: fn, handler: steps_remote.three, durability: steps, suspend_after: %[6]s, retry_policy: %[7]s%[8]s}
+`, pySock, shAddr, ctxLine, py, sh, remoteSuspendAfter, stepsRetry, shInline))
 	b := startBridge(t, cfg, testtool.FreeAddr(t))
 	srv.Register(t, b.URI(), false)
 	ctx := caseContext(t)
