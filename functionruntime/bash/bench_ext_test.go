@@ -69,9 +69,15 @@ const benchSteps = "steps() {\n  local n=${1#*:} k v\n  n=${n%\\}}\n" +
 // steps) on a warm worker against a real context endpoint with an
 // in-memory journal, each invocation a fresh attempt. Its CPU includes
 // the step agent's, which is no child of the worker process.
-func BenchmarkBashSteps(b *testing.B) {
+func BenchmarkBashSteps(b *testing.B) { benchmarkSteps(b, conformance) }
+
+// BenchmarkBashStepsInline is BenchmarkBashSteps with the invocations in
+// the worker's own shell.
+func BenchmarkBashStepsInline(b *testing.B) { benchmarkSteps(b, conformanceInline) }
+
+func benchmarkSteps(b *testing.B, a *adaptertest.Adapter) {
 	e := newStepsEnv(b)
-	f := conformance.NewFixture(b, "steps.steps", map[string]string{"steps.sh": benchSteps})
+	f := a.NewFixture(b, "steps.steps", map[string]string{"steps.sh": benchSteps})
 	f.A = bash.New(bash.Options{Grace: adaptertest.Grace, ContextCommand: e.bridge})
 	f.Spec.Logger = zerolog.Nop()
 	w := f.Start(b)

@@ -52,11 +52,53 @@
 // variables, directory changes or traps set by one invocation do not leak
 // into the next; a cd at the file's top level is undone after the file is
 // sourced, so every invocation starts in the registered working directory.
+// (Unless the registration runs its invocations inline: see below.)
 // A file under set -e that a failing command ends fails the registration
 // naming the file, the line and the status. Children the function leaves running in the background do
 // not delay the invocation; they live in the worker's process group and
 // are killed with it (also when the server is SIGKILLed, see below). A
 // process that leaves the group (setsid) is on its own.
+//
+// # Inline invocations
+//
+// A registration whose WorkerSpec.Inline is set (RegisterFunction metadata
+// functionruntime.SubshellMetadata "false"; the bridge's bash.subshell:
+// false) runs its invocations one after another in the worker's own shell,
+// without the subshell: no process per invocation, which is most of what
+// an invocation costs where process creation is dear. What one invocation
+// leaves in the shell the next one sees: global variables, functions,
+// exports, shopt settings, aliases, the umask, readonly variables and
+// signal traps. After each invocation the worker puts back what it needs
+// and what belongs to one invocation alone: the set options it gives back
+// to each invocation (errexit, nounset, pipefail, xtrace, verbose,
+// noclobber, errtrace, functrace, allexport) and posix, the ERR, DEBUG and
+// RETURN traps, the locale variable it switches, the working directory,
+// stderr (an `exec 2>...` of the function's), TMOUT, the step context,
+// FNBRIDGE_KEY and the registration's TRACEPARENT and TRACESTATE; the jobs
+// the function left running are disowned, so a later invocation's `wait`
+// does not wait for them (they run on in the worker's group). A function
+// that leaves the shell unable to serve (a readonly locale, TMOUT or
+// FNBRIDGE_ variable) ends the worker after its invocation.
+//
+// Whatever would have ended an invocation's subshell ends the worker
+// instead, with the outcome the subshell would have given: `exit N`,
+// errexit (set -e, also when the function returns non-zero under it),
+// exec, `fnbridge fail`, an EXIT trap (it runs after the function, its
+// output appended to the invocation's), and a signal (a crash,
+// [functionruntime.ErrWorkerCrashed], as for any worker that dies). Go
+// takes the worker's exit status as the invocation's, and the next
+// invocation waits for a fresh worker, which sources the file again; the
+// processes the function left running are killed with the old worker's
+// group. So inline invocations are for functions that return.
+//
+// The loop's protocol descriptors are closed for the function's call by
+// bash's own redirections, which are undone when it returns: a program
+// the function runs inherits none of them, but a child that bash forks
+// holds them until it execs, and a subshell it starts in the background
+// (`( ... ) &`) holds them while it runs. It cannot take a later
+// invocation's answer (it never had its token), but it keeps the response
+// pipe open, so the end of a worker that exits is noticed up to 500 ms
+// later.
 //
 // # Output
 //
@@ -243,7 +285,8 @@
 //	                                entry's length (5 digits) and NAME=VALUE
 //	→ <token>b<n><m><context><env> then n payload bytes   both
 //	← "R <seq> <token> <status>\n"   invocation done (from its subshell)
-//	← "D <seq> <token> <status>\n"   invocation's subshell reaped (from the loop)
+//	← "D <seq> <token> <status>\n"   invocation's subshell reaped (from the loop); inline, the
+//	                                invocation done (the worker's exit status instead when it ended)
 //
 // A key is 32 random hex digits from Go: a 16-digit token, then the name
 // of the invocation's files (s.<name> its stdout, o.<name> its

@@ -19,10 +19,14 @@ var abShapes = map[string]struct {
 	prefix, service, handler, runtime, code, durability string
 	want                                                func([]byte) []byte
 	nkey, sdkgo                                         string // the sdk-go peer's key and service
+	inline                                              bool   // bash: {subshell: false}
 }{
-	"function":  {"P", "PyEcho", "echo", "python", "bench.echo", "function", echoAnswer, "N", "Echo"},
-	"steps":     {"P5", "PySteps", "steps", "python", "steps.steps", "steps", stepsAnswer, "N5", "Steps"},
-	"bashsteps": {"S5", "BashSteps", "steps", "bash", "steps.steps", "steps", stepsAnswer, "N5", "Steps"},
+	"function":        {"P", "PyEcho", "echo", "python", "bench.echo", "function", echoAnswer, "N", "Echo", false},
+	"steps":           {"P5", "PySteps", "steps", "python", "steps.steps", "steps", stepsAnswer, "N5", "Steps", false},
+	"bash":            {"S", "BashEcho", "echo", "bash", "bench.respond", "function", echoAnswer, "N", "Echo", false},
+	"bashinline":      {"SI", "BashEchoInline", "echo", "bash", "bench.respond", "function", echoAnswer, "N", "Echo", true},
+	"bashsteps":       {"S5", "BashSteps", "steps", "bash", "steps.steps", "steps", stepsAnswer, "N5", "Steps", false},
+	"bashstepsinline": {"S5I", "BashStepsInline", "steps", "bash", "steps.steps", "steps", stepsAnswer, "N5", "Steps", true},
 }
 
 // abBuild is one bridge binary under test: --builds name=path[@workers].
@@ -70,7 +74,7 @@ func parseABBuilds(s string, def int) ([]abBuild, error) {
 func abCmd(args []string) error {
 	fs := flag.NewFlagSet("ab", flag.ContinueOnError)
 	builds := fs.String("builds", "", "comma-separated name=path[@workers] bridge binaries to compare")
-	shape := fs.String("shape", "function", "the handler: function (P against N), steps (P5 against N5) or bashsteps (S5 against N5)")
+	shape := fs.String("shape", "function", "the handler: function (P against N), steps (P5 against N5), bash (S against N), bashsteps (S5 against N5), or bashinline and bashstepsinline (the Bash ones inline)")
 	sdkgo := fs.String("sdkgo", "", "bench/sdkgo binary (the reference peer; empty: none)")
 	rsBin := fs.String("restate-server", os.Getenv("RESTATE_SERVER_BIN"), "restate-server 1.7.12 binary")
 	reps := fs.Int("reps", 4, "rounds")
@@ -82,7 +86,7 @@ func abCmd(args []string) error {
 	}
 	sh, ok := abShapes[*shape]
 	if !ok {
-		return fmt.Errorf("--shape %q: use function, steps or bashsteps", *shape)
+		return fmt.Errorf("--shape %q: use function, steps, bash, bashsteps, bashinline or bashstepsinline", *shape)
 	}
 	bs, err := parseABBuilds(*builds, *workers)
 	if err != nil {
@@ -106,7 +110,11 @@ func abCmd(args []string) error {
 	for _, b := range bs {
 		svc := sh.service + b.name
 		cfg := filepath.Join(dir, b.name+".yaml")
-		if err := os.WriteFile(cfg, []byte(bridgeConfig(svc, sh.handler, sh.runtime, sh.code, b.workers, b.workers, sh.durability)), 0o644); err != nil {
+		yaml := bridgeConfig(svc, sh.handler, sh.runtime, sh.code, b.workers, b.workers, sh.durability)
+		if sh.inline {
+			yaml += inlineBash
+		}
+		if err := os.WriteFile(cfg, []byte(yaml), 0o644); err != nil {
 			return err
 		}
 		key := sh.prefix + b.name

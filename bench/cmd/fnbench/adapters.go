@@ -36,6 +36,10 @@ type adapterCounts struct{ warm, idle, fresh, cold int }
 // back, that fork is on the next call's path, which Warm shows.
 const idlePause = 10 * time.Millisecond
 
+// adapterRuntimes are the adapters section 3 measures: bash-inline is the
+// bash adapter with its invocations in the worker's own shell.
+var adapterRuntimes = []string{"python", "bash", "bash-inline"}
+
 func measureAdapter(ctx context.Context, runtime, fnDir string, n adapterCounts) (adapterPoint, error) {
 	var (
 		ad      functionruntime.Adapter
@@ -57,7 +61,7 @@ func measureAdapter(ctx context.Context, runtime, fnDir string, n adapterCounts)
 		exe := strings.TrimSpace(string(out))
 		const script = "import sys, json; sys.path.insert(0, '.'); import bench; sys.stdout.write(json.dumps(bench.echo(json.loads(sys.argv[1])), separators=(',', ':')))"
 		fresh = func() *exec.Cmd { return exec.CommandContext(ctx, exe, "-I", "-u", "-c", script, input) }
-	case "bash":
+	case "bash", "bash-inline":
 		ad = bash.New(bash.Options{Grace: 500 * time.Millisecond, NoSubreaper: true})
 		handler, want = "bench.respond", input
 		exe, err := exec.LookPath("bash")
@@ -70,7 +74,9 @@ func measureAdapter(ctx context.Context, runtime, fnDir string, n adapterCounts)
 	default:
 		return adapterPoint{}, fmt.Errorf("unknown runtime %q", runtime)
 	}
-	spec := functionruntime.WorkerSpec{RunUID: "bench-" + runtime, Dir: fnDir, Handler: handler, Logger: zerolog.Nop()}
+	// bash-inline is bash with its invocations in the worker's own shell
+	// (bash.subshell: false): the same fresh bash to compare with.
+	spec := functionruntime.WorkerSpec{RunUID: "bench-" + runtime, Dir: fnDir, Handler: handler, Logger: zerolog.Nop(), Inline: runtime == "bash-inline"}
 	inv := functionruntime.Invocation{ID: "inv_bench", Input: []byte(input), ContentType: "application/json", Logger: zerolog.Nop()}
 	check := func(out []byte) error {
 		if !sameJSON(out, []byte(want)) {

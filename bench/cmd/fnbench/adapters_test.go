@@ -9,7 +9,7 @@ import (
 )
 
 // measureAdapter collects every distribution section 3 reports, with the
-// requested sample counts, for both runtimes, and each sample is a real
+// requested sample counts, for every runtime, and each sample is a real
 // checked call (a wrong output fails the measurement).
 func TestMeasureAdapterCollectsEachDistribution(t *testing.T) {
 	for _, tool := range []string{"python3", "bash"} {
@@ -22,7 +22,7 @@ func TestMeasureAdapterCollectsEachDistribution(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	n := adapterCounts{warm: 3, idle: 2, fresh: 2, cold: 1}
-	for _, rt := range []string{"python", "bash"} {
+	for _, rt := range adapterRuntimes {
 		pt, err := measureAdapter(ctx, rt, functionsDir(dir), n)
 		if err != nil {
 			t.Fatalf("%s: %v", rt, err)

@@ -87,6 +87,10 @@ func bridgeConfig(service, handler, runtime, code string, concurrency, minWarm i
 `, service, handler, runtime, code, concurrency, minWarm, durability)
 }
 
+// inlineBash, appended to a bash handler's bridgeConfig, runs its
+// invocations in the worker's own shell.
+const inlineBash = "        bash: {subshell: false}\n"
+
 // registrations are the warm registrations (concurrency = min_warm) of
 // the bridge peers that run real workers.
 type registrations struct {
@@ -116,12 +120,14 @@ func writeFixtures(dir string, regs registrations) (map[string]string, error) {
 	cfgs := map[string]string{
 		// F's runtime kind is only a label: fake-serve answers every kind
 		// with the in-process echo runtime, so registrations are free.
-		"F":  bridgeConfig("FakeEcho", "echo", "python", "bench.echo", 32, 32, "function"),
-		"P":  bridgeConfig("PyEcho", "echo", "python", "bench.echo", regs.python, regs.python, "function"),
-		"S":  bridgeConfig("BashEcho", "echo", "bash", "bench.respond", regs.bash, regs.bash, "function"),
-		"M":  bridgeConfig("Nap", "nap", "bash", "bench.nap", 32, 32, "function"),
-		"P5": bridgeConfig("PySteps", "steps", "python", "steps.steps", regs.steps, regs.steps, "steps"),
-		"S5": bridgeConfig("BashSteps", "steps", "bash", "steps.steps", regs.steps, regs.steps, "steps"),
+		"F":   bridgeConfig("FakeEcho", "echo", "python", "bench.echo", 32, 32, "function"),
+		"P":   bridgeConfig("PyEcho", "echo", "python", "bench.echo", regs.python, regs.python, "function"),
+		"S":   bridgeConfig("BashEcho", "echo", "bash", "bench.respond", regs.bash, regs.bash, "function"),
+		"M":   bridgeConfig("Nap", "nap", "bash", "bench.nap", 32, 32, "function"),
+		"P5":  bridgeConfig("PySteps", "steps", "python", "steps.steps", regs.steps, regs.steps, "steps"),
+		"S5":  bridgeConfig("BashSteps", "steps", "bash", "steps.steps", regs.steps, regs.steps, "steps"),
+		"SI":  bridgeConfig("BashEchoInline", "echo", "bash", "bench.respond", regs.bash, regs.bash, "function") + inlineBash,
+		"S5I": bridgeConfig("BashStepsInline", "steps", "bash", "steps.steps", regs.steps, regs.steps, "steps") + inlineBash,
 	}
 	out := map[string]string{}
 	for k, c := range cfgs {

@@ -27,7 +27,7 @@ func report(r *results) string {
 	for _, p := range r.peers {
 		w("| %s | %s | `%s/%s` |\n", p.Key, p.Label, p.Service, p.Handler)
 	}
-	w("\nWarm registrations (`concurrency` = `min_warm`): P %d, S %d (as many as the highest concurrency), P5 and S5 %d (a steps invocation holds its registration through its five round trips to restate-server), F %d. All bridges log one JSON line per invocation at the default level `info`, to a file. Ratios are against N (×N), for the five-step peers against N5 (×N5); for latency and CPU lower is better, for throughput higher.\n\n", cfg.regs.python, cfg.regs.bash, cfg.regs.steps, 32)
+	w("\nWarm registrations (`concurrency` = `min_warm`): P %d, S and SI %d (as many as the highest concurrency), P5, S5 and S5I %d (a steps invocation holds its registration through its five round trips to restate-server), F %d. All bridges log one JSON line per invocation at the default level `info`, to a file. Ratios are against N (×N), for the five-step peers against N5 (×N5); for latency and CPU lower is better, for throughput higher.\n\n", cfg.regs.python, cfg.regs.bash, cfg.regs.steps, 32)
 
 	if len(r.failures) > 0 {
 		w("## Points that failed (not in the medians)\n\n")
@@ -123,6 +123,12 @@ func writeTargets(b *strings.Builder, r *results) {
 				r.cfg.regs.bash, s.RPS, s.RPSMin, s.RPSMax, n.RPS, n.RPSMin, n.RPSMax, s.RPS/n.RPS, s.TotalUS, s.SelfUS, s.WorkersUS, ratio(s.TotalUS, n.TotalUS), metMissed(s.RPS >= 0.8*n.RPS))
 		}
 	}
+	if s, ok := ingress("SI", 32); ok {
+		if n, ok := ingress("N", 32); ok {
+			w("| the same with the Bash handler inline (SI, bash: {subshell: false}) | SI %.0f [%.0f–%.0f] vs N %.0f req/s (%.3f×); deployment CPU per invocation SI %.0f µs (bridge %.0f, workers %.0f), %s of N's | %s |\n",
+				s.RPS, s.RPSMin, s.RPSMax, n.RPS, s.RPS/n.RPS, s.TotalUS, s.SelfUS, s.WorkersUS, ratio(s.TotalUS, n.TotalUS), metMissed(s.RPS >= 0.8*n.RPS))
+		}
+	}
 	for _, c := range []int{1, 32} {
 		f, okF := aggregateDirect(r.direct, "F", c)
 		n, okN := aggregateDirect(r.direct, "N", c)
@@ -146,7 +152,11 @@ func writeTargets(b *strings.Builder, r *results) {
 	for _, t := range []struct {
 		runtime, what string
 		factor        float64
-	}{{"python", "warm Python ≥ 100× faster than cold (fresh interpreter), p50", 100}, {"bash", "warm Bash ≥ 2× faster than fresh bash, p50", 2}} {
+	}{
+		{"python", "warm Python ≥ 100× faster than cold (fresh interpreter), p50", 100},
+		{"bash", "warm Bash ≥ 2× faster than fresh bash, p50", 2},
+		{"bash-inline", "warm Bash inline (bash: {subshell: false}) ≥ 2× faster than fresh bash, p50", 2},
+	} {
 		a, ok := aggregateAdapter(r.adapters, t.runtime)
 		if !ok {
 			continue
@@ -213,6 +223,10 @@ func writeStepTargets(b *strings.Builder, r *results) {
 	} else {
 		w("| %s | S5 not measured (see the failed points) | **missed** |\n", shTput)
 	}
+	if s, ok := aggregateIngress(r.ingress, "S5I", 32); ok {
+		w("| the same with the Bash handler inline (S5I, bash: {subshell: false}) | S5I %.0f [%.0f–%.0f] vs N5 %.0f req/s (%.3f×); deployment CPU per invocation S5I %.0f µs (bridge %.0f, worker and step processes %.0f), %s of N5's | %s |\n",
+			s.RPS, s.RPSMin, s.RPSMax, n.RPS, s.RPS/n.RPS, s.TotalUS, s.SelfUS, s.WorkersUS, ratio(s.TotalUS, n.TotalUS), metMissed(s.RPS >= 0.5*n.RPS))
+	}
 }
 
 // tableRows calls row for every concurrency and peer that has a measured
@@ -278,10 +292,10 @@ func writeAdapters(b *strings.Builder, r *results) {
 	w := func(format string, args ...any) { fmt.Fprintf(b, format, args...) }
 	cfg := r.cfg
 	w("## 3. Adapters: warm against cold (in process, no bridge)\n\n")
-	w("warm back to back: `Invoke` on a started worker, each call right after the last (%d per repetition). warm after idle: each call after an untimed %s pause (%d). cold: a fresh interpreter per call that imports/sources the file and calls the function once, each after the same pause (%d). adapter cold start: `Start` + first `Invoke` (+ `Close`, not timed) (%d). A warm bash worker forks each invocation's subshell while it waits for the request; back to back, that fork (and the last subshell's exit) is on the next call's path.\n\n",
+	w("warm back to back: `Invoke` on a started worker, each call right after the last (%d per repetition). warm after idle: each call after an untimed %s pause (%d). cold: a fresh interpreter per call that imports/sources the file and calls the function once, each after the same pause (%d). adapter cold start: `Start` + first `Invoke` (+ `Close`, not timed) (%d). A warm bash worker forks each invocation's subshell while it waits for the request; back to back, that fork (and the last subshell's exit) is on the next call's path. bash-inline runs each invocation in the worker's own shell (bash: {subshell: false}): no fork.\n\n",
 		cfg.adapter.warm, idlePause, cfg.adapter.idle, cfg.adapter.fresh, cfg.adapter.cold)
 	w("| runtime | warm after idle p50 ms | p99 ms | warm back to back p50 ms | p99 ms | cold p50 ms | cold p99 ms | cold/warm after idle (p50) | cold/warm back to back (p50) | adapter cold start p50 ms | p99 ms |\n|---|---|---|---|---|---|---|---|---|---|---|\n")
-	for _, rt := range []string{"python", "bash"} {
+	for _, rt := range adapterRuntimes {
 		if a, ok := aggregateAdapter(r.adapters, rt); ok {
 			w("| %s | %.3f | %.3f | %.3f | %.3f | %.2f | %.2f | %.1f× | %.1f× | %.2f | %.2f |\n", rt, a.IdleP50, a.IdleP99, a.WarmP50, a.WarmP99,
 				a.FreshP50, a.FreshP99, a.FreshP50/a.IdleP50, a.FreshP50/a.WarmP50, a.ColdP50, a.ColdP99)

@@ -114,7 +114,7 @@ func run(args []string) error {
 
 	// 3. Adapters first, while nothing else of ours runs.
 	for rep := 1; rep <= cfg.reps; rep++ {
-		for _, rt := range []string{"python", "bash"} {
+		for _, rt := range adapterRuntimes {
 			pt, err := measureAdapter(ctx, rt, functionsDir(cfg.workDir), cfg.adapter)
 			if err != nil {
 				return fmt.Errorf("adapter %s: %w", rt, err)
@@ -139,27 +139,35 @@ func run(args []string) error {
 		{Key: "F", Label: "bridge + in-process fake runtime", Service: "FakeEcho", Handler: "echo", want: echoAnswer},
 		{Key: "P", Label: "bridge serve, warm Python echo", Service: "PyEcho", Handler: "echo", want: echoAnswer},
 		{Key: "S", Label: "bridge serve, warm Bash echo", Service: "BashEcho", Handler: "echo", want: echoAnswer},
+		{Key: "SI", Label: "bridge serve, warm Bash echo, inline (bash: {subshell: false})", Service: "BashEchoInline", Handler: "echo", want: echoAnswer},
 		{Key: "N5", Label: "sdk-go v1.2.0, five restate.Run steps", Service: "Steps", Handler: "steps", want: stepsAnswer, steps: true},
 		{Key: "P5", Label: "bridge serve, warm Python, durability: steps, five fnbridge.run", Service: "PySteps", Handler: "steps", want: stepsAnswer, steps: true},
 		{Key: "S5", Label: "bridge serve, warm Bash, durability: steps, five `fnbridge run --var v sN -- printf ...`", Service: "BashSteps", Handler: "steps", want: stepsAnswer, steps: true},
+		{Key: "S5I", Label: "S5 inline (bash: {subshell: false})", Service: "BashStepsInline", Handler: "steps", want: stepsAnswer, steps: true},
 	}
 	mem := &peer{Key: "M", Label: "bridge serve, Bash handler sleeping 4 s (32 warm)", Service: "Nap", Handler: "nap"}
 	starts := map[string][]string{
-		"N":  {cfg.sdkgoBin, "--service", "Echo"},
-		"F":  append([]string{self}, fArgs...),
-		"P":  {cfg.bridgeBin, "serve", "--config", cfgs["P"]},
-		"S":  {cfg.bridgeBin, "serve", "--config", cfgs["S"]},
-		"N5": {cfg.sdkgoBin, "--service", "Steps"},
-		"P5": {cfg.bridgeBin, "serve", "--config", cfgs["P5"]},
-		"S5": {cfg.bridgeBin, "serve", "--config", cfgs["S5"]},
-		"M":  {cfg.bridgeBin, "serve", "--config", cfgs["M"]},
+		"N":   {cfg.sdkgoBin, "--service", "Echo"},
+		"F":   append([]string{self}, fArgs...),
+		"P":   {cfg.bridgeBin, "serve", "--config", cfgs["P"]},
+		"S":   {cfg.bridgeBin, "serve", "--config", cfgs["S"]},
+		"SI":  {cfg.bridgeBin, "serve", "--config", cfgs["SI"]},
+		"N5":  {cfg.sdkgoBin, "--service", "Steps"},
+		"P5":  {cfg.bridgeBin, "serve", "--config", cfgs["P5"]},
+		"S5":  {cfg.bridgeBin, "serve", "--config", cfgs["S5"]},
+		"S5I": {cfg.bridgeBin, "serve", "--config", cfgs["S5I"]},
+		"M":   {cfg.bridgeBin, "serve", "--config", cfgs["M"]},
 	}
 	if cfg.profileDir != "" {
 		// P5 under fnbench's own copy of `bridge serve` (embedded runtimes),
 		// profiled: bin/bridge has no profiling flag.
 		abs, _ := filepath.Abs(filepath.Join(cfg.profileDir, "p5-steps.cpu.pprof"))
 		starts["P5"] = []string{self, "fake-serve", "--embedded", "--config", cfgs["P5"], "--cpuprofile", abs}
-		r.peers[5].Label += " (profiled: fnbench fake-serve --embedded)"
+		for _, p := range r.peers {
+			if p.Key == "P5" {
+				p.Label += " (profiled: fnbench fake-serve --embedded)"
+			}
+		}
 	}
 	all := append(append([]*peer{}, r.peers...), mem)
 	for _, p := range all {
