@@ -5,7 +5,8 @@
 #   bash --noprofile --norc -c <stub> fnbridge-bash-worker SCRATCH/worker.bash FILE FUNCTION SCRATCH MODE
 #
 # MODE is "subshell" (each invocation in a subshell of its own) or
-# "shared" (each in the worker's own shell, see __fnb_shared).
+# "inline" (each in the worker's own shell, see __fnb_inline; it uses
+# bash 4.4's ${var@a}, the rest of this script nothing newer than 4.1).
 #
 # The wire protocol is described in the Go package documentation
 # (functionruntime/bash). Everything runs inside __fnb_main, which is parsed
@@ -553,66 +554,60 @@ __fnb_give() {
 # the handler's bash.subshell: false; see the loop in __fnb_main, whose
 # variables it uses): no process of its own, the fork a subshell costs,
 # so what the function leaves in the shell stays for the next one, but
-# for what is put back below. Whatever would have ended its subshell
-# (exit, errexit, exec, a signal, an EXIT trap it set) ends the worker
-# instead: Go takes the worker's exit status as the invocation's and
-# starts a fresh worker.
+# for what is put back here and in __fnb_call. Whatever would have ended
+# its subshell (exit, errexit, exec, a signal, an EXIT trap it set) ends
+# the worker instead: Go takes the worker's exit status as the
+# invocation's (once the function's stdout file exists: the call began)
+# and starts a fresh worker. The loop's own stdout is stderr here, so
+# that a signal trap the function left, firing while the worker waits,
+# prints to the log rather than into the response pipe.
 __fnb_inline() {
 	__fnb_x=
 	__fnb_request
 	__fnb_give
 	__fnb_ishell=$BASHPID __fnb_rq=0
-	# The function, its status, and whether it left an EXIT trap (see
+	# The function, and what must happen in its redirections (see
 	# __fnb_main, which defines __fnb_call). Not through eval: errexit
 	# ending the shell inside one makes bash print a complaint of its
 	# own as the invocation's last line.
 	__fnb_call
-	if [[ -s $__fnb_dir/trap ]]; then
-		# An EXIT trap runs as the shell exits, as a subshell's would, its
-		# output the invocation's; the loop's descriptors go first.
-		command exec >>"$__fnb_dir/s.$__fnb_f" {__fnb_in}<&- {__fnb_out}>&- {__fnb_life}<&-
-		[[ $__fnb_n != *x* ]] || builtin set -x
-		builtin exit "$__fnb_rc"
-	fi
 	# Put back the rest of what the loop needs, and what keeps one
 	# invocation's context out of the next: the C locale, the working
-	# directory, no TMOUT, no step context, and the trace context of
-	# the registration. Jobs the function left running are disowned,
-	# so a later invocation's wait does not wait for them.
+	# directory, no TMOUT, no step context or key, and the trace context
+	# of the registration. A variable of these the function made readonly
+	# would end the shell at its next assignment: the worker ends now
+	# instead, after this invocation. Jobs the function left running are
+	# disowned, so a later invocation's wait does not wait for them.
 	{
 		builtin disown -a
-		if [[ $__fnb_lcvar == LC_ALL ]]; then
-			LC_ALL=C
-		else
-			LC_CTYPE=C
-		fi &&
-			builtin unset -v TMOUT FNBRIDGE_CONTEXT FNBRIDGE_CONTEXT_TOKEN FNBRIDGE_KEY &&
-			{ [[ $PWD == "$__fnb_home" ]] || builtin cd -- "$__fnb_home"; } &&
-			{ [[ $__fnb_x != [eb] ]] || __fnb_retrace; }
+		[[ ${LC_ALL@a}${LC_CTYPE@a}${TMOUT@a}${FNBRIDGE_CONTEXT@a}${FNBRIDGE_CONTEXT_TOKEN@a}${FNBRIDGE_KEY@a}${TRACEPARENT@a}${TRACESTATE@a}${FNBRIDGE_OUTPUTS@a}${FNBRIDGE_INPUT_FILE@a} != *r* ]] &&
+			if [[ $__fnb_lcvar == LC_ALL ]]; then
+				LC_ALL=C
+			else
+				LC_CTYPE=C
+				builtin unset -v LC_ALL
+			fi &&
+			builtin unset -v TMOUT FNBRIDGE_CONTEXT FNBRIDGE_CONTEXT_TOKEN FNBRIDGE_KEY TRACEPARENT TRACESTATE &&
+			{ [[ -z $__fnb_tps ]] || builtin export TRACEPARENT="$__fnb_tp"; } &&
+			{ [[ -z $__fnb_tss ]] || builtin export TRACESTATE="$__fnb_ts"; } &&
+			{ [[ $PWD == "$__fnb_home" ]] || builtin cd -- "$__fnb_home"; }
 	} 2>/dev/null || __fnb_inline_end "$__fnb_rc"
-}
-
-# __fnb_retrace gives TRACEPARENT and TRACESTATE back the values the
-# registration's environment gave them, after an invocation's own.
-__fnb_retrace() {
-	builtin unset -v TRACEPARENT TRACESTATE || builtin return 1
-	[[ -z $__fnb_tps ]] || builtin export TRACEPARENT="$__fnb_tp"
-	[[ -z $__fnb_tss ]] || builtin export TRACESTATE="$__fnb_ts"
+	builtin printf 'D %d %s %d\n' "$__fnb_seq" "$__fnb_tok" "$__fnb_rc" >&"$__fnb_out"
 }
 
 # __fnb_inline_end STATUS ends the worker after an invocation whose
 # function left the shell so that it cannot serve another (a readonly
-# step context or locale variable, its directory gone): STATUS is the
+# locale, TMOUT or FNBRIDGE_ variable, its directory gone): STATUS is the
 # invocation's, through the exit status, as for exit.
 __fnb_inline_end() {
-	builtin printf 'fnbridge: the function left the shell unfit for the next invocation (a readonly LC_CTYPE, TMOUT or FNBRIDGE_ variable, or its working directory gone); the worker starts afresh\n' >&2
+	builtin printf 'fnbridge: the function left the shell unfit for the next invocation (a readonly LC_ALL, LC_CTYPE, TMOUT, TRACEPARENT, TRACESTATE or FNBRIDGE_ variable, or its working directory gone); the worker starts afresh\n' >&2
 	command exec >/dev/null {__fnb_in}<&- {__fnb_out}>&- {__fnb_life}<&-
 	builtin exit "$1"
 }
 
 __fnb_main() {
 	local __fnb_file=$1 __fnb_fn=$2 __fnb_dir=$3 __fnb_mode=$4
-	local __fnb_err __fnb_tp __fnb_tps __fnb_ts __fnb_tss
+	local __fnb_err __fnb_tp __fnb_tps __fnb_ts __fnb_tss __fnb_exit0= __fnb_monitor=
 	local __fnb_in __fnb_out __fnb_status __fnb_len __fnb_payload __fnb_rc __fnb_o
 	local __fnb_key __fnb_tok __fnb_f __fnb_hdr __fnb_seq=0 __fnb_x __fnb_n __fnb_lc __fnb_lcset __fnb_lcvar __fnb_traps __fnb_home
 	local __fnb_tmout= __fnb_tmoutx= __fnb_ie
@@ -810,17 +805,20 @@ __fnb_main() {
 	if [[ $__fnb_mode == inline ]]; then
 		# The function's stderr, given back after each invocation (one
 		# that redirected its own with exec would keep it otherwise), and
-		# the registration's trace context (see __fnb_retrace).
+		# the trace context the file left, given back after each one (see
+		# __fnb_inline).
 		command exec {__fnb_err}>&2
 		# __fnb_call, defined here to write the descriptors' numbers in:
 		# redirections of numbers, unlike those of {variables}, are undone
 		# when it returns (an exec of the function's own included), and
 		# what it runs inherits none of the loop's descriptors (a child
-		# bash forks holds them until it execs); stdin stays the worker's
-		# (/dev/null). The file's traps and options are given back inside
-		# it, and taken off before it returns, so that none of them acts
-		# on the loop, whose stdout is the response pipe (a RETURN trap
-		# would fire as it returns).
+		# bash forks holds them until it execs). The function's stdin is
+		# /dev/null, as the worker's. The file's traps and options are
+		# given back inside it, and taken off before it returns, so that
+		# none of them acts on the loop (a RETURN trap would fire as it
+		# returns). An EXIT trap other than the file's, which a subshell
+		# would have run as it ended, ends the worker here, run with the
+		# function's options and its stdout still the invocation's.
 		builtin eval '__fnb_call() {
 	[[ -z $__fnb_traps ]] || builtin eval "$__fnb_traps"
 	for __fnb_o in "${__fnb_reapply[@]}"; do
@@ -831,13 +829,30 @@ __fnb_main() {
 		__fnb_rc=$? __fnb_n=$-
 		builtin set +xv
 		builtin trap -p EXIT >|"$__fnb_dir/trap"
+		__fnb_o=
+		[[ ! -s $__fnb_dir/trap ]] || IFS= builtin read -r -d "" __fnb_o <"$__fnb_dir/trap"
+	} 2>/dev/null
+	if [[ -n $__fnb_o && $__fnb_o != "$__fnb_exit0" ]]; then
+		[[ $__fnb_n != *v* ]] || builtin set -v
+		[[ $__fnb_n != *x* ]] || builtin set -x
+		builtin exit "$__fnb_rc"
+	fi
+	{
 		builtin set +euaCET +o pipefail +o posix
+		[[ -n $__fnb_monitor ]] || builtin set +m
 		builtin trap - ERR DEBUG RETURN
 	} 2>/dev/null
-} >|"$__fnb_dir/s.$__fnb_f"'" 2>&$__fnb_err $__fnb_err>&- $__fnb_in<&- $__fnb_out>&- $__fnb_life<&-"
+} >|"$__fnb_dir/s.$__fnb_f" </dev/null'" 2>&$__fnb_err $__fnb_err>&- $__fnb_in<&- $__fnb_out>&- $__fnb_life<&-"
 		__fnb_tp=${TRACEPARENT-} __fnb_tps=${TRACEPARENT+s} __fnb_ts=${TRACESTATE-} __fnb_tss=${TRACESTATE+s}
+		# The file's own EXIT trap (the worker's, run when it exits) and
+		# job control, which a function's set -m must not leave on: its
+		# later jobs would leave the worker's process group.
+		builtin trap -p EXIT >|"$__fnb_dir/trap"
+		IFS= builtin read -r -d '' __fnb_exit0 <"$__fnb_dir/trap"
+		[[ $- != *m* ]] || __fnb_monitor=y
 	fi
 	builtin printf 'K %s\n' "$BASH_VERSION"
+	[[ $__fnb_mode != inline ]] || command exec >&2 # see __fnb_inline
 
 	# One subshell per invocation, so `exit N` and variables stay inside it.
 	# Each subshell is forked *before* its request arrives and waits for it,
@@ -864,11 +879,11 @@ __fnb_main() {
 		((++__fnb_seq))
 		FNBRIDGE_OUTPUTS=$__fnb_dir/o.$__fnb_f FNBRIDGE_INPUT_FILE=$__fnb_dir/i.$__fnb_f
 		if [[ $__fnb_mode == inline ]]; then
-			__fnb_inline
-		else
-			( __fnb_invocation )
-			__fnb_rc=$?
+			__fnb_inline # it writes its "D"
+			continue
 		fi
+		( __fnb_invocation )
+		__fnb_rc=$?
 		# "D" always follows, so Go knows this invocation is over.
 		builtin printf 'D %d %s %d\n' "$__fnb_seq" "$__fnb_tok" "$__fnb_rc"
 	done

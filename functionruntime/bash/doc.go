@@ -67,29 +67,39 @@
 // without the subshell: no process per invocation, which is most of what
 // an invocation costs where process creation is dear. What one invocation
 // leaves in the shell the next one sees: global variables, functions,
-// exports, shopt settings, aliases, the umask, readonly variables and
-// signal traps. After each invocation the worker puts back what it needs
-// and what belongs to one invocation alone: the set options it gives back
-// to each invocation (errexit, nounset, pipefail, xtrace, verbose,
-// noclobber, errtrace, functrace, allexport) and posix, the ERR, DEBUG and
-// RETURN traps, the locale variable it switches, the working directory,
-// stderr (an `exec 2>...` of the function's), TMOUT, the step context,
-// FNBRIDGE_KEY and the registration's TRACEPARENT and TRACESTATE; the jobs
-// the function left running are disowned, so a later invocation's `wait`
-// does not wait for them (they run on in the worker's group). A function
-// that leaves the shell unable to serve (a readonly locale, TMOUT or
-// FNBRIDGE_ variable) ends the worker after its invocation.
+// exports, shopt settings, aliases, the umask, readonly variables, signal
+// traps, and descriptors it opened with exec (a lock it took with flock
+// stays held while the worker waits). After each invocation the worker
+// puts back what it needs and what belongs to one invocation alone: the
+// set options it gives back to each invocation (errexit, nounset,
+// pipefail, xtrace, verbose, noclobber, errtrace, functrace, allexport),
+// posix and job control (monitor, unless the file set it), the ERR, DEBUG
+// and RETURN traps, LC_ALL and LC_CTYPE, the working directory, stdin
+// (/dev/null) and stderr (an `exec 2>...` of the function's), TMOUT, the
+// step context, FNBRIDGE_KEY, and TRACEPARENT and TRACESTATE as the file
+// left them; the jobs the function left running are disowned, so a later
+// invocation's `wait` does not wait for them (they run on in the worker's
+// group). A function that makes one of the variables the worker assigns
+// readonly (LC_ALL, LC_CTYPE, TMOUT, TRACEPARENT, TRACESTATE, an
+// FNBRIDGE_ one) ends the worker after its invocation. Between
+// invocations the worker's stdout is its stderr, so a signal trap the
+// function left that prints while the worker waits is logged.
 //
 // Whatever would have ended an invocation's subshell ends the worker
 // instead, with the outcome the subshell would have given: `exit N`,
 // errexit (set -e, also when the function returns non-zero under it),
-// exec, `fnbridge fail`, an EXIT trap (it runs after the function, its
-// output appended to the invocation's), and a signal (a crash,
-// [functionruntime.ErrWorkerCrashed], as for any worker that dies). Go
-// takes the worker's exit status as the invocation's, and the next
-// invocation waits for a fresh worker, which sources the file again; the
-// processes the function left running are killed with the old worker's
-// group. So inline invocations are for functions that return.
+// exec (the program's exit status, however long it runs), `fnbridge
+// fail`, an EXIT trap the function set (it runs after the function with
+// the options the function left, its output appended to the
+// invocation's), and a signal (a crash, [functionruntime.ErrWorkerCrashed],
+// as for any worker that dies). Go takes the worker's exit status as the
+// invocation's once the function's stdout file exists (the call began;
+// an exit before it is a crash), and the next invocation waits for a
+// fresh worker, which sources the file again; the processes the function
+// left running are killed with the old worker's group. So inline
+// invocations are for functions that return. An EXIT trap the file set is
+// the worker's: it runs when the worker exits, after an invocation that
+// ended it too.
 //
 // The loop's protocol descriptors are closed for the function's call by
 // bash's own redirections, which are undone when it returns: a program

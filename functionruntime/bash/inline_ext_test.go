@@ -7,9 +7,11 @@ import (
 	"strings"
 	"syscall"
 	"testing"
+	"time"
 
 	"github.com/fnbridge/fnbridge/functionruntime"
 	"github.com/fnbridge/fnbridge/functionruntime/internal/adaptertest"
+	"github.com/fnbridge/fnbridge/functionruntime/internal/proctest"
 )
 
 // modes runs test once for each way a worker runs its invocations: each
@@ -39,8 +41,17 @@ run() {
 		set -u -o pipefail
 		trap 'echo err' ERR
 		cd /
-		export FNBRIDGE_KEY=mine
+		export FNBRIDGE_KEY=mine TRACEPARENT=mine
+		set -m
+		exec </dev/zero
 		;;
+	stdin) IFS= read -r -t 1 x; printf '[%s]' "$x" ;;
+	echo) printf '%s' "$arg" ;;
+	lc_all) export LC_ALL=C.UTF-8; printf ok ;;
+	ro) readonly "$arg"; printf ok ;;
+	usr1) trap 'echo "caught usr1"' USR1; printf ok ;;
+	late) exec sh -c 'sleep 6; printf done' ;;
+	strict_trap) set -e; trap 'false; echo after-false' EXIT; echo body ;;
 	quit) echo "leaving"; exit "$arg" ;;
 	trapped) trap 'echo "trap ran"' EXIT; echo "returned" ;;
 	replaced) exec printf 'exec %s' "$arg" ;;
@@ -58,7 +69,13 @@ run() {
 // invocations run inline, with TRACEPARENT in its registration's env.
 func inline(t *testing.T) (*adaptertest.Fixture, functionruntime.Worker) {
 	t.Helper()
-	f := conformanceInline.NewFixture(t, "in.run", map[string]string{"in.sh": inlineSh})
+	return inlineWith(t, "")
+}
+
+// inlineWith is inline with prelude at the top of the file.
+func inlineWith(t *testing.T, prelude string) (*adaptertest.Fixture, functionruntime.Worker) {
+	t.Helper()
+	f := conformanceInline.NewFixture(t, "in.run", map[string]string{"in.sh": prelude + inlineSh})
 	f.Spec.Env = map[string]string{"TRACEPARENT": "registered"}
 	return f, f.Start(t)
 }
@@ -92,7 +109,7 @@ func TestInlineInvocationsShareTheShell(t *testing.T) {
 func TestInlineSettingsArePutBack(t *testing.T) {
 	f, w := inline(t)
 	first := string(f.MustInvoke(t, w, "settings").Output)
-	if want := "|off||" + f.Dir + "|unset|registered"; !strings.HasSuffix(first, want) {
+	if want := "|off||" + f.Dir + "|unset|registered"; !strings.HasSuffix(first, want) || strings.Contains(first[:strings.IndexByte(first, '|')], "m") {
 		t.Fatalf("first call saw %q, want it to end %q", first, want)
 	}
 	inv := f.Invocation("inv-env", []byte("settings"))
@@ -106,6 +123,90 @@ func TestInlineSettingsArePutBack(t *testing.T) {
 	}
 	if got := string(f.MustInvoke(t, w, "settings").Output); got != first {
 		t.Fatalf("third call saw %q, want %q as the first did", got, first)
+	}
+	if got := string(f.MustInvoke(t, w, "stdin").Output); got != "[]" {
+		t.Fatalf("stdin after an invocation's exec <: %q, want the worker's /dev/null", got)
+	}
+	// LC_ALL the function exports must not make the loop count the next
+	// payload in characters.
+	f.MustInvoke(t, w, "lc_all")
+	for _, p := range []string{"echo héé", "echo ü€ x"} {
+		if got := string(f.MustInvoke(t, w, p).Output); got != strings.TrimPrefix(p, "echo ") {
+			t.Fatalf("payload %q came back as %q", p, got)
+		}
+	}
+}
+
+// A variable the loop assigns that the function made readonly would end
+// the shell at the next request, whose invocation never ran: the worker
+// ends right after the invocation that did it, whose outcome stands, and
+// the next invocation is served by a fresh worker.
+func TestInlineReadonlyEndsTheWorkerAfterItsInvocation(t *testing.T) {
+	for _, v := range []string{"FNBRIDGE_OUTPUTS", "FNBRIDGE_INPUT_FILE", "LC_CTYPE", "LC_ALL", "TMOUT", "TRACEPARENT"} {
+		t.Run(v, func(t *testing.T) {
+			f, w := inline(t)
+			pid := pidOf(t, f, w)
+			for i := range 3 {
+				if got := string(f.MustInvoke(t, w, "ro "+v).Output); got != "ok" {
+					t.Fatalf("call %d: output %q, want ok", i, got)
+				}
+				next := pidOf(t, f, w)
+				if next == pid {
+					t.Fatalf("call %d: worker %s serves on with %s readonly", i, pid, v)
+				}
+				pid = next
+			}
+		})
+	}
+}
+
+// A signal trap the function left, firing while the worker waits for its
+// next request, prints to the log, not into the response pipe.
+func TestInlineIdleSignalTrapStaysOffThePipe(t *testing.T) {
+	f, w := inline(t)
+	f.MustInvoke(t, w, "usr1")
+	pid, err := strconv.Atoi(pidOf(t, f, w))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := syscall.Kill(pid, syscall.SIGUSR1); err != nil {
+		t.Fatal(err)
+	}
+	proctest.Eventually(t, 5*time.Second, "the trap's line logged", func() bool {
+		return slices.Contains(f.Logs.Messages(), "caught usr1")
+	})
+	if got := pidOf(t, f, w); got != strconv.Itoa(pid) {
+		t.Fatalf("worker %d replaced by %s", pid, got)
+	}
+}
+
+// An exec'd program's exit status and output are the invocation's, however
+// long it runs (it closes the response pipe at once): it is no crash.
+func TestInlineExecOfALongProgram(t *testing.T) {
+	t.Parallel()
+	f, w := inline(t)
+	if got := string(f.MustInvoke(t, w, "late").Output); got != "done" {
+		t.Fatalf("output %q, want done", got)
+	}
+}
+
+// An EXIT trap the function sets runs with the options it left, as its
+// subshell's would; one the file set is the worker's, and ends no
+// invocation.
+func TestInlineExitTraps(t *testing.T) {
+	f, w := inline(t)
+	_, err := f.Invoke(t, w, "strict_trap")
+	var he *functionruntime.HandlerError
+	if !errors.As(err, &he) || he.ExitCode != 1 {
+		t.Fatalf("err = %v, want exit status 1: false under set -e in the trap", err)
+	}
+	f, w = inlineWith(t, "trap 'echo worker-exit >&2' EXIT\n")
+	pid := pidOf(t, f, w)
+	if got := string(f.MustInvoke(t, w, "count").Output); got != "1" {
+		t.Fatalf("count: %q", got)
+	}
+	if got := pidOf(t, f, w); got != pid {
+		t.Fatalf("worker %s replaced by %s: the file's EXIT trap ended an invocation", pid, got)
 	}
 }
 

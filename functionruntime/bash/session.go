@@ -17,7 +17,6 @@ import (
 	"strconv"
 	"strings"
 	"syscall"
-	"time"
 	"unicode/utf8"
 
 	"github.com/fnbridge/fnbridge/functionruntime"
@@ -231,7 +230,7 @@ func (w *worker) Invoke(ctx context.Context, inv functionruntime.Invocation) (fu
 		return functionruntime.Result{}, err
 	}
 	return proc.Call(ctx, w.sup, &inv.Logger, func(s *session) (functionruntime.Result, error) {
-		res, err := s.invoke(inv.Input, inv.Context, inv.Env)
+		res, err := s.invoke(ctx, inv.Input, inv.Context, inv.Env)
 		var ds *proc.DiscardSession
 		if s.ended && !errors.As(err, &ds) {
 			// An inline invocation that ended the worker's shell: its
@@ -303,7 +302,7 @@ const maxLine = 4096
 // context sc and the per-invocation environment env, when set, and the
 // next invocation's key after it), waits for the status and collects the
 // output.
-func (s *session) invoke(input []byte, sc *functionruntime.StepContext, env map[string]string) (functionruntime.Result, error) {
+func (s *session) invoke(ctx context.Context, input []byte, sc *functionruntime.StepContext, env map[string]string) (functionruntime.Result, error) {
 	cur, next := s.key, newKey()
 	s.seq++
 	stdout, outsFile, inFile := cur.file(s.Tmp, 's'), cur.file(s.Tmp, 'o'), cur.file(s.Tmp, 'i')
@@ -351,7 +350,7 @@ func (s *session) invoke(input []byte, sc *functionruntime.StepContext, env map[
 	status, err := s.readStatus(cur.token())
 	_ = syscall.Unlink(inFile)
 	if err != nil && s.inline {
-		if code, ok := s.shellExit(err); ok {
+		if code, ok := s.shellExit(ctx, err, stdout); ok {
 			status, err, s.ended = code, nil, true
 		}
 	}
@@ -430,22 +429,25 @@ func (s *session) invoke(input []byte, sc *functionruntime.StepContext, env map[
 	return functionruntime.Result{Output: out, ContentType: contentType(out), Outputs: outputs}, nil
 }
 
-// shellExitWait bounds how long an inline worker whose response pipe
-// reached its end is given to be reaped: it closed the pipe by exiting.
-const shellExitWait = 5 * time.Second
-
 // shellExit is the exit status of an inline worker that exited of itself
 // during the invocation, after readStatus failed with err: the function
-// called exit, tripped errexit, exec'd or set an EXIT trap, which would
-// have ended its subshell with that status. ok is false for a worker a
-// signal ended (a crash, as with subshells) or that still runs (the
-// invocation's context ended).
-func (s *session) shellExit(err error) (status int, ok bool) {
+// called exit, tripped errexit, exec'd (a program that exits when it is
+// done) or set an EXIT trap, which would have ended its subshell with
+// that status. It waits for the worker's exit as long as ctx allows (an
+// exec'd program closes the response pipe at once). ok is false for a
+// worker a signal ended (a crash, as with subshells), one that still runs
+// when ctx ends, and one that ended before the function's call began
+// (stdout, the function's output file, is created as the call begins):
+// an exit the function never made is no status of this invocation.
+func (s *session) shellExit(ctx context.Context, err error, stdout string) (status int, ok bool) {
 	if errors.Is(err, io.EOF) {
 		select {
 		case <-s.P.Exited():
-		case <-time.After(shellExitWait):
+		case <-ctx.Done():
 		}
+	}
+	if _, err := os.Lstat(stdout); err != nil {
+		return 0, false
 	}
 	return s.P.ExitCode()
 }
