@@ -566,6 +566,8 @@ __fnb_inline() {
 	__fnb_request
 	__fnb_give
 	__fnb_ishell=$BASHPID __fnb_rq=0
+	# Defined again: an invocation may have unset or replaced it.
+	fnbridge() { __fnb_fnbridge "$@"; }
 	# The function, and what must happen in its redirections (see
 	# __fnb_main, which defines __fnb_call). Not through eval: errexit
 	# ending the shell inside one makes bash print a complaint of its
@@ -578,21 +580,47 @@ __fnb_inline() {
 	# would end the shell at its next assignment: the worker ends now
 	# instead, after this invocation. Jobs the function left running are
 	# disowned, so a later invocation's wait does not wait for them.
+	# Each variable is unset first, which also drops any attribute the
+	# function gave it (declare -u, -i), then set as the file left it.
 	{
 		builtin disown -a
 		[[ ${LC_ALL@a}${LC_CTYPE@a}${TMOUT@a}${FNBRIDGE_CONTEXT@a}${FNBRIDGE_CONTEXT_TOKEN@a}${FNBRIDGE_KEY@a}${TRACEPARENT@a}${TRACESTATE@a}${FNBRIDGE_OUTPUTS@a}${FNBRIDGE_INPUT_FILE@a} != *r* ]] &&
-			if [[ $__fnb_lcvar == LC_ALL ]]; then
+			builtin unset -v LC_ALL LC_CTYPE TMOUT FNBRIDGE_CONTEXT FNBRIDGE_CONTEXT_TOKEN FNBRIDGE_KEY TRACEPARENT TRACESTATE FNBRIDGE_OUTPUTS FNBRIDGE_INPUT_FILE &&
+			builtin export FNBRIDGE_OUTPUTS FNBRIDGE_INPUT_FILE &&
+			__fnb_reset LC_ALL "$__fnb_la" "$__fnb_las" && __fnb_reset LC_CTYPE "$__fnb_lt" "$__fnb_lts" &&
+			__fnb_reset TRACEPARENT "$__fnb_tp" "$__fnb_tps" && __fnb_reset TRACESTATE "$__fnb_ts" "$__fnb_tss" &&
+			if [ "$__fnb_lcvar" = LC_ALL ]; then
 				LC_ALL=C
 			else
 				LC_CTYPE=C
-				builtin unset -v LC_ALL
 			fi &&
-			builtin unset -v TMOUT FNBRIDGE_CONTEXT FNBRIDGE_CONTEXT_TOKEN FNBRIDGE_KEY TRACEPARENT TRACESTATE &&
-			{ [[ -z $__fnb_tps ]] || builtin export TRACEPARENT="$__fnb_tp"; } &&
-			{ [[ -z $__fnb_tss ]] || builtin export TRACESTATE="$__fnb_ts"; } &&
-			{ [[ $PWD == "$__fnb_home" ]] || builtin cd -- "$__fnb_home"; }
+			{ [ "$PWD" = "$__fnb_home" ] || builtin cd -- "$__fnb_home"; }
 	} 2>/dev/null || __fnb_inline_end "$__fnb_rc"
-	builtin printf 'D %d %s %d\n' "$__fnb_seq" "$__fnb_tok" "$__fnb_rc" >&"$__fnb_out"
+	# Unless the function closed every descriptor bash could put the
+	# loop's back on.
+	builtin printf 'D %d %s %d\n' "$__fnb_seq" "$__fnb_tok" "$__fnb_rc" >&"$__fnb_out" 2>/dev/null || __fnb_inline_end "$__fnb_rc"
+}
+
+# __fnb_reset NAME VALUE HOW sets NAME, unset, as the file left it: HOW is
+# empty (it was unset), "s" (set) or "x" (set and exported).
+__fnb_reset() {
+	case $3 in
+	x) builtin export "$1=$2" ;;
+	s) builtin printf -v "$1" '%s' "$2" ;;
+	esac
+}
+
+# __fnb_record VALUE HOW NAME records NAME as it is in the variables named
+# VALUE and HOW, for __fnb_reset.
+__fnb_record() {
+	builtin printf -v "$1" '%s' "${!3-}"
+	if [[ -z ${!3+s} ]]; then
+		builtin printf -v "$2" ''
+	elif [[ ${!3@a} == *x* ]]; then
+		builtin printf -v "$2" x
+	else
+		builtin printf -v "$2" s
+	fi
 }
 
 # __fnb_inline_end STATUS ends the worker after an invocation whose
@@ -607,7 +635,7 @@ __fnb_inline_end() {
 
 __fnb_main() {
 	local __fnb_file=$1 __fnb_fn=$2 __fnb_dir=$3 __fnb_mode=$4
-	local __fnb_err __fnb_tp __fnb_tps __fnb_ts __fnb_tss __fnb_exit0= __fnb_monitor=
+	local __fnb_err __fnb_tp __fnb_tps __fnb_ts __fnb_tss __fnb_la __fnb_las __fnb_lt __fnb_lts __fnb_exit0= __fnb_monitor=
 	local __fnb_in __fnb_out __fnb_status __fnb_len __fnb_payload __fnb_rc __fnb_o
 	local __fnb_key __fnb_tok __fnb_f __fnb_hdr __fnb_seq=0 __fnb_x __fnb_n __fnb_lc __fnb_lcset __fnb_lcvar __fnb_traps __fnb_home
 	local __fnb_tmout= __fnb_tmoutx= __fnb_ie
@@ -752,6 +780,11 @@ __fnb_main() {
 	else
 		__fnb_lcvar=LC_CTYPE __fnb_lc=${LC_CTYPE-} __fnb_lcset=${LC_CTYPE+set}
 	fi
+	if [[ $__fnb_mode == inline ]]; then
+		# Both as the file left them, given back after each invocation.
+		__fnb_record __fnb_la __fnb_las LC_ALL
+		__fnb_record __fnb_lt __fnb_lts LC_CTYPE
+	fi
 	if ! (builtin unset -v "$__fnb_lcvar") 2>/dev/null; then
 		builtin printf 'E readonly %s\n' "$__fnb_lcvar" >&"$__fnb_out"
 		builtin exit 1
@@ -812,8 +845,11 @@ __fnb_main() {
 		# redirections of numbers, unlike those of {variables}, are undone
 		# when it returns (an exec of the function's own included), and
 		# what it runs inherits none of the loop's descriptors (a child
-		# bash forks holds them until it execs). The function's stdin is
-		# /dev/null, as the worker's. The file's traps and options are
+		# bash forks holds them until it execs): their numbers hold
+		# /dev/null meanwhile, rather than being free, so that a
+		# descriptor the function opens (exec {fd}>file, the step agent's)
+		# never gets one of them and is overwritten as the call returns.
+		# The function's stdin is /dev/null, as the worker's. The file's traps and options are
 		# given back inside it, and taken off before it returns, so that
 		# none of them acts on the loop (a RETURN trap would fire as it
 		# returns). An EXIT trap other than the file's, which a subshell
@@ -830,20 +866,22 @@ __fnb_main() {
 		builtin set +xv
 		builtin trap -p EXIT >|"$__fnb_dir/trap"
 		__fnb_o=
-		[[ ! -s $__fnb_dir/trap ]] || IFS= builtin read -r -d "" __fnb_o <"$__fnb_dir/trap"
+		# (The read ends at the end of the file, status 1: under errexit.)
+		[[ ! -s $__fnb_dir/trap ]] || IFS= builtin read -r -d "" __fnb_o <"$__fnb_dir/trap" || :
 	} 2>/dev/null
-	if [[ -n $__fnb_o && $__fnb_o != "$__fnb_exit0" ]]; then
+	if [ -n "$__fnb_o" ] && [ "$__fnb_o" != "$__fnb_exit0" ]; then
 		[[ $__fnb_n != *v* ]] || builtin set -v
 		[[ $__fnb_n != *x* ]] || builtin set -x
 		builtin exit "$__fnb_rc"
 	fi
 	{
-		builtin set +euaCET +o pipefail +o posix
+		builtin set +euaCETkt +o pipefail +o posix
 		[[ -n $__fnb_monitor ]] || builtin set +m
 		builtin trap - ERR DEBUG RETURN
 	} 2>/dev/null
-} >|"$__fnb_dir/s.$__fnb_f" </dev/null'" 2>&$__fnb_err $__fnb_err>&- $__fnb_in<&- $__fnb_out>&- $__fnb_life<&-"
-		__fnb_tp=${TRACEPARENT-} __fnb_tps=${TRACEPARENT+s} __fnb_ts=${TRACESTATE-} __fnb_tss=${TRACESTATE+s}
+} >|"$__fnb_dir/s.$__fnb_f" </dev/null'" 2>&$__fnb_err $__fnb_err<&0 $__fnb_in<&0 $__fnb_out<&0 $__fnb_life<&0"
+		__fnb_record __fnb_tp __fnb_tps TRACEPARENT
+		__fnb_record __fnb_ts __fnb_tss TRACESTATE
 		# The file's own EXIT trap (the worker's, run when it exits) and
 		# job control, which a function's set -m must not leave on: its
 		# later jobs would leave the worker's process group.

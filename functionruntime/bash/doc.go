@@ -67,13 +67,14 @@
 // without the subshell: no process per invocation, which is most of what
 // an invocation costs where process creation is dear. What one invocation
 // leaves in the shell the next one sees: global variables, functions,
-// exports, shopt settings, aliases, the umask, readonly variables, signal
-// traps, and descriptors it opened with exec (a lock it took with flock
-// stays held while the worker waits). After each invocation the worker
+// exports, shopt settings, aliases, the umask, ulimits, readonly
+// variables, signal traps, and descriptors it opened with exec (a lock it
+// took with flock stays held while the worker waits). After each invocation the worker
 // puts back what it needs and what belongs to one invocation alone: the
 // set options it gives back to each invocation (errexit, nounset,
 // pipefail, xtrace, verbose, noclobber, errtrace, functrace, allexport),
-// posix and job control (monitor, unless the file set it), the ERR, DEBUG
+// posix, keyword, onecmd and job control (monitor, unless the file set
+// it), the fnbridge function, the ERR, DEBUG
 // and RETURN traps, LC_ALL and LC_CTYPE, the working directory, stdin
 // (/dev/null) and stderr (an `exec 2>...` of the function's), TMOUT, the
 // step context, FNBRIDGE_KEY, and TRACEPARENT and TRACESTATE as the file
@@ -98,8 +99,9 @@
 // fresh worker, which sources the file again; the processes the function
 // left running are killed with the old worker's group. So inline
 // invocations are for functions that return. An EXIT trap the file set is
-// the worker's: it runs when the worker exits, after an invocation that
-// ended it too.
+// the worker's: it runs when the worker exits, also when an invocation
+// ends it, and then what it prints to stdout is in that invocation's
+// output.
 //
 // The loop's protocol descriptors are closed for the function's call by
 // bash's own redirections, which are undone when it returns: a program

@@ -42,7 +42,7 @@ run() {
 		trap 'echo err' ERR
 		cd /
 		export FNBRIDGE_KEY=mine TRACEPARENT=mine
-		set -m
+		set -m -k
 		exec </dev/zero
 		;;
 	stdin) IFS= read -r -t 1 x; printf '[%s]' "$x" ;;
@@ -52,6 +52,13 @@ run() {
 	usr1) trap 'echo "caught usr1"' USR1; printf ok ;;
 	late) exec sh -c 'sleep 6; printf done' ;;
 	strict_trap) set -e; trap 'false; echo after-false' EXIT; echo body ;;
+	trap_e) set -e; trap 'echo bye' EXIT; echo body ;;
+	open) exec {dyn}>opened 7>seven; printf ok ;;
+	use) printf 'a' >&"$dyn" && printf 'b' >&7 && printf ok ;;
+	close_all) for ((i = 3; i < 64; i++)); do eval "exec $i>&-"; done; printf done ;;
+	unset_env) unset FNBRIDGE_OUTPUTS FNBRIDGE_INPUT_FILE; declare -u TRACESTATE; printf ok ;;
+	child_env) sh -c 'printf "%s|%s" "${FNBRIDGE_INPUT_FILE:+input}" "${FNBRIDGE_OUTPUTS:+outputs}"' ;;
+	unfnbridge) unset -f fnbridge; printf ok ;;
 	quit) echo "leaving"; exit "$arg" ;;
 	trapped) trap 'echo "trap ran"' EXIT; echo "returned" ;;
 	replaced) exec printf 'exec %s' "$arg" ;;
@@ -137,6 +144,41 @@ func TestInlineSettingsArePutBack(t *testing.T) {
 	}
 }
 
+// What an invocation opens with exec stays open for the next ones (the
+// loop's own descriptors do not take its numbers), the variables the
+// worker gives each invocation are exported to its children whatever an
+// earlier one did to them, and fnbridge is the worker's in each.
+func TestInlineDescriptorsEnvAndFnbridgeOfEarlierInvocations(t *testing.T) {
+	f, w := inlineWith(t, "set -euo pipefail\ntrap 'echo worker-exit >&2' EXIT\n")
+	pid := pidOf(t, f, w)
+	f.MustInvoke(t, w, "open")
+	for i := range 2 {
+		if got := string(f.MustInvoke(t, w, "use").Output); got != "ok" {
+			t.Fatalf("use %d: %q", i, got)
+		}
+	}
+	f.MustInvoke(t, w, "unset_env")
+	if got := string(f.MustInvoke(t, w, "child_env").Output); got != "input|outputs" {
+		t.Fatalf("a child of the next invocation sees %q, want both files' variables", got)
+	}
+	f.MustInvoke(t, w, "unfnbridge")
+	_, err := f.Invoke(t, w, "failing A-2")
+	var he *functionruntime.HandlerError
+	if !errors.As(err, &he) || he.Type != "fnbridge.fail" || he.Code != 409 {
+		t.Fatalf("fnbridge fail after an invocation unset it: %v, want the code 409 failure", err)
+	}
+	// A set -e file with an EXIT trap of its own serves on one worker.
+	if got := pidOf(t, f, w); got == pid {
+		t.Fatalf("fnbridge fail did not end worker %s", pid)
+	} else {
+		pid = got
+	}
+	f.MustInvoke(t, w, "count")
+	if got := pidOf(t, f, w); got != pid {
+		t.Fatalf("worker %s replaced by %s", pid, got)
+	}
+}
+
 // A variable the loop assigns that the function made readonly would end
 // the shell at the next request, whose invocation never ran: the worker
 // ends right after the invocation that did it, whose outcome stands, and
@@ -172,12 +214,14 @@ func TestInlineIdleSignalTrapStaysOffThePipe(t *testing.T) {
 	if err := syscall.Kill(pid, syscall.SIGUSR1); err != nil {
 		t.Fatal(err)
 	}
-	proctest.Eventually(t, 5*time.Second, "the trap's line logged", func() bool {
-		return slices.Contains(f.Logs.Messages(), "caught usr1")
-	})
+	// The trap runs while the worker waits, or as its wait for the next
+	// request ends: either way before that request is answered.
 	if got := pidOf(t, f, w); got != strconv.Itoa(pid) {
 		t.Fatalf("worker %d replaced by %s", pid, got)
 	}
+	proctest.Eventually(t, 5*time.Second, "the trap's line logged", func() bool {
+		return slices.Contains(f.Logs.Messages(), "caught usr1")
+	})
 }
 
 // An exec'd program's exit status and output are the invocation's, however
@@ -226,6 +270,8 @@ func TestInlineExitEndsTheWorker(t *testing.T) {
 		{in: "replaced x", out: "exec x"},
 		{in: "failing A-1", fail: &functionruntime.HandlerError{Terminal: true, Type: "fnbridge.fail", Code: 409, ExitCode: 100, Message: "order A-1 exists"}},
 		{in: "strict", fail: &functionruntime.HandlerError{Type: "exit", ExitCode: 1, Message: "exit status 1"}},
+		{in: "trap_e", out: "body\nbye"},
+		{in: "close_all", out: "done"}, // the loop's descriptors cannot be put back
 	} {
 		t.Run(tc.in, func(t *testing.T) {
 			f, w := inline(t)
