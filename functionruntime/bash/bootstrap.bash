@@ -274,7 +274,11 @@ __fnb_is_agent() {
 # no descriptors, where kill -0 would take it for alive): should it die
 # and its pid be reused, __fnb_answer's wait tells within 2 s.
 __fnb_agent() {
-	[[ -n ${__fnb_areq-} && -e /proc/$__fnb_apid/fd/0 ]] && __fnb_fds_ours && builtin return 0
+	# An invocation's first step checks the agent in full: in a worker
+	# running invocations inline, this shell's descriptors outlive it, and
+	# so would a reused pid.
+	[[ -n ${__fnb_areq-} && -e /proc/$__fnb_apid/fd/0 ]] && __fnb_fds_ours &&
+		{ ((__fnb_rq)) || __fnb_is_agent "$__fnb_apid"; } && builtin return 0
 	__fnb_agent_open
 }
 
@@ -312,8 +316,14 @@ __fnb_agent_open() {
 		__fnb_apid=${__fnb_l#ready }
 		builtin printf '%s\n' "$__fnb_apid" >|"$__fnb_dir/a.pid"
 	fi
+	# The FIFOs this shell opened before, if they are still open on the
+	# same numbers (a function's redirection may hold a number now), go
+	# first: a worker running invocations inline would keep each pair.
+	[[ -z ${__fnb_oreq-} || ! /proc/$BASHPID/fd/$__fnb_oreq -ef $__fnb_dir/a.req ]] || command exec {__fnb_oreq}>&-
+	[[ -z ${__fnb_oans-} || ! /proc/$BASHPID/fd/$__fnb_oans -ef $__fnb_dir/a.ans ]] || command exec {__fnb_oans}>&-
 	# Read and write: opening a FIFO so never blocks.
 	command exec {__fnb_areq}<>"$__fnb_dir/a.req" {__fnb_aans}<>"$__fnb_dir/a.ans"
+	__fnb_oreq=$__fnb_areq __fnb_oans=$__fnb_aans
 }
 
 # __fnb_agent_start starts the agent with none of this shell's
@@ -849,13 +859,17 @@ __fnb_main() {
 		# /dev/null meanwhile, rather than being free, so that a
 		# descriptor the function opens (exec {fd}>file, the step agent's)
 		# never gets one of them and is overwritten as the call returns.
-		# The function's stdin is /dev/null, as the worker's. The file's traps and options are
-		# given back inside it, and taken off before it returns, so that
-		# none of them acts on the loop (a RETURN trap would fire as it
-		# returns). An EXIT trap other than the file's, which a subshell
-		# would have run as it ended, ends the worker here, run with the
-		# function's options and its stdout still the invocation's.
+		# The function's stdin is /dev/null, as the worker's. The file's
+		# traps and options are given back inside it, and taken off before
+		# it returns, so that none of them acts on the loop (a RETURN trap
+		# would fire as it returns). The file's EXIT trap is off meanwhile,
+		# as in a subshell: an invocation's exit does not run it (its lines
+		# would be taken for the invocation's). An EXIT trap the function
+		# sets, which its subshell would have run as it ended, ends the
+		# worker here, run with the function's options and its stdout
+		# still the invocation's.
 		builtin eval '__fnb_call() {
+	[[ -z $__fnb_exit0 ]] || builtin trap - EXIT
 	[[ -z $__fnb_traps ]] || builtin eval "$__fnb_traps"
 	for __fnb_o in "${__fnb_reapply[@]}"; do
 		builtin set -o "$__fnb_o"
@@ -865,11 +879,8 @@ __fnb_main() {
 		__fnb_rc=$? __fnb_n=$-
 		builtin set +xv
 		builtin trap -p EXIT >|"$__fnb_dir/trap"
-		__fnb_o=
-		# (The read ends at the end of the file, status 1: under errexit.)
-		[[ ! -s $__fnb_dir/trap ]] || IFS= builtin read -r -d "" __fnb_o <"$__fnb_dir/trap" || :
 	} 2>/dev/null
-	if [ -n "$__fnb_o" ] && [ "$__fnb_o" != "$__fnb_exit0" ]; then
+	if [[ -s $__fnb_dir/trap ]]; then
 		[[ $__fnb_n != *v* ]] || builtin set -v
 		[[ $__fnb_n != *x* ]] || builtin set -x
 		builtin exit "$__fnb_rc"
@@ -878,15 +889,17 @@ __fnb_main() {
 		builtin set +euaCETkt +o pipefail +o posix
 		[[ -n $__fnb_monitor ]] || builtin set +m
 		builtin trap - ERR DEBUG RETURN
+		[[ -z $__fnb_exit0 ]] || builtin eval "$__fnb_exit0"
 	} 2>/dev/null
 } >|"$__fnb_dir/s.$__fnb_f" </dev/null'" 2>&$__fnb_err $__fnb_err<&0 $__fnb_in<&0 $__fnb_out<&0 $__fnb_life<&0"
 		__fnb_record __fnb_tp __fnb_tps TRACEPARENT
 		__fnb_record __fnb_ts __fnb_tss TRACESTATE
-		# The file's own EXIT trap (the worker's, run when it exits) and
-		# job control, which a function's set -m must not leave on: its
-		# later jobs would leave the worker's process group.
+		# The file's own EXIT trap (the worker's, run when it exits: as
+		# bash's trap -p prints it, the file's own code, quoted by bash)
+		# and job control, which a function's set -m must not leave on:
+		# its later jobs would leave the worker's process group.
 		builtin trap -p EXIT >|"$__fnb_dir/trap"
-		IFS= builtin read -r -d '' __fnb_exit0 <"$__fnb_dir/trap"
+		IFS= builtin read -r -d '' __fnb_exit0 <"$__fnb_dir/trap" || :
 		[[ $- != *m* ]] || __fnb_monitor=y
 	fi
 	builtin printf 'K %s\n' "$BASH_VERSION"

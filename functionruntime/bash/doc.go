@@ -99,9 +99,8 @@
 // fresh worker, which sources the file again; the processes the function
 // left running are killed with the old worker's group. So inline
 // invocations are for functions that return. An EXIT trap the file set is
-// the worker's: it runs when the worker exits, also when an invocation
-// ends it, and then what it prints to stdout is in that invocation's
-// output.
+// the worker's, off while a function runs: as in a subshell, an invocation
+// that ends the worker does not run it.
 //
 // The loop's protocol descriptors are closed for the function's call by
 // bash's own redirections, which are undone when it returns: a program

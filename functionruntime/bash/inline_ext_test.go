@@ -59,6 +59,8 @@ run() {
 	unset_env) unset FNBRIDGE_OUTPUTS FNBRIDGE_INPUT_FILE; declare -u TRACESTATE; printf ok ;;
 	child_env) sh -c 'printf "%s|%s" "${FNBRIDGE_INPUT_FILE:+input}" "${FNBRIDGE_OUTPUTS:+outputs}"' ;;
 	unfnbridge) unset -f fnbridge; printf ok ;;
+	reason) echo "the real reason" >&2; exit 3 ;;
+	sub_fail) r=$(fnbridge fail --code 409 "order exists") || exit ;;
 	quit) echo "leaving"; exit "$arg" ;;
 	trapped) trap 'echo "trap ran"' EXIT; echo "returned" ;;
 	replaced) exec printf 'exec %s' "$arg" ;;
@@ -245,6 +247,16 @@ func TestInlineExitTraps(t *testing.T) {
 		t.Fatalf("err = %v, want exit status 1: false under set -e in the trap", err)
 	}
 	f, w = inlineWith(t, "trap 'echo worker-exit >&2' EXIT\n")
+	// Nor does it run when an invocation's exit ends the worker, as in a
+	// subshell: its lines would be taken for the invocation's.
+	_, err = f.Invoke(t, w, "reason")
+	if !errors.As(err, &he) || he.Message != "exit status 3: the real reason" {
+		t.Fatalf("err = %v, want exit status 3 with the function's last line", err)
+	}
+	_, err = f.Invoke(t, w, "sub_fail")
+	if !errors.As(err, &he) || he.Type != "fnbridge.fail" || he.Code != 409 || he.Message != "order exists" {
+		t.Fatalf("err = %#v, want the subshell's fnbridge fail, code 409", err)
+	}
 	pid := pidOf(t, f, w)
 	if got := string(f.MustInvoke(t, w, "count").Output); got != "1" {
 		t.Fatalf("count: %q", got)

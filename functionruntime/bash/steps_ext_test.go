@@ -315,6 +315,19 @@ inshell_own() {
 	printf '%s %s %s' "$v" "$w" "$x"
 }
 
+# An agent that died and whose pid went to another process (simulated:
+# a sleep's pid given as the agent's) is replaced at the next
+# invocation's first step; inline, this shell serves that invocation too.
+reuse() {
+	fnbridge run --var v s1 -- printf one || exit
+	if [[ $1 == fake ]]; then
+		kill "$__fnb_apid"
+		sleep 60 &
+		__fnb_apid=$!
+	fi
+	printf '%s' "$v"
+}
+
 meta() {
 	fnbridge run "step $1" -- printf '%s\n' "$1" || return
 	fnbridge call Echo/echo "$1" || return
@@ -569,6 +582,14 @@ func testSteps(t *testing.T, a *adaptertest.Adapter) {
 		s := e.start(t, "inshell_own", nil)
 		res, err := s.invoke(t, e.Open(t, &stepctxtest.Journal{}), "")
 		steptest.MustOutput(t, res, err, "waited 0\nfnbridge: run o5 --var ro: cannot assign the value: the variable is readonly\n status 2\none two long")
+	})
+
+	t.Run("a reused agent pid is no agent", func(t *testing.T) {
+		s := e.start(t, "reuse", nil)
+		for _, in := range []string{"fake", "x"} {
+			res, err := s.invoke(t, e.Open(t, &stepctxtest.Journal{}), in)
+			steptest.MustOutput(t, res, err, "one")
+		}
 	})
 
 	t.Run("shell function skips an answer not its own", func(t *testing.T) {

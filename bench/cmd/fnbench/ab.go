@@ -14,7 +14,8 @@ import (
 )
 
 // abShapes are the handlers `fnbench ab` can compare builds on: the
-// bench's P, P5 and S5 peers and the sdk-go peer each is measured against.
+// bench's P, P5, S, SI, S5 and S5I peers and the sdk-go peer each is
+// measured against.
 var abShapes = map[string]struct {
 	prefix, service, handler, runtime, code, durability string
 	want                                                func([]byte) []byte
