@@ -139,18 +139,24 @@ type chaosHandler struct {
 }
 
 func chaosHandlerOf(plan chaosPlan, i int) chaosHandler {
-	k := i % 2
+	n := 2
 	switch {
 	case plan.steps && plan.counters:
-		k = i % 6
+		n = 6
 	case plan.steps:
-		k = i % 4
+		n = 4
 	}
-	return []chaosHandler{
+	h := []chaosHandler{
 		{"Chaos", "py", "python", false, false}, {"Chaos", "sh", "bash", false, false},
 		{"ChaosSteps", "py", "python", true, false}, {"ChaosSteps", "sh", "bash", true, false},
 		{"ChaosCounter", "py", "python", true, true}, {"ChaosCounter", "sh", "bash", true, true},
-	}[k]
+	}[i%n]
+	if h.runtime == "bash" && !h.counter && (i/n)%2 == 1 {
+		// Every other round, the same Bash function with its invocations
+		// inline (bash: {subshell: false}).
+		h.handler = "shi"
+	}
+	return h
 }
 
 // chaosCounterKeys is how many object keys each counter handler's adds
@@ -182,7 +188,9 @@ var chaosStepNames = []string{"s1", "s2", "s3"}
 //
 // The load cycles through Chaos/py, Chaos/sh, ChaosSteps/py,
 // ChaosSteps/sh, ChaosCounter/{key}/py and ChaosCounter/{key}/sh (adds to
-// chaosCounterKeys keys per runtime). Default (CI) size: 300 invocations
+// chaosCounterKeys keys per runtime); every other round the Bash calls of
+// Chaos and ChaosSteps go to their handler shi, the same function run
+// inline (bash: {subshell: false}). Default (CI) size: 300 invocations
 // at concurrency 16, 2 bridge kills, 5 worker kills, 1 restate-server
 // restart. CHAOS_FULL=1 (`make chaos`): 10,000 invocations at concurrency
 // 32, the bridge killed every 3-6 s until 75% completed, a worker killed
@@ -1043,12 +1051,13 @@ func chaosConfig(addr, marker, stepsMarker string, perHandler int, shutdownTimeo
         retry_policy: {initial_interval: 50ms, max_interval: 1s, exponentiation_factor: 2, max_attempts: 100000, on_max_attempts: pause}
 %s`, name, runtime, handler, marker, stepsMarker, perHandler, extra)
 	}
-	const steps = "        durability: steps\n"
-	return fmt.Sprintf("listen: %s\nshutdown_timeout: %s\nservices:\n  - name: Chaos\n    handlers:\n%s%s  - name: ChaosSteps\n    handlers:\n%s%s"+
+	const steps, inline = "        durability: steps\n", "        bash: {subshell: false}\n"
+	return fmt.Sprintf("listen: %s\nshutdown_timeout: %s\nservices:\n  - name: Chaos\n    handlers:\n%s%s%s  - name: ChaosSteps\n    handlers:\n%s%s%s"+
 		"  - name: ChaosCounter\n    type: virtual_object\n    handlers:\n%s%s",
 		addr, shutdownTimeout,
-		h("py", "python", "chaos.work", ""), h("sh", "bash", "chaos.work", ""),
+		h("py", "python", "chaos.work", ""), h("sh", "bash", "chaos.work", ""), h("shi", "bash", "chaos.work", inline),
 		h("py", "python", "chaos_steps_py.work", steps), h("sh", "bash", "chaos_steps_sh.work", steps),
+		h("shi", "bash", "chaos_steps_sh.work", steps+inline),
 		h("py", "python", "counter.add", steps), h("sh", "bash", "counter.add", steps))
 }
 
@@ -1399,13 +1408,13 @@ func TestChaosBridgeKillLeavesNoHandlerProcess(t *testing.T) {
 	env := newChaosEnv(t, 1, 10*time.Second)
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	for i, h := range []string{"py", "sh"} {
+	for i, h := range []string{"py", "sh", "shi"} {
 		body := fmt.Sprintf(`{"id":"o%d","n":%d,"sleep":"60"}`, i, i)
 		if _, err := env.srv.Send(ctx, "Chaos", h, []byte(body), nil); err != nil {
 			t.Fatal(err)
 		}
 	}
-	env.waitStarted(t, 2, 30*time.Second)
+	env.waitStarted(t, 3, 30*time.Second)
 	groups := map[int]bool{}
 	for _, c := range childrenOf(env.b.pid()) {
 		groups[c.PGID] = true
