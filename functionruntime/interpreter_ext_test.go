@@ -32,9 +32,15 @@ func refuseBad(s string) error {
 // withInterpreter is a context whose RegisterFunction carries the
 // interpreter metadata, once per value.
 func withInterpreter(values ...string) context.Context {
+	return withMetadata(functionruntime.InterpreterMetadata, values...)
+}
+
+// withMetadata is a context whose RegisterFunction carries metadata key,
+// once per value.
+func withMetadata(key string, values ...string) context.Context {
 	ctx := context.Background()
 	for _, v := range values {
-		ctx = metadata.AppendToOutgoingContext(ctx, functionruntime.InterpreterMetadata, v)
+		ctx = metadata.AppendToOutgoingContext(ctx, key, v)
 	}
 	return ctx
 }
@@ -74,15 +80,22 @@ func TestRegisterCarriesTheInterpreterMetadata(t *testing.T) {
 			if tc.choose {
 				ad.checkInterpreter = refuseBad
 			}
-			h := newHarness(t, ad, functionruntime.Limits{}, nil)
-			_, err := h.cli.RegisterFunction(tc.ctx, h.registerReq("run-x", 1, digest("x")))
-			if st := wantCode(t, err, codes.InvalidArgument, functionruntime.ReasonInvalidArgument); st.Message() != tc.want {
-				t.Errorf("message %q, want %q", st.Message(), tc.want)
-			}
-			if n := ad.starts.Load(); n != 0 {
-				t.Errorf("%d workers started", n)
-			}
+			wantRefusedBeforeStart(t, ad, tc.ctx, tc.want)
 		})
+	}
+}
+
+// wantRefusedBeforeStart registers run-x with ctx's metadata on a server
+// of ad: InvalidArgument with message want, and no worker started.
+func wantRefusedBeforeStart(t *testing.T, ad *fakeAdapter, ctx context.Context, want string) {
+	t.Helper()
+	h := newHarness(t, ad, functionruntime.Limits{}, nil)
+	_, err := h.cli.RegisterFunction(ctx, h.registerReq("run-x", 1, digest("x")))
+	if st := wantCode(t, err, codes.InvalidArgument, functionruntime.ReasonInvalidArgument); st.Message() != want {
+		t.Errorf("message %q, want %q", st.Message(), want)
+	}
+	if n := ad.starts.Load(); n != 0 {
+		t.Errorf("%d workers started", n)
 	}
 }
 

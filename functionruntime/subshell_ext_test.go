@@ -4,9 +4,6 @@ import (
 	"context"
 	"testing"
 
-	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/metadata"
-
 	"github.com/fnbridge/fnbridge/functionruntime"
 )
 
@@ -24,11 +21,7 @@ func (inlineChoosingAdapter) RunsInline() {}
 // withSubshell is a context whose RegisterFunction carries the subshell
 // metadata, once per value.
 func withSubshell(values ...string) context.Context {
-	ctx := context.Background()
-	for _, v := range values {
-		ctx = metadata.AppendToOutgoingContext(ctx, functionruntime.SubshellMetadata, v)
-	}
-	return ctx
+	return withMetadata(functionruntime.SubshellMetadata, values...)
 }
 
 // A registration's choice of subshell travels as metadata (the contract's
@@ -65,15 +58,7 @@ func TestRegisterCarriesTheSubshellMetadata(t *testing.T) {
 		{"a kind that cannot run inline", withSubshell("false"), "fnbridge-subshell metadata: the fake runtime runs every invocation in a process of its own; only bash can run them in its worker's shell", false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			ad := &fakeAdapter{inline: tc.inline}
-			h := newHarness(t, ad, functionruntime.Limits{}, nil)
-			_, err := h.cli.RegisterFunction(tc.ctx, h.registerReq("run-x", 1, digest("x")))
-			if st := wantCode(t, err, codes.InvalidArgument, functionruntime.ReasonInvalidArgument); st.Message() != tc.want {
-				t.Errorf("message %q, want %q", st.Message(), tc.want)
-			}
-			if n := ad.starts.Load(); n != 0 {
-				t.Errorf("%d workers started", n)
-			}
+			wantRefusedBeforeStart(t, &fakeAdapter{inline: tc.inline}, tc.ctx, tc.want)
 		})
 	}
 }
