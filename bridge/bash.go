@@ -8,7 +8,7 @@ type BashConfig struct {
 	// the worker, so that nothing one invocation does to the shell
 	// reaches the next. false runs them inline, one after another in the
 	// worker's own shell: no process per invocation, and what one leaves
-	// in the shell the next one sees (README, Bash: file.function).
+	// in the shell the next one sees (README, "Inline Bash invocations").
 	Subshell *bool `yaml:"subshell"`
 }
 

@@ -135,12 +135,6 @@ func fakePython(t *testing.T, path, version string) {
 	}
 }
 
-// With an embedded runtime the digest holds the interpreter the runtime
-// resolves and its version: a venv appearing in dir, a venv made again
-// with another Python, another python.interpreter each register a new
-// generation; the same venv in another checkout keeps the digest. A
-// remote runtime resolves on its host, so there only the setting counts,
-// and nothing is run here.
 // Running a bash handler's invocations inline is another registration
 // (another generation at the runtime); saying subshell: true, the default,
 // is not.
@@ -170,6 +164,12 @@ func TestRegistrationDigestFollowsTheSubshell(t *testing.T) {
 	}
 }
 
+// With an embedded runtime the digest holds the interpreter the runtime
+// resolves and its version: a venv appearing in dir, a venv made again
+// with another Python, another python.interpreter each register a new
+// generation; the same venv in another checkout keeps the digest. A
+// remote runtime resolves on its host, so there only the setting counts,
+// and nothing is run here.
 func TestRegistrationDigestFollowsTheInterpreter(t *testing.T) {
 	newDir := func() string {
 		dir := t.TempDir()
