@@ -183,6 +183,7 @@ run() {
 	local r
 	case $1 in
 	sub) r=$(check "$1") || exit; printf '%s' "$r" ;;
+	subx) set -x; r=$(check "$1") || exit; printf '%s' "$r" ;;
 	pipe) set -o pipefail; check "$1" | cat || exit; echo "not reached" >&2 ;;
 	subok) r=$(check "$1") || echo "handled" >&2; exit 100 ;;
 	subthen) r=$(check "$1") || true; echo "card declined" >&2; exit 100 ;;
@@ -211,6 +212,9 @@ run() {
 		{"exit", "refused by exit", 0},
 		{"nostderr", "no stderr to say it", 422},
 		{"sub", "bad input: sub", 400},
+		// Under set -x the trace of the assignment (+ r=) and of exit
+		// follow the subshell's message: still its failure, code and all.
+		{"subx", "bad input: subx", 400},
 		{"pipe", "bad input: pipe", 400},
 		// Handled, then a bare exit 100 of the function's own: its own
 		// last line, not the handled subshell's failure.

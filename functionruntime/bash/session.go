@@ -542,8 +542,9 @@ func (s *session) statusError(status int, steps bool, sub []byte) error {
 	for i := len(lines) - 1; i >= 0; i-- {
 		// Bash's own word on the killed subshell ("line N: PID Killed
 		// ( __fnb_invocation )") is the worker's, not the function's, and
-		// under set -x the trace of the exit itself says nothing.
-		if l := strings.TrimSpace(lines[i]); l != "" && !strings.HasSuffix(l, "( __fnb_invocation )") && !isExitTrace(l) {
+		// under set -x its traces (of the exit, of r= after a failed
+		// r=$(...)) say nothing.
+		if l := strings.TrimSpace(lines[i]); l != "" && !strings.HasSuffix(l, "( __fnb_invocation )") && !isTrace(l) {
 			if left := s.P.LeftoversBefore(s.sent, s.agentPid()); len(left) > 0 {
 				// Their stderr is the same stream: the line may be theirs,
 				// another caller's, which must not become this failure.
@@ -603,17 +604,12 @@ func joinPids(pids []int) string {
 	return b.String()
 }
 
-// isExitTrace reports whether line is xtrace's line for an exit command
-// ("+ exit 100", "++ builtin exit 100"), with bash's default PS4.
-func isExitTrace(line string) bool {
+// isTrace reports whether line is one of xtrace's ("+ exit 100", "++ r=",
+// "+ builtin exit 100"), with bash's default PS4: the shell narrating
+// the function under set -x, never a message of its own.
+func isTrace(line string) bool {
 	rest := strings.TrimLeft(line, "+")
-	if len(rest) == len(line) || !strings.HasPrefix(rest, " ") {
-		return false
-	}
-	rest = strings.TrimPrefix(strings.TrimPrefix(rest, " "), "builtin ")
-	code, ok := strings.CutPrefix(rest, "exit")
-	code = strings.TrimPrefix(code, " ")
-	return ok && strings.Trim(code, "0123456789") == ""
+	return len(rest) < len(line) && strings.HasPrefix(rest, " ")
 }
 
 // saidStop reports whether a fnbridge call of the invocation exited 75
