@@ -95,7 +95,7 @@ __fnb_run() {
 	fi
 	__fnb_agent || builtin return $?
 	((++__fnb_rq))
-	builtin printf 'S\t%s.%d\t%s\t%s\t%s\n' "$__fnb_f" "$__fnb_rq" "$FNBRIDGE_CONTEXT" "$FNBRIDGE_CONTEXT_TOKEN" "$__fnb_name" >&"$__fnb_areq" || __fnb_unsent || builtin return $?
+	builtin printf 'S\t%d.%d\t%s\t%s\t%s\n' "$__fnb_seq" "$__fnb_rq" "$FNBRIDGE_CONTEXT" "$FNBRIDGE_CONTEXT_TOKEN" "$__fnb_name" >&"$__fnb_areq" || __fnb_unsent || builtin return $?
 	__fnb_answer || builtin return $?
 	if [[ $__fnb_k == x ]]; then
 		# In an if, so that errexit cannot end the shell before the
@@ -115,7 +115,7 @@ __fnb_run() {
 			;;
 		esac
 		((++__fnb_rq))
-		builtin printf 'C\t%s.%d\t%s\t%s\t%d\t%s\n' "$__fnb_f" "$__fnb_rq" "$FNBRIDGE_CONTEXT" "$FNBRIDGE_CONTEXT_TOKEN" "$__fnb_rc" "${1//[$'\t\n']/ }" >&"$__fnb_areq" || __fnb_unsent || builtin return $?
+		builtin printf 'C\t%d.%d\t%s\t%s\t%d\t%s\n' "$__fnb_seq" "$__fnb_rq" "$FNBRIDGE_CONTEXT" "$FNBRIDGE_CONTEXT_TOKEN" "$__fnb_rc" "${1//[$'\t\n']/ }" >&"$__fnb_areq" || __fnb_unsent || builtin return $?
 		__fnb_answer || builtin return $?
 	fi
 	# test, not [[ ]]: a function's nocasematch would let r and o match.
@@ -349,14 +349,29 @@ __fnb_agent_start() {
 }
 
 # __fnb_answer reads the agent's answer to this shell's last request
-# (nonce $__fnb_f.$__fnb_rq): __fnb_st, __fnb_k, __fnb_m; an error answer
-# prints its message and returns its status. Every branch but the first
-# answer being this request's success is __fnb_answer_more's.
+# (nonce $__fnb_seq.$__fnb_rq: the worker's count of invocations, which
+# no other invocation of it shares, and the request's): __fnb_st,
+# __fnb_k, __fnb_m; an error answer prints its message and returns its
+# status. Every branch but the first answer being this request's success
+# is __fnb_answer_more's.
+#
+# Bash reads a FIFO a byte at a time, and under -t each byte costs a
+# pselect and two sigprocmask more: the wait, bounded so that a dead
+# agent is noticed, is for the answer's first byte, and the rest of its
+# line, which the agent writes with it in one write, is read without -t.
+# A TMOUT the function set would time that read too (a fraction of a
+# second may end it mid-line): then the line is read as one.
 __fnb_answer() {
-	builtin local __fnb_rc=0 __fnb_n
+	builtin local __fnb_rc=0 __fnb_n __fnb_n2=
 	# In a list, so that errexit cannot end the shell on a timeout.
-	IFS=$'\t' builtin read -r -t 2 -u "$__fnb_aans" __fnb_n __fnb_st __fnb_k __fnb_m || __fnb_rc=$?
-	[[ $__fnb_rc == 0 && $__fnb_n == "$__fnb_f.$__fnb_rq" && $__fnb_k != e ]] || __fnb_answer_more "$__fnb_rc"
+	if [[ -z ${TMOUT-} ]]; then
+		IFS= builtin read -r -t 2 -N 1 -u "$__fnb_aans" __fnb_n &&
+			IFS=$'\t' builtin read -r -u "$__fnb_aans" __fnb_n2 __fnb_st __fnb_k __fnb_m || __fnb_rc=$?
+		__fnb_n+=$__fnb_n2
+	else
+		IFS=$'\t' builtin read -r -t 2 -u "$__fnb_aans" __fnb_n __fnb_st __fnb_k __fnb_m || __fnb_rc=$?
+	fi
+	[[ $__fnb_rc == 0 && $__fnb_n == "$__fnb_seq.$__fnb_rq" && $__fnb_k != e ]] || __fnb_answer_more "$__fnb_rc"
 }
 
 # __fnb_answer_more STATUS goes on from __fnb_answer's read, whose status
@@ -368,7 +383,7 @@ __fnb_answer_more() {
 	__fnb_rc=$1
 	while :; do
 		if ((__fnb_rc == 0)); then
-			[[ $__fnb_n == "$__fnb_f.$__fnb_rq" ]] && break
+			[[ $__fnb_n == "$__fnb_seq.$__fnb_rq" ]] && break
 		elif ((__fnb_rc <= 128)) || ! __fnb_is_agent "$__fnb_apid"; then
 			# A timeout only means a slow answer while the agent lives.
 			builtin printf 'fnbridge: the step agent (pid %s) is gone\n' "$__fnb_apid" >&2

@@ -230,8 +230,19 @@ stale_answer() {
 	local v w
 	fnbridge run --var v n1 -- printf one || return
 	printf 'x.1\t0\tr\t\n' >"$__fnb_dir/a.ans"
+	# an earlier invocation's at the count of the next request
+	printf '%d.%d\t0\tr\t\n' "$((__fnb_seq - 1))" "$((__fnb_rq + 1))" >"$__fnb_dir/a.ans"
 	printf 'stale' >|"$__fnb_dir/a.val"
 	fnbridge run --var w n2 -- printf two || return
+	printf '%s %s' "$v" "$w"
+}
+
+# A TMOUT of the function's (here a microsecond) bounds its own reads,
+# never the wait for a step's answer nor the reading of it.
+tmout_steps() {
+	local v w TMOUT=0.000001
+	fnbridge run --var v t1 -- printf one || return
+	fnbridge run --var w t2 -- sleep 0.05 || return
 	printf '%s %s' "$v" "$w"
 }
 
@@ -600,6 +611,12 @@ func testSteps(t *testing.T, a *adaptertest.Adapter) {
 		if en := j.Entries(); len(en) != 2 || string(en[1].Result.Value) != "two" {
 			t.Fatalf("journal = %+v, want n2 executed with its own value", en)
 		}
+	})
+
+	t.Run("shell function under a TMOUT of the function's", func(t *testing.T) {
+		s := e.start(t, "tmout_steps", nil)
+		res, err := s.invoke(t, e.Open(t, &stepctxtest.Journal{}), "")
+		steptest.MustOutput(t, res, err, "one ")
 	})
 
 	t.Run("shell function agent dies", func(t *testing.T) {
