@@ -81,7 +81,10 @@ __fnb_run() {
 		builtin return $?
 	fi
 	builtin shift 2
-	if builtin declare -F -- "$1" >/dev/null && ! builtin type -P -- "$1" >/dev/null; then
+	# Not for a builtin the step runs in the shell, whatever a function of
+	# that name: it costs a redirection, a dozen system calls per step.
+	if [[ $1 != printf && $1 != echo && $1 != true && $1 != false && $1 != test && $1 != : ]] &&
+		builtin declare -F -- "$1" >/dev/null && ! builtin type -P -- "$1" >/dev/null; then
 		# exec would say "environment: line N: exec: f: not found" on
 		# every attempt: say what a step runs instead.
 		builtin printf 'fnbridge: run %s: %s is a shell function; a step runs a program (CMD is never shell code): export -f %s, then fnbridge run %s -- bash -c '\''%s "$@"'\'' %s ARG...\n' "$__fnb_name" "$1" "$1" "$__fnb_name" "$1" "$1" >&2
@@ -128,7 +131,14 @@ __fnb_run() {
 		# (there is no NUL after it) as for a readonly VAR; printf -v
 		# fails only for the latter.
 		LC_ALL=C IFS= builtin read -r -d '' __fnb_v <"$__fnb_dir/a.val" || :
-		builtin printf -v "$__fnb_var" '%s' "$__fnb_v" 2>/dev/null || __fnb_run_readonly "$__fnb_var" "$__fnb_name" || builtin return $?
+		# A set variable without attributes (no readonly, integer, array)
+		# takes the value without a redirection of bash's own error.
+		# (-v first: under set -u, ${!v@a} of an unset v ends the shell.)
+		if [[ -v $__fnb_var ]] && [[ -z ${!__fnb_var@a} ]]; then
+			builtin printf -v "$__fnb_var" '%s' "$__fnb_v"
+		else
+			builtin printf -v "$__fnb_var" '%s' "$__fnb_v" 2>/dev/null || __fnb_run_readonly "$__fnb_var" "$__fnb_name" || builtin return $?
+		fi
 	else
 		LC_ALL=C IFS= builtin read -r -d '' __fnb_v <"$__fnb_dir/a.val" || :
 		builtin printf '%s' "$__fnb_v"

@@ -237,6 +237,18 @@ stale_answer() {
 	printf '%s %s' "$v" "$w"
 }
 
+# --var under set -u: an unset local, a set one, an integer.
+var_kinds() {
+	set -u
+	local a b=old
+	local -i c
+	fnbridge run --var a k1 -- printf one || return
+	fnbridge run --var b k2 -- printf two || return
+	fnbridge run --var c k3 -- printf 6 || return
+	fnbridge run --var b k4 -- printf three || return
+	printf '%s %s %s' "$a" "$b" "$((c + 1))"
+}
+
 # A TMOUT of the function's (here a microsecond) bounds its own reads,
 # never the wait for a step's answer nor the reading of it.
 tmout_steps() {
@@ -611,6 +623,12 @@ func testSteps(t *testing.T, a *adaptertest.Adapter) {
 		if en := j.Entries(); len(en) != 2 || string(en[1].Result.Value) != "two" {
 			t.Fatalf("journal = %+v, want n2 executed with its own value", en)
 		}
+	})
+
+	t.Run("shell function --var kinds under set -u", func(t *testing.T) {
+		s := e.start(t, "var_kinds", nil)
+		res, err := s.invoke(t, e.Open(t, &stepctxtest.Journal{}), "")
+		steptest.MustOutput(t, res, err, "one three 7")
 	})
 
 	t.Run("shell function under a TMOUT of the function's", func(t *testing.T) {
