@@ -189,8 +189,9 @@
 //
 // An attempt the bridge opened on a journal with nothing to replay is
 // fresh (Attempt.Fresh; the runtime gets gRPC metadata
-// fnbridge-context-fresh: true with the token, and the Python worker
-// "fresh": true in its step context frame): each of its run/starts
+// fnbridge-context-fresh: true with the token, the Python worker
+// "fresh": true in its step context frame, the Bash worker " fresh" after
+// the token in its request): each of its run/starts
 // answers "execute" or refuses. In an attempt that replays, the first
 // run/start that executes once the replay is over says so:
 // {"execute": "run-3f2a9c01-4", "live": true}; every later one of the

@@ -31,7 +31,16 @@ import (
 //	       C <nonce> <addr> <token> <status> <cmd>  run/complete: CMD exited
 //	                                                with status, its stdout
 //	                                                is in a.out
-//	a.ans  one answer line per request: <nonce> <status> <kind> <message>
+//	       P <nonce> <addr> <token> <name>          run/start sent ahead of
+//	                                                CMD (an attempt with
+//	                                                nothing to replay): no
+//	                                                answer when it starts
+//	                                                the run
+//	       Q <nonce> <addr> <token> <P's nonce> <status> <cmd>
+//	                                                C of the run that P
+//	                                                started
+//	a.ans  one answer line per request but a P that started its run:
+//	       <nonce> <status> <kind> <message>
 //	       kind x: execute CMD now
 //	       kind r: the recorded value is in a.val (R: it holds a NUL byte)
 //	       kind o: CMD's stdout was journaled; it is in a.val now (O: it
@@ -121,7 +130,10 @@ func runAgent(ctx context.Context, dir string, worker int, ready io.Writer) erro
 			// endpoint refuses one past MaxRunNameBytes: say so as it does.
 			status, kind, msg = ctxExitUsage, "e", fmt.Sprintf("run: the step name is longer than %d bytes, the most a step name may have", stepctx.MaxRunNameBytes)
 		} else {
-			status, kind, msg = a.serve(ctx, fields)
+			status, kind, msg = a.serve(ctx, nonce, fields)
+		}
+		if kind == "" {
+			continue // a P that started its run
 		}
 		msg = oneLine(msg)
 		if len(msg) > agentMaxMsg {
@@ -165,6 +177,11 @@ type agent struct {
 	handle  string // of the run whose CMD executes
 	name    string // its name
 	started bool
+	// ahead is the nonce of the P that started the run, "" for an S: its
+	// completion must be the Q that names it. A P refused while a run
+	// executes (a trap handler's step) is followed by its own Q, which
+	// must not complete the run executing.
+	ahead string
 }
 
 func (a *agent) close() {
@@ -197,8 +214,10 @@ func answerOf(err error) (int, string, string) {
 	return e.code, "e", e.msg
 }
 
-func (a *agent) serve(ctx context.Context, f []string) (int, string, string) {
-	if len(f) != 4 && len(f) != 5 {
+// serve answers one request: its status, kind and message, or kind ""
+// for no answer (a P that started its run).
+func (a *agent) serve(ctx context.Context, nonce string, f []string) (int, string, string) {
+	if len(f) < 4 || len(f) > 6 {
 		return ctxExitUsage, "e", fmt.Sprintf("agent: malformed request (%d fields)", len(f))
 	}
 	c, err := a.client(f[1], f[2])
@@ -206,15 +225,20 @@ func (a *agent) serve(ctx context.Context, f []string) (int, string, string) {
 		return answerOf(exitf(ctxExitError, "%v", err))
 	}
 	switch {
-	case f[0] == "S" && len(f) == 4:
+	case (f[0] == "S" || f[0] == "P") && len(f) == 4:
 		// A refused start (a trap handler's step while one executes)
 		// leaves the executing step's handle: its completion follows.
 		rec, h, err := c.RunStart(ctx, f[3])
 		if err != nil {
 			return answerOf(err)
 		}
-		a.started = false
+		a.started, a.ahead = false, ""
 		if rec != nil {
+			if f[0] == "P" {
+				// Only a replay has recorded steps, and the shell sent this
+				// start ahead for an attempt with nothing to replay: CMD ran.
+				return ctxExitError, "e", fmt.Sprintf("run %s: the step is recorded, but the shell ran it, taking the attempt for one with nothing to replay; the attempt fails and Restate retries it", f[3])
+			}
 			if rec.Failure != nil {
 				return ctxExitTerminal, "e", fmt.Sprintf("run %s: %s", f[3], rec.Failure.Message)
 			}
@@ -224,43 +248,58 @@ func (a *agent) serve(ctx context.Context, f []string) (int, string, string) {
 			return 0, nulKind("r", rec.Value), ""
 		}
 		a.handle, a.name, a.started = h, f[3], true
+		if f[0] == "P" {
+			a.ahead = nonce
+			return 0, "", ""
+		}
 		return 0, "x", ""
 	case f[0] == "C" && len(f) == 5:
-		if !a.started {
+		if !a.started || a.ahead != "" {
 			return ctxExitUsage, "e", "agent: no step is executing"
 		}
-		a.started = false
-		status, err := strconv.Atoi(f[3])
-		if err != nil || status < 0 || status > 255 {
-			return ctxExitUsage, "e", fmt.Sprintf("agent: status %q", f[3])
+		return a.complete(ctx, c, f[3], f[4])
+	case f[0] == "Q" && len(f) == 6:
+		if !a.started || a.ahead != f[3] {
+			return ctxExitUsage, "e", "agent: the step's start did not start it"
 		}
-		out, err := os.ReadFile(filepath.Join(a.dir, agentOut))
-		if err != nil {
-			return answerOf(exitf(ctxExitError, "agent: the step's stdout: %v", err))
-		}
-		// Unlinked at once: a background child of CMD that still holds it
-		// writes on into a file no one reads, never into the next step's
-		// stdout (the shell's >| would truncate and reuse the same file).
-		_ = os.Remove(filepath.Join(a.dir, agentOut))
-		why := fmt.Sprintf("%s exited with status %d", f[4], status)
-		outcome, exit := stepOutcome(a.name, status, why, out)
-		if err := c.RunComplete(ctx, a.handle, outcome); err != nil {
-			if outcome.Retryable == nil {
-				return answerOf(err)
-			}
-			exit.msg += fmt.Sprintf(" (reporting it failed: %v)", err)
-		}
-		if exit != nil {
-			return exit.code, "e", exit.msg
-		}
-		// The shell prints what was journaled, not what the file holds by
-		// the time it reads it.
-		if err := os.WriteFile(filepath.Join(a.dir, agentVal), out, 0o600); err != nil {
-			return answerOf(exitf(ctxExitError, "agent: %v", err))
-		}
-		return 0, nulKind("o", out), ""
+		return a.complete(ctx, c, f[4], f[5])
 	}
 	return ctxExitUsage, "e", fmt.Sprintf("agent: unknown request %q", f[0])
+}
+
+// complete reports the end of the executing run's CMD, which exited with
+// status (as text); cmd names it in a failure.
+func (a *agent) complete(ctx context.Context, c *stepctx.Client, st, cmd string) (int, string, string) {
+	a.started, a.ahead = false, ""
+	status, err := strconv.Atoi(st)
+	if err != nil || status < 0 || status > 255 {
+		return ctxExitUsage, "e", fmt.Sprintf("agent: status %q", st)
+	}
+	out, err := os.ReadFile(filepath.Join(a.dir, agentOut))
+	if err != nil {
+		return answerOf(exitf(ctxExitError, "agent: the step's stdout: %v", err))
+	}
+	// Unlinked at once: a background child of CMD that still holds it
+	// writes on into a file no one reads, never into the next step's
+	// stdout (the shell's >| would truncate and reuse the same file).
+	_ = os.Remove(filepath.Join(a.dir, agentOut))
+	why := fmt.Sprintf("%s exited with status %d", cmd, status)
+	outcome, exit := stepOutcome(a.name, status, why, out)
+	if err := c.RunComplete(ctx, a.handle, outcome); err != nil {
+		if outcome.Retryable == nil {
+			return answerOf(err)
+		}
+		exit.msg += fmt.Sprintf(" (reporting it failed: %v)", err)
+	}
+	if exit != nil {
+		return exit.code, "e", exit.msg
+	}
+	// The shell prints what was journaled, not what the file holds by
+	// the time it reads it.
+	if err := os.WriteFile(filepath.Join(a.dir, agentVal), out, 0o600); err != nil {
+		return answerOf(exitf(ctxExitError, "agent: %v", err))
+	}
+	return 0, nulKind("o", out), ""
 }
 
 // nulKind is kind, upper-cased when v holds a NUL byte (which a shell

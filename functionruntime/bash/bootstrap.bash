@@ -58,7 +58,10 @@ __fnb_fnbridge() {
 # __fnb_run [--var VAR] NAME -- CMD [ARG...]: a step in the invocation's
 # own shell.
 __fnb_run() {
-	builtin local __fnb_var= __fnb_name __fnb_rc __fnb_v=
+	# __fnb_nested: this step is taken while another's is open (from a
+	# trap handler of the function, run between two commands of that
+	# step): its __fnb_instep, seen here before this step's own hides it.
+	builtin local __fnb_nested=${__fnb_instep-} __fnb_instep= __fnb_var= __fnb_name __fnb_rc __fnb_v= __fnb_srq=
 	case ${1-} in
 	--var)
 		__fnb_var=${2-}
@@ -98,8 +101,21 @@ __fnb_run() {
 	fi
 	__fnb_agent || builtin return $?
 	((++__fnb_rq))
-	builtin printf 'S\t%d.%d\t%s\t%s\t%s\n' "$__fnb_seq" "$__fnb_rq" "$FNBRIDGE_CONTEXT" "$FNBRIDGE_CONTEXT_TOKEN" "$__fnb_name" >&"$__fnb_areq" || __fnb_unsent || builtin return $?
-	__fnb_answer || builtin return $?
+	__fnb_instep=1
+	if [[ -n ${__fnb_live-} && -z $__fnb_nested ]]; then
+		# Nothing to replay (a fresh attempt): the step executes, so its
+		# start goes ahead (P, which the agent answers only when it does
+		# not start the run) and CMD runs at once; Q, naming that start,
+		# completes it, and one answer ends the step (see __fnb_answer_more
+		# for a start that did not start the run). Not for a nested step,
+		# whose start is refused: its CMD must not run (and overwrite the
+		# open step's a.out).
+		__fnb_srq=$__fnb_rq __fnb_k=x
+		builtin printf 'P\t%d.%d\t%s\t%s\t%s\n' "$__fnb_seq" "$__fnb_rq" "$FNBRIDGE_CONTEXT" "$FNBRIDGE_CONTEXT_TOKEN" "$__fnb_name" >&"$__fnb_areq" || __fnb_unsent || builtin return $?
+	else
+		builtin printf 'S\t%d.%d\t%s\t%s\t%s\n' "$__fnb_seq" "$__fnb_rq" "$FNBRIDGE_CONTEXT" "$FNBRIDGE_CONTEXT_TOKEN" "$__fnb_name" >&"$__fnb_areq" || __fnb_unsent || builtin return $?
+		__fnb_answer || builtin return $?
+	fi
 	if [[ $__fnb_k == x ]]; then
 		# In an if, so that errexit cannot end the shell before the
 		# outcome is journaled.
@@ -118,7 +134,11 @@ __fnb_run() {
 			;;
 		esac
 		((++__fnb_rq))
-		builtin printf 'C\t%d.%d\t%s\t%s\t%d\t%s\n' "$__fnb_seq" "$__fnb_rq" "$FNBRIDGE_CONTEXT" "$FNBRIDGE_CONTEXT_TOKEN" "$__fnb_rc" "${1//[$'\t\n']/ }" >&"$__fnb_areq" || __fnb_unsent || builtin return $?
+		if [[ -n $__fnb_srq ]]; then
+			builtin printf 'Q\t%d.%d\t%s\t%s\t%d.%d\t%d\t%s\n' "$__fnb_seq" "$__fnb_rq" "$FNBRIDGE_CONTEXT" "$FNBRIDGE_CONTEXT_TOKEN" "$__fnb_seq" "$__fnb_srq" "$__fnb_rc" "${1//[$'\t\n']/ }" >&"$__fnb_areq" || __fnb_unsent || builtin return $?
+		else
+			builtin printf 'C\t%d.%d\t%s\t%s\t%d\t%s\n' "$__fnb_seq" "$__fnb_rq" "$FNBRIDGE_CONTEXT" "$FNBRIDGE_CONTEXT_TOKEN" "$__fnb_rc" "${1//[$'\t\n']/ }" >&"$__fnb_areq" || __fnb_unsent || builtin return $?
+		fi
 		__fnb_answer || builtin return $?
 	fi
 	# test, not [[ ]]: a function's nocasematch would let r and o match.
@@ -389,11 +409,17 @@ __fnb_answer() {
 # nonce is skipped: the agent wrote it for a shell killed while it waited
 # (an earlier invocation of this worker), and it is nobody's now.
 __fnb_answer_more() {
-	builtin local __fnb_rc
+	builtin local __fnb_rc __fnb_pst __fnb_pk= __fnb_pm
 	__fnb_rc=$1
 	while :; do
 		if ((__fnb_rc == 0)); then
 			[[ $__fnb_n == "$__fnb_seq.$__fnb_rq" ]] && break
+			if [[ -n ${__fnb_srq-} && $__fnb_n == "$__fnb_seq.$__fnb_srq" ]]; then
+				# The start __fnb_run sent ahead did not start the run (the
+				# attempt ended, the invocation was cancelled): its answer
+				# is the step's outcome; the completion's, refused, follows.
+				__fnb_pst=$__fnb_st __fnb_pk=$__fnb_k __fnb_pm=$__fnb_m
+			fi
 		elif ((__fnb_rc <= 128)) || ! __fnb_is_agent "$__fnb_apid"; then
 			# A timeout only means a slow answer while the agent lives.
 			builtin printf 'fnbridge: the step agent (pid %s) is gone\n' "$__fnb_apid" >&2
@@ -402,6 +428,7 @@ __fnb_answer_more() {
 		fi
 		IFS=$'\t' builtin read -r -t 2 -u "$__fnb_aans" __fnb_n __fnb_st __fnb_k __fnb_m && __fnb_rc=0 || __fnb_rc=$?
 	done
+	[[ -z $__fnb_pk ]] || __fnb_st=$__fnb_pst __fnb_k=$__fnb_pk __fnb_m=$__fnb_pm
 	if [[ $__fnb_k == e ]]; then
 		[[ -z $__fnb_m ]] || builtin printf 'fnbridge: %s\n' "$__fnb_m" >&2
 		builtin return "$__fnb_st"
@@ -426,6 +453,9 @@ __fnb_request_extras() {
 			[[ $__fnb_o != [!\ ]*\ [!\ ]* ]]; then
 			__fnb_malformed context
 		fi
+		# " fresh" after the token: the attempt replays nothing, so every
+		# step executes and __fnb_run sends its start ahead.
+		[[ $__fnb_o != *" fresh" ]] || __fnb_live=1 __fnb_o=${__fnb_o% fresh}
 		builtin export FNBRIDGE_CONTEXT="${__fnb_o%% *}" FNBRIDGE_CONTEXT_TOKEN="${__fnb_o#* }"
 	fi
 	# The environment: the count of entries as 1 digit, then
@@ -545,7 +575,7 @@ __fnb_request() {
 	# its process group, not just the worker process, which may be
 	# dead already.
 	IFS= builtin read -r -N 28 -u "$__fnb_in" __fnb_hdr || __fnb_end
-	__fnb_len=${__fnb_hdr:16}
+	__fnb_len=${__fnb_hdr:16} __fnb_live=
 	case ${__fnb_hdr:0:16}:$__fnb_len in
 	"$__fnb_tok":[0-9][0-9][0-9][0-9][0-9][0-9][0-9][0-9][0-9][0-9][0-9][0-9]) ;;
 	"$__fnb_tok":[ceb][0-9][0-9][0-9][0-9][0-9][0-9][0-9][0-9][0-9][0-9][0-9])

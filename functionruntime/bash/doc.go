@@ -208,7 +208,9 @@
 // builtin CMD in the shell, and with --var VAR assigns the value to VAR
 // instead of printing it; its requests carry a nonce that the agent's
 // answers echo, so an answer left for a shell that was killed while it
-// waited is never taken by the next invocation's. Other shells and
+// waited is never taken by the next invocation's. In an attempt with
+// nothing to replay (the request's context says "fresh") a step's start
+// goes ahead of its CMD and one answer ends the step. Other shells and
 // children use the command.
 //
 // Keyed services and awakeables (see the command's help): fnbridge key
@@ -289,7 +291,8 @@
 //	→ <token><n> then n payload bytes   one invocation (n as 12 digits)
 //	→ <token>c<n><m><context> then n payload bytes
 //	                                one invocation with a step context: n as
-//	                                11 digits, m as 4, context "<address> <token>" of m bytes
+//	                                11 digits, m as 4, context "<address> <token>" of m bytes,
+//	                                "<address> <token> fresh" when the attempt replays nothing
 //	→ <token>e<n><env> then n payload bytes
 //	                                one invocation with a per-invocation environment:
 //	                                env is the count of entries (1 digit), then each

@@ -244,16 +244,22 @@ func (w *worker) Invoke(ctx context.Context, inv functionruntime.Invocation) (fu
 // Close kills the worker's process group and reaps it.
 func (w *worker) Close() error { return w.sup.Close() }
 
-// maxContextRecord bounds "<address> <token>" in a request (4 digits).
+// maxContextRecord bounds "<address> <token>[ fresh]" in a request (4
+// digits).
 const maxContextRecord = 9999
+
+// freshWord ends the context record of an attempt that replays nothing
+// (StepContext.Fresh): the fnbridge shell function then sends each
+// step's start ahead of its CMD (see __fnb_run).
+const freshWord = " fresh"
 
 // checkStepContext makes sure the step context fits the request: two
 // non-empty words of printable ASCII or UTF-8, without spaces.
 func checkStepContext(sc *functionruntime.StepContext) error {
 	bad := func(r rune) bool { return r <= ' ' || r == 0x7f }
-	if sc.Address == "" || sc.Token == "" || len(sc.Address)+1+len(sc.Token) > maxContextRecord ||
+	if sc.Address == "" || sc.Token == "" || len(sc.Address)+1+len(sc.Token)+len(freshWord) > maxContextRecord ||
 		strings.ContainsFunc(sc.Address, bad) || strings.ContainsFunc(sc.Token, bad) {
-		return fmt.Errorf("bash: step context address and token must be non-empty, without spaces or control characters, and %d bytes together at most", maxContextRecord-1)
+		return fmt.Errorf("bash: step context address and token must be non-empty, without spaces or control characters, and %d bytes together at most", maxContextRecord-1-len(freshWord))
 	}
 	return nil
 }
@@ -326,7 +332,11 @@ func (s *session) invoke(ctx context.Context, input []byte, sc *functionruntime.
 		s.buf = fmt.Appendf(s.buf, "b%011d", len(input))
 	}
 	if sc != nil {
-		s.buf = fmt.Appendf(s.buf, "%04d%s %s", len(sc.Address)+1+len(sc.Token), sc.Address, sc.Token)
+		fresh := ""
+		if sc.Fresh {
+			fresh = freshWord
+		}
+		s.buf = fmt.Appendf(s.buf, "%04d%s %s%s", len(sc.Address)+1+len(sc.Token)+len(fresh), sc.Address, sc.Token, fresh)
 	}
 	if len(env) > 0 {
 		s.buf = appendEnvRecord(s.buf, env)

@@ -9,6 +9,7 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -235,6 +236,15 @@ stale_answer() {
 	printf 'stale' >|"$__fnb_dir/a.val"
 	fnbridge run --var w n2 -- printf two || return
 	printf '%s %s' "$v" "$w"
+}
+
+# Steps that leave a mark of their own (ran-NAME) when their CMD runs;
+# "fail" fails the attempt after the first.
+held_steps() {
+	fnbridge run hold -- touch ran-hold || { echo "status $?"; return; }
+	[[ $1 != fail ]] || exit 1
+	fnbridge run two -- touch ran-two || return
+	printf done
 }
 
 # --var under set -u: an unset local, a set one, an integer.
@@ -622,6 +632,84 @@ func testSteps(t *testing.T, a *adaptertest.Adapter) {
 		steptest.MustOutput(t, res, err, "one two")
 		if en := j.Entries(); len(en) != 2 || string(en[1].Result.Value) != "two" {
 			t.Fatalf("journal = %+v, want n2 executed with its own value", en)
+		}
+	})
+
+	// Rule: in an attempt that replays nothing, a step's CMD runs
+	// without waiting for the answer to its start (the start is on its
+	// way first; the completion's answer ends the step), and the step is
+	// journaled once. An attempt that replays waits for each start's
+	// answer: a recorded step's CMD must not run.
+	t.Run("a fresh attempt runs CMD while its start is served", func(t *testing.T) {
+		s := e.start(t, "held_steps", nil)
+		ran := func(name string) bool {
+			_, err := os.Stat(filepath.Join(s.f.Dir, "ran-"+name))
+			return err == nil
+		}
+		var mu sync.Mutex // early is written on the endpoint's goroutine
+		early := map[string]bool{}
+		j := &stepctxtest.Journal{BeforeRunStart: func(ctx context.Context, name string) {
+			mu.Lock()
+			defer mu.Unlock()
+			if _, seen := early[name]; seen {
+				return // hold, replayed
+			}
+			if name == "hold" {
+				// Held until CMD has run: a shell that waited for this
+				// answer would never get there.
+				deadline := time.Now().Add(20 * time.Second)
+				for !ran(name) && time.Now().Before(deadline) && ctx.Err() == nil {
+					time.Sleep(5 * time.Millisecond)
+				}
+			}
+			early[name] = ran(name)
+		}}
+		a := e.Open(t, j)
+		if !a.Fresh() {
+			t.Fatal("an attempt of an empty journal is not fresh")
+		}
+		if _, err := s.invoke(t, a, "fail"); err == nil {
+			t.Fatal("the first attempt did not fail")
+		}
+		if en := j.Entries(); len(en) != 1 || en[0].Name != "hold" || en[0].Result == nil {
+			t.Fatalf("journal = %+v, want hold once", en)
+		}
+		for _, f := range []string{"ran-hold", "ran-two"} {
+			_ = os.Remove(filepath.Join(s.f.Dir, f))
+		}
+		j.Restart()
+		a = e.Open(t, j)
+		if a.Fresh() {
+			t.Fatal("an attempt with a recorded step is fresh")
+		}
+		res, err := s.invoke(t, a, "")
+		steptest.MustOutput(t, res, err, "done")
+		mu.Lock()
+		defer mu.Unlock()
+		if !early["hold"] || early["two"] || ran("hold") {
+			t.Fatalf("CMD run before its start was served: %v, hold ran again: %v; want hold early in the fresh attempt, two not in the replaying one, hold not run again", early, ran("hold"))
+		}
+	})
+
+	// Rule: a step whose start is refused fails as the refusal says,
+	// also when its CMD ran meanwhile (a fresh attempt does not wait for
+	// the start's answer), and nothing is journaled for it.
+	t.Run("a refused start wins over its completion", func(t *testing.T) {
+		s := e.start(t, "held_steps", nil)
+		j := &stepctxtest.Journal{RunStartError: stepctx.Cancelled()}
+		res, err := s.invoke(t, e.Open(t, j), "")
+		steptest.MustOutput(t, res, err, "status 100")
+		if en := j.Entries(); len(en) != 0 {
+			t.Fatalf("journal = %+v, want nothing journaled", en)
+		}
+		if l := s.f.Logs.Records("cancelled"); len(l) == 0 {
+			t.Errorf("the refusal was not said: logs %v", s.f.Logs.Records(""))
+		}
+		j = &stepctxtest.Journal{RunStartError: stepctx.ErrSuspended}
+		a := e.Open(t, j)
+		_, err = s.invoke(t, a, "")
+		if en := j.Entries(); len(en) != 0 || !errors.Is(a.Err(), stepctx.ErrSuspended) {
+			t.Fatalf("journal = %+v, attempt ended with %v (%v); want nothing journaled, suspended", en, a.Err(), err)
 		}
 	})
 
