@@ -315,9 +315,10 @@ __fnb_agent() {
 # __fnb_fds_ours: the descriptors to the step agent are still its FIFOs.
 # A redirection of the function's own (a loop's `done 11<file`) may hold
 # their numbers for a while; the FIFOs are then opened again, on free
-# numbers. Without /proc they are taken to be.
+# numbers. Without /proc they are taken to be. (/proc/self is the shell
+# that tests: each $BASHPID would cost a getpid.)
 __fnb_fds_ours() {
-	[[ ! -e /proc/$BASHPID/fd || (/proc/$BASHPID/fd/$__fnb_areq -ef $__fnb_dir/a.req && /proc/$BASHPID/fd/$__fnb_aans -ef $__fnb_dir/a.ans) ]]
+	[[ ! -e /proc/self/fd || (/proc/self/fd/$__fnb_areq -ef $__fnb_dir/a.req && /proc/self/fd/$__fnb_aans -ef $__fnb_dir/a.ans) ]]
 }
 
 # __fnb_unsent: a request could not be written to the step agent: said,
