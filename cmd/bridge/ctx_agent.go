@@ -33,14 +33,14 @@ import (
 //	                                                is in a.out
 //	       P <nonce> <addr> <token> <name>          run/start sent ahead of
 //	                                                CMD (an attempt with
-//	                                                nothing to replay): no
-//	                                                answer when it starts
-//	                                                the run
+//	                                                nothing to replay):
+//	                                                never answered
 //	       Q <nonce> <addr> <token> <P's nonce> <status> <cmd>
 //	                                                C of the run that P
-//	                                                started
-//	a.ans  one answer line per request but a P that started its run:
-//	       <nonce> <status> <kind> <message>
+//	                                                started, or, when P did
+//	                                                not start it, answered
+//	                                                as P would have been
+//	a.ans  one answer line per request but P: <nonce> <status> <kind> <message>
 //	       kind x: execute CMD now
 //	       kind r: the recorded value is in a.val (R: it holds a NUL byte)
 //	       kind o: CMD's stdout was journaled; it is in a.val now (O: it
@@ -132,8 +132,13 @@ func runAgent(ctx context.Context, dir string, worker int, ready io.Writer) erro
 		} else {
 			status, kind, msg = a.serve(ctx, nonce, fields)
 		}
-		if kind == "" {
-			continue // a P that started its run
+		if len(fields) > 0 && fields[0] == "P" {
+			// Never answered: a refusal is its Q's answer.
+			a.refusedP = nil
+			if kind != "" {
+				a.refusedP = &refusal{nonce, status, kind, msg}
+			}
+			continue
 		}
 		msg = oneLine(msg)
 		if len(msg) > agentMaxMsg {
@@ -179,9 +184,20 @@ type agent struct {
 	started bool
 	// ahead is the nonce of the P that started the run, "" for an S: its
 	// completion must be the Q that names it. A P refused while a run
-	// executes (a trap handler's step) is followed by its own Q, which
-	// must not complete the run executing.
+	// executes is followed by its own Q, which must not complete the run
+	// executing.
 	ahead string
+	// refusedP is the latest P's answer when it did not start its run:
+	// the answer of the Q that names it.
+	refusedP *refusal
+}
+
+// refusal is the answer a P would have had.
+type refusal struct {
+	nonce  string
+	status int
+	kind   string
+	msg    string
 }
 
 func (a *agent) close() {
@@ -236,8 +252,9 @@ func (a *agent) serve(ctx context.Context, nonce string, f []string) (int, strin
 		if rec != nil {
 			if f[0] == "P" {
 				// Only a replay has recorded steps, and the shell sent this
-				// start ahead for an attempt with nothing to replay: CMD ran.
-				return ctxExitError, "e", fmt.Sprintf("run %s: the step is recorded, but the shell ran it, taking the attempt for one with nothing to replay; the attempt fails and Restate retries it", f[3])
+				// start ahead for an attempt with nothing to replay: its
+				// CMD (a builtin) ran.
+				return ctxExitError, "e", fmt.Sprintf("run %s: the step is recorded, but the shell ran its CMD, taking the attempt for one with nothing to replay", f[3])
 			}
 			if rec.Failure != nil {
 				return ctxExitTerminal, "e", fmt.Sprintf("run %s: %s", f[3], rec.Failure.Message)
@@ -259,10 +276,15 @@ func (a *agent) serve(ctx context.Context, nonce string, f []string) (int, strin
 		}
 		return a.complete(ctx, c, f[3], f[4])
 	case f[0] == "Q" && len(f) == 6:
-		if !a.started || a.ahead != f[3] {
-			return ctxExitUsage, "e", "agent: the step's start did not start it"
+		if a.started && a.ahead == f[3] {
+			return a.complete(ctx, c, f[4], f[5])
 		}
-		return a.complete(ctx, c, f[4], f[5])
+		if r := a.refusedP; r != nil && r.nonce == f[3] {
+			a.refusedP = nil
+			_ = os.Remove(filepath.Join(a.dir, agentOut)) // CMD's, journaled nowhere
+			return r.status, r.kind, r.msg
+		}
+		return ctxExitUsage, "e", "agent: the step's start did not start it"
 	}
 	return ctxExitUsage, "e", fmt.Sprintf("agent: unknown request %q", f[0])
 }

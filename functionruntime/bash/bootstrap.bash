@@ -61,7 +61,9 @@ __fnb_run() {
 	# __fnb_nested: this step is taken while another's is open (from a
 	# trap handler of the function, run between two commands of that
 	# step): its __fnb_instep, seen here before this step's own hides it.
-	builtin local __fnb_nested=${__fnb_instep-} __fnb_instep= __fnb_var= __fnb_name __fnb_rc __fnb_v= __fnb_srq=
+	# The answer's fields are this step's own too: a trap handler's step
+	# must not change the kind this one acts on.
+	builtin local __fnb_nested=${__fnb_instep-} __fnb_instep= __fnb_var= __fnb_name __fnb_rc __fnb_v= __fnb_srq= __fnb_k= __fnb_st= __fnb_m=
 	case ${1-} in
 	--var)
 		__fnb_var=${2-}
@@ -99,17 +101,24 @@ __fnb_run() {
 		builtin printf 'fnbridge: run %s: printf -v sets a variable of this shell, which a replay would not set: fnbridge run --var VAR %s -- printf FORMAT [ARG...] assigns the journaled value instead\n' "$__fnb_name" "$__fnb_name" >&2
 		builtin return 2
 	fi
+	if [[ -n $__fnb_nested ]]; then
+		__fnb_run_nested "$@"
+		builtin return $?
+	fi
 	__fnb_agent || builtin return $?
 	((++__fnb_rq))
 	__fnb_instep=1
-	if [[ -n ${__fnb_live-} && -z $__fnb_nested ]]; then
+	if [[ -n ${__fnb_live-} && ${#__fnb_name} -le 4096 ]] &&
+		[[ $1 == printf || $1 == echo || $1 == true || $1 == false || $1 == test || $1 == : ]]; then
 		# Nothing to replay (a fresh attempt): the step executes, so its
-		# start goes ahead (P, which the agent answers only when it does
-		# not start the run) and CMD runs at once; Q, naming that start,
-		# completes it, and one answer ends the step (see __fnb_answer_more
-		# for a start that did not start the run). Not for a nested step,
-		# whose start is refused: its CMD must not run (and overwrite the
-		# open step's a.out).
+		# start goes ahead (P, which the agent never answers) and CMD runs
+		# at once; Q, naming that start, completes it, and its answer ends
+		# the step (P's refusal, should the start not start the run).
+		# Only for a builtin CMD, which runs in this shell and starts no
+		# process: a program would run before a refusal known at once (a
+		# run a child holds) could stop it, and a context call of its
+		# children could reach the journal ahead of this step's start.
+		# Not for a name that may be over the endpoint's 16 KiB.
 		__fnb_srq=$__fnb_rq __fnb_k=x
 		builtin printf 'P\t%d.%d\t%s\t%s\t%s\n' "$__fnb_seq" "$__fnb_rq" "$FNBRIDGE_CONTEXT" "$FNBRIDGE_CONTEXT_TOKEN" "$__fnb_name" >&"$__fnb_areq" || __fnb_unsent || builtin return $?
 	else
@@ -164,6 +173,20 @@ __fnb_run() {
 		builtin printf '%s' "$__fnb_v"
 	fi
 	builtin return 0
+}
+
+# __fnb_run_nested CMD [ARG...]: the step __fnb_run was given, taken from
+# a trap handler while this shell's own step is open (its answer perhaps
+# half read, its a.out and a.val in use): through the command, on a
+# connection of its own, as a child's would be. --var VAR takes its
+# stdout whole (the . keeps trailing newlines).
+__fnb_run_nested() {
+	if [[ -z $__fnb_var ]]; then
+		command "${__fnb_bin:-fnbridge}" run "$__fnb_name" -- "$@"
+		builtin return $?
+	fi
+	__fnb_v=$(command "${__fnb_bin:-fnbridge}" run "$__fnb_name" -- "$@" && builtin printf .) || builtin return $?
+	builtin printf -v "$__fnb_var" '%s' "${__fnb_v%.}" 2>/dev/null || __fnb_run_readonly "$__fnb_var" "$__fnb_name"
 }
 
 # __fnb_run_odd VAR NAME [ARG...]: a step __fnb_run does not take itself,
@@ -393,7 +416,7 @@ __fnb_agent_start() {
 # A TMOUT the function set would time that read too (a fraction of a
 # second may end it mid-line): then the line is read as one.
 __fnb_answer() {
-	builtin local __fnb_rc=0 __fnb_n __fnb_n2=
+	builtin local __fnb_rc=0 __fnb_n __fnb_n2= __fnb_my=$__fnb_seq.$__fnb_rq
 	# In a list, so that errexit cannot end the shell on a timeout.
 	if [[ -z ${TMOUT-} ]]; then
 		IFS= builtin read -r -t 2 -N 1 -u "$__fnb_aans" __fnb_n &&
@@ -402,7 +425,7 @@ __fnb_answer() {
 	else
 		IFS=$'\t' builtin read -r -t 2 -u "$__fnb_aans" __fnb_n __fnb_st __fnb_k __fnb_m || __fnb_rc=$?
 	fi
-	[[ $__fnb_rc == 0 && $__fnb_n == "$__fnb_seq.$__fnb_rq" && $__fnb_k != e ]] || __fnb_answer_more "$__fnb_rc"
+	[[ $__fnb_rc == 0 && $__fnb_n == "$__fnb_my" && $__fnb_k != e ]] || __fnb_answer_more "$__fnb_rc"
 }
 
 # __fnb_answer_more STATUS goes on from __fnb_answer's read, whose status
@@ -410,17 +433,11 @@ __fnb_answer() {
 # nonce is skipped: the agent wrote it for a shell killed while it waited
 # (an earlier invocation of this worker), and it is nobody's now.
 __fnb_answer_more() {
-	builtin local __fnb_rc __fnb_pst __fnb_pk= __fnb_pm
+	builtin local __fnb_rc
 	__fnb_rc=$1
 	while :; do
 		if ((__fnb_rc == 0)); then
-			[[ $__fnb_n == "$__fnb_seq.$__fnb_rq" ]] && break
-			if [[ -n ${__fnb_srq-} && $__fnb_n == "$__fnb_seq.$__fnb_srq" ]]; then
-				# The start __fnb_run sent ahead did not start the run (the
-				# attempt ended, the invocation was cancelled): its answer
-				# is the step's outcome; the completion's, refused, follows.
-				__fnb_pst=$__fnb_st __fnb_pk=$__fnb_k __fnb_pm=$__fnb_m
-			fi
+			[[ $__fnb_n == "$__fnb_my" ]] && break
 		elif ((__fnb_rc <= 128)) || ! __fnb_is_agent "$__fnb_apid"; then
 			# A timeout only means a slow answer while the agent lives.
 			builtin printf 'fnbridge: the step agent (pid %s) is gone\n' "$__fnb_apid" >&2
@@ -429,7 +446,6 @@ __fnb_answer_more() {
 		fi
 		IFS=$'\t' builtin read -r -t 2 -u "$__fnb_aans" __fnb_n __fnb_st __fnb_k __fnb_m && __fnb_rc=0 || __fnb_rc=$?
 	done
-	[[ -z $__fnb_pk ]] || __fnb_st=$__fnb_pst __fnb_k=$__fnb_pk __fnb_m=$__fnb_pm
 	if [[ $__fnb_k == e ]]; then
 		[[ -z $__fnb_m ]] || builtin printf 'fnbridge: %s\n' "$__fnb_m" >&2
 		builtin return "$__fnb_st"

@@ -184,6 +184,8 @@ run() {
 	case $1 in
 	sub) r=$(check "$1") || exit; printf '%s' "$r" ;;
 	subx) set -x; r=$(check "$1") || exit; printf '%s' "$r" ;;
+	plusline) echo "+ 3 rows rejected" >&2; exit 100 ;;
+	plussub) r=$(fnbridge fail --code 422 "+ 1 invalid row") || exit ;;
 	pipe) set -o pipefail; check "$1" | cat || exit; echo "not reached" >&2 ;;
 	subok) r=$(check "$1") || echo "handled" >&2; exit 100 ;;
 	subthen) r=$(check "$1") || true; echo "card declined" >&2; exit 100 ;;
@@ -215,6 +217,9 @@ run() {
 		// Under set -x the trace of the assignment (+ r=) and of exit
 		// follow the subshell's message: still its failure, code and all.
 		{"subx", "bad input: subx", 400},
+		// A message of the function's that starts like a trace.
+		{"plusline", "+ 3 rows rejected", 0},
+		{"plussub", "+ 1 invalid row", 422},
 		{"pipe", "bad input: pipe", 400},
 		// Handled, then a bare exit 100 of the function's own: its own
 		// last line, not the handled subshell's failure.

@@ -614,12 +614,22 @@ func joinPids(pids []int) string {
 	return b.String()
 }
 
-// isTrace reports whether line is one of xtrace's ("+ exit 100", "++ r=",
-// "+ builtin exit 100"), with bash's default PS4: the shell narrating
-// the function under set -x, never a message of its own.
+// isTrace reports whether line is xtrace's for an exit or an assignment
+// ("+ exit 100", "++ builtin exit", "+ r=", "+ r=value"), with bash's
+// default PS4: under set -x, the shell narrating the function's last
+// commands after its message (r=$(check) || exit), never a message.
 func isTrace(line string) bool {
 	rest := strings.TrimLeft(line, "+")
-	return len(rest) < len(line) && strings.HasPrefix(rest, " ")
+	if len(rest) == len(line) || !strings.HasPrefix(rest, " ") {
+		return false
+	}
+	rest = strings.TrimPrefix(rest, " ")
+	if code, ok := strings.CutPrefix(strings.TrimPrefix(rest, "builtin "), "exit"); ok {
+		return strings.Trim(strings.TrimPrefix(code, " "), "0123456789") == ""
+	}
+	name, _, ok := strings.Cut(rest, "=")
+	name = strings.TrimSuffix(name, "+") // r+=value
+	return ok && name != "" && strings.Trim(name, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_") == "" && (name[0] < '0' || name[0] > '9')
 }
 
 // saidStop reports whether a fnbridge call of the invocation exited 75

@@ -238,13 +238,41 @@ stale_answer() {
 	printf '%s %s' "$v" "$w"
 }
 
-# Steps that leave a mark of their own (ran-NAME) when their CMD runs;
-# "fail" fails the attempt after the first.
+# Steps that say when their CMD runs: hold, a builtin, through the step's
+# a.out (./scratch names the scratch directory); ext, a program, with a
+# mark of its own. "fail" fails the attempt after hold.
 held_steps() {
-	fnbridge run hold -- touch ran-hold || { echo "status $?"; return; }
+	local v
+	printf '%s' "$__fnb_dir" >scratch
+	fnbridge run --var v hold -- printf hold-ran || { echo "status $?"; return; }
 	[[ $1 != fail ]] || exit 1
-	fnbridge run two -- touch ran-two || return
+	fnbridge run ext -- touch ran-ext || return
+	fnbridge run --var v two -- printf two || return
 	printf done
+}
+
+# A step of a background child holds a run: the shell's step is refused
+# (409), and its CMD, a program, does not run.
+child_holds() {
+	fnbridge run bg -- sh -c ': >bg.started; sleep 1' >/dev/null 2>&1 &
+	until [[ -e bg.started ]]; do sleep 0.01; done
+	fnbridge run b -- touch ran-b 2>/dev/null; echo "b status $?"
+	wait
+	if [[ -e ran-b ]]; then echo "CMD of b ran"; else echo "CMD of b did not run"; fi
+	rm -f ran-b bg.started
+}
+
+# A trap handler's step while the function waits for its step's answer
+# (the agent stopped meanwhile): bash runs the handler inside that wait
+# and resumes it after. The handler's step is refused, as any beside an
+# open step, and the wait gets its answer.
+trap_in_wait() {
+	local v
+	fnbridge run first -- true || return
+	trap 'fnbridge run --var w on-usr1 -- printf nested 2>/dev/null; echo "trap $? $w" >trap.out' USR1
+	fnbridge run --var v X -- sh -c 'kill -STOP "$1"; (sleep 0.5; kill -USR1 "$2"; sleep 0.5; kill -CONT "$1") </dev/null >/dev/null 2>&1 & echo x' sh "$__fnb_apid" "$BASHPID" || { echo "X $?"; return; }
+	echo "v=$v"
+	cat trap.out
 }
 
 # --var under set -u: an unset local, a set one, an integer.
@@ -640,11 +668,19 @@ func testSteps(t *testing.T, a *adaptertest.Adapter) {
 	// way first; the completion's answer ends the step), and the step is
 	// journaled once. An attempt that replays waits for each start's
 	// answer: a recorded step's CMD must not run.
-	t.Run("a fresh attempt runs CMD while its start is served", func(t *testing.T) {
+	t.Run("a fresh attempt runs a builtin CMD while its start is served", func(t *testing.T) {
 		s := e.start(t, "held_steps", nil)
 		ran := func(name string) bool {
-			_, err := os.Stat(filepath.Join(s.f.Dir, "ran-"+name))
-			return err == nil
+			if name == "ext" {
+				_, err := os.Stat(filepath.Join(s.f.Dir, "ran-ext"))
+				return err == nil
+			}
+			dir, err := os.ReadFile(filepath.Join(s.f.Dir, "scratch"))
+			if err != nil {
+				return false
+			}
+			out, _ := os.ReadFile(filepath.Join(string(dir), "a.out"))
+			return string(out) == map[string]string{"hold": "hold-ran", "two": "two"}[name]
 		}
 		var mu sync.Mutex // early is written on the endpoint's goroutine
 		early := map[string]bool{}
@@ -652,7 +688,7 @@ func testSteps(t *testing.T, a *adaptertest.Adapter) {
 			mu.Lock()
 			defer mu.Unlock()
 			if _, seen := early[name]; seen {
-				return // hold, replayed
+				return // replayed
 			}
 			if name == "hold" {
 				// Held until CMD has run: a shell that waited for this
@@ -671,12 +707,6 @@ func testSteps(t *testing.T, a *adaptertest.Adapter) {
 		if _, err := s.invoke(t, a, "fail"); err == nil {
 			t.Fatal("the first attempt did not fail")
 		}
-		if en := j.Entries(); len(en) != 1 || en[0].Name != "hold" || en[0].Result == nil {
-			t.Fatalf("journal = %+v, want hold once", en)
-		}
-		for _, f := range []string{"ran-hold", "ran-two"} {
-			_ = os.Remove(filepath.Join(s.f.Dir, f))
-		}
 		j.Restart()
 		a = e.Open(t, j)
 		if a.Fresh() {
@@ -686,8 +716,35 @@ func testSteps(t *testing.T, a *adaptertest.Adapter) {
 		steptest.MustOutput(t, res, err, "done")
 		mu.Lock()
 		defer mu.Unlock()
-		if !early["hold"] || early["two"] || ran("hold") {
-			t.Fatalf("CMD run before its start was served: %v, hold ran again: %v; want hold early in the fresh attempt, two not in the replaying one, hold not run again", early, ran("hold"))
+		if !early["hold"] || early["ext"] || early["two"] {
+			t.Fatalf("CMD run before its start was served: %v; want hold (a builtin, fresh attempt) early, ext (a program) and two (a replaying attempt) not", early)
+		}
+		var names []string
+		for _, en := range j.Entries() {
+			if en.Result == nil {
+				t.Fatalf("journal = %+v, want every step completed", j.Entries())
+			}
+			names = append(names, en.Name+"="+string(en.Result.Value))
+		}
+		if got := strings.Join(names, " "); got != "hold=hold-ran ext= two=two" {
+			t.Fatalf("journal = %s, want each step once", got)
+		}
+	})
+
+	t.Run("a step refused because a child holds a run does not run its program", func(t *testing.T) {
+		s := e.start(t, "child_holds", nil)
+		j := &stepctxtest.Journal{}
+		res, err := s.invoke(t, e.Open(t, j), "")
+		steptest.MustOutput(t, res, err, "b status 3\nCMD of b did not run")
+	})
+
+	t.Run("a trap handler's step while a step waits for its answer", func(t *testing.T) {
+		s := e.start(t, "trap_in_wait", nil)
+		j := &stepctxtest.Journal{}
+		res, err := s.invoke(t, e.Open(t, j), "")
+		steptest.MustOutput(t, res, err, "v=x\n\ntrap 3 ")
+		if en := j.Entries(); len(en) != 2 || en[1].Name != "X" || en[1].Result == nil || string(en[1].Result.Value) != "x\n" {
+			t.Fatalf("journal = %+v, want first and X with its value", en)
 		}
 	})
 
