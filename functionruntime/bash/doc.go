@@ -209,9 +209,10 @@
 // instead of printing it; its requests carry a nonce that the agent's
 // answers echo, so an answer left for a shell that was killed while it
 // waited is never taken by the next invocation's. In an attempt with
-// nothing to replay (the request's context says "fresh") a step's start
-// goes ahead of its CMD and one answer ends the step. Other shells and
-// children use the command.
+// nothing to replay (the request's context says "fresh") the start of a
+// step whose CMD is a builtin goes ahead of it and one answer ends the
+// step. Other shells, children, and a trap handler's step while the
+// shell's own is open use the command.
 //
 // Keyed services and awakeables (see the command's help): fnbridge key
 // (also $FNBRIDGE_KEY, in either durability mode), fnbridge state
