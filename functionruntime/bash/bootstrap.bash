@@ -88,7 +88,7 @@ __fnb_run() {
 	builtin shift 2
 	# Not for a builtin the step runs in the shell, whatever a function of
 	# that name: it costs a redirection, a dozen system calls per step.
-	if [[ $1 != printf && $1 != echo && $1 != true && $1 != false && $1 != test && $1 != : ]] &&
+	if [[ -z ${__fnb_inshell[x$1]-} ]] &&
 		builtin declare -F -- "$1" >/dev/null && ! builtin type -P -- "$1" >/dev/null; then
 		# exec would say "environment: line N: exec: f: not found" on
 		# every attempt: say what a step runs instead.
@@ -102,14 +102,14 @@ __fnb_run() {
 		builtin return 2
 	fi
 	if [[ -n $__fnb_nested ]]; then
+		__fnb_instep=1 # a trap within this one's is nested too
 		__fnb_run_nested "$@"
 		builtin return $?
 	fi
 	__fnb_agent || builtin return $?
 	((++__fnb_rq))
 	__fnb_instep=1
-	if [[ -n ${__fnb_live-} && ${#__fnb_name} -le 4096 ]] &&
-		[[ $1 == printf || $1 == echo || $1 == true || $1 == false || $1 == test || $1 == : ]]; then
+	if [[ -n ${__fnb_live-} && ${#__fnb_name} -le 4096 && -n ${__fnb_inshell[x$1]-} ]]; then
 		# Nothing to replay (a fresh attempt): the step executes, so its
 		# start goes ahead (P, which the agent never answers) and CMD runs
 		# at once; Q, naming that start, completes it, and its answer ends
@@ -124,12 +124,13 @@ __fnb_run() {
 	else
 		builtin printf 'S\t%d.%d\t%s\t%s\t%s\n' "$__fnb_seq" "$__fnb_rq" "$FNBRIDGE_CONTEXT" "$FNBRIDGE_CONTEXT_TOKEN" "$__fnb_name" >&"$__fnb_areq" || __fnb_unsent || builtin return $?
 		__fnb_answer || builtin return $?
+		[[ -n $__fnb_k ]] || __fnb_unread || builtin return $?
 	fi
 	if [[ $__fnb_k == x ]]; then
 		# In an if, so that errexit cannot end the shell before the
 		# outcome is journaled.
-		case $1 in
-		printf | echo | true | false | test | :)
+		case ${__fnb_inshell[x$1]-} in
+		y)
 			if builtin "$@" >|"$__fnb_dir/a.out"; then __fnb_rc=0; else __fnb_rc=$?; fi
 			;;
 		*)
@@ -148,7 +149,9 @@ __fnb_run() {
 		else
 			builtin printf 'C\t%d.%d\t%s\t%s\t%d\t%s\n' "$__fnb_seq" "$__fnb_rq" "$FNBRIDGE_CONTEXT" "$FNBRIDGE_CONTEXT_TOKEN" "$__fnb_rc" "${1//[$'\t\n']/ }" >&"$__fnb_areq" || __fnb_unsent || builtin return $?
 		fi
+		__fnb_k=
 		__fnb_answer || builtin return $?
+		[[ -n $__fnb_k ]] || __fnb_unread || builtin return $?
 	fi
 	# test, not [[ ]]: a function's nocasematch would let r and o match.
 	if [ "$__fnb_k" = R ] || [ "$__fnb_k" = O ]; then
@@ -178,15 +181,31 @@ __fnb_run() {
 # __fnb_run_nested CMD [ARG...]: the step __fnb_run was given, taken from
 # a trap handler while this shell's own step is open (its answer perhaps
 # half read, its a.out and a.val in use): through the command, on a
-# connection of its own, as a child's would be. --var VAR takes its
-# stdout whole (the . keeps trailing newlines).
+# connection of its own, as a child's would be (a builtin CMD runs as
+# the program of its name, : as true). --var VAR takes its stdout from a
+# file of its own, refused, as in __fnb_run, when it holds a NUL.
 __fnb_run_nested() {
+	builtin local __fnb_nf=$__fnb_dir/n.$__fnb_seq.$((++__fnb_rq))
+	[[ $1 != : ]] || builtin set -- true "${@:2}"
 	if [[ -z $__fnb_var ]]; then
 		command "${__fnb_bin:-fnbridge}" run "$__fnb_name" -- "$@"
 		builtin return $?
 	fi
-	__fnb_v=$(command "${__fnb_bin:-fnbridge}" run "$__fnb_name" -- "$@" && builtin printf .) || builtin return $?
-	builtin printf -v "$__fnb_var" '%s' "${__fnb_v%.}" 2>/dev/null || __fnb_run_readonly "$__fnb_var" "$__fnb_name"
+	command "${__fnb_bin:-fnbridge}" run "$__fnb_name" -- "$@" >|"$__fnb_nf" || { __fnb_rc=$?; command rm -f -- "$__fnb_nf"; builtin return "$__fnb_rc"; }
+	if LC_ALL=C IFS= builtin read -r -d '' __fnb_v <"$__fnb_nf"; then
+		command rm -f -- "$__fnb_nf"
+		builtin printf 'fnbridge: run %s --var: the value holds a NUL byte, which a shell variable cannot; print it instead\n' "$__fnb_name" >&2
+		builtin return 2
+	fi
+	command rm -f -- "$__fnb_nf"
+	builtin printf -v "$__fnb_var" '%s' "$__fnb_v" 2>/dev/null || __fnb_run_readonly "$__fnb_var" "$__fnb_name"
+}
+
+# __fnb_unread: __fnb_answer returned without an answer (a trap handler's
+# return ended it): the step's outcome is unknown to this shell.
+__fnb_unread() {
+	builtin printf 'fnbridge: run %s: a trap handler returned from the wait for the step'"'"'s answer; its outcome is unknown here and the attempt fails\n' "$__fnb_name" >&2
+	builtin return 3
 }
 
 # __fnb_run_odd VAR NAME [ARG...]: a step __fnb_run does not take itself,
@@ -717,6 +736,10 @@ __fnb_inline_end() {
 
 __fnb_main() {
 	local __fnb_file=$1 __fnb_fn=$2 __fnb_dir=$3 __fnb_mode=$4
+	# The builtins a step runs in the shell, looked up by exact name, x
+	# first (an empty CMD is no subscript): a function's nocasematch
+	# changes [[ == ]] and case, not this.
+	local -A __fnb_inshell=([xprintf]=y [xecho]=y [xtrue]=y [xfalse]=y [xtest]=y [x:]=y)
 	local __fnb_err __fnb_tp __fnb_tps __fnb_ts __fnb_tss __fnb_la __fnb_las __fnb_lt __fnb_lts __fnb_exit0= __fnb_monitor=
 	local __fnb_in __fnb_out __fnb_status __fnb_len __fnb_payload __fnb_rc __fnb_o
 	local __fnb_key __fnb_tok __fnb_f __fnb_hdr __fnb_seq=0 __fnb_x __fnb_n __fnb_lc __fnb_lcset __fnb_lcvar __fnb_traps __fnb_home

@@ -185,6 +185,7 @@ run() {
 	sub) r=$(check "$1") || exit; printf '%s' "$r" ;;
 	subx) set -x; r=$(check "$1") || exit; printf '%s' "$r" ;;
 	plusline) echo "+ 3 rows rejected" >&2; exit 100 ;;
+	plusassign) echo "+ rows=3 rejected" >&2; exit 100 ;;
 	plussub) r=$(fnbridge fail --code 422 "+ 1 invalid row") || exit ;;
 	pipe) set -o pipefail; check "$1" | cat || exit; echo "not reached" >&2 ;;
 	subok) r=$(check "$1") || echo "handled" >&2; exit 100 ;;
@@ -219,6 +220,7 @@ run() {
 		{"subx", "bad input: subx", 400},
 		// A message of the function's that starts like a trace.
 		{"plusline", "+ 3 rows rejected", 0},
+		{"plusassign", "+ rows=3 rejected", 0},
 		{"plussub", "+ 1 invalid row", 422},
 		{"pipe", "bad input: pipe", 400},
 		// Handled, then a bare exit 100 of the function's own: its own

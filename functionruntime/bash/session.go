@@ -614,10 +614,11 @@ func joinPids(pids []int) string {
 	return b.String()
 }
 
-// isTrace reports whether line is xtrace's for an exit or an assignment
-// ("+ exit 100", "++ builtin exit", "+ r=", "+ r=value"), with bash's
-// default PS4: under set -x, the shell narrating the function's last
-// commands after its message (r=$(check) || exit), never a message.
+// isTrace reports whether line is xtrace's for an exit or for an empty
+// assignment ("+ exit 100", "++ builtin exit", "+ r="), with bash's
+// default PS4: under set -x, the shell narrating r=$(check) || exit after
+// the subshell's message, never a message. (A message of the function's
+// may start with "+ " and even "+ n=3 ...", so nothing wider is skipped.)
 func isTrace(line string) bool {
 	rest := strings.TrimLeft(line, "+")
 	if len(rest) == len(line) || !strings.HasPrefix(rest, " ") {
@@ -627,8 +628,7 @@ func isTrace(line string) bool {
 	if code, ok := strings.CutPrefix(strings.TrimPrefix(rest, "builtin "), "exit"); ok {
 		return strings.Trim(strings.TrimPrefix(code, " "), "0123456789") == ""
 	}
-	name, _, ok := strings.Cut(rest, "=")
-	name = strings.TrimSuffix(name, "+") // r+=value
+	name, ok := strings.CutSuffix(rest, "=")
 	return ok && name != "" && strings.Trim(name, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_") == "" && (name[0] < '0' || name[0] > '9')
 }
 

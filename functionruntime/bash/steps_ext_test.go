@@ -275,6 +275,58 @@ trap_in_wait() {
 	cat trap.out
 }
 
+# Trap handlers' steps while the function's step X waits (the agent
+# stopped): USR1's step sends USR2, whose handler takes a step inside
+# USR1's. Both go through the command; X gets its own value.
+double_trap() {
+	local v me=$BASHPID
+	fnbridge run first -- true || return
+	trap 'fnbridge run on-usr2 -- printf two >/dev/null 2>&1; echo "usr2 $?" >>trap.out' USR2
+	trap 'fnbridge run on-usr1 -- sh -c "kill -USR2 \$0" "$BASHPID" >/dev/null 2>&1; echo "usr1 $?" >>trap.out' USR1
+	kill -STOP "$__fnb_apid"
+	(sleep 0.5; kill -USR1 "$me"; sleep 1; kill -CONT "$__fnb_apid") </dev/null >/dev/null 2>&1 &
+	fnbridge run --var v X -- printf x || { echo "X $?"; return; }
+	echo "v=$v"
+	cat trap.out
+}
+
+# A trap handler's steps while X waits: builtin CMDs (: too), and --var
+# of a value with a NUL byte, refused as outside a trap.
+nested_builtins() {
+	local v me=$BASHPID
+	fnbridge run first -- true || return
+	trap 'fnbridge run n2 -- : 2>>trap.out; echo "n2 $?" >>trap.out; fnbridge run --var w n1 -- printf "a\0b" 2>>trap.out; echo "n1 $? [$w]" >>trap.out' USR1
+	kill -STOP "$__fnb_apid"
+	(sleep 0.5; kill -USR1 "$me"; sleep 1; kill -CONT "$__fnb_apid") </dev/null >/dev/null 2>&1 &
+	fnbridge run --var v X -- printf x || { echo "X $?"; return; }
+	echo "v=$v"
+	cat trap.out
+}
+
+# A trap handler's bare return ends the wait for a step's answer: the
+# step fails (its outcome is unknown here), never takes an older value.
+trap_return() {
+	local v w me=$BASHPID
+	fnbridge run --var v first -- printf one || return
+	trap 'return' USR1
+	kill -STOP "$__fnb_apid"
+	(sleep 0.5; kill -USR1 "$me"; sleep 0.5; kill -CONT "$__fnb_apid") </dev/null >/dev/null 2>&1 &
+	fnbridge run --var w second -- printf two 2>/dev/null; echo "second $?"
+	trap - USR1
+	printf '%s [%s]' "$v" "$w"
+}
+
+# Under nocasematch, a program named Echo is a program, not the builtin.
+nocase() {
+	local v
+	mkdir -p bin
+	printf '#!/bin/sh\necho upper\n' >bin/Echo
+	chmod +x bin/Echo
+	PATH=$PWD/bin:$PATH
+	shopt -s nocasematch
+	fnbridge run --var v up -- Echo 2>&1; echo "rc=$? v=$v"
+}
+
 # --var under set -u: an unset local, a set one, an integer.
 var_kinds() {
 	set -u
@@ -768,6 +820,30 @@ func testSteps(t *testing.T, a *adaptertest.Adapter) {
 		if en := j.Entries(); len(en) != 0 || !errors.Is(a.Err(), stepctx.ErrSuspended) {
 			t.Fatalf("journal = %+v, attempt ended with %v (%v); want nothing journaled, suspended", en, a.Err(), err)
 		}
+	})
+
+	t.Run("trap handlers' steps during a step", func(t *testing.T) {
+		for _, c := range []struct{ fn, want, x string }{
+			{"double_trap", "v=x\nusr2 0\nusr1 0", "x"},
+			{"nested_builtins", "v=x\nn2 0\nfnbridge: run n1 --var: the value holds a NUL byte, which a shell variable cannot; print it instead\nn1 2 []", "x"},
+			{"trap_return", "second 3\none []", ""},
+		} {
+			s := e.start(t, c.fn, nil)
+			j := &stepctxtest.Journal{}
+			res, err := s.invoke(t, e.Open(t, j), "")
+			steptest.MustOutput(t, res, err, c.want)
+			for _, en := range j.Entries() {
+				if en.Name == "X" && (en.Result == nil || string(en.Result.Value) != c.x) {
+					t.Fatalf("%s: journal = %+v, want X with %q", c.fn, j.Entries(), c.x)
+				}
+			}
+		}
+	})
+
+	t.Run("nocasematch leaves a program named like a builtin a program", func(t *testing.T) {
+		s := e.start(t, "nocase", nil)
+		res, err := s.invoke(t, e.Open(t, &stepctxtest.Journal{}), "")
+		steptest.MustOutput(t, res, err, "rc=0 v=upper\n")
 	})
 
 	t.Run("shell function --var kinds under set -u", func(t *testing.T) {
