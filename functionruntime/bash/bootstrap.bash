@@ -63,7 +63,7 @@ __fnb_run() {
 	# step): its __fnb_instep, seen here before this step's own hides it.
 	# The answer's fields are this step's own too: a trap handler's step
 	# must not change the kind this one acts on.
-	builtin local __fnb_nested=${__fnb_instep-} __fnb_instep= __fnb_var= __fnb_name __fnb_rc __fnb_v= __fnb_srq= __fnb_k= __fnb_st= __fnb_m=
+	builtin local __fnb_nested="${__fnb_instep-}" __fnb_instep= __fnb_var= __fnb_name __fnb_rc __fnb_v= __fnb_srq= __fnb_k= __fnb_st= __fnb_m=
 	case ${1-} in
 	--var)
 		__fnb_var=${2-}
@@ -83,7 +83,7 @@ __fnb_run() {
 	if [[ ${2-} != -- || $# -lt 3 || -z $__fnb_name || $__fnb_name == *[$'\t\n']* || $__fnb_var == __fnb_* ]] || { [[ -n $__fnb_var ]] &&
 		[[ $__fnb_var == [0123456789]* || $__fnb_var == *[!abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_]* ]]; }; then
 		__fnb_run_odd "$__fnb_var" "$@"
-		builtin return $?
+		builtin return "$?"
 	fi
 	builtin shift 2
 	# Not for a builtin the step runs in the shell, whatever a function of
@@ -104,9 +104,9 @@ __fnb_run() {
 	if [[ -n $__fnb_nested ]]; then
 		__fnb_instep=1 # a trap within this one's is nested too
 		__fnb_run_nested "$@"
-		builtin return $?
+		builtin return "$?"
 	fi
-	__fnb_agent || builtin return $?
+	__fnb_agent || builtin return "$?"
 	((++__fnb_rq))
 	__fnb_instep=1
 	if [[ -n ${__fnb_live-} && ${#__fnb_name} -le 4096 && -n ${__fnb_inshell[x$1]-} ]]; then
@@ -120,11 +120,11 @@ __fnb_run() {
 		# children could reach the journal ahead of this step's start.
 		# Not for a name that may be over the endpoint's 16 KiB.
 		__fnb_srq=$__fnb_rq __fnb_k=x
-		builtin printf 'P\t%d.%d\t%s\t%s\t%s\n' "$__fnb_seq" "$__fnb_rq" "$FNBRIDGE_CONTEXT" "$FNBRIDGE_CONTEXT_TOKEN" "$__fnb_name" >&"$__fnb_areq" || __fnb_unsent || builtin return $?
+		builtin printf 'P\t%d.%d\t%s\t%s\t%s\n' "$__fnb_seq" "$__fnb_rq" "$FNBRIDGE_CONTEXT" "$FNBRIDGE_CONTEXT_TOKEN" "$__fnb_name" >&"$__fnb_areq" || __fnb_unsent || builtin return "$?"
 	else
-		builtin printf 'S\t%d.%d\t%s\t%s\t%s\n' "$__fnb_seq" "$__fnb_rq" "$FNBRIDGE_CONTEXT" "$FNBRIDGE_CONTEXT_TOKEN" "$__fnb_name" >&"$__fnb_areq" || __fnb_unsent || builtin return $?
-		__fnb_answer || builtin return $?
-		[[ -n $__fnb_k ]] || __fnb_unread || builtin return $?
+		builtin printf 'S\t%d.%d\t%s\t%s\t%s\n' "$__fnb_seq" "$__fnb_rq" "$FNBRIDGE_CONTEXT" "$FNBRIDGE_CONTEXT_TOKEN" "$__fnb_name" >&"$__fnb_areq" || __fnb_unsent || builtin return "$?"
+		__fnb_answer || builtin return "$?"
+		[[ -n $__fnb_k ]] || __fnb_unread || builtin return "$?"
 	fi
 	if [[ $__fnb_k == x ]]; then
 		# In an if, so that errexit cannot end the shell before the
@@ -145,18 +145,18 @@ __fnb_run() {
 		esac
 		((++__fnb_rq))
 		if [[ -n $__fnb_srq ]]; then
-			builtin printf 'Q\t%d.%d\t%s\t%s\t%d.%d\t%d\t%s\n' "$__fnb_seq" "$__fnb_rq" "$FNBRIDGE_CONTEXT" "$FNBRIDGE_CONTEXT_TOKEN" "$__fnb_seq" "$__fnb_srq" "$__fnb_rc" "${1//[$'\t\n']/ }" >&"$__fnb_areq" || __fnb_unsent || builtin return $?
+			builtin printf 'Q\t%d.%d\t%s\t%s\t%d.%d\t%d\t%s\n' "$__fnb_seq" "$__fnb_rq" "$FNBRIDGE_CONTEXT" "$FNBRIDGE_CONTEXT_TOKEN" "$__fnb_seq" "$__fnb_srq" "$__fnb_rc" "${1//[$'\t\n']/ }" >&"$__fnb_areq" || __fnb_unsent || builtin return "$?"
 		else
-			builtin printf 'C\t%d.%d\t%s\t%s\t%d\t%s\n' "$__fnb_seq" "$__fnb_rq" "$FNBRIDGE_CONTEXT" "$FNBRIDGE_CONTEXT_TOKEN" "$__fnb_rc" "${1//[$'\t\n']/ }" >&"$__fnb_areq" || __fnb_unsent || builtin return $?
+			builtin printf 'C\t%d.%d\t%s\t%s\t%d\t%s\n' "$__fnb_seq" "$__fnb_rq" "$FNBRIDGE_CONTEXT" "$FNBRIDGE_CONTEXT_TOKEN" "$__fnb_rc" "${1//[$'\t\n']/ }" >&"$__fnb_areq" || __fnb_unsent || builtin return "$?"
 		fi
 		__fnb_k=
-		__fnb_answer || builtin return $?
-		[[ -n $__fnb_k ]] || __fnb_unread || builtin return $?
+		__fnb_answer || builtin return "$?"
+		[[ -n $__fnb_k ]] || __fnb_unread || builtin return "$?"
 	fi
 	# test, not [[ ]]: a function's nocasematch would let r and o match.
 	if [ "$__fnb_k" = R ] || [ "$__fnb_k" = O ]; then
 		__fnb_run_nul "$__fnb_var" "$__fnb_name"
-		builtin return $?
+		builtin return "$?"
 	fi
 	if [[ -n $__fnb_var ]]; then
 		# Read, then assigned: read fails the same at the value's end
@@ -169,7 +169,7 @@ __fnb_run() {
 		if [[ -v $__fnb_var ]] && [[ -z ${!__fnb_var@a} ]]; then
 			builtin printf -v "$__fnb_var" '%s' "$__fnb_v"
 		else
-			builtin printf -v "$__fnb_var" '%s' "$__fnb_v" 2>/dev/null || __fnb_run_readonly "$__fnb_var" "$__fnb_name" || builtin return $?
+			builtin printf -v "$__fnb_var" '%s' "$__fnb_v" 2>/dev/null || __fnb_run_readonly "$__fnb_var" "$__fnb_name" || builtin return "$?"
 		fi
 	else
 		LC_ALL=C IFS= builtin read -r -d '' __fnb_v <"$__fnb_dir/a.val" || :
@@ -185,11 +185,11 @@ __fnb_run() {
 # the program of its name, : as true). --var VAR takes its stdout from a
 # file of its own, refused, as in __fnb_run, when it holds a NUL.
 __fnb_run_nested() {
-	builtin local __fnb_nf=$__fnb_dir/n.$__fnb_seq.$((++__fnb_rq))
+	builtin local __fnb_nf="$__fnb_dir/n.$__fnb_seq.$((++__fnb_rq))"
 	[[ $1 != : ]] || builtin set -- true "${@:2}"
 	if [[ -z $__fnb_var ]]; then
 		command "${__fnb_bin:-fnbridge}" run "$__fnb_name" -- "$@"
-		builtin return $?
+		builtin return "$?"
 	fi
 	command "${__fnb_bin:-fnbridge}" run "$__fnb_name" -- "$@" >|"$__fnb_nf" || { __fnb_rc=$?; command rm -f -- "$__fnb_nf"; builtin return "$__fnb_rc"; }
 	if LC_ALL=C IFS= builtin read -r -d '' __fnb_v <"$__fnb_nf"; then
@@ -219,7 +219,7 @@ __fnb_run_odd() {
 	builtin shift
 	if [[ $# -eq 1 && -z $__fnb_var && ($1 == --help || $1 == -h) ]]; then
 		command "${__fnb_bin:-fnbridge}" run --help  # as from any other shell
-		builtin return $?
+		builtin return "$?"
 	fi
 	if [[ ${2-} != -- || $# -lt 3 || -z ${1-} ]]; then
 		__fnb_run_usage "$@"
@@ -411,7 +411,7 @@ __fnb_agent_start() {
 	builtin set +f
 	builtin shopt -u nullglob failglob nocaseglob extglob
 	GLOBIGNORE=
-	for __fnb_o in /proc/$BASHPID/fd/*; do
+	for __fnb_o in "/proc/$BASHPID/fd/"*; do
 		__fnb_o=${__fnb_o##*/}
 		case $__fnb_o in
 		0 | 1 | 2 | *[!0-9]*) ;;
@@ -435,7 +435,7 @@ __fnb_agent_start() {
 # A TMOUT the function set would time that read too (a fraction of a
 # second may end it mid-line): then the line is read as one.
 __fnb_answer() {
-	builtin local __fnb_rc=0 __fnb_n __fnb_n2= __fnb_my=$__fnb_seq.$__fnb_rq
+	builtin local __fnb_rc=0 __fnb_n __fnb_n2= __fnb_my="$__fnb_seq.$__fnb_rq"
 	# In a list, so that errexit cannot end the shell on a timeout.
 	if [[ -z ${TMOUT-} ]]; then
 		IFS= builtin read -r -t 2 -N 1 -u "$__fnb_aans" __fnb_n &&

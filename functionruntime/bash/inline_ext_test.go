@@ -48,6 +48,7 @@ run() {
 	stdin) IFS= read -r -t 1 x; printf '[%s]' "$x" ;;
 	echo) printf '%s' "$arg" ;;
 	lc_all) export LC_ALL=C.UTF-8; printf ok ;;
+	ifs) IFS=$'0123456789. \t\n'; printf ok ;;
 	ro) readonly "$arg"; printf ok ;;
 	usr1) trap 'echo "caught usr1"' USR1; printf ok ;;
 	late) exec sh -c 'sleep 6; printf done' ;;
@@ -201,6 +202,27 @@ func TestInlineReadonlyEndsTheWorkerAfterItsInvocation(t *testing.T) {
 				pid = next
 			}
 		})
+	}
+}
+
+// A global IFS the function leaves holding digits, a dot and blanks
+// changes nothing in how the loop reads the next requests (their
+// lengths, sequence numbers and payloads are digits) or answers them.
+func TestInlineIFSOfAnEarlierInvocation(t *testing.T) {
+	f, w := inline(t)
+	pid := pidOf(t, f, w)
+	f.MustInvoke(t, w, "ifs")
+	for i, p := range []string{"echo 10.5 x", "count", "echo 1 2 3"} {
+		want := strings.TrimPrefix(p, "echo ")
+		if p == "count" {
+			want = "1"
+		}
+		if got := string(f.MustInvoke(t, w, p).Output); got != want {
+			t.Fatalf("request %d (%q) after IFS=digits answered %q, want %q", i, p, got, want)
+		}
+	}
+	if got := pidOf(t, f, w); got != pid {
+		t.Fatalf("worker %s replaced by %s", pid, got)
 	}
 }
 

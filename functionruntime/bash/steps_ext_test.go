@@ -303,6 +303,22 @@ nested_builtins() {
 	cat trap.out
 }
 
+# An IFS of the function's holding digits, a dot and a space changes
+# nothing a step does (nonces, the nested flag, scratch paths all hold
+# them): bash splits the words of "builtin local" as a command's.
+ifs_digits() {
+	local v w me=$BASHPID IFS=$'0123456789. \t\n'
+	fnbridge run --var v d1 -- printf one || return
+	fnbridge run --var w d2 -- sh -c 'printf two' || return
+	trap 'fnbridge run --var x n1 -- printf nested 2>>trap.out; echo "n1 $? [$x]" >>trap.out' USR1
+	kill -STOP "$__fnb_apid"
+	(sleep 0.5; kill -USR1 "$me"; sleep 1; kill -CONT "$__fnb_apid") </dev/null >/dev/null 2>&1 &
+	fnbridge run d3 -- printf three || { echo "d3 $?"; return; }
+	trap - USR1
+	printf ' %s %s\n' "$v" "$w"
+	cat trap.out
+}
+
 # A trap handler's bare return ends the wait for a step's answer: the
 # step fails (its outcome is unknown here), never takes an older value.
 trap_return() {
@@ -835,6 +851,7 @@ func testSteps(t *testing.T, a *adaptertest.Adapter) {
 			// read returns, the function that read the answer: never
 			// "one", the first step's value.
 			{"trap_return", "second 3\none []", "second 0\none [two]", ""},
+			{"ifs_digits", "three one two\nn1 0 [nested]", "", ""},
 		} {
 			s := e.start(t, c.fn, nil)
 			j := &stepctxtest.Journal{}
