@@ -293,19 +293,21 @@ func (a *agent) serve(ctx context.Context, nonce string, f []string) (int, strin
 // status (as text); cmd names it in a failure.
 func (a *agent) complete(ctx context.Context, c *stepctx.Client, st, cmd string) (int, string, string) {
 	a.started, a.ahead = false, ""
+	// What cannot be known is reported as a failed CMD (a retryable
+	// failure, as the command does), so the run never stays open.
 	status, err := strconv.Atoi(st)
+	why := fmt.Sprintf("%s exited with status %d", cmd, status)
 	if err != nil || status < 0 || status > 255 {
-		return ctxExitUsage, "e", fmt.Sprintf("agent: status %q", st)
+		status, why = 126, fmt.Sprintf("agent: %s's status %q from the shell is no exit status", cmd, st)
 	}
 	out, err := os.ReadFile(filepath.Join(a.dir, agentOut))
-	if err != nil {
-		return answerOf(exitf(ctxExitError, "agent: the step's stdout: %v", err))
+	if err != nil && status == 0 {
+		status, why = 126, fmt.Sprintf("reading %s's stdout: %v", cmd, err)
 	}
 	// Unlinked at once: a background child of CMD that still holds it
 	// writes on into a file no one reads, never into the next step's
 	// stdout (the shell's >| would truncate and reuse the same file).
 	_ = os.Remove(filepath.Join(a.dir, agentOut))
-	why := fmt.Sprintf("%s exited with status %d", cmd, status)
 	outcome, exit := stepOutcome(a.name, status, why, out)
 	if err := c.RunComplete(ctx, a.handle, outcome); err != nil {
 		if outcome.Retryable == nil {

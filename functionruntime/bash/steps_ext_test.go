@@ -319,6 +319,14 @@ ifs_digits() {
 	cat trap.out
 }
 
+# A step whose stdout file is gone before the agent reads it (CMD
+# unlinked it) fails like a failed CMD: its run is not left open. The
+# function goes on regardless.
+out_gone() {
+	fnbridge run gone -- sh -c 'rm -f "$1"; printf x' sh "$__fnb_dir/a.out"
+	fnbridge run after -- printf y
+}
+
 # A trap handler's bare return ends the wait for a step's answer: the
 # step fails (its outcome is unknown here), never takes an older value.
 trap_return() {
@@ -877,6 +885,21 @@ func testSteps(t *testing.T, a *adaptertest.Adapter) {
 		s := e.start(t, "var_kinds", nil)
 		res, err := s.invoke(t, e.Open(t, &stepctxtest.Journal{}), "")
 		steptest.MustOutput(t, res, err, "one three 7")
+	})
+
+	// Rule (issue 10: a retryable failure of a step ends the attempt):
+	// a step whose stdout cannot be read is journaled as a retryable
+	// failure, never left open for the next step to trip over.
+	t.Run("shell function step whose stdout is gone", func(t *testing.T) {
+		s := e.start(t, "out_gone", nil)
+		j := &stepctxtest.Journal{}
+		_, err := s.invoke(t, e.Open(t, j), "")
+		if err == nil || !strings.Contains(err.Error(), `step "gone" failed and will be retried: reading sh's stdout: `) {
+			t.Fatalf("invocation ended with %v, want the attempt ended by the step's failure, naming the unread stdout", err)
+		}
+		if f := j.Failures(); len(f) != 1 || !strings.Contains(f[0], "reading sh's stdout") {
+			t.Fatalf("retryable failures journaled = %q, want the step's", f)
+		}
 	})
 
 	t.Run("shell function under a TMOUT of the function's", func(t *testing.T) {
