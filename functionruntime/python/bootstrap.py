@@ -397,11 +397,19 @@ def _fnbridge_worker():
     def enter(api_name):
         ctx = current(api_name)
         if not ctx.lock.acquire(False):
-            me = _thread.get_ident()
-            if ctx.owner == me and ctx.step is not None:
+            me, owner, step = _thread.get_ident(), ctx.owner, ctx.step
+            if owner == me and step is not None:
                 raise RuntimeError(
                     "fnbridge.%s called inside step %r: a step's function cannot make context "
-                    "calls (a replay skips it); make them before or after fnbridge.run" % (api_name, ctx.step)
+                    "calls (a replay skips it); make them before or after fnbridge.run" % (api_name, step)
+                )
+            if step is not None:
+                # A thread of the step's function (an async def step, a pool
+                # it started) or one beside the step: which, no one knows.
+                raise RuntimeError(
+                    "fnbridge.%s called from thread %d while step %r runs in thread %d: a step's function "
+                    "cannot make context calls (a replay skips it), in any of its threads, and beside a "
+                    "step none can be made (calls are journaled one at a time)" % (api_name, me, step, owner)
                 )
             raise RuntimeError(
                 "fnbridge.%s called from thread %d while fnbridge.%s is in flight in thread %d: "
@@ -948,6 +956,10 @@ def _fnbridge_worker():
             """The result; raises TerminalError if it failed terminally."""
             if not self._done:
                 await_all("Future.result", (self,))
+            elif current("Future.result") is not self._ctx:
+                # Settled in an earlier attempt or invocation (a future kept
+                # in a global): its value was journaled there, not here.
+                raise RuntimeError("fnbridge.Future.result: %r belongs to another invocation attempt" % self)
             if self._failure is not None:
                 raise TerminalError(*self._failure)
             return self._value
@@ -1297,10 +1309,16 @@ def _fnbridge_worker():
         context_op("cancel", "cancel", {"invocation_id": invocation_id})
 
     def forget_connection_in_child():
-        # A forked child must not share the parent's connection.
+        # A forked child must not share the parent's connection, nor what
+        # the parent owes on it: a run/start sent ahead whose answer the
+        # child's first call would otherwise take for its own, and the
+        # bytes of an answer already read.
         ctx = steps["ctx"]
         if ctx is not None:
             ctx.conn = None
+            ctx.ahead = ctx.ahead_answer = None
+            ctx.reused = False
+        left[0] = 0
         kept["conn"] = None
 
     os.register_at_fork(after_in_child=forget_connection_in_child)
@@ -1731,6 +1749,7 @@ def _fnbridge_worker():
         invocation.set(n)
         error = None
         output = None
+        discard = False
         ctx = None
         if context is not None:
             ctx = steps["ctx"] = _Steps(n, *context)
@@ -1787,10 +1806,13 @@ def _fnbridge_worker():
         if ctx is not None:
             steps["ctx"] = None
             # A thread of the function still inside a context call (a step
-            # it runs in the background) when the function failed: no code
-            # of an ended attempt may run beside its retry, and a thread
-            # cannot be stopped, so Go ends this worker before it answers.
+            # it runs in the background) when the function ended: no code
+            # of an ended attempt may run on (beside its retry, or in the
+            # invocations this worker serves next, where its late answers
+            # would share the connection's buffers), and a thread cannot be
+            # stopped, so Go ends this worker once it has the answer.
             in_flight = ctx.lock.locked()
+            what, owner = ctx.op, ctx.owner
             keep_connection(ctx)
             environ.pop("FNBRIDGE_CONTEXT", None)
             environ.pop("FNBRIDGE_CONTEXT_TOKEN", None)
@@ -1803,6 +1825,12 @@ def _fnbridge_worker():
                          "terminal": False}
             if in_flight and error is not None:
                 error["discard"] = True
+            elif in_flight:
+                discard = True
+                sys.stderr.write(
+                    "fnbridge: the function returned while fnbridge.%s was still in flight in thread %s: "
+                    "the worker is ended to stop it (no code of an ended attempt runs on), and nothing "
+                    "more of it is journaled; wait for a background step before returning\n" % (what, owner))
 
         extra = []
         try:
@@ -1833,6 +1861,8 @@ def _fnbridge_worker():
         if error is not None:
             send_json(ord("E"), error)
             continue
+        if discard:
+            send(ord("D"))
         for kind, data in extra:
             send(kind, data)
         send(ord("R"), output)

@@ -277,6 +277,9 @@
 //	← 'X' {"stage","type","message"}            import failed; the worker exits
 //	← 'O' id, {"key":"value",...}                set_output pairs (optional)
 //	← 'F' id, raw FNBRIDGE_OUTPUTS file content  (optional)
+//	← 'D' id                                     (optional, before 'R') a thread of the
+//	                                             steps attempt is still in a context call:
+//	                                             Go ends the worker once it has the result
 //	← 'R' id, output bytes                       success, ends the invocation
 //	← 'E' id, {"type","message","terminal"}      failure, ends the invocation
 //	                                             (+ "code": a TerminalError's int code;

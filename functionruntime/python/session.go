@@ -29,6 +29,7 @@ const (
 	frameOutputsFile = 'F'
 	frameResult      = 'R'
 	frameError       = 'E'
+	frameDiscard     = 'D'
 )
 
 // idSize is the size of the request id that starts every request and
@@ -231,6 +232,7 @@ func (s *session) invoke(input []byte, sc *functionruntime.StepContext, env map[
 	}
 	var set map[string]string
 	var file []byte
+	discard := false
 	for {
 		kind, payload, err := s.readFrame(id)
 		if err != nil {
@@ -243,12 +245,20 @@ func (s *session) invoke(input []byte, sc *functionruntime.StepContext, env map[
 			}
 		case frameOutputsFile:
 			file = payload
+		case frameDiscard:
+			// A thread of the function is still inside a context call (a
+			// background step): the result stands, the worker goes.
+			discard = true
 		case frameResult:
 			outputs, err := mergeOutputs(file, set)
 			if err != nil {
 				return functionruntime.Result{}, err
 			}
-			return functionruntime.Result{Output: payload, ContentType: "application/json", Outputs: outputs}, nil
+			res := functionruntime.Result{Output: payload, ContentType: "application/json", Outputs: outputs}
+			if discard {
+				return res, &proc.DiscardSession{}
+			}
+			return res, nil
 		case frameError:
 			var f struct {
 				Type, Message string

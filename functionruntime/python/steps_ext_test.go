@@ -26,7 +26,7 @@ import (
 // "ran-<name>" in the working directory, so a test can tell which step
 // closures ran.
 const stepsPy = `
-import contextvars, json, os, subprocess, threading
+import contextvars, json, os, signal, subprocess, threading
 import fnbridge
 
 def mark(name):
@@ -197,6 +197,44 @@ def bg_fail(event):
         threading.Event().wait(0.01)
     raise ValueError("failed beside a background step")
 
+def bg_ok(event):
+    # The same step, still executing when the function returns: the
+    # attempt is over, and it must not run on in the worker that serves
+    # the next invocations.
+    def upload():
+        with open("bg.pid", "w") as f:
+            f.write(str(os.getpid()))
+        threading.Event().wait(60)
+        return "uploaded"
+    t = threading.Thread(target=contextvars.copy_context().run, args=(fnbridge.run, "upload", upload), daemon=True)
+    t.start()
+    while not os.path.exists("bg.pid"):
+        threading.Event().wait(0.01)
+    return "accepted"
+
+def id_in_forked_step(event):
+    # A step's function forks (multiprocessing's default on Linux before
+    # Python 3.14) and the child asks for the invocation id while the
+    # step's start, sent ahead, is unanswered on the parent's connection.
+    def step():
+        r, w = os.pipe()
+        pid = os.fork()
+        if pid == 0:
+            os.close(r)
+            try:
+                signal.alarm(10)
+                out = fnbridge.invocation_id()
+            except BaseException as e:
+                out = "%s: %s" % (type(e).__name__, e)
+            os.write(w, out.encode())
+            os._exit(0)
+        os.close(w)
+        with os.fdopen(r) as f:
+            got = f.read()
+        os.waitpid(pid, 0)
+        return got
+    return fnbridge.run("charge", step)
+
 def fail_plain(event):
     fnbridge.run("a", lambda: "a")
     with open("worker.pids", "a") as f:
@@ -209,6 +247,17 @@ def catch(fn, *args):
     except RuntimeError as e:
         return str(e)
     return "no error"
+
+kept = []
+
+def future_kept(event):
+    # A settled future kept in a global by an earlier invocation.
+    if not kept:
+        f = fnbridge.call_async("Svc", "h", "old value")
+        f.result()
+        kept.append(f)
+        return "kept"
+    return catch(kept[0].result)
 
 def conflict(event):
     return catch(fnbridge.invocation_id)
@@ -596,6 +645,59 @@ func TestStepsFailedAttemptsBackgroundStepIsStopped(t *testing.T) {
 	}
 }
 
+// Rule (issue 10): once an attempt ends, no code of it runs. A step a
+// background thread still executes when the function returns is stopped
+// with its worker once the result is in; the result stands, the step
+// stays open in the journal, and the log says why.
+func TestStepsSucceededAttemptsBackgroundStepIsStopped(t *testing.T) {
+	s := newSteps(t, "bg_ok")
+	j := &stepctxtest.Journal{}
+	res, err := s.invoke(t, s.Open(t, j), `null`)
+	steptest.MustOutput(t, res, err, `"accepted"`)
+	b, rerr := os.ReadFile(filepath.Join(s.f.Dir, "bg.pid"))
+	pid, _ := strconv.Atoi(string(b))
+	if rerr != nil || pid == 0 {
+		t.Fatalf("bg.pid: %q %v", b, rerr)
+	}
+	if st, err := procstat.Read(pid); err == nil && !st.Dead() {
+		t.Fatalf("the worker (pid %d) running the ended attempt's background step still runs after the result was answered", pid)
+	}
+	if e := j.Entries(); len(e) != 1 || e[0].Name != "upload" || e[0].Result != nil {
+		t.Fatalf("journal = %+v, want upload started and never completed", e)
+	}
+	found := false
+	for _, m := range s.f.Logs.Messages() {
+		found = found || strings.Contains(m, "the function returned while fnbridge.run was still in flight")
+	}
+	if !found {
+		t.Errorf("logs = %q, want the worker's end explained", s.f.Logs.Messages())
+	}
+}
+
+// Rule: a forked child of a step's function may ask for the invocation
+// id, on a fresh attempt (whose step start went ahead unanswered on the
+// parent's connection) as on a replaying one.
+func TestStepsForkedChildOfAStep(t *testing.T) {
+	s := newSteps(t, "id_in_forked_step")
+	for _, replaying := range []bool{false, true} {
+		a := s.Open(t, &stepctxtest.Journal{ID: "inv_fork", AlwaysReplaying: replaying})
+		res, err := s.invoke(t, a, `null`)
+		steptest.MustOutput(t, res, err, `"inv_fork"`)
+	}
+}
+
+// Rule: a Future settled in another invocation (kept in a global) is
+// refused, as by wait_all: its value was journaled there, not here.
+func TestStepsFutureOfAnotherAttemptRefused(t *testing.T) {
+	s := newSteps(t, "future_kept")
+	res, err := s.invoke(t, s.Open(t, &stepctxtest.Journal{}), `null`)
+	steptest.MustOutput(t, res, err, `"kept"`)
+	res, err = s.invoke(t, s.Open(t, &stepctxtest.Journal{}), `null`)
+	if err != nil || !strings.Contains(string(res.Output), "fnbridge.Future.result: <fnbridge.Future call") || !strings.Contains(string(res.Output), "belongs to another invocation attempt") {
+		t.Fatalf("output = %s (%v), want the earlier invocation's future refused", res.Output, err)
+	}
+}
+
 // Rule: sleep, call, send, call_async, sleep_async, wait_all, result,
 // invocation_id, random and uuid4 round-trip through the endpoint, and
 // the random values are the same on every attempt.
@@ -734,8 +836,10 @@ func TestStepsOneCallAtATime(t *testing.T) {
 			t.Errorf("error %d = %q, want %q", i, out.Errors[i], want)
 		}
 	}
-	if !strings.Contains(out.Errors[0], "while fnbridge.run is in flight") || !strings.Contains(out.Errors[0], "one at a time") {
-		t.Errorf("error = %q, want it to name the call in flight", out.Errors[0])
+	// The thread is the step's own (a pool it started) or one beside it:
+	// either way the error names the step and both rules.
+	if !strings.Contains(out.Errors[0], "while step 'outer' runs in thread ") || !strings.Contains(out.Errors[0], "a step's function cannot make context calls") || !strings.Contains(out.Errors[0], "one at a time") {
+		t.Errorf("error = %q, want it to name the step in flight and both rules", out.Errors[0])
 	}
 	if !strings.Contains(out.PlainThread[0], "fnbridge.invocation_id called outside its invocation") {
 		t.Errorf("plain thread got %q", out.PlainThread[0])

@@ -57,11 +57,18 @@ func (e *ProtocolError) Unwrap() error { return e.Err }
 // DiscardSession is a call's answer (Err) after which its session must
 // not serve again: [Supervisor.Do] stops the session, its whole process
 // group, before it returns Err, and the next call gets a fresh one. An
-// adapter returns it when an invocation that failed left processes
-// running (see [Process.Leftovers]) that must not run beside its retry.
+// adapter returns it when an invocation left processes or threads
+// running (see [Process.Leftovers]) that must not run beside its retry
+// or into the next invocations. Err nil: the call succeeded, and Do
+// returns nil (the call's result stands).
 type DiscardSession struct{ Err error }
 
-func (e *DiscardSession) Error() string { return e.Err.Error() }
+func (e *DiscardSession) Error() string {
+	if e.Err == nil {
+		return "session discarded after a successful call"
+	}
+	return e.Err.Error()
+}
 func (e *DiscardSession) Unwrap() error { return e.Err }
 
 // SupervisorConfig configures a [Supervisor].
