@@ -369,6 +369,9 @@ const (
 	// MaxTimeout caps a handler's timeout; longer work belongs in
 	// several invocations.
 	MaxTimeout = 15 * time.Minute
+	// MaxIdleTimeout caps a handler's idle_timeout: a FunctionRuntime
+	// server refuses a registration that asks for more.
+	MaxIdleTimeout = functionruntime.DefaultMaxIdleTimeout
 	// MaxConcurrency caps warm registrations per handler.
 	MaxConcurrency = 256
 	// MinJournalBytes is the least max_journal_bytes taken (0 aside):
@@ -745,6 +748,10 @@ func (h *HandlerConfig) resolve(hp, baseDir string, bad func(path, format string
 		h.IdleTimeout = Duration(DefaultIdleTimeout)
 	case h.IdleTimeout < Duration(time.Second):
 		bad(hp+".idle_timeout", "%s is too short (at least 1s)", h.IdleTimeout)
+	case h.IdleTimeout.Std() > MaxIdleTimeout:
+		// The runtime refuses such a registration: every invocation
+		// would pause.
+		bad(hp+".idle_timeout", "%s is too long (at most %s, the runtime's bound)", h.IdleTimeout, Duration(MaxIdleTimeout))
 	}
 	switch {
 	case h.Concurrency == 0:

@@ -111,6 +111,8 @@ func TestLoadConfigRejectsInvalidNamingFieldPath(t *testing.T) {
 		{"reserved env name", "env: {GREETING: Hello}", "env: {FNBRIDGE_OUTPUTS: x}", []string{"services[0].handlers[0].env.FNBRIDGE_OUTPUTS", "reserved"}},
 		{"concurrency range", "concurrency: 4", "concurrency: 100000", []string{"services[0].handlers[0].concurrency", "out of range"}},
 		{"timeout over cap", "timeout: 10s", "timeout: 20h", []string{"services[0].handlers[0].timeout", "out of range"}},
+		// The runtime would refuse every registration of it (paused invocations).
+		{"idle_timeout over the runtime's bound", "idle_timeout: 5m", "idle_timeout: 200h", []string{"services[0].handlers[0].idle_timeout: 200h is too long (at most 168h, the runtime's bound)"}},
 		{"bad duration", "timeout: 10s", "timeout: soon", []string{"not a duration"}},
 		{"unknown field", "concurrency: 4", "concurrency: 4\n        colour: red", []string{`services[0].handlers[0]: unknown field "colour" (known here: name, `}},
 		{"env that changes how bash starts", "env: {GREETING: Hello}", "env: {BASH_ENV: /tmp/evil.sh}", []string{"services[0].handlers[0].env.BASH_ENV", "changes how the interpreter or the dynamic loader starts"}},
