@@ -18,8 +18,14 @@ var bootstrap string
 
 // bootstrapStub is the worker's -c script: it sources the bootstrap file
 // named by its first argument with the rest as positional parameters, so
-// $0 stays the worker's name in bash's own messages.
-const bootstrapStub = `builtin . "$1" "${@:2}"`
+// $0 stays the worker's name in bash's own messages. A bash older than
+// MinBashVersion is refused first, by name: the bootstrap would not even
+// parse there.
+const bootstrapStub = `((BASH_VERSINFO[0] > 4 || BASH_VERSINFO[0] == 4 && BASH_VERSINFO[1] >= 4)) || { builtin printf 'E bash %s\n' "$BASH_VERSION" >&4; builtin exit 1; }; builtin . "$1" "${@:2}"`
+
+// MinBashVersion is the oldest bash the worker runs on (bootstrapStub
+// tests it): the bootstrap uses 4.4's ${var@a} and 4.2's [[ -v ]].
+const MinBashVersion = "4.4"
 
 // Kind is the runtime kind this adapter serves.
 const Kind = "bash"

@@ -15,6 +15,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/fnbridge/fnbridge/functionruntime"
+	"github.com/fnbridge/fnbridge/functionruntime/bash"
 	"github.com/fnbridge/fnbridge/functionruntime/internal/adaptertest"
 	"github.com/fnbridge/fnbridge/functionruntime/kinds"
 	"github.com/fnbridge/fnbridge/internal/procstat"
@@ -206,6 +207,27 @@ run() { echo "run $1"; }
 // Every other builtin it may shadow (set, unset and export too, which the
 // check itself runs as bash's own), and the check leaves nothing behind:
 // no POSIX mode, no exported function.
+// Rule (README, Compatibility): a bash older than 4.4 fails the
+// registration naming its version, before the file is sourced. The
+// interpreter here is bash whose version test reads a stand-in for the
+// readonly BASH_VERSINFO.
+func TestOldBashIsRefusedByVersion(t *testing.T) {
+	fake := filepath.Join(t.TempDir(), "bash43")
+	script := "#!/bin/bash\na=(\"$@\")\na[3]=\"FAKEV=(4 3 30); BASH_VERSION='4.3.30(1)-release'; ${a[3]//BASH_VERSINFO/FAKEV}\"\nexec bash \"${a[@]}\"\n"
+	if err := os.WriteFile(fake, []byte(script), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	f := conformance.NewFixture(t, "sh.run", map[string]string{"sh.sh": "touch sourced\nrun() { echo run; }\n"})
+	f.A = bash.New(bash.Options{Interpreter: fake, Grace: adaptertest.Grace})
+	err := f.StartErr(t)
+	if want := "is bash 4.3.30(1)-release; fnbridge needs bash 4.4 or newer"; err == nil || !strings.Contains(err.Error(), want) {
+		t.Fatalf("Start = %v, want an error containing %q", err, want)
+	}
+	if _, err := os.Stat(filepath.Join(f.Dir, "sourced")); err == nil {
+		t.Fatal("the handler file was sourced by a bash the worker does not run on")
+	}
+}
+
 func TestFileDefiningBuiltinOrCommandIsRefused(t *testing.T) {
 	modes(t, testFileDefiningBuiltinOrCommandIsRefused)
 }

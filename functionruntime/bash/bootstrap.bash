@@ -5,8 +5,9 @@
 #   bash --noprofile --norc -c <stub> fnbridge-bash-worker SCRATCH/worker.bash FILE FUNCTION SCRATCH MODE
 #
 # MODE is "subshell" (each invocation in a subshell of its own) or
-# "inline" (each in the worker's own shell, see __fnb_inline; it uses
-# bash 4.4's ${var@a}, the rest of this script nothing newer than 4.1).
+# "inline" (each in the worker's own shell, see __fnb_inline). This
+# script uses bash 4.4's ${var@a} and 4.2's [[ -v ]]; the stub refuses
+# an older bash before sourcing it.
 #
 # The wire protocol is described in the Go package documentation
 # (functionruntime/bash). Everything runs inside __fnb_main, which is parsed

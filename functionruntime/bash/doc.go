@@ -260,7 +260,8 @@
 // directory>, then the registration's env (which may override those three), then
 // FNBRIDGE_OUTPUTS and FNBRIDGE_INPUT_FILE, and the fnbridge command's
 // directory put first on PATH (see Durable steps); nothing is inherited from the server. Bash 4.4 or
-// newer is supported (the bootstrap itself uses nothing newer than 4.1). Options.Interpreter (default bash) is looked up in the
+// newer is supported (MinBashVersion: an older one fails the registration
+// naming its version, before the file is sourced). Options.Interpreter (default bash) is looked up in the
 // server's PATH when the adapter is created.
 //
 // When an invocation's context ends the worker's whole process group gets

@@ -159,7 +159,7 @@ func (l *launcher) start(ctx context.Context) (proc.Session, error) {
 	return s, nil
 }
 
-// handshake waits for "K", "E source N", "E shadow NAME...", "E readonly",
+// handshake waits for "K", "E bash VERSION", "E source N", "E shadow NAME...", "E readonly",
 // "E readonly LC_ALL", "E readonly TMOUT", "E cwd" or "E nofunc", then sends the first
 // invocation's key.
 func (l *launcher) handshake(ctx context.Context, s *session) error {
@@ -203,6 +203,8 @@ func (l *launcher) handshake(ctx context.Context, s *session) error {
 		return fmt.Errorf("%s defines a function named %s, which would take the worker's own use of bash's %s: rename it", l.file, strings.Join(names, " and "), strings.Join(names, " and "))
 	case line == "E nofunc":
 		return fmt.Errorf("function %s is not defined in %s", l.function, l.file)
+	case strings.HasPrefix(line, "E bash "):
+		return fmt.Errorf("bash interpreter %s is bash %s; fnbridge needs bash %s or newer", l.exe, line[len("E bash "):], MinBashVersion)
 	default:
 		return fmt.Errorf("worker sent %q before ready", proc.Clip(line, 80))
 	}
