@@ -281,6 +281,7 @@
 // Messages are lines, because bash cannot read binary lengths:
 //
 //	← "K <bash version>\n"          sourced, function found: ready
+//	← "E bash <version>\n"          (the -c stub) a bash older than MinBashVersion; the worker exits unsourced
 //	← "E source <status>\n"         sourcing failed; the worker exits
 //	← "E shadow builtin command\n"  the file defines functions named builtin or command (either or both named),
 //	                                which the bootstrap reaches bash's own commands through; the worker exits
