@@ -64,6 +64,13 @@ echo
 INGRESS_URL=http://127.0.0.1:$INGRESS
 json_field() { python3 -c 'import json, sys; v = json.load(sys.stdin).get(sys.argv[1]); print("" if v is None else v)' "$1"; }
 
+echo "== Provision (Bash, durability: steps): its DNS step fails once; Restate retries, the VM step does not run again"
+HOST=demo-$$
+curl -fsS "$INGRESS_URL/Provision/provision" -H 'content-type: application/json' -d "\"$HOST\""
+echo
+echo "   what ran, in order (/tmp/fnbridge-provision.$HOST.log):"
+sed 's/^/     /' "/tmp/fnbridge-provision.$HOST.log"
+rm -f "/tmp/fnbridge-provision.$HOST.log"
 echo "== Counter (Bash virtual object): three adds to the key demo, then the shared get"
 for n in 1 2 3; do
   printf '   add %s -> %s\n' "$n" "$(curl -fsS "$INGRESS_URL/Counter/demo/add" -H 'content-type: application/json' -d "$n")"
