@@ -13,6 +13,14 @@ func (b *Bridge) RunSteps(ctx context.Context, service, handler string, j stepct
 	return res, err
 }
 
+// NoReadyCache makes every readiness probe check the runtimes until the
+// test ends.
+func NoReadyCache(t interface{ Cleanup(func()) }) {
+	old := readyCacheFor
+	readyCacheFor = 0
+	t.Cleanup(func() { readyCacheFor = old })
+}
+
 // StepsToRestate is what the endpoint gets for a RunSteps error.
 var StepsToRestate = stepsToRestate
 

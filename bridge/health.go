@@ -29,7 +29,8 @@ import (
 
 // readyCacheFor is how long a remote runtime's health answer is reused, so
 // frequent probes of several load balancers cost the runtime one check.
-const readyCacheFor = time.Second
+// A variable for tests.
+var readyCacheFor = time.Second
 
 // readiness caches the last remote-runtime check.
 type readiness struct {

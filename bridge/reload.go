@@ -17,6 +17,7 @@ import (
 
 	"github.com/rs/zerolog"
 
+	"github.com/fnbridge/fnbridge/functionruntime"
 	executorv1 "github.com/fnbridge/fnbridge/proto/executor/v1"
 	"github.com/fnbridge/fnbridge/restate/discovery"
 )
@@ -153,7 +154,7 @@ func NewLive(cfg *Config, opts Options) (*Live, error) {
 		opts:          opts,
 		desired:       cfg,
 		versions:      map[*pool]handlerVersion{},
-		runtimes:      b.runtimes,
+		runtimes:      maps.Clone(b.runtimes), // b reads its own set (readiness) while a reload adds kinds here
 		unimplemented: map[string]*sync.Once{},
 		replaced:      map[*generation]struct{}{},
 	}
@@ -383,7 +384,9 @@ func (l *Live) Reload(ctx context.Context, cfg *Config) (*ReloadReport, error) {
 	}
 	// New wrapped the shared connections as injected clients; the Live's
 	// own set, which Close shuts down, stays the one that owns them.
-	nb.runtimes = l.runtimes
+	// A copy: the serving generation reads its set (readiness probes)
+	// while a later reload adds a kind to the Live's.
+	nb.runtimes = maps.Clone(l.runtimes)
 	nb.started.Store(true) // its pools are carried over or started candidates
 	rep.ManifestChanged = !sameManifest(old.Manifest(), nb.Manifest())
 	l.genMu.Lock()
@@ -492,7 +495,8 @@ func (l *Live) candidate(ctx context.Context, service string, h *HandlerConfig, 
 	p := newPool(l.cur.Load().instance, service, &hc, rc.client, l.opts.Logger, l.unimplemented[h.Runtime])
 	p.tel = newPoolTelemetry(l.opts, service, &hc)
 	for _, s := range p.slots {
-		s.runUID = fmt.Sprintf("%s-r%d", s.runUID, l.gen)
+		// Fitted again: a run UID already at the bound would pass it.
+		s.runUID = fitDigest(fmt.Sprintf("%s-r%d", s.runUID, l.gen), functionruntime.MaxRunUIDBytes, 16)
 	}
 	// The pool's own lines about a failed first registration would
 	// describe a pool that is discarded; the reload reports it instead.
@@ -634,5 +638,14 @@ func (l *Live) Close(ctx context.Context) error {
 		<-drained
 	}
 	l.cancelDrain()
-	return l.cur.Load().Close(ctx)
+	cur := l.cur.Load()
+	err := cur.Close(ctx)
+	// A kind that a reload connected but did not serve (it failed) is in
+	// the Live's set only: closed here.
+	for kind, rc := range l.runtimes {
+		if cur.runtimes[kind] != rc {
+			err = errors.Join(err, rc.close(ctx))
+		}
+	}
+	return err
 }

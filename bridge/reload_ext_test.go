@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"net/http"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -237,6 +238,56 @@ func TestLiveReloadServesTheEditedSourceAndKeepsTheOthers(t *testing.T) {
 	}
 	if rep := lh.reload(); rep.Changed() || len(rep.Failed) != 0 {
 		t.Errorf("a reload without changes reported %+v", rep)
+	}
+}
+
+// A handler whose run UIDs are at run_uid's 128-byte bound (long names
+// are cut and end in a digest) reloads too: the new version's run UIDs,
+// which carry the generation, are fitted to the bound as well.
+func TestLiveReloadOfAHandlerWithLongNames(t *testing.T) {
+	svc, h := "S"+strings.Repeat("x", 60), "h"+strings.Repeat("y", 60)
+	lh := newLiveHarness(t, fmt.Sprintf("instance: inst\nservices:\n  - name: %s\n    handlers:\n      - {name: %s, runtime: python, dir: fn, handler: py.f, timeout: 20s}\n", svc, h))
+	if v := lh.callOK(svc, h); v.V != 1 {
+		t.Fatalf("first version: %+v", v)
+	}
+	lh.write("fn/py.py", pySource(2))
+	if rep := lh.reload(); !slices.Equal(rep.Reloaded, []string{svc + "/" + h}) || len(rep.Failed) != 0 {
+		t.Fatalf("report %+v, want %s/%s reloaded", rep, svc, h)
+	}
+	if v := lh.callOK(svc, h); v.V != 2 {
+		t.Fatalf("after the edit: %+v, want version 2", v)
+	}
+}
+
+// A reload that brings in a runtime kind no handler used before does not
+// write the set of runtimes the serving version's readiness probe reads
+// (go test -race: the probe's read and the reload's write are unordered).
+func TestLiveReloadAddingARuntimeKindBesideReadinessProbes(t *testing.T) {
+	bridge.NoReadyCache(t)
+	lh := newLiveHarness(t, "services:\n  - name: Py\n    handlers:\n      - {name: f, runtime: python, dir: fn, handler: py.f, timeout: 20s}\n")
+	stop, done := make(chan struct{}), make(chan struct{})
+	go func() {
+		defer close(done)
+		for {
+			select {
+			case <-stop:
+				return
+			default:
+			}
+			if resp, err := http.Get(lh.url + "/health/ready"); err == nil {
+				resp.Body.Close()
+			}
+		}
+	}()
+	lh.write("bridge.yaml", liveConfig)
+	rep := lh.reload()
+	close(stop)
+	<-done
+	if !slices.Equal(rep.Added, []string{"Sh/f"}) {
+		t.Fatalf("report %+v, want Sh/f added", rep)
+	}
+	if sh := lh.callOK("Sh", "f"); sh.V != 1 {
+		t.Fatalf("Sh/f = %+v", sh)
 	}
 }
 
