@@ -44,9 +44,12 @@ type Config struct {
 	ProtocolMode ProtocolMode
 	// PathPrefix is stripped from request paths, e.g. "/restate".
 	PathPrefix string
-	// MaxMessageSize bounds one protocol message's payload (default 32 MiB,
-	// restate-server's own default). Larger frames fail the attempt before
-	// anything is allocated for them.
+	// MaxMessageSize is the runtime's message size limit (default 32 MiB,
+	// restate-server's own default). The endpoint sends payloads of up to
+	// a 32nd less and reads payloads of up to a 32nd more (restate-server
+	// adds room of its own to the limit); a larger frame fails the attempt
+	// before anything is allocated for it, asking Restate to pause the
+	// invocation, since every retry would bring it again.
 	MaxMessageSize int
 	// StartTimeout bounds how long after the request arrived the endpoint
 	// waits for what the handler needs to start: the StartMessage and the

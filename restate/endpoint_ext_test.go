@@ -555,21 +555,36 @@ func TestBidiOverHTTP11FullDuplex(t *testing.T) {
 	}
 }
 
+// Frames are read up to the runtime's own bound: the message size plus a
+// 32nd (restate-server 1.7.12 puts state of up to its 32 MiB limit plus
+// 256 KiB in a StartMessage). A frame over that fails the attempt and
+// asks for a pause (v7; a long retry delay before), since every retry
+// would bring the same frame.
 func TestMaxMessageSizeEnforced(t *testing.T) {
-	ep := restate.NewEndpoint(restate.Config{MaxMessageSize: 64, ProtocolMode: restate.RequestResponse})
-	_ = ep.Bind(restate.Service{Name: "S", Handlers: []restate.Handler{{Name: "h", Fn: func(restate.Context, []byte) ([]byte, error) { return nil, nil }}}})
-	body := restatetest.Encode(restatetest.Start("x", 1), restatetest.Input(make([]byte, 100)))
-	req := httptest.NewRequest(http.MethodPost, "/invoke/S/h", bytes.NewReader(body))
-	req.Header.Set("Content-Type", restatetest.ContentType(6))
-	rec := httptest.NewRecorder()
-	ep.ServeHTTP(rec, req)
-	frames, _ := restatetest.Decode(rec.Body.Bytes())
-	if len(frames) != 1 {
-		t.Fatalf("frames %v", frames)
-	}
-	e, ok := restatetest.Message[*servicev1.ErrorMessage](frames[0])
-	if !ok || !strings.Contains(e.GetMessage(), "exceeds the limit") {
-		t.Fatalf("got %v, want an ErrorMessage about the size limit", frames[0])
+	ep := restate.NewEndpoint(restate.Config{MaxMessageSize: 640, ProtocolMode: restate.RequestResponse})
+	_ = ep.Bind(restate.Service{Name: "S", Handlers: []restate.Handler{{Name: "h", Fn: func(restate.Context, []byte) ([]byte, error) { return []byte("ok"), nil }}}})
+	for _, v := range []int{6, 7} {
+		for _, n := range []int{645, 700} {
+			body := restatetest.Encode(restatetest.Start("x", 1), restatetest.Input(make([]byte, n)))
+			req := httptest.NewRequest(http.MethodPost, "/invoke/S/h", bytes.NewReader(body))
+			req.Header.Set("Content-Type", restatetest.ContentType(v))
+			rec := httptest.NewRecorder()
+			ep.ServeHTTP(rec, req)
+			frames, _ := restatetest.Decode(rec.Body.Bytes())
+			e, isErr := restatetest.Message[*servicev1.ErrorMessage](frames[0])
+			if n == 645 {
+				if isErr {
+					t.Fatalf("v%d: an input of %d bytes, within the runtime's bound, failed: %v", v, n, e)
+				}
+				continue
+			}
+			if len(frames) != 1 || !isErr || !strings.Contains(e.GetMessage(), "exceeds the limit") {
+				t.Fatalf("v%d: got %v, want an ErrorMessage about the size limit", v, frames)
+			}
+			if v == 7 && e.GetBehavior() != servicev1.ErrorBehavior_ERROR_BEHAVIOR_PAUSE || v < 7 && e.GetNextRetryDelay() != uint64((5*time.Minute).Milliseconds()) {
+				t.Errorf("v%d: %v, want the invocation paused (v7) or retried after 5m", v, e)
+			}
+		}
 	}
 }
 

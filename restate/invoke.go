@@ -156,7 +156,7 @@ func (e *Endpoint) serveInvoke(w http.ResponseWriter, r *http.Request, h *boundH
 	inv.ep, inv.h, inv.w, inv.r, inv.m = e, h, w, r, m
 	inv.freeSlot = freeSlot
 	inv.fl, _ = w.(http.Flusher)
-	inv.frames = wire.NewReader(r.Body, e.cfg.MaxMessageSize)
+	inv.frames = wire.NewReader(r.Body, readLimit(e.cfg.MaxMessageSize))
 	delete(w.Header(), "Connection") // the stream reads its body (see ServeHTTP)
 	inv.serve(version, bidi)
 	inv.release()
@@ -352,7 +352,8 @@ func interruptRead(w http.ResponseWriter, r *http.Request) {
 func (inv *invocation) readFailed(err error) {
 	switch {
 	case errors.Is(err, wire.ErrMessageTooLarge):
-		inv.m.Fail(&journal.Error{Code: journal.CodeProtocolViolation, Message: err.Error(), RelatedIndex: -1})
+		// Every retry would bring the same frame: pause.
+		inv.m.Fail(&journal.Error{Code: journal.CodeProtocolViolation, Message: err.Error(), RelatedIndex: -1, Pause: true})
 	case err == io.EOF:
 		inv.m.InputClosed()
 	case errors.Is(err, io.ErrUnexpectedEOF) && !inv.m.Done():
@@ -592,6 +593,18 @@ func (inv *invocation) awaitWith(ctx context.Context, id uint32, cancellable boo
 			return journal.Result{}, journal.Pending
 		}
 	}
+}
+
+// readLimit is the largest payload the endpoint reads under the runtime's
+// message size limit max: max plus a 32nd (1 MiB of restate-server's
+// 32 MiB). restate-server 1.7.12 gathers eager state of up to its limit
+// plus 256 KiB into a StartMessage, framing aside, and passes on call
+// results and state values up to that size too.
+func readLimit(max int) int {
+	if max <= 0 {
+		return max
+	}
+	return max + max/32
 }
 
 // sendLimit is the largest payload the endpoint sends under the runtime's

@@ -7,8 +7,9 @@ import (
 	"sync"
 )
 
-// DefaultMaxMessageSize is the payload limit used when none is configured;
-// it matches restate-server's default message size limit.
+// DefaultMaxMessageSize is the payload limit used when none is
+// configured: restate-server's default message size limit (the endpoint
+// reads a little more, restate.Config.MaxMessageSize says why).
 const DefaultMaxMessageSize = 32 << 20
 
 // ErrMessageTooLarge is wrapped by the error Reader.Next returns when a
