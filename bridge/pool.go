@@ -158,18 +158,29 @@ func (p *pool) put(s *slot, used bool) {
 
 // take removes the best free slot; the caller has taken a token from
 // avail. The best is a registered one (a warm worker) before one to
-// register, and among those the most recently used: sequential traffic
-// keeps using one warm registration, and the others go idle and are
-// unregistered after idle_timeout (first in, first out would cycle
-// through, and cold-start, every slot). Ties go to the lowest index, the
-// min_warm slots.
+// register, that before one whose registration failed and waits out its
+// backoff (which would fail the lease at once), and among those the most
+// recently used: sequential traffic keeps using one warm registration,
+// and the others go idle and are unregistered after idle_timeout (first
+// in, first out would cycle through, and cold-start, every slot). Ties go
+// to the lowest index, the min_warm slots.
 func (p *pool) take() *slot {
 	p.freeMu.Lock()
 	defer p.freeMu.Unlock()
+	now := p.now()
+	rank := func(s *slot) int {
+		switch {
+		case s.regID != "":
+			return 2
+		case s.fatal != "" && now.Before(s.retryAt):
+			return 0
+		}
+		return 1
+	}
 	best := 0
 	for i, s := range p.free {
-		if b := p.free[best]; (s.regID != "") != (b.regID != "") {
-			if s.regID != "" {
+		if b := p.free[best]; rank(s) != rank(b) {
+			if rank(s) > rank(b) {
 				best = i
 			}
 		} else if s.lastUsed != b.lastUsed {

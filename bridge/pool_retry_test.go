@@ -51,11 +51,16 @@ func (f *failingRuntime) UnregisterFunction(context.Context, *executorv1.Unregis
 }
 
 func failingPool(t *testing.T, rt executorv1.FunctionRuntimeClient) *pool {
+	return failingPoolOf(t, rt, 1)
+}
+
+// failingPoolOf is failingPool with concurrency slots.
+func failingPoolOf(t *testing.T, rt executorv1.FunctionRuntimeClient, concurrency int) *pool {
 	dir := t.TempDir()
 	if err := os.WriteFile(filepath.Join(dir, "m.py"), []byte("def f(x):\n    return x\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	h := &HandlerConfig{Name: "h", Runtime: "python", Dir: dir, Handler: "m.f", Concurrency: 1,
+	h := &HandlerConfig{Name: "h", Runtime: "python", Dir: dir, Handler: "m.f", Concurrency: concurrency,
 		Timeout: Duration(DefaultTimeout), IdleTimeout: Duration(DefaultIdleTimeout), LeaseTimeout: Duration(DefaultLeaseTimeout)}
 	return newPool("test", "S", h, rt, zerolog.Nop(), &sync.Once{})
 }
@@ -74,6 +79,28 @@ func TestRegistrationFailedOnceIsRetried(t *testing.T) {
 	p.release(s)
 	if len(rt.attempts) != 2 || rt.attempts[1] != rt.attempts[0]+1 {
 		t.Fatalf("registration attempts %v, want a retry at the next attempt", rt.attempts)
+	}
+}
+
+// A slot whose registration failed (its worker killed while starting)
+// waits out its backoff while a free slot that has not failed registers
+// for the next lease: one unlucky start does not fail every invocation
+// until the backoff ends, nor become permanent on that slot alone.
+func TestPoolLeasesAnotherSlotWhileOneBacksOff(t *testing.T) {
+	rt := &failingRuntime{failures: 2} // both attempts of the first lease
+	p := failingPoolOf(t, rt, 3)
+	if _, err := p.lease(context.Background()); err == nil {
+		t.Fatal("the first lease registered, want its two attempts failed")
+	}
+	for i := range 2 {
+		s, err := p.lease(context.Background())
+		if err != nil {
+			t.Fatalf("lease %d after one slot's failure: %v (registrations %v)", i, err, rt.attempts)
+		}
+		if s.index == 0 {
+			t.Fatalf("lease %d got slot 0, which is backing off", i)
+		}
+		p.release(s)
 	}
 }
 
