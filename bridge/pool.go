@@ -276,7 +276,10 @@ func (p *pool) lease(ctx context.Context) (*slot, error) {
 		// Without this, traffic that keeps it warm would keep both
 		// versions serving side by side for good.
 		p.log.Info().Str("run_uid", s.runUID).Msg("the handler changed since this registration (source or interpreter): registering the current version")
-		p.unregister(ctx, s.runUID, s.regID, false)
+		// Not cut short by this invocation's end: the slot forgets the
+		// ID, and a registration never unregistered would keep its worker
+		// running unseen.
+		p.unregister(context.WithoutCancel(ctx), s.runUID, s.regID, false)
 		s.regID = ""
 		s.attempt++
 	}

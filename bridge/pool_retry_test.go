@@ -104,6 +104,51 @@ func TestPoolLeasesAnotherSlotWhileOneBacksOff(t *testing.T) {
 	}
 }
 
+// unregisterRecorder is failingRuntime that records whether each
+// UnregisterFunction came with a context already ended (which the
+// in-process client refuses before the runtime sees it).
+type unregisterRecorder struct {
+	failingRuntime
+	ended []bool
+}
+
+func (u *unregisterRecorder) UnregisterFunction(ctx context.Context, in *executorv1.UnregisterFunctionRequest, o ...grpc.CallOption) (*executorv1.UnregisterFunctionResponse, error) {
+	u.mu.Lock()
+	u.ended = append(u.ended, ctx.Err() != nil)
+	u.mu.Unlock()
+	return u.failingRuntime.UnregisterFunction(ctx, in, o...)
+}
+
+// A registration of an earlier version of the handler that a lease finds
+// (another slot registered the changed source) is unregistered even when
+// that lease's invocation has ended meanwhile: the slot forgets its ID,
+// so an unregister never sent would leave the worker running unseen.
+func TestPoolUnregistersAnOutdatedRegistrationForAnEndedLease(t *testing.T) {
+	rt := &unregisterRecorder{}
+	p := failingPoolOf(t, rt, 2)
+	a, err := p.lease(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(p.h.Dir, "m.py"), []byte("def f(x):\n    return [x]\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	b, err := p.lease(context.Background()) // registers the new source
+	if err != nil {
+		t.Fatal(err)
+	}
+	p.release(b)
+	p.release(a) // the most recently used: leased next
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	if _, err := p.lease(ctx); err == nil {
+		t.Fatal("a lease with an ended context succeeded")
+	}
+	if !slices.Equal(rt.ended, []bool{false}) {
+		t.Fatalf("unregister calls (context ended?) %v, want one, sent with a live context", rt.ended)
+	}
+}
+
 // A registration whose initialization keeps failing (a broken handler:
 // syntax error, missing module) becomes permanent after permanentAfter
 // rounds of backoff, and the error says why; before that, invocations are
