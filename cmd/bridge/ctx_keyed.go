@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -100,7 +101,10 @@ func jsonArg(cmd *cobra.Command, arg string) ([]byte, error) {
 		// and a Python function reading the value could not decode it.
 		return nil, exitf(ctxExitUsage, "the value holds bytes that are not UTF-8: JSON text is UTF-8")
 	}
-	return in, nil
+	// The whitespace around a value is JSON's, not the value's: the
+	// newline of echo or a here-string is not stored (Python's encoder
+	// writes none either).
+	return bytes.Trim(in, " \t\r\n"), nil
 }
 
 // printFound prints a value read, or exits 1 printing nothing when the

@@ -44,6 +44,16 @@ func TestCtxState(t *testing.T) {
 	fnbridge(t, "", "state", "set", "bad", "not json").want(t, 2, "", "the value is not valid JSON")
 	fnbridge(t, "", "state", "get", "count").want(t, 0, "42\n", "")
 	fnbridge(t, "", "state", "get", "profile").want(t, 0, `{"name": "$(touch pwned)"}`+"\n", "")
+	// A value from stdin (echo, a here-string) or an argument is stored
+	// without the whitespace around it, as Python's would be: other SDKs
+	// and restate state get see the value alone.
+	fnbridge(t, "\"x\"\n", "state", "set", "piped", "-").want(t, 0, "", "")
+	fnbridge(t, "", "state", "set", "spaced", " [1]\t").want(t, 0, "", "")
+	if got, want := string(e.j.State["piped"])+"|"+string(e.j.State["spaced"]), `"x"|[1]`; got != want {
+		t.Fatalf("stored %q, want %q", got, want)
+	}
+	fnbridge(t, "", "state", "clear", "piped").want(t, 0, "", "")
+	fnbridge(t, "", "state", "clear", "spaced").want(t, 0, "", "")
 	fnbridge(t, "", "state", "keys").want(t, 0, "count\nprofile\n", "")
 	fnbridge(t, "", "state", "clear", "count").want(t, 0, "", "")
 	fnbridge(t, "", "state", "keys").want(t, 0, "profile\n", "")
