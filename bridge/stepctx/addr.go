@@ -16,6 +16,14 @@ const (
 	EnvAddr = "FNBRIDGE_CONTEXT"
 	// EnvToken is the attempt's bearer token.
 	EnvToken = "FNBRIDGE_CONTEXT_TOKEN"
+	// EnvAfter is "<pid>:<k>": process pid has sent the run/start of its
+	// attempt whose "ahead" is k without waiting for its answer, and runs
+	// the step's function, which may start this process. A client in
+	// another process names k in its preface (" after=<k>"), and the
+	// endpoint serves that connection's requests only once it has served
+	// that start, so a child's call is never journaled ahead of the step
+	// it was started in (see "Pipelined steps").
+	EnvAfter = "FNBRIDGE_CONTEXT_AFTER"
 )
 
 // ParseAddr splits an endpoint address into a net.Dial network and

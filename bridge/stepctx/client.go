@@ -28,6 +28,7 @@ import (
 type Client struct {
 	network, address string
 	token            string
+	after            uint64 // the parent's pipelined start to wait for (EnvAfter); 0: none
 	conn             net.Conn
 	r                *bufio.Reader
 	buf              []byte
@@ -77,7 +78,26 @@ func ClientFromEnv() (*Client, error) {
 	if addr == "" || token == "" {
 		return nil, fmt.Errorf("%s and %s are not set: context calls work only inside a function that fnbridge runs with durable steps (durability: steps), and in the processes it starts with its environment (not under env -i or a scrubbed environment)", EnvAddr, EnvToken)
 	}
-	return NewClient(addr, token)
+	c, err := NewClient(addr, token)
+	if err == nil {
+		c.after = afterOf(os.Getenv(EnvAfter), os.Getpid())
+	}
+	return c, err
+}
+
+// afterOf is the start an EnvAfter value ("<pid>:<k>") asks a process
+// with pid self to wait for: k when another process (its parent) set it,
+// else 0, as for a value that is not one.
+func afterOf(v string, self int) uint64 {
+	pid, k, ok := strings.Cut(v, ":")
+	if !ok || pid == strconv.Itoa(self) {
+		return 0
+	}
+	n, err := strconv.ParseUint(k, 10, 64)
+	if err != nil {
+		return 0
+	}
+	return n
 }
 
 // Close closes the connection.
@@ -99,7 +119,11 @@ func (c *Client) exchange(ctx context.Context, op string, body []byte) (int, []b
 			return 0, nil, err
 		}
 		c.conn, c.r = conn, bufio.NewReader(conn)
-		c.buf = append(append(append(c.buf[:0], FramedPreface...), c.token...), '\n')
+		c.buf = append(append(c.buf[:0], FramedPreface...), c.token...)
+		if c.after > 0 {
+			c.buf = strconv.AppendUint(append(c.buf, " after="...), c.after, 10)
+		}
+		c.buf = append(c.buf, '\n')
 	} else {
 		c.buf = c.buf[:0]
 	}

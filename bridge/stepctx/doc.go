@@ -34,6 +34,8 @@
 //
 //	FNBRIDGE/1 <token>\n
 //
+// or, for a process started by a step's function whose start went ahead
+// (EnvAfter; see Pipelined steps), FNBRIDGE/1 <token> after=<k>\n
 // (it may share a write with the first request, as the Python worker
 // does), then one request frame at a time, each a 4-byte big-endian length and
 // that many bytes: the operation's name (the route without "/v1/"), "\n",
@@ -204,6 +206,15 @@
 // the completion was refused too (400 or 410) and nothing of the closure
 // was journaled. The RunCommand is flushed once the start is read, so it
 // may reach Restate while the closure runs, not before.
+//
+// A start sent ahead names its number in the attempt, {"name":"fetch",
+// "ahead":3}, and its sender sets EnvAfter ("<its pid>:3") for the
+// processes the closure starts. Their connections name it in the preface
+// (after=3), and the endpoint serves their requests only once it has
+// served that start (or after 10 seconds, or when the attempt ends): a
+// child's call, which may reach the endpoint before its parent's start
+// does, is then refused as one beside an executing step (409) instead of
+// being journaled ahead of the step, where a replay would not put it.
 //
 // # Statuses
 //

@@ -25,3 +25,14 @@ func (a *Attempt) HoldServing() func() {
 	a.servingMu.Unlock()
 	return a.release
 }
+
+// AheadWaiters is how many of a's requests wait for a pipelined start
+// (a child's, see EnvAfter).
+func (a *Attempt) AheadWaiters() int {
+	a.aheadMu.Lock()
+	defer a.aheadMu.Unlock()
+	return a.aheadWait
+}
+
+// AfterOf is afterOf.
+var AfterOf = afterOf

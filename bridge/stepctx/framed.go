@@ -310,6 +310,9 @@ type framedConn struct {
 	// executed ("" when that start was refused or recorded): the only run
 	// a run/complete without a handle may complete.
 	lastStart string
+	// after is the "ahead" of the start its client's parent sent before
+	// starting it (the preface's after=k; 0: none): requests wait for it.
+	after uint64
 }
 
 // started records that fc started a run of a, forgetting the attempts
@@ -437,11 +440,12 @@ func (s *Server) serveFramed(c net.Conn, br *bufio.Reader) {
 		return
 	}
 	line, err := br.ReadSlice('\n')
-	token, bad := prefaceToken(line, err)
+	token, after, bad := prefaceToken(line, err)
 	if bad != "" {
 		refusePreface(c, bad)
 		return
 	}
+	fc.after = after
 	key := sha256.Sum256([]byte(token))
 	stop := s.track(fc, key) // clears the preface's deadline
 	defer func() { stop() }()
@@ -464,12 +468,12 @@ func (s *Server) serveFramed(c net.Conn, br *bufio.Reader) {
 				refusePreface(c, "a frame starting \"FNBR\" that is no preface")
 				return
 			}
-			t, bad := prefaceToken(line[len(FramedPreface)-4:], err)
+			t, after, bad := prefaceToken(line[len(FramedPreface)-4:], err)
 			if bad != "" {
 				refusePreface(c, bad)
 				return
 			}
-			token = t
+			token, fc.after = t, after
 			key = sha256.Sum256([]byte(token))
 			stop()
 			stop = s.track(fc, key)
@@ -528,22 +532,31 @@ func (s *Server) serveFramed(c net.Conn, br *bufio.Reader) {
 }
 
 // prefaceToken is the token of a preface's line (after FramedPreface) as
-// ReadSlice returned it, or what is wrong with the line. An empty token
-// is served (every request is then answered 401).
-func prefaceToken(line []byte, err error) (string, string) {
+// ReadSlice returned it, and the start its requests wait for (" after=k"
+// after the token, EnvAfter; 0: none), or what is wrong with the line. An
+// empty token is served (every request is then answered 401).
+func prefaceToken(line []byte, err error) (string, uint64, string) {
 	switch {
 	case len(line) > maxFramedToken:
-		return "", fmt.Sprintf("the token line is longer than %d bytes", maxFramedToken)
+		return "", 0, fmt.Sprintf("the token line is longer than %d bytes", maxFramedToken)
 	case err != nil:
-		return "", "the token line does not end with \"\\n\" (" + err.Error() + ")"
+		return "", 0, "the token line does not end with \"\\n\" (" + err.Error() + ")"
 	}
 	token := strings.TrimSuffix(string(line), "\n")
+	var after uint64
+	if t, k, ok := strings.Cut(token, " after="); ok {
+		n, err := strconv.ParseUint(k, 10, 64)
+		if err != nil || n == 0 {
+			return "", 0, fmt.Sprintf("after=%q is not a start's ahead number (1 or more)", k)
+		}
+		token, after = t, n
+	}
 	if token != "" {
 		if err := checkToken(token); err != nil {
-			return "", strings.TrimPrefix(err.Error(), "stepctx: ")
+			return "", 0, strings.TrimPrefix(err.Error(), "stepctx: ")
 		}
 	}
-	return token, ""
+	return token, after, ""
 }
 
 // refusePreface answers a malformed preface with one 400 frame, before
@@ -587,13 +600,42 @@ func (s *Server) serveFrame(fc *framedConn, br *bufio.Reader, token string, key 
 	if err := a.Err(); err != nil {
 		return errorAnswer(endedError(err))
 	}
+	if fc.after > 0 {
+		// A child of a step's function: not before that step's start.
+		a.waitAhead(fc.after)
+	}
 	ctx := context.Background()
 	if waitingOps[string(name)] {
 		var stop func()
 		ctx, stop = watchHangUp(fc.c, br)
 		defer stop()
 	}
-	return a.serveOp(ctx, op, body, fc)
+	status, v := a.serveOp(ctx, op, body, fc)
+	if string(name) == "run/start" {
+		// Served, whatever its outcome: a child waiting for it goes on.
+		if k := aheadOf(body); k > 0 {
+			a.noteAhead(k)
+		}
+	}
+	return status, v
+}
+
+// aheadOf is a run/start body's "ahead" (0: none), read without decoding
+// the body: the start of a pipelined step (see EnvAfter).
+func aheadOf(body []byte) uint64 {
+	const key = `,"ahead":`
+	i := bytes.LastIndex(body, []byte(key))
+	if i < 0 {
+		return 0
+	}
+	var k uint64
+	for j, c := range body[i+len(key):] {
+		if c < '0' || c > '9' || j == 18 {
+			break
+		}
+		k = k*10 + uint64(c-'0')
+	}
+	return k
 }
 
 // frameTooLarge answers a frame of n bytes, over the body limit: the

@@ -8,6 +8,7 @@ import (
 	"encoding/binary"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"net"
 	"net/http"
@@ -22,6 +23,7 @@ import (
 
 	"github.com/fnbridge/fnbridge/bridge/stepctx"
 	"github.com/fnbridge/fnbridge/bridge/stepctx/stepctxtest"
+	"github.com/fnbridge/fnbridge/internal/testtool"
 )
 
 // framed speaks the framed protocol by hand, as the Python worker does.
@@ -219,6 +221,72 @@ func TestFramedPipelinedStep(t *testing.T) {
 	f.wantRead("run/complete", 400, `none is`)
 	if e := j2.Entries(); len(e) != 0 {
 		t.Fatalf("journal %+v: want nothing", e)
+	}
+}
+
+// Rule (Pipelined steps): a process started by a step's function, whose
+// preface names the step's start sent ahead (after=k, from EnvAfter), is
+// served only once that start is: its call, which reached the endpoint
+// first, is refused as one beside the step executing (409) and never
+// journaled ahead of the step, which a replay could not reproduce.
+func TestFramedChildWaitsForItsParentsStart(t *testing.T) {
+	s, addr := serve(t, "unix", stepctx.Config{})
+	j := &stepctxtest.Journal{}
+	a, _ := open(t, s, addr, j)
+	parent := dialFramed(t, addr, a.Token())
+	parent.want("run/start", `{"name":"first","ahead":1}`, 200, `{"execute":"`)
+	parent.want("run/complete", `{"value":1}`, 200, `{"result":{"value":1}}`)
+	// A child of the first step's function, started after it: the start it
+	// names was served, so it waits for nothing.
+	late := dialFramed(t, addr, a.Token()+" after=1")
+	late.want("invocation-id", `{}`, 200, `inv_fake`)
+
+	child := dialFramed(t, addr, a.Token()+" after=2")
+	child.send("sleep", `{"millis":1}`)
+	testtool.Eventually(t, 10*time.Second, "the child's request waiting for start 2", func() (bool, string) {
+		n := a.AheadWaiters()
+		return n == 1, fmt.Sprintf("%d waiting, journal %+v", n, j.Entries())
+	})
+	// The step's function waits for its child (its completion comes after).
+	parent.want("run/start", `{"name":"second","ahead":2}`, 200, `{"execute":"`)
+	child.wantRead("sleep", 409, `step \"second\"`)
+	parent.want("run/complete", `{"value":2}`, 200, `{"result":{"value":2}}`)
+	if e := j.Entries(); len(e) != 2 || e[1].Name != "second" {
+		t.Fatalf("journal %+v: want the two steps alone", e)
+	}
+
+	// The fnbridge command's Client takes the number from EnvAfter, set
+	// by another process (pid 1 here).
+	t.Setenv(stepctx.EnvAddr, addr)
+	t.Setenv(stepctx.EnvToken, a.Token())
+	t.Setenv(stepctx.EnvAfter, "1:3")
+	c, err := stepctx.ClientFromEnv()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	got := make(chan error, 1)
+	go func() {
+		_, err := c.Sleep(context.Background(), time.Millisecond)
+		got <- err
+	}()
+	testtool.Eventually(t, 10*time.Second, "the Client's call waiting for start 3", func() (bool, string) {
+		n := a.AheadWaiters()
+		return n == 1, fmt.Sprintf("%d waiting", n)
+	})
+	parent.want("run/start", `{"name":"third","ahead":3}`, 200, `{"execute":"`)
+	if err := <-got; err == nil || !strings.Contains(err.Error(), `step "third"`) {
+		t.Fatalf("the Client's call: %v, want it refused beside step third", err)
+	}
+}
+
+// EnvAfter's value names the process that set it: that process itself
+// (a kept connection's new preface, a retry) waits for nothing.
+func TestAfterOfSkipsItsOwnProcess(t *testing.T) {
+	for v, want := range map[string]uint64{"41:3": 3, "42:3": 0, "": 0, "41:x": 0, "3": 0} {
+		if got := stepctx.AfterOf(v, 42); got != want {
+			t.Errorf("afterOf(%q, 42) = %d, want %d", v, got, want)
+		}
 	}
 }
 

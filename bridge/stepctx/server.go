@@ -298,6 +298,71 @@ type Attempt struct {
 	mu   sync.Mutex
 	err  error // why the attempt ended; nil while it runs
 	done chan struct{}
+
+	// aheadSeen is the highest "ahead" of a run/start served (pipelined
+	// starts, EnvAfter); aheadNext is closed when it grows (guarded by
+	// aheadMu).
+	aheadMu   sync.Mutex
+	aheadSeen uint64
+	aheadNext chan struct{}
+	aheadWait int // requests waiting in waitAhead, for tests
+}
+
+// aheadWait bounds how long a child's request waits for the start of the
+// step it was started in (see EnvAfter): the start was sent before the
+// child existed, so it is a frame the endpoint has yet to read, unless
+// its sender's connection broke; then the request is served as it is.
+const aheadWait = 10 * time.Second
+
+// noteAhead records that the run/start numbered k was served.
+func (a *Attempt) noteAhead(k uint64) {
+	a.aheadMu.Lock()
+	defer a.aheadMu.Unlock()
+	if k > a.aheadSeen {
+		a.aheadSeen = k
+		if a.aheadNext != nil {
+			close(a.aheadNext)
+			a.aheadNext = nil
+		}
+	}
+}
+
+// waitAhead returns once the run/start numbered k was served, the
+// attempt ended or aheadWait passed.
+func (a *Attempt) waitAhead(k uint64) {
+	var timeout <-chan time.Time
+	for {
+		a.aheadMu.Lock()
+		if a.aheadSeen >= k {
+			a.aheadMu.Unlock()
+			return
+		}
+		if a.aheadNext == nil {
+			a.aheadNext = make(chan struct{})
+		}
+		next := a.aheadNext
+		a.aheadWait++
+		a.aheadMu.Unlock()
+		if timeout == nil {
+			t := time.NewTimer(aheadWait)
+			defer t.Stop()
+			timeout = t.C
+		}
+		var over bool
+		select {
+		case <-next:
+		case <-a.done:
+			over = true
+		case <-timeout:
+			over = true
+		}
+		a.aheadMu.Lock()
+		a.aheadWait--
+		a.aheadMu.Unlock()
+		if over {
+			return
+		}
+	}
 }
 
 type handle struct {

@@ -5,6 +5,7 @@ import (
 	"encoding/base64"
 	"encoding/json"
 	"fmt"
+	"strconv"
 	"unicode/utf8"
 )
 
@@ -57,6 +58,9 @@ type wireResult struct {
 type runStartRequest struct {
 	Name    string `json:"name"`
 	AsBytes bool   `json:"as_bytes"`
+	// Ahead numbers a start sent without waiting for its answer (1, 2,
+	// ... in an attempt; see EnvAfter); read by aheadOf.
+	Ahead uint64 `json:"ahead,omitempty"`
 }
 
 type runStartResponse struct {
@@ -296,6 +300,14 @@ func decodeRunStart(body []byte, req *runStartRequest) *apiError {
 	if len(body) >= len(pre)+len(post) && bytes.HasPrefix(body, []byte(pre)) && bytes.HasSuffix(body, []byte(post)) {
 		if name := body[len(pre) : len(body)-len(post)]; plainString(name) {
 			*req = runStartRequest{Name: string(name)}
+			return nil
+		}
+	}
+	// A pipelined start: {"name":"<name>","ahead":<k>}.
+	if k := aheadOf(body); k > 0 && bytes.HasPrefix(body, []byte(pre)) && body[len(body)-1] == '}' {
+		rest := body[len(pre):]
+		if i := bytes.IndexByte(rest, '"'); i >= 0 && plainString(rest[:i]) && string(rest[i:]) == `","ahead":`+strconv.FormatUint(k, 10)+`}` {
+			*req = runStartRequest{Name: string(rest[:i]), Ahead: k}
 			return nil
 		}
 	}

@@ -355,6 +355,7 @@ def _fnbridge_worker():
             self.live = live
             self.ahead = None  # the run/start frame sent ahead, as sent, until answered
             self.ahead_answer = None  # its answer, read by exchange for request_body
+            self.ahead_seq = 0  # run/starts sent ahead in this attempt: each names its number
             self.open_step = False  # a run started whose run/complete is not sent yet
             self.conn = None
             self.preface = None  # sent with the first request of conn
@@ -441,8 +442,15 @@ def _fnbridge_worker():
         # length-prefixed frames (see bridge/stepctx, "Framed protocol").
         if ctx.conn is not None:
             return ctx.conn
-        # The preface travels with the first request, in one send.
-        ctx.preface = b"FNBRIDGE/1 " + ctx.token.encode("ascii") + b"\n"
+        # The preface travels with the first request, in one send. A
+        # process a step's function started (a fork) names the start its
+        # parent sent ahead: the endpoint serves it after that start, so
+        # its calls are never journaled ahead of the step.
+        after = b""
+        parent, _, k = environ.get("FNBRIDGE_CONTEXT_AFTER", "").partition(":")
+        if k.isdigit() and parent != str(os.getpid()):
+            after = b" after=" + k.encode("ascii")
+        ctx.preface = b"FNBRIDGE/1 " + ctx.token.encode("ascii") + after + b"\n"
         conn, kept["conn"] = kept["conn"], None
         if conn is not None:
             if kept["address"] == ctx.address:
@@ -847,9 +855,15 @@ def _fnbridge_worker():
             if ctx.live:
                 # Nothing left to replay, so the step executes: its start
                 # goes out, and fn runs without waiting for the answer (read
-                # with the completion, which then names no handle).
+                # with the completion, which then names no handle). The
+                # start is numbered, and the processes fn starts inherit
+                # the number (FNBRIDGE_CONTEXT_AFTER), so that their calls
+                # wait for it.
                 ctx.open_step = True
+                ctx.ahead_seq += 1
+                body = body[:-1] + b',"ahead":' + str(ctx.ahead_seq).encode("ascii") + b"}"
                 send_ahead(ctx, pack(">I", 10 + len(body)) + b"run/start\n" + body)
+                environ["FNBRIDGE_CONTEXT_AFTER"] = "%d:%d" % (os.getpid(), ctx.ahead_seq)
                 handle = {}
             else:
                 started = request_body(ctx, "run", b"run/start\n", body)
@@ -1816,6 +1830,7 @@ def _fnbridge_worker():
             keep_connection(ctx)
             environ.pop("FNBRIDGE_CONTEXT", None)
             environ.pop("FNBRIDGE_CONTEXT_TOKEN", None)
+            environ.pop("FNBRIDGE_CONTEXT_AFTER", None)
             # An attempt that is over has no result: whatever the function
             # did after that (caught Suspended, returned) is discarded, and
             # a retry must follow, never a terminal failure.

@@ -235,6 +235,14 @@ def id_in_forked_step(event):
         return got
     return fnbridge.run("charge", step)
 
+def after_env(event):
+    # What a process a step's function starts finds: the number of the
+    # step's start sent ahead, and which process sent it.
+    before = os.environ.get("FNBRIDGE_CONTEXT_AFTER")
+    seen = fnbridge.run("a", lambda: subprocess.run(["sh", "-c", 'printf %s "$FNBRIDGE_CONTEXT_AFTER"'],
+                                                    capture_output=True, text=True).stdout)
+    return [before, seen, "%d:1" % os.getpid()]
+
 def fail_plain(event):
     fnbridge.run("a", lambda: "a")
     with open("worker.pids", "a") as f:
@@ -695,6 +703,21 @@ func TestStepsFutureOfAnotherAttemptRefused(t *testing.T) {
 	res, err = s.invoke(t, s.Open(t, &stepctxtest.Journal{}), `null`)
 	if err != nil || !strings.Contains(string(res.Output), "fnbridge.Future.result: <fnbridge.Future call") || !strings.Contains(string(res.Output), "belongs to another invocation attempt") {
 		t.Fatalf("output = %s (%v), want the earlier invocation's future refused", res.Output, err)
+	}
+}
+
+// Rule (Pipelined steps): a process a step's function starts on a fresh
+// attempt gets FNBRIDGE_CONTEXT_AFTER, "<pid>:<k>" of the step's start
+// sent ahead, so that the endpoint serves its calls after that start; the
+// next invocation on the worker starts without it.
+func TestStepsChildrenNameTheStartSentAhead(t *testing.T) {
+	s := newSteps(t, "after_env")
+	for range 2 {
+		res, err := s.invoke(t, s.Open(t, &stepctxtest.Journal{}), `null`)
+		var got []*string
+		if err != nil || json.Unmarshal(res.Output, &got) != nil || len(got) != 3 || got[0] != nil || got[1] == nil || *got[1] != *got[2] {
+			t.Fatalf("output = %s (%v), want [null, \"<pid>:1\", \"<pid>:1\"]", res.Output, err)
+		}
 	}
 }
 
