@@ -238,7 +238,8 @@ func (b *Bridge) runSteps(ctx context.Context, p *pool, j stepctx.Journal, invoc
 		})
 		defer stop()
 	}
-	ictx = metadata.AppendToOutgoingContext(ictx, functionruntime.MetadataContext, b.ctxEnd.url, functionruntime.MetadataContextToken, a.Token())
+	ictx = metadata.AppendToOutgoingContext(ictx, functionruntime.MetadataContext, b.ctxEnd.url, functionruntime.MetadataContextToken, a.Token(),
+		functionruntime.MetadataContextOrdered, "true")
 	if a.Fresh() {
 		ictx = metadata.AppendToOutgoingContext(ictx, functionruntime.MetadataContextFresh, "true")
 	}

@@ -33,6 +33,12 @@ const (
 	// closure without waiting for the answer to its run/start (see
 	// bridge/stepctx, "Pipelined steps"). Absent: the worker waits.
 	MetadataContextFresh = "fnbridge-context-fresh"
+	// MetadataContextOrdered, "true", says the context endpoint orders
+	// a step's children after its start sent ahead: a worker may number
+	// those starts ("ahead") and tell the children (see bridge/stepctx,
+	// EnvAfter). Absent (an older bridge, which would refuse the number):
+	// it does neither.
+	MetadataContextOrdered = "fnbridge-context-ordered"
 )
 
 // AttemptEndedType is the HandlerError.Type of an invocation whose step
@@ -51,6 +57,9 @@ type StepContext struct {
 	Token   string
 	// Fresh: the attempt replays nothing (MetadataContextFresh).
 	Fresh bool
+	// Ordered: the endpoint takes numbered starts sent ahead
+	// (MetadataContextOrdered).
+	Ordered bool
 }
 
 // stepContextOf reads the step context from the metadata of an
@@ -77,6 +86,13 @@ func stepContextOf(ctx context.Context) (*StepContext, error) {
 		sc.Fresh = true
 	default:
 		return nil, fmt.Errorf("%s must be given at most once, as \"true\", got %q", MetadataContextFresh, fresh)
+	}
+	switch ordered := md.Get(MetadataContextOrdered); {
+	case len(ordered) == 0:
+	case len(ordered) == 1 && ordered[0] == "true":
+		sc.Ordered = true
+	default:
+		return nil, fmt.Errorf("%s must be given at most once, as \"true\", got %q", MetadataContextOrdered, ordered)
 	}
 	return sc, nil
 }

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"net/http"
 	"runtime/debug"
 	"strconv"
@@ -604,7 +605,7 @@ func readLimit(max int) int {
 	if max <= 0 {
 		return max
 	}
-	return max + max/32
+	return min(max+max/32, math.MaxInt32) // wire.Reader's own bound
 }
 
 // sendLimit is the largest payload the endpoint sends under the runtime's

@@ -211,10 +211,15 @@
 // "ahead":3}, and its sender sets EnvAfter ("<its pid>:3") for the
 // processes the closure starts. Their connections name it in the preface
 // (after=3), and the endpoint serves their requests only once it has
-// served that start (or after 10 seconds, or when the attempt ends): a
-// child's call, which may reach the endpoint before its parent's start
-// does, is then refused as one beside an executing step (409) instead of
-// being journaled ahead of the step, where a replay would not put it.
+// served that start: a child's call, which may reach the endpoint before
+// its parent's start does, is then refused as one beside an executing
+// step (409) instead of being journaled ahead of the step, where a
+// replay would not put it. A start that does not come within 10 seconds
+// (its sender's connection broke first) gets the child's requests
+// refused with 409. The runtime learns that the endpoint takes numbered
+// starts from gRPC metadata fnbridge-context-ordered: true (the Python
+// worker "ordered": true in its step context frame); without it (an
+// older bridge, which refuses the field) it numbers none.
 //
 // # Statuses
 //

@@ -36,3 +36,11 @@ func (a *Attempt) AheadWaiters() int {
 
 // AfterOf is afterOf.
 var AfterOf = afterOf
+
+// SetAheadWait sets how long a child's request waits for its parent's
+// start, for a test; the returned func restores it.
+func SetAheadWait(d time.Duration) func() {
+	old := aheadWait
+	aheadWait = d
+	return func() { aheadWait = old }
+}

@@ -600,9 +600,14 @@ func (s *Server) serveFrame(fc *framedConn, br *bufio.Reader, token string, key 
 	if err := a.Err(); err != nil {
 		return errorAnswer(endedError(err))
 	}
-	if fc.after > 0 {
-		// A child of a step's function: not before that step's start.
-		a.waitAhead(fc.after)
+	if fc.after > 0 && !a.waitAhead(fc.after) {
+		// A child of a step's function: not before that step's start,
+		// which did not come (its sender's connection broke before the
+		// endpoint read it, and it may yet be sent again): served now,
+		// its call could be journaled ahead of the step.
+		return errorAnswer(&apiError{status: http.StatusConflict, msg: fmt.Sprintf(
+			"the step this process was started in (start %d of the attempt) did not reach the bridge within %s: "+
+				"its calls cannot be ordered after that step, so none is made", fc.after, aheadWait)})
 	}
 	ctx := context.Background()
 	if waitingOps[string(name)] {
@@ -611,8 +616,9 @@ func (s *Server) serveFrame(fc *framedConn, br *bufio.Reader, token string, key 
 		defer stop()
 	}
 	status, v := a.serveOp(ctx, op, body, fc)
-	if string(name) == "run/start" {
+	if string(name) == "run/start" && fc.after == 0 {
 		// Served, whatever its outcome: a child waiting for it goes on.
+		// (Not a child's own start: it numbers none of its parent's.)
 		if k := aheadOf(body); k > 0 {
 			a.noteAhead(k)
 		}

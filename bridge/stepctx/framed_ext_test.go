@@ -278,6 +278,19 @@ func TestFramedChildWaitsForItsParentsStart(t *testing.T) {
 	if err := <-got; err == nil || !strings.Contains(err.Error(), `step "third"`) {
 		t.Fatalf("the Client's call: %v, want it refused beside step third", err)
 	}
+	parent.want("run/complete", `{"value":3}`, 200, `{"result":{"value":3}}`)
+
+	// A start that never comes (its sender's connection broke before the
+	// endpoint read it): the child's call is refused, not journaled ahead
+	// of a step a retry may yet send. A child's own numbered start
+	// releases no one.
+	defer stepctx.SetAheadWait(100 * time.Millisecond)()
+	orphan := dialFramed(t, addr, a.Token()+" after=4")
+	orphan.want("run/start", `{"name":"own","ahead":4}`, 409, `(start 4 of the attempt) did not reach the bridge within 100ms`)
+	if e := j.Entries(); len(e) != 3 {
+		t.Fatalf("journal %+v: want the three steps alone", e)
+	}
+	orphan.want("sleep", `{"millis":1}`, 409, `did not reach the bridge`)
 }
 
 // EnvAfter's value names the process that set it: that process itself

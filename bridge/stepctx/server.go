@@ -311,8 +311,8 @@ type Attempt struct {
 // aheadWait bounds how long a child's request waits for the start of the
 // step it was started in (see EnvAfter): the start was sent before the
 // child existed, so it is a frame the endpoint has yet to read, unless
-// its sender's connection broke; then the request is served as it is.
-const aheadWait = 10 * time.Second
+// its sender's connection broke; then the request is refused (409).
+var aheadWait = 10 * time.Second // a variable for tests
 
 // noteAhead records that the run/start numbered k was served.
 func (a *Attempt) noteAhead(k uint64) {
@@ -327,15 +327,15 @@ func (a *Attempt) noteAhead(k uint64) {
 	}
 }
 
-// waitAhead returns once the run/start numbered k was served, the
-// attempt ended or aheadWait passed.
-func (a *Attempt) waitAhead(k uint64) {
+// waitAhead returns once the run/start numbered k was served or the
+// attempt ended (true), or aheadWait passed (false).
+func (a *Attempt) waitAhead(k uint64) bool {
 	var timeout <-chan time.Time
 	for {
 		a.aheadMu.Lock()
 		if a.aheadSeen >= k {
 			a.aheadMu.Unlock()
-			return
+			return true
 		}
 		if a.aheadNext == nil {
 			a.aheadNext = make(chan struct{})
@@ -348,19 +348,19 @@ func (a *Attempt) waitAhead(k uint64) {
 			defer t.Stop()
 			timeout = t.C
 		}
-		var over bool
+		ok, over := true, false
 		select {
 		case <-next:
 		case <-a.done:
-			over = true
+			over = true // serveOp says it ended
 		case <-timeout:
-			over = true
+			ok, over = false, true
 		}
 		a.aheadMu.Lock()
 		a.aheadWait--
 		a.aheadMu.Unlock()
 		if over {
-			return
+			return ok
 		}
 	}
 }

@@ -344,10 +344,14 @@ def _fnbridge_worker():
     Suspended.__qualname__ = "Suspended"
 
     class _Steps(object):
-        def __init__(self, n, address, token, live):
+        def __init__(self, n, address, token, live, ordered):
             self.invocation = n
             self.address = address
             self.token = token
+            # The endpoint takes a start sent ahead with its number, and
+            # serves the processes its step starts after it (an older
+            # bridge refuses the number: then neither).
+            self.ordered = ordered
             # The replay is over (a fresh attempt; or a run/start answered
             # "live"): every step executes, so its run/start is sent ahead
             # (send_ahead) and its closure runs without waiting for the
@@ -448,12 +452,12 @@ def _fnbridge_worker():
         # its calls are never journaled ahead of the step.
         after = b""
         parent, _, k = environ.get("FNBRIDGE_CONTEXT_AFTER", "").partition(":")
-        if k.isdigit() and parent != str(os.getpid()):
+        if k.isascii() and k.isdigit() and len(k) <= 18 and k.strip("0") and parent != str(os.getpid()):
             after = b" after=" + k.encode("ascii")
         ctx.preface = b"FNBRIDGE/1 " + ctx.token.encode("ascii") + after + b"\n"
         conn, kept["conn"] = kept["conn"], None
         if conn is not None:
-            if kept["address"] == ctx.address:
+            if kept["address"] == ctx.address and still_open(conn):
                 ctx.conn, ctx.reused = conn, True
                 return conn
             close_quietly(conn)
@@ -476,6 +480,21 @@ def _fnbridge_worker():
             raise
         ctx.conn, ctx.reused = conn, False
         return conn
+
+    def still_open(conn):
+        # Whether a kept connection can carry the next attempt's requests:
+        # the bridge closes one idle past its bound (or restarts), and over
+        # TCP a request sent on it then is lost without an error (a unix
+        # socket refuses the send), a step's start sent ahead included.
+        # Nothing is owed on it, so any byte to read, or its end, says no.
+        socket = sockets["m"]
+        try:
+            conn.recv(1, socket.MSG_PEEK | socket.MSG_DONTWAIT)
+        except BlockingIOError:
+            return True
+        except OSError:
+            pass
+        return False
 
     def drop_connection(ctx):
         conn, ctx.conn = ctx.conn, None
@@ -860,10 +879,12 @@ def _fnbridge_worker():
                 # the number (FNBRIDGE_CONTEXT_AFTER), so that their calls
                 # wait for it.
                 ctx.open_step = True
-                ctx.ahead_seq += 1
-                body = body[:-1] + b',"ahead":' + str(ctx.ahead_seq).encode("ascii") + b"}"
+                if ctx.ordered:
+                    ctx.ahead_seq += 1
+                    body = body[:-1] + b',"ahead":' + str(ctx.ahead_seq).encode("ascii") + b"}"
                 send_ahead(ctx, pack(">I", 10 + len(body)) + b"run/start\n" + body)
-                environ["FNBRIDGE_CONTEXT_AFTER"] = "%d:%d" % (os.getpid(), ctx.ahead_seq)
+                if ctx.ordered:
+                    environ["FNBRIDGE_CONTEXT_AFTER"] = "%d:%d" % (os.getpid(), ctx.ahead_seq)
                 handle = {}
             else:
                 started = request_body(ctx, "run", b"run/start\n", body)
@@ -1721,7 +1742,8 @@ def _fnbridge_worker():
             # The step context of the invocation whose 'I' follows.
             try:
                 context = loads(payload.decode("utf-8"))
-                context = (str(context["address"]), str(context["token"]), context.get("fresh") is True)
+                context = (str(context["address"]), str(context["token"]), context.get("fresh") is True,
+                           context.get("ordered") is True)
             except (ValueError, KeyError, TypeError):
                 sys.exit(3)
             kind, rid, payload = read_request()
@@ -1874,6 +1896,10 @@ def _fnbridge_worker():
 
         log_barrier()
         if error is not None:
+            if discard:
+                # Found after the function returned (its outputs): the
+                # thread in flight is stopped all the same.
+                error["discard"] = True
             send_json(ord("E"), error)
             continue
         if discard:

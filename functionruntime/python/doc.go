@@ -270,8 +270,9 @@
 // response frame with the id of the request it answers.
 //
 //	→ 'N' id, {"NAME":"value",...}               the per-invocation environment (optional), then:
-//	→ 'C' id, {"address","token"[,"fresh":true]} the step context (durability: steps;
-//	                                             fresh: the attempt replays nothing), then:
+//	→ 'C' id, {"address","token"[,"fresh":true]  the step context (durability: steps;
+//	           [,"ordered":true]}                fresh: the attempt replays nothing; ordered: the
+//	                                             endpoint takes numbered starts sent ahead), then:
 //	→ 'I' id, input bytes (the invocation's raw JSON input)
 //	← 'K' {"python":version,"file":path}        ready, after the import
 //	← 'X' {"stage","type","message"}            import failed; the worker exits

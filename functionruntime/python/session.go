@@ -218,7 +218,7 @@ func (s *session) invoke(input []byte, sc *functionruntime.StepContext, env map[
 		}
 	}
 	if sc != nil {
-		c, err := json.Marshal(stepContextFrame{Address: sc.Address, Token: sc.Token, Fresh: sc.Fresh})
+		c, err := json.Marshal(stepContextFrame{Address: sc.Address, Token: sc.Token, Fresh: sc.Fresh, Ordered: sc.Ordered})
 		if err != nil {
 			return functionruntime.Result{}, err
 		}
@@ -252,6 +252,9 @@ func (s *session) invoke(input []byte, sc *functionruntime.StepContext, env map[
 		case frameResult:
 			outputs, err := mergeOutputs(file, set)
 			if err != nil {
+				if discard {
+					return functionruntime.Result{}, &proc.DiscardSession{Err: err}
+				}
 				return functionruntime.Result{}, err
 			}
 			res := functionruntime.Result{Output: payload, ContentType: "application/json", Outputs: outputs}
@@ -332,9 +335,10 @@ func mergeOutputs(file []byte, set map[string]string) (map[string]string, error)
 }
 
 // stepContextFrame is the JSON of a step context frame ('C') to the
-// worker; fresh is sent only when true.
+// worker; fresh and ordered are sent only when true.
 type stepContextFrame struct {
 	Address string `json:"address"`
 	Token   string `json:"token"`
 	Fresh   bool   `json:"fresh,omitempty"`
+	Ordered bool   `json:"ordered,omitempty"`
 }

@@ -212,6 +212,12 @@ def bg_ok(event):
         threading.Event().wait(0.01)
     return "accepted"
 
+def bg_ok_bad_output(event):
+    # bg_ok, whose outputs then fail the invocation.
+    bg_ok(event)
+    fnbridge.set_output("k", "\ud800")
+    return "accepted"
+
 def id_in_forked_step(event):
     # A step's function forks (multiprocessing's default on Linux before
     # Python 3.14) and the child asks for the invocation id while the
@@ -680,6 +686,63 @@ func TestStepsSucceededAttemptsBackgroundStepIsStopped(t *testing.T) {
 	if !found {
 		t.Errorf("logs = %q, want the worker's end explained", s.f.Logs.Messages())
 	}
+}
+
+// ... and so is it when the invocation then fails on its outputs.
+func TestStepsBackgroundStepIsStoppedWhenOutputsFail(t *testing.T) {
+	s := newSteps(t, "bg_ok_bad_output")
+	_, err := s.invoke(t, s.Open(t, &stepctxtest.Journal{}), `null`)
+	var he *functionruntime.HandlerError
+	if !errors.As(err, &he) || he.Type != "InvalidOutputs" {
+		t.Fatalf("invoke = %v, want the outputs' failure", err)
+	}
+	b, rerr := os.ReadFile(filepath.Join(s.f.Dir, "bg.pid"))
+	pid, _ := strconv.Atoi(string(b))
+	if rerr != nil || pid == 0 {
+		t.Fatalf("bg.pid: %q %v", b, rerr)
+	}
+	if st, err := procstat.Read(pid); err == nil && !st.Dead() {
+		t.Fatalf("the worker (pid %d) running the ended attempt's background step still runs after the failure was answered", pid)
+	}
+}
+
+// tcpSteps serves a context endpoint on a loopback TCP port, as for a
+// remote runtime, until the returned func shuts it down.
+func tcpSteps(t *testing.T, addr string) (*steptest.Server, func()) {
+	t.Helper()
+	l, err := stepctx.Listen(addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := &steptest.Server{Srv: stepctx.NewServer(stepctx.Config{}), Addr: stepctx.URL(l)}
+	served := make(chan error, 1)
+	go func() { served <- srv.Srv.Serve(l) }()
+	var once sync.Once
+	stop := func() {
+		once.Do(func() {
+			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+			defer cancel()
+			_ = srv.Srv.Shutdown(ctx)
+			<-served
+		})
+	}
+	t.Cleanup(stop)
+	return srv, stop
+}
+
+// Rule: a connection kept from an earlier attempt that the endpoint
+// closed since (here it restarted) is not reused: over TCP a step's start
+// sent ahead on it would be lost without an error, and a forked child's
+// call, which waits for that start, would wait in vain and be refused.
+func TestStepsDeadKeptTCPConnectionIsNotReused(t *testing.T) {
+	s := newSteps(t, "id_in_forked_step")
+	first, stop := tcpSteps(t, "tcp://127.0.0.1:0")
+	res, err := first.Invoke(t, s.f, s.w, first.Open(t, &stepctxtest.Journal{ID: "inv_one"}), `null`)
+	steptest.MustOutput(t, res, err, `"inv_one"`)
+	stop()
+	second, _ := tcpSteps(t, first.Addr)
+	res, err = second.Invoke(t, s.f, s.w, second.Open(t, &stepctxtest.Journal{ID: "inv_two"}), `null`)
+	steptest.MustOutput(t, res, err, `"inv_two"`)
 }
 
 // Rule: a forked child of a step's function may ask for the invocation

@@ -47,7 +47,7 @@ func (s *Server) Context(a *stepctx.Attempt) *functionruntime.StepContext {
 	if a == nil {
 		return nil
 	}
-	return &functionruntime.StepContext{Address: s.Addr, Token: a.Token(), Fresh: a.Fresh()}
+	return &functionruntime.StepContext{Address: s.Addr, Token: a.Token(), Fresh: a.Fresh(), Ordered: true}
 }
 
 // Invocation is f's invocation "inv-1" of input, with the step context of
