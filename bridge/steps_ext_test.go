@@ -108,16 +108,18 @@ func TestStepsAttemptOutputIsTheFunctionsResult(t *testing.T) {
 
 // The runtime is told an attempt is fresh (metadata
 // fnbridge-context-fresh: true) only when its journal replays nothing,
-// so a worker pipelines steps only where every step executes.
+// so a worker pipelines steps only where every step executes; and, on
+// every attempt, that the endpoint takes numbered starts sent ahead
+// (fnbridge-context-ordered: true).
 func TestStepsFreshAttemptIsToldToTheRuntime(t *testing.T) {
 	b, _ := newStepsBridge(t, "steps", func(ctx context.Context, _ *stepctx.Client, _ []byte) ([]byte, error) {
 		md, _ := metadata.FromOutgoingContext(ctx)
-		return []byte(strings.Join(md.Get(functionruntime.MetadataContextFresh), ",")), nil
+		return []byte(strings.Join(md.Get(functionruntime.MetadataContextFresh), ",") + "|" + strings.Join(md.Get(functionruntime.MetadataContextOrdered), ",")), nil
 	})
 	for _, tc := range []struct {
 		j    *stepctxtest.Journal
 		want string
-	}{{&stepctxtest.Journal{}, "true"}, {&stepctxtest.Journal{AlwaysReplaying: true}, ""}} {
+	}{{&stepctxtest.Journal{}, "true|true"}, {&stepctxtest.Journal{AlwaysReplaying: true}, "|true"}} {
 		res, err := runSteps(t, b, tc.j)
 		if err != nil {
 			t.Fatal(err)

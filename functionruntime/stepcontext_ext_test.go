@@ -67,13 +67,14 @@ func TestInvokeStepContextFromMetadata(t *testing.T) {
 				t.Fatal(err)
 			}
 			fresh := withStepContext(context.Background(), functionruntime.MetadataContext, want.Address,
-				functionruntime.MetadataContextToken, want.Token, functionruntime.MetadataContextFresh, "true")
+				functionruntime.MetadataContextToken, want.Token, functionruntime.MetadataContextFresh, "true",
+				functionruntime.MetadataContextOrdered, "true")
 			if _, err := cli.InvokeFunction(fresh, req); err != nil {
 				t.Fatal(err)
 			}
 			got := seen()[before:]
 			wantFresh := want
-			wantFresh.Fresh = true
+			wantFresh.Fresh, wantFresh.Ordered = true, true
 			if len(got) != 4 || got[0] == nil || *got[0] != want || got[1] == nil || got[1].Address != "tcp://10.0.0.5:9091" || got[2] != nil ||
 				got[3] == nil || *got[3] != wantFresh {
 				t.Fatalf("contexts = %+v, want %+v, the tcp one, nil, then %+v", got, want, wantFresh)
@@ -90,6 +91,8 @@ func TestInvokeStepContextFromMetadata(t *testing.T) {
 					functionruntime.MetadataContextToken, want.Token}, // twice
 				{functionruntime.MetadataContext, want.Address, functionruntime.MetadataContextToken, want.Token,
 					functionruntime.MetadataContextFresh, "yes"}, // fresh is "true" or absent
+				{functionruntime.MetadataContext, want.Address, functionruntime.MetadataContextToken, want.Token,
+					functionruntime.MetadataContextOrdered, "1"}, // so is ordered
 			} {
 				n := len(seen())
 				_, err := cli.InvokeFunction(withStepContext(context.Background(), kv...), req)
