@@ -183,9 +183,9 @@ def threads(event):
     t.join()
     return {"value": value, "errors": errors, "plain_thread": plain}
 
-def bg_fail(event):
-    # A step run in a background thread, still executing when the
-    # function fails: the attempt is over, and it must not run on.
+def start_bg_step():
+    # A step run in a background thread, executing (its worker's pid in
+    # bg.pid) when this returns.
     def upload():
         with open("bg.pid", "w") as f:
             f.write(str(os.getpid()))
@@ -195,21 +195,17 @@ def bg_fail(event):
     t.start()
     while not os.path.exists("bg.pid"):
         threading.Event().wait(0.01)
+
+def bg_fail(event):
+    # The function fails beside a background step: the attempt is over,
+    # and the step must not run on.
+    start_bg_step()
     raise ValueError("failed beside a background step")
 
 def bg_ok(event):
-    # The same step, still executing when the function returns: the
-    # attempt is over, and it must not run on in the worker that serves
-    # the next invocations.
-    def upload():
-        with open("bg.pid", "w") as f:
-            f.write(str(os.getpid()))
-        threading.Event().wait(60)
-        return "uploaded"
-    t = threading.Thread(target=contextvars.copy_context().run, args=(fnbridge.run, "upload", upload), daemon=True)
-    t.start()
-    while not os.path.exists("bg.pid"):
-        threading.Event().wait(0.01)
+    # The function returns beside one: the attempt is over, and the step
+    # must not run on in the worker that serves the next invocations.
+    start_bg_step()
     return "accepted"
 
 def bg_ok_bad_output(event):
@@ -631,6 +627,21 @@ func TestStepsNothingAfterAFailedStep(t *testing.T) {
 	}
 }
 
+// wantBackgroundStepStopped fails the test unless the worker that ran the
+// background step of start_bg_step (its pid in bg.pid) is gone once the
+// invocation's answer (what) is in.
+func wantBackgroundStepStopped(t *testing.T, s *steps, what string) {
+	t.Helper()
+	b, rerr := os.ReadFile(filepath.Join(s.f.Dir, "bg.pid"))
+	pid, _ := strconv.Atoi(string(b))
+	if rerr != nil || pid == 0 {
+		t.Fatalf("bg.pid: %q %v", b, rerr)
+	}
+	if st, err := procstat.Read(pid); err == nil && !st.Dead() {
+		t.Fatalf("the worker (pid %d) running the ended attempt's background step still runs after the %s was answered", pid, what)
+	}
+}
+
 // Rule (issue 10): once an attempt ends, no code of it runs. A step a
 // background thread still executes when the function fails is stopped,
 // with its worker, before the failure is answered, so Restate's retry
@@ -640,14 +651,7 @@ func TestStepsFailedAttemptsBackgroundStepIsStopped(t *testing.T) {
 	s := newSteps(t, "bg_fail")
 	_, err := s.invoke(t, s.Open(t, &stepctxtest.Journal{}), `null`)
 	steptest.WantHandlerError(t, err, functionruntime.HandlerError{Type: "ValueError", Message: "failed beside a background step"})
-	b, rerr := os.ReadFile(filepath.Join(s.f.Dir, "bg.pid"))
-	pid, _ := strconv.Atoi(string(b))
-	if rerr != nil || pid == 0 {
-		t.Fatalf("bg.pid: %q %v", b, rerr)
-	}
-	if st, err := procstat.Read(pid); err == nil && !st.Dead() {
-		t.Fatalf("the worker (pid %d) running the failed attempt's background step still runs after the failure was answered", pid)
-	}
+	wantBackgroundStepStopped(t, s, "failure")
 
 	p := newSteps(t, "fail_plain")
 	for range 2 {
@@ -668,14 +672,7 @@ func TestStepsSucceededAttemptsBackgroundStepIsStopped(t *testing.T) {
 	j := &stepctxtest.Journal{}
 	res, err := s.invoke(t, s.Open(t, j), `null`)
 	steptest.MustOutput(t, res, err, `"accepted"`)
-	b, rerr := os.ReadFile(filepath.Join(s.f.Dir, "bg.pid"))
-	pid, _ := strconv.Atoi(string(b))
-	if rerr != nil || pid == 0 {
-		t.Fatalf("bg.pid: %q %v", b, rerr)
-	}
-	if st, err := procstat.Read(pid); err == nil && !st.Dead() {
-		t.Fatalf("the worker (pid %d) running the ended attempt's background step still runs after the result was answered", pid)
-	}
+	wantBackgroundStepStopped(t, s, "result")
 	if e := j.Entries(); len(e) != 1 || e[0].Name != "upload" || e[0].Result != nil {
 		t.Fatalf("journal = %+v, want upload started and never completed", e)
 	}
@@ -696,14 +693,7 @@ func TestStepsBackgroundStepIsStoppedWhenOutputsFail(t *testing.T) {
 	if !errors.As(err, &he) || he.Type != "InvalidOutputs" {
 		t.Fatalf("invoke = %v, want the outputs' failure", err)
 	}
-	b, rerr := os.ReadFile(filepath.Join(s.f.Dir, "bg.pid"))
-	pid, _ := strconv.Atoi(string(b))
-	if rerr != nil || pid == 0 {
-		t.Fatalf("bg.pid: %q %v", b, rerr)
-	}
-	if st, err := procstat.Read(pid); err == nil && !st.Dead() {
-		t.Fatalf("the worker (pid %d) running the ended attempt's background step still runs after the failure was answered", pid)
-	}
+	wantBackgroundStepStopped(t, s, "failure")
 }
 
 // tcpSteps serves a context endpoint on a loopback TCP port, as for a
