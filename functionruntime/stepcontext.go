@@ -80,21 +80,26 @@ func stepContextOf(ctx context.Context) (*StepContext, error) {
 	if err := checkStepContext(sc); err != nil {
 		return nil, err
 	}
-	switch fresh := md.Get(MetadataContextFresh); {
-	case len(fresh) == 0:
-	case len(fresh) == 1 && fresh[0] == "true":
-		sc.Fresh = true
-	default:
-		return nil, fmt.Errorf("%s must be given at most once, as \"true\", got %q", MetadataContextFresh, fresh)
+	var err error
+	if sc.Fresh, err = flagOf(md, MetadataContextFresh); err != nil {
+		return nil, err
 	}
-	switch ordered := md.Get(MetadataContextOrdered); {
-	case len(ordered) == 0:
-	case len(ordered) == 1 && ordered[0] == "true":
-		sc.Ordered = true
-	default:
-		return nil, fmt.Errorf("%s must be given at most once, as \"true\", got %q", MetadataContextOrdered, ordered)
+	if sc.Ordered, err = flagOf(md, MetadataContextOrdered); err != nil {
+		return nil, err
 	}
 	return sc, nil
+}
+
+// flagOf reads the metadata key, a flag: absent, or "true" once.
+func flagOf(md metadata.MD, key string) (bool, error) {
+	switch v := md.Get(key); {
+	case len(v) == 0:
+		return false, nil
+	case len(v) == 1 && v[0] == "true":
+		return true, nil
+	default:
+		return false, fmt.Errorf("%s must be given at most once, as \"true\", got %q", key, v)
+	}
 }
 
 func checkStepContext(sc *StepContext) error {
