@@ -512,6 +512,15 @@ func (s *steps) invoke(t *testing.T, a *stepctx.Attempt, input string) (function
 	return s.Invoke(t, s.f, s.w, a, input)
 }
 
+// fresh runs one invocation without input on an empty journal, which it
+// returns.
+func (s *steps) fresh(t *testing.T) (*stepctxtest.Journal, functionruntime.Result, error) {
+	t.Helper()
+	j := &stepctxtest.Journal{}
+	res, err := s.invoke(t, s.Open(t, j), "")
+	return j, res, err
+}
+
 // replay restarts j, as Restate's next attempt would, and invokes again
 // with input: the replay must answer want.
 func (s *steps) replay(t *testing.T, j *stepctxtest.Journal, input, want string) {
@@ -576,8 +585,7 @@ func testSteps(t *testing.T, a *adaptertest.Adapter) {
 	// dropped (README: put the producer in the step).
 	t.Run("piped stdin on replay", func(t *testing.T) {
 		s := e.start(t, "piped", nil)
-		j := &stepctxtest.Journal{}
-		res, err := s.invoke(t, e.Open(t, j), "")
+		j, res, err := s.fresh(t)
 		steptest.MustOutput(t, res, err, "1000000")
 		s.replay(t, j, "", "1000000")
 		if got := s.marker(t); got != "u" {
@@ -625,8 +633,7 @@ func testSteps(t *testing.T, a *adaptertest.Adapter) {
 	// items.
 	t.Run("steps in loops over a pipe", func(t *testing.T) {
 		s := e.start(t, "loops", nil)
-		j := &stepctxtest.Journal{}
-		res, err := s.invoke(t, e.Open(t, j), "")
+		j, res, err := s.fresh(t)
 		steptest.MustOutput(t, res, err, "a,b,c,d,e,f,g,h,")
 		if n := len(j.Entries()); n != 8 {
 			t.Fatalf("%d steps journaled, want 8", n)
@@ -731,8 +738,7 @@ func testSteps(t *testing.T, a *adaptertest.Adapter) {
 
 	t.Run("shell function skips an answer not its own", func(t *testing.T) {
 		s := e.start(t, "stale_answer", nil)
-		j := &stepctxtest.Journal{}
-		res, err := s.invoke(t, e.Open(t, j), "")
+		j, res, err := s.fresh(t)
 		steptest.MustOutput(t, res, err, "one two")
 		if en := j.Entries(); len(en) != 2 || string(en[1].Result.Value) != "two" {
 			t.Fatalf("journal = %+v, want n2 executed with its own value", en)
@@ -809,15 +815,13 @@ func testSteps(t *testing.T, a *adaptertest.Adapter) {
 
 	t.Run("a step refused because a child holds a run does not run its program", func(t *testing.T) {
 		s := e.start(t, "child_holds", nil)
-		j := &stepctxtest.Journal{}
-		res, err := s.invoke(t, e.Open(t, j), "")
+		_, res, err := s.fresh(t)
 		steptest.MustOutput(t, res, err, "b status 3\nCMD of b did not run")
 	})
 
 	t.Run("a trap handler's step while a step waits for its answer", func(t *testing.T) {
 		s := e.start(t, "trap_in_wait", nil)
-		j := &stepctxtest.Journal{}
-		res, err := s.invoke(t, e.Open(t, j), "")
+		j, res, err := s.fresh(t)
 		// bash runs the handler inside the wait, or, when the signal
 		// comes as the read returns, right after it: then X's run is
 		// over and the handler's step executes.
@@ -862,8 +866,7 @@ func testSteps(t *testing.T, a *adaptertest.Adapter) {
 			{"ifs_digits", "three one two\nn1 0 [nested]", "", ""},
 		} {
 			s := e.start(t, c.fn, nil)
-			j := &stepctxtest.Journal{}
-			res, err := s.invoke(t, e.Open(t, j), "")
+			j, res, err := s.fresh(t)
 			if err != nil || (string(res.Output) != c.want && (c.or == "" || string(res.Output) != c.or)) {
 				t.Fatalf("%s: output = %q (%v), want %q", c.fn, res.Output, err, c.want)
 			}
@@ -910,8 +913,7 @@ func testSteps(t *testing.T, a *adaptertest.Adapter) {
 
 	t.Run("shell function agent dies", func(t *testing.T) {
 		s := e.start(t, "agent_dies", nil)
-		j := &stepctxtest.Journal{}
-		res, err := s.invoke(t, e.Open(t, j), "")
+		j, res, err := s.fresh(t)
 		if err != nil || !regexp.MustCompile(`^one two\|fnbridge: the step agent \(pid [0-9]+\) is gone\nstatus 3$`).Match(res.Output) {
 			t.Fatalf("output = %q (%v), want both values, then the dead agent named and status 3", res.Output, err)
 		}
@@ -942,8 +944,7 @@ func testSteps(t *testing.T, a *adaptertest.Adapter) {
 	// executable is no agent.
 	t.Run("shell function agent impostor", func(t *testing.T) {
 		s := e.start(t, "impostor_agent", nil)
-		j := &stepctxtest.Journal{}
-		res, err := s.invoke(t, e.Open(t, j), "")
+		j, res, err := s.fresh(t)
 		steptest.MustOutput(t, res, err, "one two")
 		if en := j.Entries(); len(en) != 2 || en[1].Name != "i2" || string(en[1].Result.Value) != "two" {
 			t.Fatalf("journal = %+v, want i1 and i2 completed", en)
@@ -955,23 +956,20 @@ func testSteps(t *testing.T, a *adaptertest.Adapter) {
 	// handler's step reports its own status, not the trapped command's.
 	t.Run("steps in trap handlers", func(t *testing.T) {
 		s := e.start(t, "inshell_traps", nil)
-		j := &stepctxtest.Journal{}
-		res, err := s.invoke(t, e.Open(t, j), "")
+		j, res, err := s.fresh(t)
 		steptest.MustOutput(t, res, err, "err-trap 100\nexit-trap 100")
 		s.replay(t, j, "", "err-trap 100\nexit-trap 100")
 	})
 
 	t.Run("a loop redirecting an agent descriptor", func(t *testing.T) {
 		s := e.start(t, "inshell_fd_loop", nil)
-		j := &stepctxtest.Journal{}
-		res, err := s.invoke(t, e.Open(t, j), "")
+		_, res, err := s.fresh(t)
 		steptest.MustOutput(t, res, err, "h1\nh2\nfnbridge: run --var __fnb_f: names starting with __fnb_ are the worker's own; choose another\nvar 2")
 	})
 
 	t.Run("a trap's refused step leaves the executing one", func(t *testing.T) {
 		s := e.start(t, "inshell_trap_in_step", nil)
-		j := &stepctxtest.Journal{}
-		res, err := s.invoke(t, e.Open(t, j), "")
+		j, res, err := s.fresh(t)
 		steptest.MustOutput(t, res, err, "trap 3\nx\ny")
 		if en := j.Entries(); len(en) != 2 || en[0].Name != "X" || en[0].Result == nil || en[1].Name != "Y" {
 			t.Fatalf("journal = %+v, want X and Y completed", en)
