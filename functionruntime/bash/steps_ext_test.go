@@ -254,12 +254,14 @@ held_steps() {
 # A step of a background child holds a run: the shell's step is refused
 # (409), and its CMD, a program, does not run.
 child_holds() {
-	fnbridge run bg -- sh -c ': >bg.started; sleep 1' >/dev/null 2>&1 &
+	# bg's run executes until b has had its answer, however slow the host.
+	fnbridge run bg -- sh -c ': >bg.started; until [ -e b.done ]; do sleep 0.01; done' >/dev/null 2>&1 &
 	until [[ -e bg.started ]]; do sleep 0.01; done
 	fnbridge run b -- touch ran-b 2>/dev/null; echo "b status $?"
+	: >b.done
 	wait
 	if [[ -e ran-b ]]; then echo "CMD of b ran"; else echo "CMD of b did not run"; fi
-	rm -f ran-b bg.started
+	rm -f ran-b bg.started b.done
 }
 
 # A trap handler's step while the function waits for its step's answer
