@@ -179,6 +179,18 @@ func outcome(res journal.Result) *Outcome {
 // otherwise RunStart returns the run's Future, to be passed to RunComplete
 // once the closure finished.
 func (c invocationContext) RunStart(name string) (*Outcome, Future, error) {
+	return c.runStart(name, true)
+}
+
+// RunStartDone is RunStart for a closure that has already run, its
+// outcome at hand: the RunCommand is not flushed on its own but with the
+// RunComplete that follows (or any later write), one write instead of
+// two, as nothing is in flight to show.
+func (c invocationContext) RunStartDone(name string) (*Outcome, Future, error) {
+	return c.runStart(name, false)
+}
+
+func (c invocationContext) runStart(name string, flush bool) (*Outcome, Future, error) {
 	inv := c.inv
 	inv.mu.Lock()
 	id, execute, err := inv.m.RunStart(name)
@@ -199,7 +211,9 @@ func (c invocationContext) RunStart(name string) (*Outcome, Future, error) {
 	if cancelled && !inv.h.deliverCancel {
 		return nil, nil, ErrCancelled
 	}
-	inv.flush()
+	if flush {
+		inv.flush()
+	}
 	return nil, &future{inv: inv, m: inv.m, kind: runFuture, id: id, h: journal.CompletionHandle(id), name: name, index: index}, nil
 }
 

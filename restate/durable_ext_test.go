@@ -6,9 +6,11 @@ import (
 	"errors"
 	"fmt"
 	"hash/fnv"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -605,6 +607,90 @@ func TestRunCommandReachesRuntimeBeforeClosure(t *testing.T) {
 							t.Fatal(err)
 						}
 					}
+				}
+			})
+		}
+	}
+}
+
+// writesListener records what the server writes on each connection it
+// accepts, one entry per Write.
+type writesListener struct {
+	net.Listener
+	mu     sync.Mutex
+	writes [][]byte
+}
+
+func (l *writesListener) Accept() (net.Conn, error) {
+	c, err := l.Listener.Accept()
+	if err != nil {
+		return nil, err
+	}
+	return &writesConn{Conn: c, l: l}, nil
+}
+
+func (l *writesListener) wrote(want ...string) bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	for _, w := range l.writes {
+		all := true
+		for _, s := range want {
+			all = all && bytes.Contains(w, []byte(s))
+		}
+		if all {
+			return true
+		}
+	}
+	return false
+}
+
+type writesConn struct {
+	net.Conn
+	l *writesListener
+}
+
+func (c *writesConn) Write(p []byte) (int, error) {
+	c.l.mu.Lock()
+	c.l.writes = append(c.l.writes, bytes.Clone(p))
+	c.l.mu.Unlock()
+	return c.Conn.Write(p)
+}
+
+// RunStartDone (a closure that already ran, its outcome at hand): the
+// RunCommand is not written on its own but with the proposal after it,
+// in one write; RunStart writes it before returning. The journal is the
+// same.
+func TestRunStartDoneWritesWithTheProposal(t *testing.T) {
+	for _, done := range []bool{false, true} {
+		for _, v := range versions {
+			t.Run(fmt.Sprintf("v%d/done=%v", v, done), func(t *testing.T) {
+				ep := restate.NewEndpoint(restate.Config{ProtocolMode: restate.BidiStream})
+				if err := ep.Bind(restate.Service{Name: "D", Handlers: []restate.Handler{{Name: "h", Fn: func(ctx restate.Context, _ []byte) ([]byte, error) {
+					start := ctx.RunStart
+					if done {
+						start = ctx.RunStartDone
+					}
+					_, run, err := start("step-name-7f3a")
+					if err != nil {
+						return nil, err
+					}
+					if err := ctx.RunComplete(run, restate.Outcome{Value: []byte(`"value-9c1e"`)}); err != nil {
+						return nil, err
+					}
+					return []byte("out"), nil
+				}}}}); err != nil {
+					t.Fatal(err)
+				}
+				srv := httptest.NewUnstartedServer(ep)
+				srv.Config = restate.NewHTTPServer("", ep)
+				l := &writesListener{Listener: srv.Listener}
+				srv.Listener = l
+				srv.Start()
+				t.Cleanup(srv.Close)
+				got := playSteps(t, srv.URL, v, "h", []any{restatetest.Start("inv_done", 1), restatetest.Input(nil)}, nil)
+				wantFrameTypes(t, got, wire.RunCommandType, wire.ProposeRunCompletionMessageType, wire.OutputCommandType, wire.EndMessageType)
+				if together := l.wrote("step-name-7f3a", "value-9c1e"); together != done {
+					t.Fatalf("RunCommand and proposal in one write: %v, want %v", together, done)
 				}
 			})
 		}

@@ -70,6 +70,10 @@ type Context interface {
 	// (outcome, nil, nil): the closure must not run. Otherwise it returns
 	// (nil, run, nil): execute, then call RunComplete.
 	RunStart(name string) (*Outcome, Future, error)
+	// RunStartDone is RunStart for a closure that has already run (its
+	// outcome is at hand): the RunCommand goes out with the RunComplete
+	// that follows, in one write, rather than on its own first.
+	RunStartDone(name string) (*Outcome, Future, error)
 	// RunComplete proposes the run's result (value or terminal failure)
 	// and returns once it is durable (ack on v7, notification on v5/v6).
 	// A retryable closure failure is not passed here: see RunFail.
