@@ -14,6 +14,7 @@ import (
 type durableContext interface {
 	InvocationID() string
 	RunStart(name string) (*rsOutcome, rsFuture, error)
+	RunStartDone(name string) (*rsOutcome, rsFuture, error)
 	RunCompleteContext(ctx context.Context, run rsFuture, out rsOutcome) error
 	RunFail(run rsFuture, err *restate.RetryableError) error
 	Sleep(d time.Duration) (rsFuture, error)

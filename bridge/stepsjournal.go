@@ -66,7 +66,16 @@ func futureOf(f stepctx.Future) (rsFuture, error) {
 }
 
 func (j restateJournal) RunStart(_ context.Context, name string) (*stepctx.Result, stepctx.Future, error) {
-	out, run, err := j.dc.RunStart(name)
+	return j.runStarted(j.dc.RunStart(name))
+}
+
+// RunStartDone implements stepctx.DoneRunStarter: the RunCommand goes out
+// with the completion's proposal.
+func (j restateJournal) RunStartDone(_ context.Context, name string) (*stepctx.Result, stepctx.Future, error) {
+	return j.runStarted(j.dc.RunStartDone(name))
+}
+
+func (j restateJournal) runStarted(out *rsOutcome, run rsFuture, err error) (*stepctx.Result, stepctx.Future, error) {
 	if err != nil {
 		return nil, nil, j.journalErr(err)
 	}
@@ -225,3 +234,5 @@ func (j restateJournal) CompletePromise(_ context.Context, name string, res step
 func (j restateJournal) CancelInvocation(_ context.Context, id string) error {
 	return j.journalErr(j.dc.CancelInvocation(id))
 }
+
+var _ stepctx.DoneRunStarter = restateJournal{}

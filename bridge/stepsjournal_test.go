@@ -42,6 +42,14 @@ func (f *fakeDurable) RunStart(name string) (*rsOutcome, rsFuture, error) {
 	return nil, "run-future", f.err
 }
 
+func (f *fakeDurable) RunStartDone(name string) (*rsOutcome, rsFuture, error) {
+	f.calls = append(f.calls, "run-done "+name)
+	if f.recorded != nil {
+		return f.recorded, nil, f.err
+	}
+	return nil, "run-future", f.err
+}
+
 func (f *fakeDurable) RunCompleteContext(_ context.Context, run rsFuture, out rsOutcome) error {
 	f.calls = append(f.calls, "complete "+run.(string))
 	f.completed = append(f.completed, out)

@@ -205,11 +205,18 @@
 // cancellation, 410 for an attempt that ended), it is the step's outcome:
 // the completion was refused too (400 or 410) and nothing of the closure
 // was journaled. The RunCommand is flushed once the start is read, so it
-// may reach Restate while the closure runs, not before.
+// may reach Restate while the closure runs, not before; when the
+// completion was read with the start (the closure had already run), it
+// goes to Restate with the completion's proposal instead, in one write
+// (DoneRunStarter), since no step is in flight to show.
 //
 // A start sent ahead names its number in the attempt, {"name":"fetch",
-// "ahead":3}, and its sender sets EnvAfter ("<its pid>:3") for the
-// processes the closure starts. Their connections name it in the preface
+// "ahead":3}. Its sender reads its answer only after sending its next
+// request, so the endpoint may hold that answer (up to 4 KiB) and write
+// it with the next one: the client wakes once for the two. A client that
+// numbers its starts must therefore never wait for a start's answer
+// before sending another request. The sender also sets EnvAfter
+// ("<its pid>:3") for the processes the closure starts. Their connections name it in the preface
 // (after=3), and the endpoint serves their requests only once it has
 // served that start: a child's call, which may reach the endpoint before
 // its parent's start does, is then refused as one beside an executing

@@ -7,3 +7,19 @@ func (s *Server) FramedConns() int {
 	defer s.mu.Unlock()
 	return len(s.framed)
 }
+
+// FramedBusy is how many framed connections are serving a request: 0
+// once each has answered (or held the answer of) its last one.
+func (s *Server) FramedBusy() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	n := 0
+	for fc := range s.framed {
+		fc.mu.Lock()
+		if fc.busy {
+			n++
+		}
+		fc.mu.Unlock()
+	}
+	return n
+}

@@ -313,6 +313,9 @@ type framedConn struct {
 	// after is the "ahead" of the start its client's parent sent before
 	// starting it (the preface's after=k; 0: none): requests wait for it.
 	after uint64
+	// completeNext: the request served is followed by a whole run/complete
+	// already read (a pipelined step whose closure has run).
+	completeNext bool
 }
 
 // started records that fc started a run of a, forgetting the attempts
@@ -451,6 +454,18 @@ func (s *Server) serveFramed(c net.Conn, br *bufio.Reader) {
 	defer func() { stop() }()
 	var out, frame []byte
 	var hdr [4]byte
+	// held: out is the answer of a numbered run/start, not written yet. Its
+	// client reads it only after sending its next request (see "Pipelined
+	// steps"), so it goes out with that request's answer, in one write: the
+	// client wakes once for the two, not once for each. Whatever ends the
+	// connection first writes it (bounded: the client may not read).
+	held := false
+	defer func() {
+		if held {
+			_ = c.SetWriteDeadline(time.Now().Add(time.Second))
+			_, _ = c.Write(out)
+		}
+	}()
 	for {
 		if _, err := io.ReadFull(br, hdr[:]); err != nil {
 			return
@@ -460,6 +475,14 @@ func (s *Server) serveFramed(c net.Conn, br *bufio.Reader) {
 		}
 		n := int64(binary.BigEndian.Uint32(hdr[:]))
 		if string(hdr[:]) == FramedPreface[:4] && n > s.maxBody+64 {
+			if held {
+				// A client moves on with every answer read; one that did
+				// not gets what it is owed first.
+				held = false
+				if _, err := c.Write(out); err != nil {
+					return
+				}
+			}
 			// A preface again ("FNBR" read as a length is over any body
 			// limit): the connection moves to another attempt, the
 			// client's next, and speaks for it alone from now on.
@@ -484,6 +507,8 @@ func (s *Server) serveFramed(c net.Conn, br *bufio.Reader) {
 		}
 		var status int
 		var v any
+		var hold bool // see held
+		fc.completeNext = false
 		switch {
 		case n > s.maxBody+64:
 			if _, err := io.CopyN(io.Discard, br, n); err != nil {
@@ -513,17 +538,30 @@ func (s *Server) serveFramed(c net.Conn, br *bufio.Reader) {
 			if _, err := io.ReadFull(br, frame); err != nil {
 				return
 			}
+			fc.completeNext = completionBuffered(br)
 			status, v = s.serveFrame(fc, br, token, key, frame)
+			hold = fc.numberedStart(frame) > 0
 			if cap(frame) > maxKeptFrame {
 				frame = nil
 			}
 		}
-		out = appendAnswer(out[:0], status, v)
-		if _, err := c.Write(out); err != nil {
-			return
+		if !held {
+			out = out[:0]
 		}
-		if cap(out) > maxKeptFrame {
-			out = nil // a large answer (a value) is not kept either
+		out = appendAnswer(out, status, v)
+		// Held only when small (a numbered start is answered "execute" or
+		// refused), and never two: a client that numbers starts reads
+		// each answer before its next start.
+		if hold && !held && len(out) <= maxHeldAnswer {
+			held = true
+		} else {
+			held = false
+			if _, err := c.Write(out); err != nil {
+				return
+			}
+			if cap(out) > maxKeptFrame {
+				out = nil // a large answer (a value) is not kept either
+			}
 		}
 		if !fc.setBusy(false) {
 			return
@@ -565,6 +603,9 @@ func refusePreface(c net.Conn, why string) {
 	_ = c.SetWriteDeadline(time.Now().Add(time.Second))
 	_, _ = c.Write(appendAnswer(nil, http.StatusBadRequest, errorResponse{Error: "malformed framed preface: " + why + "; a connection starts with \"" + FramedPreface + "<token>\\n\", the token from " + EnvToken}))
 }
+
+// maxHeldAnswer bounds an answer serveFramed holds for the next one.
+const maxHeldAnswer = 4 << 10
 
 // maxUnheldFrame is how much of a frame is read for a token no open
 // attempt has: enough for the operation's name.
@@ -616,14 +657,33 @@ func (s *Server) serveFrame(fc *framedConn, br *bufio.Reader, token string, key 
 		defer stop()
 	}
 	status, v := a.serveOp(ctx, op, body, fc)
-	if string(name) == "run/start" && fc.after == 0 {
+	if k := fc.numberedStart(frame); k > 0 {
 		// Served, whatever its outcome: a child waiting for it goes on.
-		// (Not a child's own start: it numbers none of its parent's.)
-		if k := aheadOf(body); k > 0 {
-			a.noteAhead(k)
-		}
+		a.noteAhead(k)
 	}
 	return status, v
+}
+
+// numberedStart is the "ahead" of frame when it is a run/start its
+// sender numbered (0: none). A child's own start numbers none of its
+// parent's, so a connection with after set has none.
+func (fc *framedConn) numberedStart(frame []byte) uint64 {
+	const op = "run/start\n"
+	if fc.after != 0 || !bytes.HasPrefix(frame, []byte(op)) {
+		return 0
+	}
+	return aheadOf(frame[len(op):])
+}
+
+// completionBuffered says whether br holds a whole run/complete frame
+// next, read already: the closure of the run/start before it has run.
+func completionBuffered(br *bufio.Reader) bool {
+	const op = "run/complete\n"
+	if br.Buffered() < 4+len(op) {
+		return false
+	}
+	b, _ := br.Peek(4 + len(op))
+	return string(b[4:]) == op && 4+int(binary.BigEndian.Uint32(b)) <= br.Buffered()
 }
 
 // aheadOf is a run/start body's "ahead" (0: none), read without decoding
@@ -680,17 +740,18 @@ func watchHangUp(c net.Conn, br *bufio.Reader) (context.Context, func()) {
 
 // appendAnswer appends the answer frame of status and v to b.
 func appendAnswer(b []byte, status int, v any) []byte {
+	at := len(b)
 	b = append(b, 0, 0, 0, 0)
 	b = strconv.AppendInt(b, int64(status), 10)
 	b = append(b, '\n')
 	body, err := json.Marshal(v)
 	if err != nil {
-		b = b[:4]
+		b = b[:at+4]
 		b = strconv.AppendInt(b, http.StatusInternalServerError, 10)
 		b = append(b, '\n')
 		body, _ = json.Marshal(errorResponse{Error: "encoding the response: " + err.Error()})
 	}
 	b = append(b, body...)
-	binary.BigEndian.PutUint32(b[:4], uint32(len(b)-4))
+	binary.BigEndian.PutUint32(b[at:at+4], uint32(len(b)-at-4))
 	return b
 }

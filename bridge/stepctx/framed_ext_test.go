@@ -234,8 +234,11 @@ func TestFramedChildWaitsForItsParentsStart(t *testing.T) {
 	j := &stepctxtest.Journal{}
 	a, _ := open(t, s, addr, j)
 	parent := dialFramed(t, addr, a.Token())
-	parent.want("run/start", `{"name":"first","ahead":1}`, 200, `{"execute":"`)
-	parent.want("run/complete", `{"value":1}`, 200, `{"result":{"value":1}}`)
+	// A numbered start's answer comes with the next request's (see
+	// TestFramedNumberedStartAnsweredWithTheNext).
+	parent.send("run/start", `{"name":"first","ahead":1}`, "run/complete", `{"value":1}`)
+	parent.wantRead("run/start", 200, `{"execute":"`)
+	parent.wantRead("run/complete", 200, `{"result":{"value":1}}`)
 	// A child of the first step's function, started after it: the start it
 	// names was served, so it waits for nothing.
 	late := dialFramed(t, addr, a.Token()+" after=1")
@@ -248,9 +251,11 @@ func TestFramedChildWaitsForItsParentsStart(t *testing.T) {
 		return n == 1, fmt.Sprintf("%d waiting, journal %+v", n, j.Entries())
 	})
 	// The step's function waits for its child (its completion comes after).
-	parent.want("run/start", `{"name":"second","ahead":2}`, 200, `{"execute":"`)
+	parent.send("run/start", `{"name":"second","ahead":2}`)
 	child.wantRead("sleep", 409, `step \"second\"`)
-	parent.want("run/complete", `{"value":2}`, 200, `{"result":{"value":2}}`)
+	parent.send("run/complete", `{"value":2}`)
+	parent.wantRead("run/start", 200, `{"execute":"`)
+	parent.wantRead("run/complete", 200, `{"result":{"value":2}}`)
 	if e := j.Entries(); len(e) != 2 || e[1].Name != "second" {
 		t.Fatalf("journal %+v: want the two steps alone", e)
 	}
@@ -274,11 +279,13 @@ func TestFramedChildWaitsForItsParentsStart(t *testing.T) {
 		n := a.AheadWaiters()
 		return n == 1, fmt.Sprintf("%d waiting", n)
 	})
-	parent.want("run/start", `{"name":"third","ahead":3}`, 200, `{"execute":"`)
+	parent.send("run/start", `{"name":"third","ahead":3}`)
 	if err := <-got; err == nil || !strings.Contains(err.Error(), `step "third"`) {
 		t.Fatalf("the Client's call: %v, want it refused beside step third", err)
 	}
-	parent.want("run/complete", `{"value":3}`, 200, `{"result":{"value":3}}`)
+	parent.send("run/complete", `{"value":3}`)
+	parent.wantRead("run/start", 200, `{"execute":"`)
+	parent.wantRead("run/complete", 200, `{"result":{"value":3}}`)
 
 	// A start that never comes (its sender's connection broke before the
 	// endpoint read it): the child's call is refused, not journaled ahead
@@ -291,6 +298,74 @@ func TestFramedChildWaitsForItsParentsStart(t *testing.T) {
 		t.Fatalf("journal %+v: want the three steps alone", e)
 	}
 	orphan.want("sleep", `{"millis":1}`, 409, `did not reach the bridge`)
+}
+
+// Rule ("Pipelined steps"): a client that numbers a run/start reads its
+// answer only after sending its next request, so the endpoint writes the
+// two answers together: the worker wakes once for them, not twice. An
+// answer held so is still written when the client ends the connection
+// first, and a start without a number (a client that may wait for it) is
+// answered at once.
+func TestFramedNumberedStartAnsweredWithTheNext(t *testing.T) {
+	s, addr := serve(t, "unix", stepctx.Config{})
+	j := &stepctxtest.Journal{}
+	a, _ := open(t, s, addr, j)
+	f := dialFramed(t, addr, a.Token())
+	served := func(steps int) {
+		t.Helper()
+		testtool.Eventually(t, 10*time.Second, "the start served", func() (bool, string) {
+			e := j.Entries()
+			return len(e) == steps && s.FramedBusy() == 0, fmt.Sprintf("journal %+v, %d busy", e, s.FramedBusy())
+		})
+	}
+	nothingToRead := func(why string) {
+		// What the socket holds now: a write the endpoint made before it
+		// went back to reading (FramedBusy 0) is there on a unix socket.
+		t.Helper()
+		rc, err := f.c.(*net.UnixConn).SyscallConn()
+		if err != nil {
+			t.Fatal(err)
+		}
+		var n int
+		var rerr error
+		if err := rc.Control(func(fd uintptr) {
+			n, _, rerr = syscall.Recvfrom(int(fd), make([]byte, 1), syscall.MSG_PEEK|syscall.MSG_DONTWAIT)
+		}); err != nil {
+			t.Fatal(err)
+		}
+		if f.r.Buffered() > 0 || !errors.Is(rerr, syscall.EAGAIN) {
+			t.Fatalf("%s: %d bytes buffered, recv %d, %v; want nothing to read yet", why, f.r.Buffered(), n, rerr)
+		}
+	}
+	f.send("run/start", `{"name":"first","ahead":1}`)
+	served(1)
+	nothingToRead("a numbered start, served")
+	f.send("run/complete", `{"value":1}`)
+	f.wantRead("run/start", 200, `{"execute":"`)
+	f.wantRead("run/complete", 200, `{"result":{"value":1}}`)
+
+	// Unnumbered: answered at once.
+	f.want("run/start", `{"name":"second"}`, 200, `{"execute":"`)
+	f.want("run/complete", `{"value":2}`, 200, `{"result":{"value":2}}`)
+
+	// A step whose completion came with its start (one write here): its
+	// closure has run, so the journal need not send the command on its
+	// own first (stepctx.DoneRunStarter); one that came later, it must.
+	f.send("run/start", `{"name":"quick","ahead":2}`, "run/complete", `{"value":3}`)
+	f.wantRead("run/start", 200, `{"execute":"`)
+	f.wantRead("run/complete", 200, `{"result":{"value":3}}`)
+	if e := j.Entries(); len(e) != 3 || !e[2].StartedDone || e[0].StartedDone || e[1].StartedDone {
+		t.Fatalf("journal %+v: want only step quick started done", e)
+	}
+
+	// The client closes its side after a numbered start: the answer still
+	// comes.
+	f.send("run/start", `{"name":"third","ahead":3}`)
+	served(4)
+	if err := f.c.(*net.UnixConn).CloseWrite(); err != nil {
+		t.Fatal(err)
+	}
+	f.wantRead("run/start", 200, `{"execute":"`)
 }
 
 // EnvAfter's value names the process that set it: that process itself

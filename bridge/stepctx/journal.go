@@ -100,6 +100,16 @@ type Journal interface {
 	CancelInvocation(ctx context.Context, invocationID string) error
 }
 
+// DoneRunStarter is a Journal that can start a run whose closure has
+// already run: a framed client pipelining its steps (see "Pipelined
+// steps") whose run/complete arrived with its run/start. RunStartDone is
+// RunStart whose command need not reach Restate on its own, before the
+// completion, since nothing is in flight to show: it goes with the
+// completion, one write instead of two.
+type DoneRunStarter interface {
+	RunStartDone(ctx context.Context, name string) (*Result, Future, error)
+}
+
 // CallFailedError is how a Journal (or the Server) fails one context call
 // terminally without ending the attempt: the call was refused before
 // anything was journaled, or the invocation's cancellation interrupted its

@@ -814,7 +814,14 @@ func (a *Attempt) runStart(_ context.Context, body []byte) (any, *apiError) {
 	if e := a.notInRun(); e != nil {
 		return nil, e
 	}
-	recorded, f, err := a.j.RunStart(a.ctx, req.Name)
+	var recorded *Result
+	var f Future
+	var err error
+	if ds, ok := a.j.(DoneRunStarter); ok && a.caller != nil && a.caller.completeNext {
+		recorded, f, err = ds.RunStartDone(a.ctx, req.Name)
+	} else {
+		recorded, f, err = a.j.RunStart(a.ctx, req.Name)
+	}
 	if err != nil {
 		return nil, a.journalFailed(err)
 	}

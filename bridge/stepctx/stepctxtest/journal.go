@@ -97,6 +97,9 @@ type Entry struct {
 	// complete, a state read found a value, a peek found the promise
 	// completed, or a promise completion was the first.
 	Done bool
+	// StartedDone marks a run started through RunStartDone: its closure
+	// had run when the start was served (stepctx.DoneRunStarter).
+	StartedDone bool
 }
 
 var _ stepctx.Journal = (*Journal)(nil)
@@ -191,6 +194,18 @@ func (j *Journal) RunStart(ctx context.Context, name string) (*stepctx.Result, s
 		return &r, nil, nil
 	}
 	return nil, e, nil
+}
+
+// RunStartDone implements stepctx.DoneRunStarter: RunStart, marking the
+// run's Entry (StartedDone) when it executes.
+func (j *Journal) RunStartDone(ctx context.Context, name string) (*stepctx.Result, stepctx.Future, error) {
+	r, f, err := j.RunStart(ctx, name)
+	if e, ok := f.(*Entry); ok {
+		j.mu.Lock()
+		e.StartedDone = true
+		j.mu.Unlock()
+	}
+	return r, f, err
 }
 
 // RunComplete implements stepctx.Journal.
