@@ -265,8 +265,12 @@ func TestRestateJournalMapsEveryOperation(t *testing.T) {
 	if j.InvocationID() != "inv_fake" || j.RandomSeed() != 42 {
 		t.Fatal("InvocationID/RandomSeed not passed through")
 	}
+	// A step whose completion came with its start: restate's RunStartDone.
+	if res, run, err := j.RunStartDone(ctx, "quick"); err != nil || res != nil || run != "run-future" {
+		t.Fatalf("RunStartDone = %v, %v, %v; want execute with the run future", res, run, err)
+	}
 	// The retryable failure ends the attempt naming its step.
-	wantCalls := []string{"run fetch", "complete run-future", "complete run-future", `fail run-future: step "fetch" failed and will be retried: flaky`, "sleep 3s", "call", "send", "await", "await"}
+	wantCalls := []string{"run fetch", "complete run-future", "complete run-future", `fail run-future: step "fetch" failed and will be retried: flaky`, "sleep 3s", "call", "send", "await", "await", "run-done quick"}
 	if !reflect.DeepEqual(f.calls, wantCalls) {
 		t.Fatalf("calls %v, want %v", f.calls, wantCalls)
 	}

@@ -443,34 +443,42 @@ func TestStepsAwaitAnyReplaysArrivalOrder(t *testing.T) {
 // *RetryableError) ends the attempt with an ErrorMessage whose related
 // command is that step ("related_command_index / name / type",
 // what restate invocations describe shows), as a failing restate.Run's
-// does; nothing is journaled.
+// does; nothing is journaled. A step started with RunStartDone (its
+// RunCommand not flushed on its own) gets its RunCommand to the runtime
+// all the same, before the ErrorMessage.
 func TestRunFailNamesTheStep(t *testing.T) {
 	for _, v := range versions {
-		t.Run(fmt.Sprintf("v%d", v), func(t *testing.T) {
-			h := func(ctx restate.Context, _ []byte) ([]byte, error) {
-				if _, _, err := ctx.RunStart("first"); err != nil {
-					return nil, err
+		for _, done := range []bool{false, true} {
+			t.Run(fmt.Sprintf("v%d/done=%v", v, done), func(t *testing.T) {
+				h := func(ctx restate.Context, _ []byte) ([]byte, error) {
+					if _, _, err := ctx.RunStart("first"); err != nil {
+						return nil, err
+					}
+					start := ctx.RunStart
+					if done {
+						start = ctx.RunStartDone
+					}
+					_, run, err := start("flaky")
+					if err != nil {
+						return nil, err
+					}
+					rerr := &restate.RetryableError{Code: 503, Message: "step \"flaky\" failed: ConnectionError"}
+					if err := ctx.RunFail(run, rerr); err != nil {
+						t.Errorf("RunFail = %v", err)
+					}
+					return nil, rerr
 				}
-				_, run, err := ctx.RunStart("flaky")
-				if err != nil {
-					return nil, err
+				_, url := stepsServer(t, restate.BidiStream, map[string]restate.HandlerFunc{"h": h})
+				journal := []any{restatetest.Input(nil), restatetest.Run(1, "first"), restatetest.RunValue(1, []byte("1"))}
+				got := playSteps(t, url, v, "h", append([]any{restatetest.Start("inv_fail", uint32(len(journal)))}, journal...), nil)
+				wantFrameTypes(t, got, wire.RunCommandType, wire.ErrorMessageType)
+				e, _ := restatetest.Message[*servicev1.ErrorMessage](got[1])
+				if e.GetCode() != 503 || e.GetMessage() != "step \"flaky\" failed: ConnectionError" || e.GetRelatedCommandIndex() != 2 ||
+					e.GetRelatedCommandName() != "flaky" || wire.MessageType(e.GetRelatedCommandType()) != wire.RunCommandType {
+					t.Fatalf("ErrorMessage %v, want 503 about command 2, run \"flaky\"", e)
 				}
-				rerr := &restate.RetryableError{Code: 503, Message: "step \"flaky\" failed: ConnectionError"}
-				if err := ctx.RunFail(run, rerr); err != nil {
-					t.Errorf("RunFail = %v", err)
-				}
-				return nil, rerr
-			}
-			_, url := stepsServer(t, restate.BidiStream, map[string]restate.HandlerFunc{"h": h})
-			journal := []any{restatetest.Input(nil), restatetest.Run(1, "first"), restatetest.RunValue(1, []byte("1"))}
-			got := playSteps(t, url, v, "h", append([]any{restatetest.Start("inv_fail", uint32(len(journal)))}, journal...), nil)
-			wantFrameTypes(t, got, wire.RunCommandType, wire.ErrorMessageType)
-			e, _ := restatetest.Message[*servicev1.ErrorMessage](got[1])
-			if e.GetCode() != 503 || e.GetMessage() != "step \"flaky\" failed: ConnectionError" || e.GetRelatedCommandIndex() != 2 ||
-				e.GetRelatedCommandName() != "flaky" || wire.MessageType(e.GetRelatedCommandType()) != wire.RunCommandType {
-				t.Fatalf("ErrorMessage %v, want 503 about command 2, run \"flaky\"", e)
-			}
-		})
+			})
+		}
 	}
 }
 

@@ -457,8 +457,11 @@ func (s *Server) serveFramed(c net.Conn, br *bufio.Reader) {
 	// held: out is the answer of a numbered run/start, not written yet. Its
 	// client reads it only after sending its next request (see "Pipelined
 	// steps"), so it goes out with that request's answer, in one write: the
-	// client wakes once for the two, not once for each. Whatever ends the
-	// connection first writes it (bounded: the client may not read).
+	// client wakes once for the two, not once for each. A connection that
+	// ends first (the client closed its side, a read failed) writes it
+	// then, bounded, as the client may not read; Shutdown closes the
+	// connection without it, leaving the client to find the endpoint gone
+	// at its next request, as it would a moment later anyway.
 	held := false
 	defer func() {
 		if held {

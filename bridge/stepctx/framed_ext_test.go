@@ -344,8 +344,10 @@ func TestFramedNumberedStartAnsweredWithTheNext(t *testing.T) {
 	f.wantRead("run/start", 200, `{"execute":"`)
 	f.wantRead("run/complete", 200, `{"result":{"value":1}}`)
 
-	// Unnumbered: answered at once.
+	// Unnumbered: answered at once (a held answer would time out here).
+	_ = f.c.SetReadDeadline(time.Now().Add(10 * time.Second))
 	f.want("run/start", `{"name":"second"}`, 200, `{"execute":"`)
+	_ = f.c.SetReadDeadline(time.Time{})
 	f.want("run/complete", `{"value":2}`, 200, `{"result":{"value":2}}`)
 
 	// A step whose completion came with its start (one write here): its
@@ -358,10 +360,19 @@ func TestFramedNumberedStartAnsweredWithTheNext(t *testing.T) {
 		t.Fatalf("journal %+v: want only step quick started done", e)
 	}
 
+	// The step's function asks for the invocation id: the held answer
+	// comes first, then that request's.
+	f.send("run/start", `{"name":"asks","ahead":3}`)
+	served(4)
+	f.send("invocation-id", `{}`)
+	f.wantRead("run/start", 200, `{"execute":"`)
+	f.wantRead("invocation-id", 200, `inv_fake`)
+	f.want("run/complete", `{"value":4}`, 200, `{"result":{"value":4}}`)
+
 	// The client closes its side after a numbered start: the answer still
 	// comes.
-	f.send("run/start", `{"name":"third","ahead":3}`)
-	served(4)
+	f.send("run/start", `{"name":"third","ahead":4}`)
+	served(5)
 	if err := f.c.(*net.UnixConn).CloseWrite(); err != nil {
 		t.Fatal(err)
 	}
