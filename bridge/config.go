@@ -440,22 +440,8 @@ func CheckListen(addr string) error {
 // the system, and a unix:///path must name a socket file, not a
 // directory.
 func checkRuntimeAddress(kind, addr string) error {
-	example := "unix:///run/fnbridge/" + kind + ".sock"
-	if path, ok := strings.CutPrefix(addr, "unix://"); ok {
-		switch {
-		case !filepath.IsAbs(path):
-			return fmt.Errorf("%q: a unix socket's path must be absolute (%s)", addr, example)
-		case strings.HasSuffix(path, "/") || strings.HasSuffix(path, "/.") || strings.HasSuffix(path, "/.."):
-			return fmt.Errorf("%q names a directory, not a socket file (%s)", addr, example)
-		}
-		return nil
-	}
-	if rest, ok := strings.CutPrefix(addr, "unix:"); ok {
-		if _, err := strconv.Atoi(rest); err != nil {
-			// unix:/path and unix:path would be dialled as host "unix"
-			// (unix:9090 is that host, as written).
-			return fmt.Errorf("%q names no socket: write a unix socket as unix:///absolute/path (%s)", addr, example)
-		}
+	if unix, err := checkUnixAddress(addr, "unix:///run/fnbridge/"+kind+".sock"); unix || err != nil {
+		return err
 	}
 	if err := checkHostPortFrom(addr, 1); err != nil {
 		return fmt.Errorf("%q is neither host:port nor unix:///path: %v", addr, err)
@@ -469,6 +455,29 @@ func checkRuntimeAddress(kind, addr string) error {
 		return fmt.Errorf("%q has port 0: %s", addr, need)
 	}
 	return nil
+}
+
+// checkUnixAddress checks addr as a unix socket address (unix says it is
+// one, and err what is wrong with it), example being a good one: an
+// absolute path to a socket file. unix:path and unix:/path are refused
+// (they would be read as host "unix"; unix:9090 is that host, as written,
+// and no unix address).
+func checkUnixAddress(addr, example string) (unix bool, err error) {
+	if path, ok := strings.CutPrefix(addr, "unix://"); ok {
+		switch {
+		case !filepath.IsAbs(path):
+			return true, fmt.Errorf("%q: a unix socket's path must be absolute (%s)", addr, example)
+		case strings.HasSuffix(path, "/") || strings.HasSuffix(path, "/.") || strings.HasSuffix(path, "/.."):
+			return true, fmt.Errorf("%q names a directory, not a socket file (%s)", addr, example)
+		}
+		return true, nil
+	}
+	if rest, ok := strings.CutPrefix(addr, "unix:"); ok {
+		if _, err := strconv.Atoi(rest); err != nil {
+			return true, fmt.Errorf("%q names no socket: write a unix socket as unix:///absolute/path (%s)", addr, example)
+		}
+	}
+	return false, nil
 }
 
 // checkContentType refuses what is not a media type (type/subtype, with
@@ -499,6 +508,12 @@ var kindChoices = "(" + strings.Join(kinds.Names(), " | ") + ")"
 // validates a configuration file. A problem with its content is a
 // *ConfigError naming the file as given, the line and the field path.
 func LoadConfig(path string) (*Config, error) {
+	if path == "" {
+		return nil, errors.New("the configuration file's path is empty (--config names the configuration file)")
+	}
+	if fi, err := os.Stat(path); err == nil && fi.IsDir() {
+		return nil, fmt.Errorf("%s is a directory (--config names the configuration file, e.g. %s)", path, filepath.Join(path, "bridge.yaml"))
+	}
 	abs, err := filepath.Abs(path)
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", path, err)
@@ -801,8 +816,11 @@ func (h *HandlerConfig) resolve(hp, baseDir string, bad func(path, format string
 	h.Limits.resolve(hp+".limits", h.Runtime, bad)
 	h.resolveDurability(hp, bad)
 	if rp := h.RetryPolicy; rp != nil {
-		if rp.InitialInterval < 0 || rp.MaxInterval < 0 {
-			bad(hp+".retry_policy", "intervals must be positive")
+		if rp.InitialInterval < 0 {
+			bad(hp+".retry_policy.initial_interval", "%s is negative: want a positive interval", rp.InitialInterval)
+		}
+		if rp.MaxInterval < 0 {
+			bad(hp+".retry_policy.max_interval", "%s is negative: want a positive interval", rp.MaxInterval)
 		}
 		wholeMillis(hp+".retry_policy.initial_interval", rp.InitialInterval, bad)
 		wholeMillis(hp+".retry_policy.max_interval", rp.MaxInterval, bad)

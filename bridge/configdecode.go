@@ -396,6 +396,12 @@ func (d *configDecoder) refuseWrittenZeros(cfg *Config) {
 			check(hp+".idle_timeout", h.IdleTimeout == 0, "0 is not allowed: want at least 1s (left out: %s)", Duration(DefaultIdleTimeout))
 			check(hp+".concurrency", h.Concurrency == 0, "0 is not allowed: want 1..%d (left out: %d)", MaxConcurrency, DefaultConcurrency)
 			check(hp+".lease_timeout", h.LeaseTimeout == 0, "0 is not allowed: want 0 < lease_timeout <= %s (left out: %s)", Duration(MaxTimeout), Duration(DefaultLeaseTimeout))
+			check(hp+".inactivity_timeout", h.InactivityTimeout == 0, "0 is not allowed: want a positive duration longer than timeout + lease_timeout (left out: timeout + lease_timeout + 30s)")
+			check(hp+".abort_timeout", h.AbortTimeout == 0, "0 is not allowed: want a positive duration (left out: inactivity_timeout)")
+			if rp := h.RetryPolicy; rp != nil {
+				check(hp+".retry_policy.initial_interval", rp.InitialInterval == 0, "0 is not allowed: want a positive interval such as 100ms (left out: Restate's default)")
+				check(hp+".retry_policy.max_interval", rp.MaxInterval == 0, "0 is not allowed: want a positive interval such as 10s (left out: Restate's default)")
+			}
 			if h.Durability == DurabilitySteps {
 				check(hp+".suspend_after", h.SuspendAfter == 0, "0 is not allowed: want a positive duration shorter than timeout (left out: %s, at most half the timeout)", Duration(DefaultSuspendAfter))
 			} else {

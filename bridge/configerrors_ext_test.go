@@ -178,6 +178,16 @@ func TestConfigErrorsNameLineFieldAndWhatIsAllowed(t *testing.T) {
 				"line 12: services[0].handlers[0].concurrency: 0 is not allowed: want 1..256 (left out: 1)\n" +
 				"line 13: services[0].handlers[0].lease_timeout: 0 is not allowed: want 0 < lease_timeout <= 15m (left out: 5s)\n" +
 				"line 14: services[0].handlers[0].suspend_after: 0 is not allowed: want a positive duration shorter than timeout (left out: 5s, at most half the timeout)"},
+		{"a written zero Restate timeout or retry interval is not the default it would silently get",
+			servicesStart + "      - name: h\n        runtime: python\n        dir: functions\n        handler: greeter.greet\n" +
+				"        inactivity_timeout: 0s\n        abort_timeout: 0\n        retry_policy: {initial_interval: 0s, max_interval: 0, max_attempts: 3}\n",
+			"line 8: services[0].handlers[0].inactivity_timeout: 0 is not allowed: want a positive duration longer than timeout + lease_timeout (left out: timeout + lease_timeout + 30s)\n" +
+				"line 9: services[0].handlers[0].abort_timeout: 0 is not allowed: want a positive duration (left out: inactivity_timeout)\n" +
+				"line 10: services[0].handlers[0].retry_policy.initial_interval: 0 is not allowed: want a positive interval such as 100ms (left out: Restate's default)\n" +
+				"line 10: services[0].handlers[0].retry_policy.max_interval: 0 is not allowed: want a positive interval such as 10s (left out: Restate's default)"},
+		{"a negative retry interval is named",
+			servicesStart + "      - {name: h, runtime: python, dir: functions, handler: greeter.greet, retry_policy: {max_interval: -1s}}\n",
+			"line 4: services[0].handlers[0].retry_policy.max_interval: -1s is negative: want a positive interval"},
 		{"a written zero after a merged null",
 			servicesStart + "      - &base {name: a, runtime: python, dir: functions, handler: greeter.greet, timeout: ~}\n" +
 				"      - <<: *base\n        name: b\n        timeout: 0s\n",
@@ -300,8 +310,11 @@ func TestLoadConfigNamesTheFileOnce(t *testing.T) {
 	if _, err := bridge.LoadConfig("missing.yaml"); err == nil || err.Error() != "missing.yaml: no such file (--config names the configuration file)" {
 		t.Errorf("missing file: %v", err)
 	}
-	if _, err := bridge.LoadConfig("functions"); err == nil || err.Error() != "functions: is a directory" {
+	if _, err := bridge.LoadConfig("functions"); err == nil || err.Error() != "functions is a directory (--config names the configuration file, e.g. functions/bridge.yaml)" {
 		t.Errorf("a directory: %v", err)
+	}
+	if _, err := bridge.LoadConfig(""); err == nil || err.Error() != "the configuration file's path is empty (--config names the configuration file)" {
+		t.Errorf("an empty path: %v", err)
 	}
 }
 

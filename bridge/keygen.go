@@ -31,9 +31,18 @@ type KeygenOptions struct {
 	Reuse bool
 }
 
-// Check reports options that contradict each other, before any file is
-// looked at (the command line's mistake, in its words).
+// Check reports options that contradict each other or cannot name a key
+// file (empty, or an existing directory), before anything is written (the
+// command line's mistake, in its words).
 func (o KeygenOptions) Check() error {
+	if o.Out == "" {
+		return errors.New("--out is empty: name the file for the private key")
+	}
+	for _, f := range []struct{ flag, path string }{{"--out", o.Out}, {"--public-out", o.PublicOut}} {
+		if fi, err := os.Stat(f.path); f.path != "" && err == nil && fi.IsDir() {
+			return fmt.Errorf("%s %s is a directory: name a file for the key (e.g. %s)", f.flag, f.path, filepath.Join(f.path, "restate-identity.pem"))
+		}
+	}
 	if o.Force && o.Reuse {
 		return errors.New("--force and --reuse contradict each other: choose one")
 	}

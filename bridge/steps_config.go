@@ -119,6 +119,11 @@ func (c *Config) resolveContextListen(bad func(path, format string, args ...any)
 // address, or "". A TCP address is also what functions dial, so it must
 // name a host they can reach, not a wildcard.
 func checkContextListen(v string) string {
+	if unix, err := checkUnixAddress(v, "unix:///run/fnbridge/context.sock"); err != nil {
+		return err.Error()
+	} else if unix {
+		return ""
+	}
 	network, address, err := stepctx.ParseAddr(v)
 	if err != nil {
 		return fmt.Sprintf("%q: want unix:///absolute/path or host:port", v)

@@ -53,6 +53,9 @@ func TestDurabilityErrorsNameTheField(t *testing.T) {
 		{"suspend_after not below timeout", "", "        durability: steps\n        timeout: 10s\n        suspend_after: 10s\n", hp + "suspend_after: 10s is not shorter than timeout 10s"},
 		{"context_listen scheme", "context_listen: http://x:1\n", "", `context_listen: "http://x:1": want unix:///absolute/path or host:port`},
 		{"context_listen relative socket", "context_listen: unix://ctx.sock\n", "", `context_listen: "unix://ctx.sock"`},
+		{"context_listen directory", "context_listen: unix:///tmp/x/\n", "", `context_listen: "unix:///tmp/x/" names a directory, not a socket file`},
+		{"context_listen root", "context_listen: unix:///\n", "", `context_listen: "unix:///" names a directory`},
+		{"context_listen unix: without slashes", "context_listen: unix:rel\n", "", `context_listen: "unix:rel" names no socket: write a unix socket as unix:///absolute/path`},
 		{"context_listen wildcard", "context_listen: 0.0.0.0:9091\n", "", `context_listen: "0.0.0.0:9091": name the address functions dial`},
 		{"context_listen no host", "context_listen: :9091\n", "", `context_listen: ":9091": name the address functions dial`},
 	} {

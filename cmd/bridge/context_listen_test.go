@@ -115,7 +115,7 @@ func TestServeRefusesInvalidContextListen(t *testing.T) {
 	}{
 		{"flag scheme", "http://x:1", "", `--context-listen: "http://x:1": want unix:///absolute/path or host:port`},
 		{"flag wildcard", "0.0.0.0:9091", "", `--context-listen: "0.0.0.0:9091": name the address functions dial (e.g. 10.0.0.5:9091), not a wildcard host`},
-		{"env relative socket", "", "unix://ctx.sock", `FNBRIDGE_CONTEXT_LISTEN: "unix://ctx.sock": want unix:///absolute/path or host:port`},
+		{"env relative socket", "", "unix://ctx.sock", `FNBRIDGE_CONTEXT_LISTEN: "unix://ctx.sock": a unix socket's path must be absolute (unix:///run/fnbridge/context.sock)`},
 		{"env no host", "", ":9091", `FNBRIDGE_CONTEXT_LISTEN: ":9091": name the address functions dial (e.g. 10.0.0.5:9091), not a wildcard host`},
 		{"env port out of range", "", "10.0.0.5:99999", `FNBRIDGE_CONTEXT_LISTEN: "10.0.0.5:99999" is not host:port: port "99999" is not a number from 0 to 65535`},
 	}

@@ -37,15 +37,27 @@ func TestKeygenCommandPrintsOnlyTheKey(t *testing.T) {
 	}
 }
 
-// Options that contradict each other are the command line's mistake:
-// exit 2, nothing written.
+// Options that contradict each other, or that name no file (empty, a
+// directory), are the command line's mistake: exit 2 saying which flag,
+// nothing written.
 func TestKeygenContradictoryFlagsExit2(t *testing.T) {
-	out := filepath.Join(t.TempDir(), "id.pem")
-	for _, args := range [][]string{{"--force", "--reuse"}, {"--public-out", out}} {
+	dir := t.TempDir()
+	out := filepath.Join(dir, "id.pem")
+	for _, c := range []struct {
+		args []string
+		says string
+	}{
+		{[]string{"--force", "--reuse"}, "--force and --reuse"},
+		{[]string{"--public-out", out}, "--public-out"},
+		{[]string{"--out", ""}, "--out is empty"},
+		{[]string{"--out", dir, "--force"}, "--out " + dir + " is a directory"},
+		{[]string{"--public-out", dir}, "--public-out " + dir + " is a directory"},
+	} {
+		args := c.args
 		var stdout, stderr strings.Builder
 		code := runBridge(append([]string{"keygen", "--out", out}, args...), &stdout, &stderr)
-		if code != invokeExitUsage || stdout.Len() != 0 {
-			t.Errorf("keygen %v: exit %d, stdout %q, stderr %q; want %d and nothing printed", args, code, stdout.String(), stderr.String(), invokeExitUsage)
+		if code != invokeExitUsage || stdout.Len() != 0 || !strings.Contains(stderr.String(), c.says) {
+			t.Errorf("keygen %v: exit %d, stdout %q, stderr %q; want %d saying %q and nothing printed", args, code, stdout.String(), stderr.String(), invokeExitUsage, c.says)
 		}
 		if _, err := os.Stat(out); err == nil {
 			t.Fatalf("keygen %v wrote %s", args, out)

@@ -148,7 +148,13 @@ func TestBadConfigurationOrFlagExitsTwo(t *testing.T) {
 		// cobra's own refusals are usage errors too, and a flag's error
 		// says what the flag wants, not which Go parser refused it.
 		{[]string{"servee"}, 2, `unknown command "servee"`},
-		{[]string{"serve", "extra", "--config", good}, 2, `unknown command "extra"`},
+		{[]string{"serve", "extra", "--config", good}, 2, `bridge serve takes no arguments (got "extra"): the configuration file is given with --config FILE`},
+		{[]string{"manifest", good}, 2, `bridge manifest takes no arguments (got "` + good + `"): the configuration file is given with --config FILE`},
+		{[]string{"serve", "--config", ""}, 2, `the configuration file's path is empty (--config names the configuration file)`},
+		{[]string{"manifest", "--config", dir}, 2, dir + ` is a directory (--config names the configuration file`},
+		{[]string{"--log-level", "42", "version"}, 2, `--log-level "42": want trace, debug, info, warn or error`},
+		{[]string{"--log-level", "disabled", "version"}, 2, `--log-level "disabled": want trace`},
+		{[]string{"--log-level", "WARN", "version"}, 0, ``},
 		{[]string{"version", "extra"}, 2, `unknown command "extra"`},
 		{[]string{"completion", "tcsh"}, 2, `unknown shell "tcsh"`},
 		{[]string{"manifest", "--config", good, "--manifest-version", "abc"}, 2, `"--manifest-version" flag: want a whole number`},

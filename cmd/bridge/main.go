@@ -185,6 +185,11 @@ func usageArgs(c *cobra.Command) {
 	if check := c.Args; check != nil {
 		c.Args = func(cmd *cobra.Command, args []string) error {
 			if err := check(cmd, args); err != nil {
+				if len(args) > 0 && cmd.Flags().Lookup("config") != nil && !cmd.HasAvailableSubCommands() {
+					// `bridge serve bridge.yaml`: cobra says "unknown
+					// command", which leaves the user guessing.
+					err = fmt.Errorf("%s takes no arguments (got %q): the configuration file is given with --config FILE", cmd.CommandPath(), args[0])
+				}
 				return usageError{err}
 			}
 			return nil
@@ -323,13 +328,16 @@ func newLogger(levelName, format string, w io.Writer) (zerolog.Logger, error) {
 	return zerolog.New(w).Level(level).With().Timestamp().Logger(), nil
 }
 
-// parseLogLevel reads --log-level, naming the flag when it is bad.
+// parseLogLevel reads --log-level, naming the flag when it is bad. Only
+// the five documented names (any case): zerolog also reads numbers,
+// fatal, panic and disabled, each of which would silence the warnings
+// an operator needs.
 func parseLogLevel(name string) (zerolog.Level, error) {
-	level, err := zerolog.ParseLevel(name)
-	if err != nil || name == "" {
-		return zerolog.NoLevel, fmt.Errorf("--log-level %q: want trace, debug, info, warn or error", name)
+	switch strings.ToLower(name) {
+	case "trace", "debug", "info", "warn", "error":
+		return zerolog.ParseLevel(strings.ToLower(name))
 	}
-	return level, nil
+	return zerolog.NoLevel, fmt.Errorf("--log-level %q: want trace, debug, info, warn or error", name)
 }
 
 // consoleTimeFormat is the time of a console log line: local, to the

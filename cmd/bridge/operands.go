@@ -24,7 +24,8 @@ import (
 // (`fnbridge help COMMAND` shows a command's help).
 //
 // The subcommand's flags keep their places (a flag's value, -1s
-// included, stays with its flag) and every operand goes after one "--".
+// included, stays with its flag), global flags before the subcommand's
+// words go after them, and every operand goes after one "--".
 // Args with nothing to move, or whose command parses its own flags, come
 // back unchanged.
 func separateOperands(root *cobra.Command, args []string) []string {
@@ -41,15 +42,30 @@ func separateOperands(root *cobra.Command, args []string) []string {
 	for c := cmd; c != root && c != nil; c = c.Parent() {
 		path = append([]string{c.Name()}, path...)
 	}
-	if len(path) > len(args) {
-		return args
-	}
-	for i, w := range path {
-		if args[i] != w {
+	// The path's words lead args, but for global flags (the root's, with
+	// their values) before or between them: `bridge --log-level warn ctx
+	// state set ...` names the same command, whose operands are data.
+	var globals []string
+	i, j := 0, 0
+	for ; i < len(args) && j < len(path); i++ {
+		a := args[i]
+		switch {
+		case a == path[j]:
+			j++
+		case strings.HasPrefix(a, "-") && a != "--" && flagOf(root, a) != nil:
+			globals = append(globals, a)
+			if takesNextArg(root, a) && i+1 < len(args) {
+				i++
+				globals = append(globals, args[i])
+			}
+		default:
 			return args
 		}
 	}
-	rest := args[len(path):]
+	if j < len(path) {
+		return args
+	}
+	rest := args[i:]
 	var flags, operands []string
 	for i := 0; i < len(rest); i++ {
 		a := rest[i]
@@ -69,7 +85,7 @@ func separateOperands(root *cobra.Command, args []string) []string {
 			}
 		}
 	}
-	out := append(append([]string(nil), path...), flags...)
+	out := append(append(append([]string(nil), path...), globals...), flags...)
 	return append(append(out, "--"), operands...)
 }
 

@@ -107,6 +107,11 @@ func TestSeparateOperandsRewrite(t *testing.T) {
 		// A fnbridge command's operands are data, dashes or not.
 		{[]string{"ctx", "state", "set", "--help", "-x"}, []string{"ctx", "state", "set", "--", "--help", "-x"}},
 		{[]string{"ctx", "call", "--key", "--help", "Svc/h", "--x"}, []string{"ctx", "call", "--key", "--help", "--", "Svc/h", "--x"}},
+		// Global flags before or between the command's words: the same
+		// command, its operands data all the same.
+		{[]string{"--log-level", "warn", "invoke", "--config", "c.yaml", "Svc/h", "-1"}, []string{"invoke", "--log-level", "warn", "--config", "c.yaml", "--", "Svc/h", "-1"}},
+		{[]string{"--log-level=info", "ctx", "--log-format", "json", "state", "set", "last", "--help"}, []string{"ctx", "state", "set", "--log-level=info", "--log-format", "json", "--", "last", "--help"}},
+		{[]string{"--bogus", "ctx", "state", "set", "last", "--help"}, nil},
 		// bridge's own commands keep unknown flags as flags (refused).
 		{[]string{"invoke", "--bogus", "Svc/h"}, nil},
 		{[]string{"ctx", "run", "n", "--", "printf", "-5"}, nil},
