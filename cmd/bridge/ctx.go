@@ -270,6 +270,9 @@ func runUsage(args []string) string {
 	case args[1] != "--":
 		return fmt.Sprintf("run %s: want -- between NAME and CMD, not %s", args[0], args[1])
 	}
+	if len(args) > 2 && args[2] == "" {
+		return fmt.Sprintf("run %s: CMD is empty (an unset variable?)", args[0])
+	}
 	return fmt.Sprintf("run %s: CMD is missing after --", args[0])
 }
 
@@ -326,7 +329,7 @@ where  v=$(fnbridge run NAME -- CMD)  forks a subshell.`,
 			case len(args) > 0 && strings.HasPrefix(args[0], "--var="):
 				toVar, args = true, args[1:]
 			}
-			if len(args) < 3 || args[1] != "--" || args[0] == "" {
+			if len(args) < 3 || args[1] != "--" || args[0] == "" || args[2] == "" {
 				return exitf(ctxExitUsage, "%s; usage: fnbridge run [--var VAR] NAME -- CMD [ARG...]", runUsage(args))
 			}
 			if toVar {
@@ -797,7 +800,7 @@ func newCtxFailCmd() *cobra.Command {
 			"             caller sees as the HTTP status; only the function's own\n" +
 			"             shell and its subshells record it, elsewhere the code is 500\n\n" +
 			"Everything after fail (and --code N) is the message, --help included:\n" +
-			"the command always exits 100, so this help is only `bridge help ctx fail`.",
+			"the command always exits 100, so this help is only `fnbridge help fail` (or `bridge help ctx fail`).",
 		// Whatever follows is the message ("-1 items left" too), and the
 		// command always exits 100, as the shell function does: a usage
 		// error's status would turn the terminal failure into a retry.

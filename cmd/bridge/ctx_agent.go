@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -81,18 +82,29 @@ func newCtxAgentCmd() *cobra.Command {
 // runAgent makes the FIFOs, says "ready <pid>" on ready (then closes it
 // when it is a file) and serves requests until the worker is gone.
 func runAgent(ctx context.Context, dir string, worker int, ready io.Writer) error {
+	// What stops it is said on ready too: the shell that started it
+	// discards its stderr, and names the cause with its own error.
+	failed := func(err error) error {
+		fmt.Fprintf(ready, "error %v\n", err)
+		return exitf(ctxExitError, "agent: %v", err)
+	}
 	var files [2]*os.File
 	for i, name := range []string{agentReq, agentAns} {
 		p := filepath.Join(dir, name)
 		_ = os.Remove(p)
 		if err := syscall.Mkfifo(p, 0o600); err != nil {
-			return exitf(ctxExitError, "agent: %v", err)
+			return failed(err)
+		}
+		// Its mode as asked, whatever the function's umask (0277 would
+		// leave the owner unable to open it for writing).
+		if err := os.Chmod(p, 0o600); err != nil {
+			return failed(err)
 		}
 		// Read and write: neither open blocks, and the shell's opens never
 		// do either; a.req never reads EOF between invocations.
 		f, err := os.OpenFile(p, os.O_RDWR, 0)
 		if err != nil {
-			return exitf(ctxExitError, "agent: %v", err)
+			return failed(err)
 		}
 		defer f.Close()
 		files[i] = f
@@ -301,6 +313,13 @@ func (a *agent) complete(ctx context.Context, c *stepctx.Client, st, cmd string)
 		status, why = 126, fmt.Sprintf("agent: %s's status %q from the shell is no exit status", cmd, st)
 	}
 	out, err := os.ReadFile(filepath.Join(a.dir, agentOut))
+	if errors.Is(err, fs.ErrPermission) {
+		// The shell made it under the function's umask, which may leave
+		// the owner no read permission: it is ours to read all the same.
+		if os.Chmod(filepath.Join(a.dir, agentOut), 0o600) == nil {
+			out, err = os.ReadFile(filepath.Join(a.dir, agentOut))
+		}
+	}
 	if err != nil && status == 0 {
 		status, why = 126, fmt.Sprintf("reading %s's stdout: %v", cmd, err)
 	}

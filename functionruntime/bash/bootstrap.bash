@@ -81,7 +81,7 @@ __fnb_run() {
 	# VAR is a name: globs over spelled-out ASCII sets (no range, which
 	# a locale may widen), a fifth of the cost of a regex, compiled anew
 	# by every =~ of every step.
-	if [[ ${2-} != -- || $# -lt 3 || -z $__fnb_name || $__fnb_name == *[$'\t\n']* || $__fnb_var == __fnb_* ]] || { [[ -n $__fnb_var ]] &&
+	if [[ ${2-} != -- || $# -lt 3 || -z $__fnb_name || -z $3 || $__fnb_name == *[$'\t\n']* || $__fnb_var == __fnb_* ]] || { [[ -n $__fnb_var ]] &&
 		[[ $__fnb_var == [0123456789]* || $__fnb_var == *[!abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_]* ]]; }; then
 		__fnb_run_odd "$__fnb_var" "$@"
 		builtin return "$?"
@@ -192,13 +192,13 @@ __fnb_run_nested() {
 		command "${__fnb_bin:-fnbridge}" run "$__fnb_name" -- "$@"
 		builtin return "$?"
 	fi
-	command "${__fnb_bin:-fnbridge}" run "$__fnb_name" -- "$@" >|"$__fnb_nf" || { __fnb_rc=$?; command rm -f -- "$__fnb_nf"; builtin return "$__fnb_rc"; }
+	command "${__fnb_bin:-fnbridge}" run "$__fnb_name" -- "$@" >|"$__fnb_nf" || { __fnb_rc=$?; command "$__fnb_rm" -f -- "$__fnb_nf"; builtin return "$__fnb_rc"; }
 	if LC_ALL=C IFS= builtin read -r -d '' __fnb_v <"$__fnb_nf"; then
-		command rm -f -- "$__fnb_nf"
+		command "$__fnb_rm" -f -- "$__fnb_nf"
 		builtin printf 'fnbridge: run %s --var: the value holds a NUL byte, which a shell variable cannot; print it instead\n' "$__fnb_name" >&2
 		builtin return 2
 	fi
-	command rm -f -- "$__fnb_nf"
+	command "$__fnb_rm" -f -- "$__fnb_nf"
 	builtin printf -v "$__fnb_var" '%s' "$__fnb_v" 2>/dev/null || __fnb_run_readonly "$__fnb_var" "$__fnb_name"
 }
 
@@ -222,7 +222,7 @@ __fnb_run_odd() {
 		command "${__fnb_bin:-fnbridge}" run --help  # as from any other shell
 		builtin return "$?"
 	fi
-	if [[ ${2-} != -- || $# -lt 3 || -z ${1-} ]]; then
+	if [[ ${2-} != -- || $# -lt 3 || -z ${1-} || -z ${3-} ]]; then
 		__fnb_run_usage "$@"
 		builtin return 2
 	fi
@@ -261,6 +261,8 @@ __fnb_run_usage() {
 		__fnb_why="run: unknown option $1 (only --var VAR may come before NAME)"
 	elif [[ $2 != -- ]]; then
 		__fnb_why="run $1: want -- between NAME and CMD, not $2"
+	elif (($# > 2)); then
+		__fnb_why="run $1: CMD is empty (an unset variable?)"
 	else
 		__fnb_why="run $1: CMD is missing after --"
 	fi
@@ -274,7 +276,7 @@ __fnb_run_nul() {
 		builtin printf 'fnbridge: run %s --var: the value holds a NUL byte, which a shell variable cannot; print it instead\n' "$2" >&2
 		builtin return 2
 	fi
-	command cat -- "$__fnb_dir/a.val"
+	command "$__fnb_cat" -- "$__fnb_dir/a.val"
 }
 
 # __fnb_run_readonly VAR NAME: --var names a variable that cannot be
@@ -384,7 +386,9 @@ __fnb_agent_open() {
 		# its stdout, which ends the substitution.
 		__fnb_l=$(__fnb_agent_start)
 		if [[ $__fnb_l != "ready "[0-9]* ]]; then
-			builtin printf 'fnbridge: the step agent (fnbridge agent) did not start\n' >&2
+			# The agent says why on its stdout ("error ..."), its stderr
+			# being discarded.
+			builtin printf 'fnbridge: the step agent (fnbridge agent) did not start%s\n' "${__fnb_l:+: ${__fnb_l#error }}" >&2
 			builtin return 3
 		fi
 		__fnb_apid=${__fnb_l#ready }
@@ -785,6 +789,11 @@ __fnb_main() {
 	# The fnbridge command by its path, found before the handler file or
 	# a function can change PATH, so that their steps still find it.
 	__fnb_bin=$(builtin type -P fnbridge) || __fnb_bin=
+	# cat (a step value holding a NUL is printed by it) and rm (a nested
+	# step's file) the same way, without a fork each: hash looks them up.
+	__fnb_cat=cat __fnb_rm=rm
+	! builtin hash cat 2>/dev/null || __fnb_cat=${BASH_CMDS[cat]-cat}
+	! builtin hash rm 2>/dev/null || __fnb_rm=${BASH_CMDS[rm]-rm}
 
 	# Source the handler file once, without the protocol pipes. A file
 	# under set -e that a failing command ends would end the worker with

@@ -130,6 +130,27 @@ inshell() {
 	fnbridge run --retries 3 s8 -- true 2>&1 || echo "usage $?"
 	fnbridge run s8 echo hi 2>&1 || echo "usage $?"
 	fnbridge run s8 -- 2>&1 || echo "usage $?"
+	fnbridge run s8 -- "" 2>&1 || echo "usage $?"
+	(fnbridge run s8 -- "") 2>&1 || echo "usage $?"
+}
+
+# A umask leaving the owner no read or write: the step agent's FIFOs
+# (in the worker's scratch directory, $__fnb_dir) are 0600 all the same.
+umask_steps() {
+	umask 0277
+	fnbridge run --var v u1 -- printf one || return
+	printf '%s %s' "$v" "$(stat -c %a "$__fnb_dir/a.req" "$__fnb_dir/a.ans" | tr '\n' ' ')"
+}
+
+# A step value holding a NUL is printed by cat, found before the function
+# changed PATH.
+nul_nopath() {
+	local saved=$PATH st
+	PATH=/nonexistent
+	fnbridge run nul -- printf 'x\0y' >nul.out
+	st=$?
+	PATH=$saved
+	printf 'status %s bytes %s' "$st" "$(wc -c <nul.out)"
 }
 
 inshell_fails() {
@@ -657,7 +678,8 @@ func testSteps(t *testing.T, a *adaptertest.Adapter) {
 			"fnbridge: run --var: VAR is empty (an unset variable?); usage: fnbridge run [--var VAR] NAME -- CMD [ARG...]\nbadvar 2\n" +
 			runUsage("run: NAME -- CMD is missing") + runUsage("run: NAME is missing before --") + runUsage("run: NAME is empty (an unset variable?)") +
 			runUsage("run s8: -- CMD is missing after NAME") + runUsage("run: unknown option --retries (only --var VAR may come before NAME)") +
-			runUsage("run s8: want -- between NAME and CMD, not echo") + strings.TrimSuffix(runUsage("run s8: CMD is missing after --"), "\n")
+			runUsage("run s8: want -- between NAME and CMD, not echo") + runUsage("run s8: CMD is missing after --") +
+			runUsage("run s8: CMD is empty (an unset variable?)") + strings.TrimSuffix(runUsage("run s8: CMD is empty (an unset variable?)"), "\n")
 		res, err := s.invoke(t, e.Open(t, j), "hi")
 		steptest.MustOutput(t, res, err, want)
 		if got := s.marker(t); got != "2" {
@@ -961,6 +983,22 @@ func testSteps(t *testing.T, a *adaptertest.Adapter) {
 		j, res, err := s.fresh(t)
 		steptest.MustOutput(t, res, err, "err-trap 100\nexit-trap 100")
 		s.replay(t, j, "", "err-trap 100\nexit-trap 100")
+	})
+
+	// The agent inherits the function's umask: 0277 made its FIFOs 0400,
+	// which an owner other than root cannot open for writing ("the step
+	// agent did not start" on every attempt).
+	t.Run("a umask without owner write", func(t *testing.T) {
+		s := e.start(t, "umask_steps", nil)
+		_, res, err := s.fresh(t)
+		steptest.MustOutput(t, res, err, "one 600 600 ")
+	})
+
+	t.Run("a NUL value printed with PATH changed", func(t *testing.T) {
+		s := e.start(t, "nul_nopath", nil)
+		j, res, err := s.fresh(t)
+		steptest.MustOutput(t, res, err, "status 0 bytes 3")
+		s.replay(t, j, "", "status 0 bytes 3")
 	})
 
 	t.Run("a loop redirecting an agent descriptor", func(t *testing.T) {
