@@ -676,7 +676,9 @@ func (c *Config) resolve(baseDir string) error {
 	for si := range c.Services {
 		s := &c.Services[si]
 		sp := fmt.Sprintf("services[%d]", si)
-		if !serviceNameRE.MatchString(s.Name) {
+		if s.Name == "" {
+			bad(sp+".name", "missing: the Restate service name (%s)", nameRule)
+		} else if !serviceNameRE.MatchString(s.Name) {
 			bad(sp+".name", "%q is not a valid service name (%s)", s.Name, nameRule)
 		} else if lower := strings.ToLower(s.Name); strings.HasPrefix(lower, "restate") || lower == "openapi" {
 			// restate-server refuses these at registration (META0005).
@@ -695,7 +697,9 @@ func (c *Config) resolve(baseDir string) error {
 		for hi := range s.Handlers {
 			h := &s.Handlers[hi]
 			hp := fmt.Sprintf("%s.handlers[%d]", sp, hi)
-			if !serviceNameRE.MatchString(h.Name) {
+			if h.Name == "" {
+				bad(hp+".name", "missing: the Restate handler name (%s)", nameRule)
+			} else if !serviceNameRE.MatchString(h.Name) {
 				bad(hp+".name", "%q is not a valid handler name (%s)", h.Name, nameRule)
 			} else if first, dup := seenH[strings.ToLower(h.Name)]; !dup {
 				seenH[strings.ToLower(h.Name)] = hi
@@ -736,10 +740,12 @@ func (h *HandlerConfig) resolve(hp, baseDir string, bad func(path, format string
 			h.Dir = filepath.Join(baseDir, h.Dir)
 		}
 		h.Dir = filepath.Clean(h.Dir)
-		if st, err := os.Stat(h.Dir); err != nil {
-			bad(hp+".dir", "%s does not exist", h.Dir)
+		if st, err := os.Stat(h.Dir); errors.Is(err, fs.ErrNotExist) {
+			bad(hp+".dir", "%q does not exist", h.Dir)
+		} else if err != nil {
+			bad(hp+".dir", "%q cannot be read: %v", h.Dir, errors.Unwrap(err))
 		} else if !st.IsDir() {
-			bad(hp+".dir", "%s is not a directory", h.Dir)
+			bad(hp+".dir", "%q is not a directory", h.Dir)
 		}
 	}
 	names := make([]string, 0, len(h.Env))

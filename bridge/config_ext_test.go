@@ -97,6 +97,8 @@ func TestLoadConfigRejectsInvalidNamingFieldPath(t *testing.T) {
 			[]string{"services[0].handlers[0].handler", "must be 1-128"}},
 		{"bad protocol mode", "protocol_mode: bidi", "protocol_mode: grpc", []string{"protocol_mode", "bidi | request_response"}},
 		{"missing dir", "dir: functions", "dir: nowhere", []string{"services[0].handlers[0].dir", "does not exist"}},
+		{"a dir's trailing space shows", "dir: functions", `dir: "functions "`, []string{"services[0].handlers[0].dir", `/functions " does not exist`}},
+		{"empty service name", "name: Greeter", `name: ""`, []string{"services[0].name", "missing: the Restate service name"}},
 		{"dir is a file", "dir: functions", "dir: functions/notafile", []string{"services[0].handlers[0].dir", "is not a directory"}},
 		{"bad python handler", "handler: greeter.greet", "handler: greet", []string{"services[0].handlers[0].handler", `"greet" is not module.function (python identifiers, module may be dotted)`}},
 		{"path in handler", "handler: greeter.greet", "handler: ../x.greet", []string{"services[0].handlers[0].handler"}},
