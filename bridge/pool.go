@@ -270,6 +270,10 @@ func (p *pool) lease(ctx context.Context) (*slot, error) {
 		}
 	}
 	p.tel.leaseWaited(waited, false)
+	// Busy from here: registering it for this invocation (a cold start,
+	// a changed handler) is when invocations queue, and a saturation
+	// alert must see it.
+	s.publish(true)
 	if s.regID != "" && s.digest != p.newestDigest() {
 		// A later registration found the handler changed on disk (a
 		// deploy, a .venv made): this worker runs the earlier version.
@@ -289,7 +293,6 @@ func (p *pool) lease(ctx context.Context) (*slot, error) {
 		}
 		return nil, err
 	}
-	s.publish(true)
 	return s, nil
 }
 
@@ -380,6 +383,7 @@ func (p *pool) ensureRegistered(ctx context.Context, s *slot) (detached bool, er
 		// The handler's source is missing or unreadable: an initialization
 		// failure like an import error (a deploy may still be copying the
 		// file), so the same rounds of backoff pass before it is permanent.
+		p.tel.workerStartFailed()
 		p.markFailed(s, derr.Error())
 		return false, &Error{Class: s.failedClass(), Message: fmt.Sprintf("registration %s failed: %s", s.runUID, derr)}
 	}
@@ -545,6 +549,7 @@ func (p *pool) registerError(s *slot, err error) error {
 		})
 		return &Error{Class: ClassPermanent, Message: "runtime server does not implement executor.v1.FunctionRuntime", Cause: err}
 	case codes.InvalidArgument:
+		p.tel.workerStartFailed()
 		p.markFailed(s, status.Convert(err).Message())
 		s.invalid = true
 		return &Error{Class: ClassPermanent, Message: "invalid registration: " + status.Convert(err).Message(), Cause: err}

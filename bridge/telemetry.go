@@ -180,6 +180,11 @@ func (e execTelemetry) end(ctx context.Context, err error) {
 		// runSteps leaves to unwind only when it suspended) answered so
 		// itself before anything stopped it.
 		e.span.SetAttributes(attrOutcome.String(telemetry.OutcomeSuspended.String()))
+	case err != nil && ctx.Err() != nil && errors.Is(cause, restate.ErrCancelled):
+		// Restate's CANCEL stopped it: the invocation's outcome, asked
+		// for, not a failure of the function (its attempt span says
+		// cancelled too).
+		e.span.SetAttributes(attrOutcome.String(telemetry.OutcomeCancelled.String()))
 	case err != nil:
 		e.span.SetAttributes(attrErrorClass.String(class.String()))
 		// The runtime's message, without grpc's "rpc error: code = ..."
@@ -222,7 +227,9 @@ func (pt *poolTelemetry) release() {
 	}
 }
 
-// workerStartFailed records a registration that became FAILED.
+// workerStartFailed records a registration that became FAILED, or that
+// could not be made at all (the handler's source missing, the runtime
+// refusing it as invalid).
 func (pt *poolTelemetry) workerStartFailed() {
 	if pt != nil {
 		pt.m.WorkerStartFailed()

@@ -193,6 +193,50 @@ func TestMetricsCountPausesAndFailedStarts(t *testing.T) {
 	r2.expect("fnbridge_invocations_total", 1, "outcome", "retryable_failure")
 }
 
+// A registration the runtime refuses as invalid is a failed worker start
+// too (fnbridge_worker_start_failures_total), as an import error is.
+func TestMetricsCountRefusedRegistrationsAsFailedStarts(t *testing.T) {
+	m := telemetry.NewMetrics("test")
+	h := newHarnessWith(t, "", bridge.Options{Metrics: m})
+	r := metricsOf{t, m}
+	h.fake.setRegister(func(*executorv1.RegisterFunctionRequest) (*executorv1.RegisterFunctionResponse, error) {
+		return nil, status.Error(codes.InvalidArgument, "handler: no such module")
+	})
+	h.play(7, fresh(`1`), nil)
+	r.expect("fnbridge_worker_start_failures_total", 1)
+	r.expect("fnbridge_registrations", 1, "state", "failed")
+}
+
+// A slot an invocation registers for itself (a cold start) is busy while
+// it registers: invocations queue then, and a saturation alert on busy
+// must see it.
+func TestMetricsRegistrationBusyWhileItRegisters(t *testing.T) {
+	m := telemetry.NewMetrics("test")
+	h := newHarnessWith(t, "", bridge.Options{Metrics: m})
+	r := metricsOf{t, m}
+	registering, release := make(chan struct{}), make(chan struct{})
+	h.fake.setRegister(func(in *executorv1.RegisterFunctionRequest) (*executorv1.RegisterFunctionResponse, error) {
+		close(registering)
+		<-release
+		return &executorv1.RegisterFunctionResponse{
+			Registration: &executorv1.FunctionRegistration{RunUid: in.RunUid, RegistrationId: "reg_x"},
+			State:        executorv1.FunctionRegistrationState_FUNCTION_REGISTRATION_STATE_READY}, nil
+	})
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		h.play(6, fresh(`1`), nil)
+	}()
+	<-registering
+	r.expect("fnbridge_registrations", 1, "state", "busy")
+	close(release)
+	<-done
+	testtool.Eventually(t, 5*time.Second, "the registration idle once its invocation ended", func() (bool, string) {
+		idle, _ := telemetrytest.Gather(t, m.Registry()).Value("fnbridge_registrations", "state", "idle")
+		return idle == 1, fmt.Sprintf("idle %v", idle)
+	})
+}
+
 // headerTransport adds headers to every request, as restate-server adds
 // traceparent to an invoke request when it traces.
 type headerTransport struct {
@@ -413,6 +457,43 @@ func suspendedSpan(t *testing.T, fn func(context.Context, *stepctx.Client, []byt
 	}
 	if !found {
 		t.Fatal("no execution span")
+	}
+}
+
+// A function stopped by Restate's CANCEL did not fail either: the caller
+// asked for it. Its span says cancelled, as its attempt's does, with no
+// error status (user cancellations counted in span error rates).
+func TestCancelledExecutionSpanIsNoError(t *testing.T) {
+	rcv := telemetrytest.NewReceiver(t)
+	tr, err := telemetry.NewTracing(context.Background(), telemetry.TracingConfig{Endpoint: rcv.URL() + "/v1/traces", ServiceName: "fnbridge"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := newHarnessWith(t, "", bridge.Options{Tracer: tr.Tracer})
+	started := make(chan struct{})
+	h.fake.setInvoke(func(ctx context.Context, _ *executorv1.InvokeFunctionRequest) (*executorv1.InvokeFunctionResponse, error) {
+		close(started)
+		<-ctx.Done()
+		return nil, status.FromContextError(ctx.Err()).Err()
+	})
+	h.playWith(7, fresh(`1`), nil, func(s *restatetest.Session) {
+		<-started
+		_ = s.Send(restatetest.Cancel())
+	})
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := tr.Shutdown(ctx); err != nil {
+		t.Fatal(err)
+	}
+	outcomes := map[string]string{}
+	for _, s := range rcv.Spans() {
+		if s.GetStatus().GetCode() == tracev1.Status_STATUS_CODE_ERROR {
+			t.Errorf("span %s has error status %v", s.GetName(), s.GetStatus())
+		}
+		outcomes[s.GetName()] = s.Attr("fnbridge.outcome")
+	}
+	if outcomes["function Svc/fn"] != "cancelled" || outcomes["Svc/fn"] != "cancelled" {
+		t.Fatalf("span outcomes %v, want the attempt and the execution cancelled", outcomes)
 	}
 }
 
