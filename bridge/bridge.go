@@ -231,17 +231,33 @@ func restateHandler(b *Bridge, p *pool) restate.Handler {
 // status poll. A handler whose registrations fail is logged and served
 // all the same (its invocations fail with the reason); only ctx ending
 // stops Start with an error, after which the caller closes.
+//
+// The handlers warm side by side (at most reloadParallelism registrations
+// at once in the process): the listener opens after the slowest import,
+// not after the sum of them.
 func (b *Bridge) Start(ctx context.Context) error {
-	for _, key := range b.poolKeys() {
-		if err := b.pools[key].start(ctx); err != nil {
-			if ctx.Err() != nil {
-				return err
-			}
-			// One handler that cannot register (a missing file, a syntax
-			// error, its runtime not up yet) stops none of the others: its
-			// invocations fail with the reason, and it is warmed again.
-			b.log.Error().Err(err).Msg("a handler's min_warm registrations failed: its invocations fail until it is fixed; the other handlers serve")
+	keys := b.poolKeys()
+	errs := make([]error, len(keys))
+	var wg sync.WaitGroup
+	for i, key := range keys {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			errs[i] = b.pools[key].start(ctx)
+		}()
+	}
+	wg.Wait()
+	for _, err := range errs {
+		if err == nil {
+			continue
 		}
+		if ctx.Err() != nil {
+			return err
+		}
+		// One handler that cannot register (a missing file, a syntax
+		// error, its runtime not up yet) stops none of the others: its
+		// invocations fail with the reason, and it is warmed again.
+		b.log.Error().Err(err).Msg("a handler's min_warm registrations failed: its invocations fail until it is fixed; the other handlers serve")
 	}
 	b.started.Store(true)
 	return nil

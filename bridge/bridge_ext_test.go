@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -576,6 +577,45 @@ services:
 	frames = h.play(6, fresh(`{}`), nil)
 	if e := errorOf(t, frames); !strings.Contains(e.GetMessage(), "no such file or directory") {
 		t.Fatalf("the broken handler's invocation: %v, want its reason", e)
+	}
+}
+
+// The min_warm registrations of every handler are made side by side: a
+// start waits for the slowest import, not for the sum of them (a few
+// heavy imports one after the other outlasted a startup probe). Each
+// registration here waits for all three to be in flight.
+func TestStartWarmsSideBySide(t *testing.T) {
+	fake := newFakeRuntime()
+	var mu sync.Mutex
+	arrived := 0
+	all := make(chan struct{})
+	fake.setRegister(func(in *executorv1.RegisterFunctionRequest) (*executorv1.RegisterFunctionResponse, error) {
+		mu.Lock()
+		if arrived++; arrived == 3 {
+			close(all)
+		}
+		mu.Unlock()
+		select {
+		case <-all:
+		case <-time.After(10 * time.Second):
+			return nil, status.Error(codes.Unavailable, "the other warm registrations did not come while this one was made")
+		}
+		return &executorv1.RegisterFunctionResponse{
+			Registration: &executorv1.FunctionRegistration{RunUid: in.RunUid, RegistrationId: "reg_" + in.RunUid},
+			State:        executorv1.FunctionRegistrationState_FUNCTION_REGISTRATION_STATE_READY,
+		}, nil
+	})
+	h := newHarnessFake(t, func(dir string) string {
+		return `
+services:
+  - name: Svc
+    handlers:
+      - {name: fn, runtime: python, dir: ` + dir + `, handler: mod.fn, concurrency: 2, min_warm: 2}
+      - {name: other, runtime: python, dir: ` + dir + `, handler: mod.fn, min_warm: 1}
+`
+	}, bridge.Options{}, fake)
+	if recs := h.logs.withMessage("a handler's min_warm registrations failed: its invocations fail until it is fixed; the other handlers serve"); len(recs) != 0 {
+		t.Fatalf("warming failed: %v", recs)
 	}
 }
 

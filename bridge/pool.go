@@ -224,24 +224,51 @@ func (p *pool) takeSlot(s *slot) bool {
 	return true
 }
 
-// start registers the min_warm registrations and starts the janitor. A
-// registration that fails ends the warming with its error, but the pool
-// is started all the same: it registers on demand, and the janitor keeps
-// trying to warm it.
+// warmSlots bounds how many min_warm registrations of the process are
+// being made at once (each starts a worker that imports or sources its
+// handler): side by side, so a start waits for the slowest import rather
+// than the sum of them, as a reload does (reloadParallelism).
+var warmSlots = make(chan struct{}, reloadParallelism)
+
+// start registers the min_warm registrations, side by side (warmSlots),
+// and starts the janitor. A registration that fails is reported (the
+// first failure, once the others are done), but the pool is started all
+// the same: it registers on demand, and the janitor keeps trying to warm
+// it.
 func (p *pool) start(ctx context.Context) error {
-	var err error
+	var (
+		mu  sync.Mutex
+		err error
+		wg  sync.WaitGroup
+	)
 	for _, s := range p.slots[:min(p.h.MinWarm, len(p.slots))] {
-		if err != nil || !p.takeSlot(s) {
-			continue // leased meanwhile: its lease registers it
-		}
-		detached, rerr := p.ensureRegistered(ctx, s)
-		if rerr != nil {
-			err = fmt.Errorf("%s/%s: warming registration %d: %w", p.service, p.h.Name, s.index, rerr)
-		}
-		if !detached {
-			p.put(s, false)
-		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			warmSlots <- struct{}{}
+			defer func() { <-warmSlots }()
+			mu.Lock()
+			failed := err != nil
+			mu.Unlock()
+			// One failure is the handler's (a syntax error fails them all
+			// alike): the rest are left to the janitor's backoff.
+			if failed || !p.takeSlot(s) {
+				return // or leased meanwhile: its lease registers it
+			}
+			detached, rerr := p.ensureRegistered(ctx, s)
+			if rerr != nil {
+				mu.Lock()
+				if err == nil {
+					err = fmt.Errorf("%s/%s: warming registration %d: %w", p.service, p.h.Name, s.index, rerr)
+				}
+				mu.Unlock()
+			}
+			if !detached {
+				p.put(s, false)
+			}
+		}()
 	}
+	wg.Wait()
 	p.started = true
 	go p.janitor()
 	return err
