@@ -236,18 +236,7 @@ func restateHandler(b *Bridge, p *pool) restate.Handler {
 // at once in the process): the listener opens after the slowest import,
 // not after the sum of them.
 func (b *Bridge) Start(ctx context.Context) error {
-	keys := b.poolKeys()
-	errs := make([]error, len(keys))
-	var wg sync.WaitGroup
-	for i, key := range keys {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			errs[i] = b.pools[key].start(ctx)
-		}()
-	}
-	wg.Wait()
-	for _, err := range errs {
+	for _, err := range b.eachPool(func(p *pool) error { return p.start(ctx) }) {
 		if err == nil {
 			continue
 		}
@@ -261,6 +250,22 @@ func (b *Bridge) Start(ctx context.Context) error {
 	}
 	b.started.Store(true)
 	return nil
+}
+
+// eachPool runs fn on every pool at once and returns their errors.
+func (b *Bridge) eachPool(fn func(*pool) error) []error {
+	keys := b.poolKeys()
+	errs := make([]error, len(keys))
+	var wg sync.WaitGroup
+	for i, key := range keys {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			errs[i] = fn(b.pools[key])
+		}()
+	}
+	wg.Wait()
+	return errs
 }
 
 // Handler is the Restate endpoint's HTTP handler.
@@ -289,16 +294,7 @@ func (b *Bridge) Close(ctx context.Context) error {
 		// so one runtime that does not answer cannot use it all up before
 		// the next pool starts.
 		keys := b.poolKeys()
-		errs := make([]error, len(keys), len(keys)+2)
-		var wg sync.WaitGroup
-		for i, key := range keys {
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				errs[i] = b.pools[key].close(ctx)
-			}()
-		}
-		wg.Wait()
+		errs := b.eachPool(func(p *pool) error { return p.close(ctx) })
 		errs = append(errs, b.closeContext(ctx))
 		// Registrations still starting that their callers gave up on: a
 		// remote runtime keeps one unless it is unregistered once it ends,

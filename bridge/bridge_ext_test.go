@@ -551,10 +551,7 @@ func TestBrokenHandlerAtStartStopsNoOther(t *testing.T) {
 		if strings.Contains(in.RunUid, "broken") {
 			return nil, runtimeError(codes.InvalidArgument, functionruntime.ReasonInvalidArgument, "reading handler source: open nosuch.sh: no such file or directory")
 		}
-		return &executorv1.RegisterFunctionResponse{
-			Registration: &executorv1.FunctionRegistration{RunUid: in.RunUid, RegistrationId: "reg_fake"},
-			State:        executorv1.FunctionRegistrationState_FUNCTION_REGISTRATION_STATE_READY,
-		}, nil
+		return readyAs(in, "reg_fake"), nil
 	})
 	h := newHarnessFake(t, func(dir string) string {
 		return `
@@ -600,10 +597,7 @@ func TestStartWarmsSideBySide(t *testing.T) {
 		case <-time.After(10 * time.Second):
 			return nil, status.Error(codes.Unavailable, "the other warm registrations did not come while this one was made")
 		}
-		return &executorv1.RegisterFunctionResponse{
-			Registration: &executorv1.FunctionRegistration{RunUid: in.RunUid, RegistrationId: "reg_" + in.RunUid},
-			State:        executorv1.FunctionRegistrationState_FUNCTION_REGISTRATION_STATE_READY,
-		}, nil
+		return readyAs(in, "reg_"+in.RunUid), nil
 	})
 	h := newHarnessFake(t, func(dir string) string {
 		return `
@@ -617,6 +611,22 @@ services:
 	if recs := h.logs.withMessage("a handler's min_warm registrations failed: its invocations fail until it is fixed; the other handlers serve"); len(recs) != 0 {
 		t.Fatalf("warming failed: %v", recs)
 	}
+}
+
+// playCancelled plays one invocation whose function runs until Restate's
+// CANCEL, sent once it started, stops it.
+func (h *harness) playCancelled() []restatetest.Frame {
+	h.t.Helper()
+	started := make(chan struct{})
+	h.fake.setInvoke(func(ctx context.Context, _ *executorv1.InvokeFunctionRequest) (*executorv1.InvokeFunctionResponse, error) {
+		close(started)
+		<-ctx.Done()
+		return nil, status.FromContextError(ctx.Err()).Err()
+	})
+	return h.playWith(7, fresh(`1`), nil, func(s *restatetest.Session) {
+		<-started
+		_ = s.Send(restatetest.Cancel())
+	})
 }
 
 // "Giving the registrations back takes what is left of shutdown_timeout

@@ -97,6 +97,14 @@ func (f *fakeRuntime) setRegister(fn func(*executorv1.RegisterFunctionRequest) (
 	f.mu.Unlock()
 }
 
+// readyAs answers a registration READY, with registration ID regID.
+func readyAs(in *executorv1.RegisterFunctionRequest, regID string) *executorv1.RegisterFunctionResponse {
+	return &executorv1.RegisterFunctionResponse{
+		Registration: &executorv1.FunctionRegistration{RunUid: in.RunUid, RegistrationId: regID},
+		State:        executorv1.FunctionRegistrationState_FUNCTION_REGISTRATION_STATE_READY,
+	}
+}
+
 // runtimeError builds the status the real server returns, with its
 // ErrorInfo reason.
 func runtimeError(code codes.Code, reason, msg string) error {

@@ -84,16 +84,7 @@ func TestMetricsCountEachAttemptByOutcome(t *testing.T) {
 		// busy, and the message says who that usually is.
 		t.Fatalf("busy runtime: code %d, message %q; want 429 naming a replica with the same instance identity", e.GetCode(), e.GetMessage())
 	}
-	started := make(chan struct{})
-	h.fake.setInvoke(func(ctx context.Context, _ *executorv1.InvokeFunctionRequest) (*executorv1.InvokeFunctionResponse, error) {
-		close(started)
-		<-ctx.Done()
-		return nil, status.FromContextError(ctx.Err()).Err()
-	})
-	h.playWith(7, fresh(`1`), nil, func(s *restatetest.Session) {
-		<-started
-		_ = s.Send(restatetest.Cancel())
-	})
+	h.playCancelled()
 
 	for outcome, want := range map[string]float64{
 		"ok": 1, "replayed": 1, "terminal_failure": 1,
@@ -218,9 +209,7 @@ func TestMetricsRegistrationBusyWhileItRegisters(t *testing.T) {
 	h.fake.setRegister(func(in *executorv1.RegisterFunctionRequest) (*executorv1.RegisterFunctionResponse, error) {
 		close(registering)
 		<-release
-		return &executorv1.RegisterFunctionResponse{
-			Registration: &executorv1.FunctionRegistration{RunUid: in.RunUid, RegistrationId: "reg_x"},
-			State:        executorv1.FunctionRegistrationState_FUNCTION_REGISTRATION_STATE_READY}, nil
+		return readyAs(in, "reg_x"), nil
 	})
 	done := make(chan struct{})
 	go func() {
@@ -470,16 +459,7 @@ func TestCancelledExecutionSpanIsNoError(t *testing.T) {
 		t.Fatal(err)
 	}
 	h := newHarnessWith(t, "", bridge.Options{Tracer: tr.Tracer})
-	started := make(chan struct{})
-	h.fake.setInvoke(func(ctx context.Context, _ *executorv1.InvokeFunctionRequest) (*executorv1.InvokeFunctionResponse, error) {
-		close(started)
-		<-ctx.Done()
-		return nil, status.FromContextError(ctx.Err()).Err()
-	})
-	h.playWith(7, fresh(`1`), nil, func(s *restatetest.Session) {
-		<-started
-		_ = s.Send(restatetest.Cancel())
-	})
+	h.playCancelled()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	if err := tr.Shutdown(ctx); err != nil {
