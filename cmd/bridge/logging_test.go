@@ -149,6 +149,7 @@ func TestBadConfigurationOrFlagExitsTwo(t *testing.T) {
 		// says what the flag wants, not which Go parser refused it.
 		{[]string{"servee"}, 2, `unknown command "servee"`},
 		{[]string{"serve", "extra", "--config", good}, 2, `bridge serve takes no arguments (got "extra"): the configuration file is given with --config FILE`},
+		{[]string{"invoke", "--config", good, "S/h", "{}", "{}"}, 2, `want Service/handler and its JSON input`},
 		{[]string{"manifest", good}, 2, `bridge manifest takes no arguments (got "` + good + `"): the configuration file is given with --config FILE`},
 		{[]string{"serve", "--config", ""}, 2, `the configuration file's path is empty (--config names the configuration file)`},
 		{[]string{"manifest", "--config", dir}, 2, dir + ` is a directory (--config names the configuration file`},

@@ -185,8 +185,9 @@ func usageArgs(c *cobra.Command) {
 	if check := c.Args; check != nil {
 		c.Args = func(cmd *cobra.Command, args []string) error {
 			if err := check(cmd, args); err != nil {
-				if len(args) > 0 && cmd.Flags().Lookup("config") != nil && !cmd.HasAvailableSubCommands() {
-					// `bridge serve bridge.yaml`: cobra says "unknown
+				if len(args) > 0 && cmd.Flags().Lookup("config") != nil && !strings.Contains(cmd.Use, " ") && !cmd.HasAvailableSubCommands() {
+					// `bridge serve bridge.yaml` (a command taking no
+					// operands: its Use names none): cobra says "unknown
 					// command", which leaves the user guessing.
 					err = fmt.Errorf("%s takes no arguments (got %q): the configuration file is given with --config FILE", cmd.CommandPath(), args[0])
 				}
