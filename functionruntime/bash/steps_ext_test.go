@@ -298,17 +298,60 @@ trap_in_wait() {
 	cat trap.out
 }
 
+# stop_agent stops the worker's step agent (__fnb_apid is the
+# bootstrap's: its pid) and returns once every thread of it is stopped.
+# The agent is a Go program, several threads: a SIGSTOP stops them only
+# once the thread the kernel gave it to is scheduled to take it, and
+# meanwhile the others run. On a loaded machine one of them read the
+# step that followed the kill and sent its start to the endpoint before
+# the stop took hold. A poll on the threads' states, bounded (10 s).
+stop_agent() {
+	local IFS=$' \t\n' i t st running
+	kill -STOP "$__fnb_apid"
+	for ((i = 0; i < 1000; i++)); do
+		running=
+		for t in /proc/"$__fnb_apid"/task/*/stat; do
+			read -r _ _ st _ <"$t" 2>/dev/null && [[ $st != T ]] && running=1
+		done
+		[[ -z $running ]] && return
+		sleep 0.01
+	done
+}
+
+# in_wait ME: in the background, sends USR1 to the function's shell ME
+# until its handler, run inside the wait for a step's answer while the
+# step agent is stopped, says so by creating trap.in; then lets the agent
+# go on. The handler's steps thus reach the endpoint before the waiting
+# step's, whatever the machine's load: a poll on that file, not a guess
+# at how long the shell takes to reach its wait or a command to start.
+# Bounded: a handler that never runs in the wait ends it after 30 s. The
+# caller waits for this job before it clears the trap (a USR1 still in
+# flight would end the shell).
+in_wait() {
+	local i
+	(
+		for ((i = 0; i < 600; i++)); do
+			[[ -e trap.in ]] && break
+			kill -USR1 "$1" || break
+			sleep 0.05
+		done
+		kill -CONT "$__fnb_apid"
+	) </dev/null >/dev/null 2>&1 &
+}
+
 # Trap handlers' steps while the function's step X waits (the agent
 # stopped): USR1's step sends USR2, whose handler takes a step inside
 # USR1's. Both go through the command; X gets its own value.
+# (__fnb_my is the bootstrap's: set only in the wait for an answer.)
 double_trap() {
-	local v me=$BASHPID
+	local v me=$BASHPID fired=
 	fnbridge run first -- true || return
 	trap 'fnbridge run on-usr2 -- printf two >/dev/null 2>&1; echo "usr2 $?" >>trap.out' USR2
-	trap 'fnbridge run on-usr1 -- sh -c "kill -USR2 \$0" "$BASHPID" >/dev/null 2>&1; echo "usr1 $?" >>trap.out' USR1
-	kill -STOP "$__fnb_apid"
-	(sleep 0.5; kill -USR1 "$me"; sleep 1; kill -CONT "$__fnb_apid") </dev/null >/dev/null 2>&1 &
+	trap 'if [[ -z $fired && -n ${__fnb_my-} ]]; then fired=1; fnbridge run on-usr1 -- sh -c "kill -USR2 \$0" "$BASHPID" >/dev/null 2>&1; echo "usr1 $?" >>trap.out; : >trap.in; fi' USR1
+	stop_agent
+	in_wait "$me"
 	fnbridge run --var v X -- printf x || { echo "X $?"; return; }
+	wait
 	echo "v=$v"
 	cat trap.out
 }
@@ -316,12 +359,13 @@ double_trap() {
 # A trap handler's steps while X waits: builtin CMDs (: too), and --var
 # of a value with a NUL byte, refused as outside a trap.
 nested_builtins() {
-	local v me=$BASHPID
+	local v me=$BASHPID fired=
 	fnbridge run first -- true || return
-	trap 'fnbridge run n2 -- : 2>>trap.out; echo "n2 $?" >>trap.out; fnbridge run --var w n1 -- printf "a\0b" 2>>trap.out; echo "n1 $? [$w]" >>trap.out' USR1
-	kill -STOP "$__fnb_apid"
-	(sleep 0.5; kill -USR1 "$me"; sleep 1; kill -CONT "$__fnb_apid") </dev/null >/dev/null 2>&1 &
+	trap 'if [[ -z $fired && -n ${__fnb_my-} ]]; then fired=1; fnbridge run n2 -- : 2>>trap.out; echo "n2 $?" >>trap.out; fnbridge run --var w n1 -- printf "a\0b" 2>>trap.out; echo "n1 $? [$w]" >>trap.out; : >trap.in; fi' USR1
+	stop_agent
+	in_wait "$me"
 	fnbridge run --var v X -- printf x || { echo "X $?"; return; }
+	wait
 	echo "v=$v"
 	cat trap.out
 }
@@ -330,13 +374,14 @@ nested_builtins() {
 # nothing a step does (nonces, the nested flag, scratch paths all hold
 # them): bash splits the words of "builtin local" as a command's.
 ifs_digits() {
-	local v w me=$BASHPID IFS=$'0123456789. \t\n'
+	local v w me=$BASHPID fired= IFS=$'0123456789. \t\n'
 	fnbridge run --var v d1 -- printf one || return
 	fnbridge run --var w d2 -- sh -c 'printf two' || return
-	trap 'fnbridge run --var x n1 -- printf nested 2>>trap.out; echo "n1 $? [$x]" >>trap.out' USR1
-	kill -STOP "$__fnb_apid"
-	(sleep 0.5; kill -USR1 "$me"; sleep 1; kill -CONT "$__fnb_apid") </dev/null >/dev/null 2>&1 &
+	trap 'if [[ -z $fired && -n ${__fnb_my-} ]]; then fired=1; fnbridge run --var x n1 -- printf nested 2>>trap.out; echo "n1 $? [$x]" >>trap.out; : >trap.in; fi' USR1
+	stop_agent
+	in_wait "$me"
 	fnbridge run d3 -- printf three || { echo "d3 $?"; return; }
+	wait
 	trap - USR1
 	printf ' %s %s\n' "$v" "$w"
 	cat trap.out
@@ -355,10 +400,11 @@ out_gone() {
 trap_return() {
 	local v w me=$BASHPID
 	fnbridge run --var v first -- printf one || return
-	trap 'return' USR1
-	kill -STOP "$__fnb_apid"
-	(sleep 0.5; kill -USR1 "$me"; sleep 0.5; kill -CONT "$__fnb_apid") </dev/null >/dev/null 2>&1 &
+	trap 'if [[ -n ${__fnb_my-} ]]; then : >trap.in; return; fi' USR1
+	stop_agent
+	in_wait "$me"
 	fnbridge run --var w second -- printf two 2>/dev/null; echo "second $?"
+	wait
 	trap - USR1
 	printf '%s [%s]' "$v" "$w"
 }
@@ -888,10 +934,10 @@ func testSteps(t *testing.T, a *adaptertest.Adapter) {
 		for _, c := range []struct{ fn, want, or, x string }{
 			{"double_trap", "v=x\nusr2 0\nusr1 0", "", "x"},
 			{"nested_builtins", "v=x\nn2 0\nfnbridge: run n1 --var: the value holds a NUL byte, which a shell variable cannot; print it instead\nn1 2 []", "", "x"},
-			// The return ends the wait, or, when the signal comes as the
-			// read returns, the function that read the answer: never
-			// "one", the first step's value.
-			{"trap_return", "second 3\none []", "second 0\none [two]", ""},
+			// The return ends the wait (the answer cannot come before
+			// it: the agent goes on once the handler has run), and the
+			// step fails: never "one", the first step's value.
+			{"trap_return", "second 3\none []", "", ""},
 			{"ifs_digits", "three one two\nn1 0 [nested]", "", ""},
 		} {
 			s := e.start(t, c.fn, nil)
