@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/fnbridge/fnbridge/internal/restateserver"
+	"github.com/fnbridge/fnbridge/internal/testtool"
 )
 
 // clusterPlan sizes one cluster run: the chaos load (chaosPlan: the
@@ -128,7 +129,7 @@ func newClusterRun(t *testing.T, plan clusterPlan) *clusterRun {
 	// The nodes first: their ports are picked free and bound at their
 	// start, and a replica's port picked before could be taken by one.
 	cluster := restateserver.StartCluster(t, restateserver.ClusterOptions{})
-	addrs := freeAddrs(t, plan.replicas)
+	addrs := testtool.FreeAddrs(t, plan.replicas)
 	// One file for every replica: each gets its own --listen and --instance.
 	cfg := ws.config(t, chaosConfig(addrs[0], marker, stepsMarker, plan.perHandler, 30*time.Second))
 	replicas := make([]*bridgeServe, plan.replicas)

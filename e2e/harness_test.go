@@ -80,22 +80,6 @@ func bridgeBin(t testing.TB) string {
 	return build.bin
 }
 
-// freeAddrs returns n distinct loopback addresses no one listens on right
-// now (all held open while they are picked, so none is picked twice).
-func freeAddrs(t testing.TB, n int) []string {
-	t.Helper()
-	addrs := make([]string, n)
-	for i := range addrs {
-		lis, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer lis.Close()
-		addrs[i] = lis.Addr().String()
-	}
-	return addrs
-}
-
 // serveHTTP serves h in process on a loopback listener with
 // restate.NewHTTPServer (HTTP/1.1 and h2c with prior knowledge), as `bridge
 // serve` does, until the test's cleanup shuts it down; it returns the base

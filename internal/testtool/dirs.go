@@ -1,8 +1,13 @@
 package testtool
 
 import (
+	"fmt"
+	"math/rand/v2"
 	"net"
 	"os"
+	"strconv"
+	"strings"
+	"sync"
 	"testing"
 )
 
@@ -20,15 +25,92 @@ func SocketDir(t testing.TB) string {
 }
 
 // FreeAddr returns a loopback TCP address no one listened on a moment
-// ago. Another process may take it before the test listens there: use it
-// only for a listener the test starts at once.
+// ago, for a listener the test (or a process it starts) opens next. See
+// FreeAddrs.
 func FreeAddr(t testing.TB) string {
 	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
+	return FreeAddrs(t, 1)[0]
+}
+
+// FreeAddrs returns n distinct loopback TCP addresses no one listened on
+// a moment ago. Their ports lie below the kernel's ephemeral range: a
+// port the kernel chose for a listener on :0 is free again once that
+// listener closes, and before the bridge started there an outgoing
+// connection of restate-server took it as its local port (bind: address
+// already in use). Below that range only a listener can take a port, and
+// this process never hands out one port twice.
+func FreeAddrs(t testing.TB, n int) []string {
+	t.Helper()
+	addrs, err := freeAddrs(n)
 	if err != nil {
 		t.Fatal(err)
 	}
-	addr := l.Addr().String()
-	_ = l.Close()
-	return addr
+	return addrs
+}
+
+// ports holds what freeAddrs handed out, so that two tests of one process
+// never get the same port.
+var ports struct {
+	sync.Mutex
+	given map[int]bool
+}
+
+// freeAddrs picks n ports at random between 10000 and the start of the
+// ephemeral range, checking each by listening on it (the listeners stay
+// open until all are picked), or from the kernel when that range is too
+// small.
+func freeAddrs(n int) ([]string, error) {
+	ports.Lock()
+	defer ports.Unlock()
+	if ports.given == nil {
+		ports.given = map[int]bool{}
+	}
+	const lo = 10000
+	hi := ephemeralLow() - 1
+	var held []net.Listener
+	defer func() {
+		for _, l := range held {
+			_ = l.Close()
+		}
+	}()
+	addrs := make([]string, 0, n)
+	for tries := 0; len(addrs) < n; tries++ {
+		addr := "127.0.0.1:0"
+		if hi-lo >= 1000 && tries < 1000 {
+			p := lo + rand.IntN(hi-lo+1)
+			if ports.given[p] {
+				continue
+			}
+			addr = net.JoinHostPort("127.0.0.1", strconv.Itoa(p))
+		}
+		l, err := net.Listen("tcp", addr)
+		if err != nil {
+			if addr == "127.0.0.1:0" {
+				return nil, fmt.Errorf("find a free loopback port: %w", err)
+			}
+			continue
+		}
+		held = append(held, l)
+		ports.given[l.Addr().(*net.TCPAddr).Port] = true
+		addrs = append(addrs, l.Addr().String())
+	}
+	return addrs, nil
+}
+
+// ephemeralLow is the first port of the kernel's ephemeral range (Linux's
+// default when it cannot be read).
+func ephemeralLow() int {
+	b, err := os.ReadFile("/proc/sys/net/ipv4/ip_local_port_range")
+	if err != nil {
+		return 32768
+	}
+	f := strings.Fields(string(b))
+	if len(f) == 0 {
+		return 32768
+	}
+	p, err := strconv.Atoi(f[0])
+	if err != nil {
+		return 32768
+	}
+	return p
 }

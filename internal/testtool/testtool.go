@@ -3,7 +3,8 @@
 // the path a Makefile variable names, or a name looked up in PATH. A
 // missing program skips the test with what it is needed for, except under
 // CI=true, where every tool must be installed and a missing one fails the
-// test. It also has the one way tests wait for a state (Poll, Eventually).
+// test. It also has the one way tests wait for a state (Poll, Eventually)
+// and pick a loopback address to listen on (FreeAddr, FreeAddrs).
 package testtool
 
 import (
