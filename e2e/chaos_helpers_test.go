@@ -160,9 +160,12 @@ type chaosEvent struct {
 	// "bridge-drain" (SIGTERM), "restate-node-kill" (one node down) and
 	// "leader-change" (a node took a partition over, which restate-server
 	// also does on its own: it is logged, not injected)
-	kind     string
-	at, till int64 // UnixNano; till is the end of a restart, drain or outage window
-	pid      int   // the killed worker
+	kind string
+	// UnixNano; till is the end of a restart, drain or outage window, or
+	// when a worker kill's system call returned (no code of the worker
+	// ran after it)
+	at, till int64
+	pid      int // the killed worker
 	// workers of the killed bridge incarnation, recorded just before the
 	// kill: an execution on one of them belonged to that incarnation.
 	workers map[int]bool
@@ -223,10 +226,11 @@ func (r *chaosRun) overlapCause(w, ex *execution) string {
 // cause explains why execution x was not the one whose result Restate
 // journaled, given the next execution of the same id started at next: the
 // earliest fault that applies to x. A fault applies when it is a SIGKILL
-// of x's own worker between x's start and next, a SIGKILL of the bridge
-// incarnation x's worker belonged to, any bridge SIGKILL between x's start
-// and next, or a restate-server restart, node outage, bridge drain or
-// partition leader change overlapping that window. Whether x
+// of x's own worker between x's start (or as it started) and next, a
+// SIGKILL of the bridge incarnation x's worker belonged to, any bridge
+// SIGKILL between x's start and next, or a restate-server restart, node
+// outage, bridge drain or partition leader change overlapping that
+// window. Whether x
 // had written its end line by the fault says whether it was interrupted
 // mid-execution or lost its result after finishing; for the latter,
 // exposed is how long before the fault the run had ended.
@@ -239,7 +243,7 @@ func (l *chaosLog) cause(x *execution, next int64) (cause string, exposed time.D
 		applies := false
 		switch e.kind {
 		case "worker-kill":
-			applies = e.pid == x.pid && e.at >= x.startNS && e.at <= next
+			applies = e.pid == x.pid && e.till >= x.startNS && e.at <= next
 		case "bridge-kill":
 			applies = e.workers[x.pid] || (e.at >= x.startNS && e.at <= next)
 		case "restate-restart", "restate-node-kill", "bridge-drain", "leader-change":

@@ -502,8 +502,12 @@ func (r *chaosRun) killWorker() {
 		candidates = ws
 	}
 	w := candidates[r.rng.IntN(len(candidates))]
-	r.faults.add(chaosEvent{kind: "worker-kill", at: time.Now().UnixNano(), pid: w.PID})
+	// Stamped on both sides of the kill: on a loaded machine this
+	// goroutine can lose the CPU between the stamp and the kill, and an
+	// execution the worker starts meanwhile is killed too.
+	at := time.Now().UnixNano()
 	_ = syscall.Kill(w.PID, syscall.SIGKILL)
+	r.faults.add(chaosEvent{kind: "worker-kill", at: at, till: time.Now().UnixNano(), pid: w.PID})
 }
 
 func (r *chaosRun) restartRestate() {
@@ -869,7 +873,7 @@ func (r *chaosRun) countWorkerKillHits(xs []*execution, hits map[int64]bool) {
 			continue
 		}
 		for _, ex := range xs {
-			if ex.pid == e.pid && ex.startNS <= e.at && (ex.endLine < 0 || ex.endNS >= e.at) {
+			if ex.pid == e.pid && ex.startNS <= e.till && (ex.endLine < 0 || ex.endNS >= e.at) {
 				hits[e.at] = true
 			}
 		}
