@@ -304,18 +304,25 @@ trap_in_wait() {
 # once the thread the kernel gave it to is scheduled to take it, and
 # meanwhile the others run. On a loaded machine one of them read the
 # step that followed the kill and sent its start to the endpoint before
-# the stop took hold. A poll on the threads' states, bounded (10 s).
+# the stop took hold. A poll on the threads' states, bounded: after 10 s
+# it says so and fails.
 stop_agent() {
 	local IFS=$' \t\n' i t st running
 	kill -STOP "$__fnb_apid"
 	for ((i = 0; i < 1000; i++)); do
 		running=
 		for t in /proc/"$__fnb_apid"/task/*/stat; do
-			read -r _ _ st _ <"$t" 2>/dev/null && [[ $st != T ]] && running=1
+			# The state follows the last ") ": a name may hold spaces.
+			st=
+			{ IFS= read -r st <"$t"; } 2>/dev/null
+			st=${st##*) }
+			[[ -n $st && ${st:0:1} != T ]] && running=1
 		done
 		[[ -z $running ]] && return
 		sleep 0.01
 	done
+	echo "the step agent $__fnb_apid did not stop within 10 s"
+	return 1
 }
 
 # in_wait ME: in the background, sends USR1 to the function's shell ME
@@ -348,7 +355,7 @@ double_trap() {
 	fnbridge run first -- true || return
 	trap 'fnbridge run on-usr2 -- printf two >/dev/null 2>&1; echo "usr2 $?" >>trap.out' USR2
 	trap 'if [[ -z $fired && -n ${__fnb_my-} ]]; then fired=1; fnbridge run on-usr1 -- sh -c "kill -USR2 \$0" "$BASHPID" >/dev/null 2>&1; echo "usr1 $?" >>trap.out; : >trap.in; fi' USR1
-	stop_agent
+	stop_agent || return
 	in_wait "$me"
 	fnbridge run --var v X -- printf x || { echo "X $?"; return; }
 	wait
@@ -362,7 +369,7 @@ nested_builtins() {
 	local v me=$BASHPID fired=
 	fnbridge run first -- true || return
 	trap 'if [[ -z $fired && -n ${__fnb_my-} ]]; then fired=1; fnbridge run n2 -- : 2>>trap.out; echo "n2 $?" >>trap.out; fnbridge run --var w n1 -- printf "a\0b" 2>>trap.out; echo "n1 $? [$w]" >>trap.out; : >trap.in; fi' USR1
-	stop_agent
+	stop_agent || return
 	in_wait "$me"
 	fnbridge run --var v X -- printf x || { echo "X $?"; return; }
 	wait
@@ -378,7 +385,7 @@ ifs_digits() {
 	fnbridge run --var v d1 -- printf one || return
 	fnbridge run --var w d2 -- sh -c 'printf two' || return
 	trap 'if [[ -z $fired && -n ${__fnb_my-} ]]; then fired=1; fnbridge run --var x n1 -- printf nested 2>>trap.out; echo "n1 $? [$x]" >>trap.out; : >trap.in; fi' USR1
-	stop_agent
+	stop_agent || return
 	in_wait "$me"
 	fnbridge run d3 -- printf three || { echo "d3 $?"; return; }
 	wait
@@ -397,11 +404,14 @@ out_gone() {
 
 # A trap handler's bare return ends the wait for a step's answer: the
 # step fails (its outcome is unknown here), never takes an older value.
+# (The handler returns only from __fnb_answer, the function it
+# interrupted, its FUNCNAME[0]: a return from a helper of the wait, run
+# after a 2 s timeout on a loaded machine, has other outcomes.)
 trap_return() {
 	local v w me=$BASHPID
 	fnbridge run --var v first -- printf one || return
-	trap 'if [[ -n ${__fnb_my-} ]]; then : >trap.in; return; fi' USR1
-	stop_agent
+	trap 'if [[ ${FUNCNAME[0]-} == __fnb_answer ]]; then : >trap.in; return; fi' USR1
+	stop_agent || return
 	in_wait "$me"
 	fnbridge run --var w second -- printf two 2>/dev/null; echo "second $?"
 	wait
