@@ -162,8 +162,7 @@ type chaosEvent struct {
 	// also does on its own: it is logged, not injected)
 	kind string
 	// UnixNano; till is the end of a restart, drain or outage window, or
-	// when a worker kill's system call returned (no code of the worker
-	// ran after it)
+	// when the killed worker's process group was gone (2 s at most)
 	at, till int64
 	pid      int // the killed worker
 	// workers of the killed bridge incarnation, recorded just before the

@@ -502,11 +502,14 @@ func (r *chaosRun) killWorker() {
 		candidates = ws
 	}
 	w := candidates[r.rng.IntN(len(candidates))]
-	// Stamped on both sides of the kill: on a loaded machine this
-	// goroutine can lose the CPU between the stamp and the kill, and an
-	// execution the worker starts meanwhile is killed too.
+	// The kill's window runs from before it to when the worker's process
+	// group is gone: on a loaded machine this goroutine can lose the CPU
+	// between the stamp and the kill, and a Bash worker's invocation
+	// subshell (its marker lines carry the worker's pid) goes on, and may
+	// start a step, until the bridge has killed the group.
 	at := time.Now().UnixNano()
 	_ = syscall.Kill(w.PID, syscall.SIGKILL)
+	_ = testtool.Poll(2*time.Second, func() bool { return len(liveInGroups(map[int]bool{w.PID: true})) == 0 })
 	r.faults.add(chaosEvent{kind: "worker-kill", at: at, till: time.Now().UnixNano(), pid: w.PID})
 }
 
