@@ -6,7 +6,6 @@ import (
 	"net"
 	"os"
 	"strconv"
-	"strings"
 	"sync"
 	"testing"
 )
@@ -35,9 +34,9 @@ func FreeAddr(t testing.TB) string {
 // FreeAddrs returns n distinct loopback TCP addresses no one listened on
 // a moment ago. Their ports lie below the kernel's ephemeral range: a
 // port the kernel chose for a listener on :0 is free again once that
-// listener closes, and before the bridge started there an outgoing
-// connection of restate-server took it as its local port (bind: address
-// already in use). Below that range only a listener can take a port, and
+// listener closes, and an outgoing connection (restate-server's, a test
+// client's) may take it as its local port before the process the test
+// starts binds it (CI saw "bind: address already in use"). Below that range only a listener can take a port, and
 // this process never hands out one port twice (another test process may
 // pick the same one, rarely: that race remains). When that range is too
 // small or full, the ports come from the kernel, as before.
@@ -109,17 +108,9 @@ func freeAddrs(n int) ([]string, error) {
 // ephemeralLow is the first port of the kernel's ephemeral range (Linux's
 // default when it cannot be read).
 func ephemeralLow() int {
-	b, err := os.ReadFile("/proc/sys/net/ipv4/ip_local_port_range")
-	if err != nil {
-		return 32768
+	low := 32768
+	if b, err := os.ReadFile("/proc/sys/net/ipv4/ip_local_port_range"); err == nil {
+		_, _ = fmt.Sscan(string(b), &low)
 	}
-	f := strings.Fields(string(b))
-	if len(f) == 0 {
-		return 32768
-	}
-	p, err := strconv.Atoi(f[0])
-	if err != nil {
-		return 32768
-	}
-	return p
+	return low
 }
